@@ -1,0 +1,83 @@
+"""The matrix selection flags, shared by `matrix`, `plan`, `launch` and `run`.
+
+`with_selection` appends the flags to a command's signature and hands the command one
+`Selection`, so every command that selects jobs spells the flags exactly alike."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvbench.matrix.selection import Selection
+
+_PANEL = "Selection (as the reference generator's full-sweep)"
+
+
+def _selection_params() -> list[inspect.Parameter]:
+    def opt(name: str, annotation: object, default: object, help: str) -> inspect.Parameter:
+        return inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Annotated[annotation, typer.Option(help=help, rich_help_panel=_PANEL)],
+            default=default,
+        )
+
+    return [
+        opt("config_files", list[Path], None, "Master config YAML files (recipes)."),
+        opt("runner_config", Path | None, None, "runners.yaml with labels and hardware."),
+        opt("scenario_type", list[str], None, "fixed-seq-len and/or agentic-coding."),
+        opt("model_prefix", list[str], None, "Keep rows of these model prefixes."),
+        opt("precision", list[str], None, "Keep rows of these precisions."),
+        opt("framework", list[str], None, "Keep rows of these frameworks."),
+        opt("runner_type", list[str], None, "Keep rows of these runner types."),
+        opt("seq_lens", list[str], None, "Fixed-seq-len only: 1k1k and/or 8k1k."),
+        opt("step_size", int, 2, "Multiplier of conc-start..conc-end ranges (> 1)."),
+        opt("min_conc", int | None, None, "Drop concurrencies below this."),
+        opt("max_conc", int | None, None, "Drop concurrencies above this."),
+        opt("max_tp", int | None, None, "Drop rows with a larger tp."),
+        opt("max_ep", int | None, None, "Drop rows with a larger ep."),
+        opt("single_node", bool, False, "Single-node rows only."),
+        opt("multi_node", bool, False, "Multi-node rows only."),
+        opt("no_evals", bool, False, "Do not mark eval rows."),
+        opt("config_keys", list[str], None, "Keep these config keys (fnmatch globs)."),
+    ]
+
+
+def with_selection(fn):
+    """Decorate a command whose signature has a `selection: Selection` parameter."""
+    params = _selection_params()
+    names = [p.name for p in params]
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        raw = {n: kwargs.pop(n) for n in names}
+        kwargs["selection"] = Selection(
+            config_files=tuple(raw["config_files"] or ()),
+            runner_config=raw["runner_config"],
+            scenario_types=tuple(raw["scenario_type"] or ("agentic-coding",)),
+            model_prefixes=tuple(raw["model_prefix"] or ()),
+            precisions=tuple(raw["precision"] or ()),
+            frameworks=tuple(raw["framework"] or ()),
+            runner_types=tuple(raw["runner_type"] or ()),
+            seq_lens=tuple(raw["seq_lens"] or ()),
+            step_size=raw["step_size"],
+            min_conc=raw["min_conc"],
+            max_conc=raw["max_conc"],
+            max_tp=raw["max_tp"],
+            max_ep=raw["max_ep"],
+            single_node=raw["single_node"],
+            multi_node=raw["multi_node"],
+            no_evals=raw["no_evals"],
+            config_keys=tuple(raw["config_keys"] or ()),
+        )
+        return fn(*args, **kwargs)
+
+    sig = inspect.signature(fn)
+    own = [p for p in sig.parameters.values() if p.name != "selection"]
+    wrapper.__signature__ = sig.replace(parameters=own + params)
+    del wrapper.__wrapped__  # typer must read the new signature, not the original
+    return wrapper

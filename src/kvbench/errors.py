@@ -1,0 +1,83 @@
+"""The one exception root. Library code raises these; only the CLI formats them."""
+
+from __future__ import annotations
+
+
+class KvbenchError(Exception):
+    """Root of every error kvbench raises on purpose. `hint` says what to do about it."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class RecipeError(KvbenchError):
+    """A recipe, runner file or other user-written YAML is invalid."""
+
+    def __init__(self, message: str, *, errors: list[str] | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.errors = errors or [message]
+
+
+class MatrixError(KvbenchError):
+    """The selection or expansion of recipe rows into jobs failed."""
+
+
+class ModelError(KvbenchError):
+    """A model profile is missing or malformed."""
+
+
+class PlanError(KvbenchError):
+    """A job cannot be planned (for example its host footprint exceeds the budget)."""
+
+
+class EngineError(KvbenchError):
+    """An engine adapter cannot build a command line for a job."""
+
+
+class LaunchError(KvbenchError):
+    """A server process failed to start, became unhealthy or could not be stopped."""
+
+    exit_code = 3
+
+
+class WorkloadError(KvbenchError):
+    """A trace file or synthetic workload specification is invalid."""
+
+
+class ReplayError(KvbenchError):
+    """The replay client could not run (not a per-request failure: those are records)."""
+
+    exit_code = 3
+
+
+class MetricsError(KvbenchError):
+    """Server metrics or telemetry could not be read or interpreted."""
+
+
+class ResultError(KvbenchError):
+    """A result file is missing, malformed or fails validation."""
+
+
+class SweepError(KvbenchError):
+    """A sweep or one of its executors failed."""
+
+    exit_code = 3
+
+
+class ChangelogError(KvbenchError):
+    """The perf changelog violates its rules."""
+
+
+class SimError(KvbenchError):
+    """The embedded engine was configured wrongly."""
+
+
+class CalibrateError(KvbenchError):
+    """Hardware calibration could not run."""

@@ -1,0 +1,76 @@
+"""Atomic and incremental file writes: nothing half-written is ever left behind."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def write_atomic(path: str | Path, data: bytes | str) -> Path:
+    """Write to a temporary file in the same directory, fsync, then rename over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    return write_atomic(path, orjson.dumps(obj, option=JSON_OPTS) + b"\n")
+
+
+def read_json(path: str | Path) -> Any:
+    return orjson.loads(Path(path).read_bytes())
+
+
+class JsonlWriter:
+    """Appends one JSON object per line and flushes each, so a killed run keeps every
+    completed line. A torn last line (from a crash mid-write) is skipped by `read_jsonl`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "ab")  # noqa: SIM115 (closed in close())
+
+    def write(self, obj: Any) -> None:
+        self._f.write(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    out = []
+    with open(path, "rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                out.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                if not line.endswith(b"\n"):
+                    break  # torn final line of a killed writer
+                raise
+    return out
