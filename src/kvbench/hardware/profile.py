@@ -1,0 +1,105 @@
+"""Hardware profiles: what one GPU and its host link can do, with the source of every number.
+
+Datasheet profiles ship in `profiles/`; `kvbench calibrate` writes measured ones in the same
+format. The planner reads HBM and host DRAM; the simulator's cost model reads the rest."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kvbench.errors import KvbenchError
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+
+
+class Sourced(BaseModel):
+    """A number and where it came from ('datasheet: ...', 'measured: kvbench calibrate ...')."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float
+    source: str
+
+
+class HardwareProfile(BaseModel):
+    """One accelerator. FLOP/s are dense (no sparsity); bandwidths are per direction."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    vendor: str
+    kind: str = Field(description="'datasheet' or 'measured'")
+    hbm_bytes: Sourced
+    hbm_bandwidth_bytes_per_s: Sourced
+    flops_per_s: dict[str, Sourced] = Field(description="dense FLOP/s by dtype: bf16, fp8, fp4")
+    host_to_device_bytes_per_s: Sourced
+    device_to_host_bytes_per_s: Sourced
+    host_link: str
+    gpus_per_node: int
+    host_dram_bytes_per_node: Sourced
+    # Fractions of the peak that real kernels reach; measured profiles set them to 1.0
+    # because their peaks are already achieved figures.
+    achievable_flops_fraction: float = 0.6
+    achievable_hbm_fraction: float = 0.8
+    achievable_link_fraction: float = 0.8
+    notes: list[str] = Field(default_factory=list)
+
+    def flops(self, dtype: str) -> float:
+        """Effective dense FLOP/s for a compute dtype, falling back to bf16."""
+        peak = self.flops_per_s.get(dtype) or self.flops_per_s["bf16"]
+        return peak.value * self.achievable_flops_fraction
+
+    @property
+    def hbm_bandwidth(self) -> float:
+        return self.hbm_bandwidth_bytes_per_s.value * self.achievable_hbm_fraction
+
+    @property
+    def h2d_bandwidth(self) -> float:
+        return self.host_to_device_bytes_per_s.value * self.achievable_link_fraction
+
+    @property
+    def d2h_bandwidth(self) -> float:
+        return self.device_to_host_bytes_per_s.value * self.achievable_link_fraction
+
+
+# Runner labels (runners.yaml) name clusters; their GPU is the token after "cluster:" up to "-".
+_ALIASES = {"gb200": "gb200", "gb300": "gb300"}
+
+
+def gpu_of_runner(runner: str) -> str:
+    """'cluster:b300-nv' -> 'b300'; 'mi355x-disagg' -> 'mi355x'."""
+    base = runner.removeprefix("cluster:").split("-")[0].split("_")[0]
+    return _ALIASES.get(base, base)
+
+
+def hardware_names() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+@cache
+def _load_file(path: Path) -> HardwareProfile:
+    try:
+        return HardwareProfile.model_validate(yaml.safe_load(path.read_text()))
+    except (ValidationError, yaml.YAMLError) as e:
+        raise KvbenchError(f"{path}: invalid hardware profile: {e}") from e
+
+
+def load_hardware(name_or_path: str | Path) -> HardwareProfile:
+    """A shipped profile by name (case-insensitive, or a runner label) or a YAML file path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        return _load_file(path.resolve())
+    name = str(name_or_path).lower()
+    if name not in hardware_names():
+        name = gpu_of_runner(name)
+    candidate = PROFILE_DIR / f"{name}.yaml"
+    if not candidate.exists():
+        raise KvbenchError(
+            f"unknown hardware {str(name_or_path)!r}; known: {', '.join(hardware_names())}",
+            hint="pass a profile YAML path (kvbench calibrate writes one) or add one to "
+            f"{PROFILE_DIR}",
+        )
+    return _load_file(candidate)
