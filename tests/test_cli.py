@@ -6,7 +6,8 @@ def test_help_is_fast_and_light():
     # `--help` must not import heavy libraries: they are loaded inside the commands.
     code = (
         "import sys; from kvbench.cli import app; "
-        "heavy = {'torch','transformers','numpy','aiohttp','plotly','pydantic','prometheus_client'}; "
+        "heavy = {'torch', 'transformers', 'numpy', 'aiohttp', 'plotly', 'pydantic', "
+        "'prometheus_client'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

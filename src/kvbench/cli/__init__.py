@@ -11,7 +11,7 @@ from kvbench.cli.app import app
 from kvbench.errors import KvbenchError
 
 # Each module attaches its commands to `app` on import.
-from kvbench.cli import (  # noqa: E402,F401  isort: skip
+from kvbench.cli import (  # noqa: F401  isort: skip
     recipe,
 )
 

@@ -12,3 +12,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+
+
+@app.command()
+def version() -> None:
+    """Print kvbench's version and result-schema version."""
+    from kvbench import SCHEMA_VERSION, __version__
+
+    print(f"kvbench {__version__} (schema {SCHEMA_VERSION})")
