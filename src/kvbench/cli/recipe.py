@@ -64,6 +64,12 @@ def validate(
             errors.extend(found)
     if runners is not None:
         errors.extend(_budget_errors(entries, runners))
+        for key, entry in entries.items():
+            if entry.runner not in runners.labels:
+                # The reference tolerates this (the row still generates), but no runner
+                # label means no machine will ever pick the job up.
+                print(f"warning: {entry.source}: {key}.runner: {entry.runner!r} is not a label "
+                      "in runners.yaml", file=sys.stderr)
     bad = {str(f) for f in files if any(e.startswith(f"{f}:") for e in errors)}
     for path in files:
         if str(path) not in bad:
