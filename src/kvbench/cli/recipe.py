@@ -118,8 +118,8 @@ def matrix(
     selection: Selection,
     format: Annotated[
         str | None,
-        typer.Option("--format", help="json (rows on stdout, as the reference) or table. "
-                                      "Default: table on a terminal, json otherwise."),
+        typer.Option(help="json (rows on stdout, as the reference) or table. "
+                          "Default: table on a terminal, json otherwise."),
     ] = None,
 ) -> None:
     """Expand recipes into job rows, exactly like the InferenceX generator's full-sweep."""
