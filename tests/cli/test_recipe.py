@@ -120,3 +120,12 @@ def test_matrix_rejects_unknown_format(tmp_path, capsys):
 ])
 def test_spread_multi_values(args, expected):
     assert spread_multi_values(args) == expected
+
+
+def test_matrix_help_keeps_option_help_and_positive_flags(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "240")  # one help line per option, whatever the terminal
+    code, out, _ = run(["matrix", "--help"], capsys)
+    flat = " ".join(out.split())
+    assert code == 0
+    assert "table on a terminal" in flat
+    assert "--no-evals" in flat and "--no-no-evals" not in flat
