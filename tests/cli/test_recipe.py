@@ -102,6 +102,16 @@ def test_matrix_finds_runners_beside_the_recipe_and_prints_a_table(tmp_path, cap
     assert "hicache:2" in out
 
 
+def test_matrix_output_file_holds_the_same_rows(tmp_path, capsys):
+    path = write_recipe(tmp_path)
+    target = tmp_path / "jobs.json"
+    code, out, _ = run(["matrix", "--config-files", str(path), "--format", "json", "--output",
+                        str(target)], capsys)
+    assert code == 0
+    assert target.read_text().strip() == out.strip()
+    assert len(json.loads(out)) == 8
+
+
 def test_matrix_without_runners_says_where_it_looked(tmp_path, capsys):
     path = write_recipe(tmp_path)
     (tmp_path / "runners.yaml").unlink()
