@@ -115,7 +115,8 @@ def _build(c: dict[str, Any], path: Path) -> ModelProfile:
     total, active = _params(c, layers, q_dim, kv_dim)
     fields["total_params"], fields["active_params"] = total, active
     src = f"local config.json {path}"
-    fields["sources"] = {k: src for k in fields if isinstance(fields[k], int)}
+    descriptive = {"name", "model_type", "hf_ids"}
+    fields["sources"] = {k: src for k in fields if k not in descriptive}
     fields["estimated"] = {
         "total_params": "estimated from matrix shapes in config.json",
         "active_params": "estimated from matrix shapes in config.json (top-k experts)",

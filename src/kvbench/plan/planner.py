@@ -8,6 +8,7 @@ planning a whole matrix always finishes."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
 from kvbench.errors import KvbenchError
@@ -49,6 +50,11 @@ def _shard_pools(pools: list[KvPool], topo: Topology) -> list[KvPool]:
     ]
 
 
+# A matrix names a handful of models and clusters hundreds of times: resolve each once.
+_model = cache(load_model)
+_hardware = cache(load_hardware)
+
+
 def plan_job(job: JobLike, runners: Any | None = None) -> Plan:
     row = job.row
     base: dict[str, Any] = {
@@ -80,8 +86,8 @@ def _gpus_per_node(topo: Topology, runners: Any | None, default: int) -> int:
 
 def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
     topo = topology_of(job)
-    model = load_model(topo.model)
-    hardware = load_hardware(topo.runner)
+    model = _model(topo.model)
+    hardware = _hardware(topo.runner)
     ranks = topo.ranks_on_node(_gpus_per_node(topo, runners, hardware.gpus_per_node))
     kv_dtype = model.kv_dtype_for(topo.precision)
     pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype), topo)

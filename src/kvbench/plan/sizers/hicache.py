@@ -134,34 +134,44 @@ class HiCacheSizer:
 
     # -- ratio (DeepSeek-V4: --hicache-size is rejected) ------------------------------------
     def _ratio(self, ctx: SizingContext, sem: HiCacheSemantics) -> Sizing:
-        device = sum(ctx.gpu.device_bytes.values())
-        notes = ["DeepSeek-V4 HiCache accepts only --hicache-ratio: host pools = device pools "
-                 "x ratio"]
-        if device <= 0:
-            return Sizing(pools=[], host_kv_tokens=0, engine_args=[],
-                          errors=["no device KV pool estimate to derive --hicache-ratio from "
-                                  "(weights fill the GPU in the estimate)"], arithmetic=notes)
-        ratio = math.floor(ctx.per_rank_budget_bytes / device * 10) / 10
+        """Host pools = device pools x ratio, and the device pools are only estimated. The ratio
+        is therefore taken against an upper bound of the device pools (the memory fraction less
+        80% of the estimated weights), so an optimistic weight estimate cannot over-fill."""
+        gpu = ctx.gpu
+        fraction_bytes = int(gpu.hbm_bytes * gpu.mem_fraction)
+        bound = fraction_bytes - int(0.8 * gpu.weights_per_rank_bytes)
+        if bound <= 0:
+            bound = fraction_bytes
+        ratio = math.floor(ctx.per_rank_budget_bytes / bound * 10) / 10
+        notes = [
+            "DeepSeek-V4 HiCache accepts only --hicache-ratio: host pools = device pools x ratio",
+            f"device pools <= {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - 0.8 x weights "
+            f"{gpu.weights_per_rank_bytes / GB:.1f} GB = {bound / GB:.2f} GB per rank (bound)",
+            f"ratio = floor10({ctx.per_rank_budget_bytes / GB:.2f} / {bound / GB:.2f}) = {ratio}",
+        ]
+        warnings = ["host pools scale with the engine's real device pool: compare "
+                    "max_total_num_tokens in the server log with the estimate"]
         if ctx.topo.size_gb_per_rank is not None:
-            notes.append("kv-offload-backend.size-gb-per-rank ignored: this model is ratio-only")
+            warnings.append("kv-offload-backend.size-gb-per-rank ignored: this model is ratio-only")
         errors = []
         if ratio <= 0 or (sem.is_g1 and ratio <= 1):
-            errors.append(f"--hicache-ratio {ratio} is too small for this engine (G1 SGLang "
-                          "asserts host > device)" if sem.is_g1 else
-                          f"budget allows no host pool (ratio {ratio})")
+            errors.append(f"the budget allows only --hicache-ratio {ratio}, and this SGLang "
+                          "needs a ratio above 1 (G1 asserts host > device)" if sem.is_g1 else
+                          f"the budget allows no host pool (--hicache-ratio {ratio})")
+        device_total = sum(gpu.device_bytes.values())
+        host_total = int(bound * ratio)
         pools = [
-            HostPool(name=name, bytes_per_rank=int(b * ratio), inside_configured_size=True,
-                     note=f"device {b / GB:.2f} GB x ratio {ratio}")
-            for name, b in ctx.gpu.device_bytes.items() if b
-        ]
-        notes.append(f"ratio = floor10({ctx.per_rank_budget_bytes / GB:.2f} GB per rank / "
-                     f"{device / GB:.2f} GB device pools) = {ratio}")
+            HostPool(name=name, bytes_per_rank=host_total * b // device_total,
+                     inside_configured_size=True,
+                     note=f"ratio {ratio} x this pool's share of the device bound")
+            for name, b in gpu.device_bytes.items() if b and device_total
+        ] or [HostPool(name="kv", bytes_per_rank=host_total, inside_configured_size=True,
+                       note=f"ratio {ratio} x device bound")]
         notes.append(_sum_line(pools, sem.pin_policy))
-        return Sizing(pools=pools, host_kv_tokens=int(ctx.gpu.kv_tokens * ratio),
+        tokens_bound = bound // max(1, ctx.kv_bytes_per_token)
+        return Sizing(pools=pools, host_kv_tokens=int(min(gpu.kv_tokens, tokens_bound) * ratio),
                       engine_args=["--hicache-ratio", f"{ratio:g}"], errors=errors,
-                      arithmetic=notes,
-                      warnings=["ratio derived from an estimated device pool: read "
-                                "max_total_num_tokens from the server log and re-plan"])
+                      arithmetic=notes, warnings=warnings)
 
 
 def _sum_line(pools: list[HostPool], pin_policy: str) -> str:

@@ -49,7 +49,9 @@ def hicache_semantics(version: ImageVersion, override: str | None = None) -> HiC
             return HiCacheSemantics(
                 "per-pool", g1, f"{version.label}, up to v0.5.16: size applied to each pool"
             )
-        return HiCacheSemantics("split", False, f"{version.label}, from v0.5.17: proportional split")
+        return HiCacheSemantics(
+            "split", False, f"{version.label}, from v0.5.17: proportional split"
+        )
     if version.nightly is not None:
         if version.nightly < FIRST_SPLIT_NIGHTLY:
             return HiCacheSemantics(
