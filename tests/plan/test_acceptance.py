@@ -58,3 +58,36 @@ def test_an_explicit_size_that_fits_is_honoured():
     plan = plan_job(job)
     assert plan.within_budget
     assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "100"
+
+
+def test_explicit_size_from_a_recipe_flows_through_the_matrix(tmp_path, shared_data, capsys):
+    """GLM-5.2 B300 with the 270 GB per rank the old launcher pinned, written as a recipe."""
+    import json
+
+    from kvbench.cli import main
+
+    recipe = tmp_path / "glm.yaml"
+    recipe.write_text(
+        "glm5.2-fp4-b300-sglang-agentic-mtp:\n"
+        "  image: lmsysorg/sglang:v0.5.16-cu130\n"
+        "  model: nvidia/GLM-5.2-NVFP4\n"
+        "  model-prefix: glm5.2\n"
+        "  runner: cluster:b300-nv\n"
+        "  precision: fp4\n"
+        "  framework: sglang\n"
+        "  multinode: false\n"
+        "  scenarios:\n"
+        "    agentic-coding:\n"
+        "    - dram-utilization: 0.80\n"
+        "      search-space:\n"
+        "      - { tp: 8, ep: 8, spec-decoding: mtp, kv-offloading: dram,\n"
+        "          kv-offload-backend: { name: hicache, size-gb-per-rank: 270 },\n"
+        "          conc-list: [12] }\n"
+    )
+    main(["plan", "--config-files", str(recipe), "--runner-config",
+          str(shared_data / "inferencex" / "runners.yaml"), "--format", "json"])
+    (plan,) = json.loads(capsys.readouterr().out)
+    assert plan["total-cpu-dram-gb"] == 2399  # 2,861,022 MiB x 2^20 x 0.8 x 8/8 / 1e9
+    assert not plan["within-budget"]
+    assert round(plan["projected-host-gb"]) == 2683
+    assert [p["name"] for p in plan["host-pools"]] == ["kv", "indexer", "draft_kv"]
