@@ -17,6 +17,12 @@ from kvbench.cli import (  # noqa: F401  isort: skip
 )
 
 
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn kvbench errors into a clear message and an exit code."""
     try:
@@ -24,12 +30,14 @@ def main(argv: list[str] | None = None) -> None:
     except KvbenchError as e:
         from rich.console import Console
 
-        err = Console(stderr=True)
-        err.print(f"[bold red]error:[/] {e.message}", highlight=False, markup=True)
-        for line in getattr(e, "errors", [])[1:] if getattr(e, "errors", None) else []:
+        err = Console(stderr=True, soft_wrap=True)
+        # Messages carry YAML paths like `search-space[2]`: never let rich read them as markup.
+        err.print(f"[bold red]error:[/] {_escape(e.message)}", highlight=False)
+        errors = getattr(e, "errors", None) or []
+        for line in errors[1:] if errors and errors[0] == e.message else errors:
             err.print(f"  {line}", highlight=False, markup=False)
         if e.hint:
-            err.print(f"[yellow]hint:[/] {e.hint}", highlight=False)
+            err.print(f"[yellow]hint:[/] {_escape(e.hint)}", highlight=False)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
