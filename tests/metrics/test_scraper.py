@@ -33,7 +33,7 @@ def test_scrapes_pre_during_post_and_summarizes(tmp_path):
 
         scraper = asyncio.run(run())
     snaps = read_jsonl(out)
-    assert [s["phase"] for s in snaps][0] == "pre" and snaps[-1]["phase"] == "post"
+    assert snaps[0]["phase"] == "pre" and snaps[-1]["phase"] == "post"
     assert {s["phase"] for s in snaps[1:-1]} == {"during"}
     assert all(s["ok"] for s in snaps) and scraper.num_failed == 0
     # during snapshots keep only what the adapter reads; pre/post keep everything else too
