@@ -114,7 +114,8 @@ def latency_vs_concurrency(results: list[Result], colors: dict[str, str], metric
             any_data = True
             fig.add_trace(go.Scatter(
                 x=concs, y=means, mode="lines+markers", name=esc(arm),
-                showlegend=pct == "p50", legendgroup=esc(arm), line={"color": colors[arm], "dash": dash, "width": 2},
+                showlegend=pct == "p50", legendgroup=esc(arm),
+                line={"color": colors[arm], "dash": dash, "width": 2},
                 marker={"size": 7, "symbol": "circle" if pct == "p50" else "diamond"},
                 error_y={"type": "data", "array": spread, "visible": any(spread),
                          "thickness": 1},
@@ -163,7 +164,8 @@ def timeline(results: list[Result], colors: dict[str, str], field: str, y_title:
         name = f"{esc(r.arm)} · c{r.conc}" + (f" · r{r.repeat}" if r.repeat else "")
         fig.add_trace(go.Scatter(
             x=tl["t_s"], y=[None if v is None else v * scale for v in ys], mode="lines",
-            name=esc(r.arm), showlegend=r.arm not in seen, legendgroup=esc(r.arm), line={"color": colors[r.arm], "width": 1.6},
+            name=esc(r.arm), showlegend=r.arm not in seen, legendgroup=esc(r.arm),
+            line={"color": colors[r.arm], "width": 1.6},
             opacity=0.85,
             hovertemplate=f"{name}<br>t=%{{x:.0f}} s<br>%{{y:.1f}}<extra></extra>"))
         seen.add(r.arm)

@@ -40,7 +40,8 @@ th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line);
 td:last-child { white-space:normal; min-width:90px; }
 th { position:sticky; top:0; background:var(--bg); cursor:pointer; user-select:none;
   white-space:nowrap; }
-td:nth-child(n+4):nth-child(-n+12), th:nth-child(n+4):nth-child(-n+12) { font-variant-numeric:tabular-nums; text-align:right; }
+td:nth-child(n+4):nth-child(-n+12),
+th:nth-child(n+4):nth-child(-n+12) { font-variant-numeric:tabular-nums; text-align:right; }
 tr:hover td { background:#fafbfc; }
 .st { padding:1px 7px; border-radius:10px; font-size:11.5px; font-weight:600; }
 .st-ok { background:#dafbe1; color:#116329; }
