@@ -147,3 +147,11 @@ def test_unknown_engine_lists_known_ones():
     with pytest.raises(MetricsError) as e:
         summarize_snapshots([], "tgi")
     assert "sglang" in str(e.value) and "vllm" in str(e.value)
+
+
+def test_recipe_framework_names_resolve_to_adapters():
+    from kvbench.metrics import load_adapter
+
+    assert load_adapter("trt").engine == "trtllm"
+    assert load_adapter("dynamo-vllm").engine == "vllm"
+    assert load_adapter("sglang-disagg").engine == "sglang"
