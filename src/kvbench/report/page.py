@@ -94,7 +94,9 @@ for (const [id, fig] of Object.entries(FIGURES)) {
 def _script_json(obj: object) -> str:
     # JSON inside <script>: "<", ">" and "&" only occur inside strings, where \\u escapes
     # are equivalent, so no result text can close the script element.
-    return (json.dumps(obj, separators=(",", ":"))
+    from plotly.utils import PlotlyJSONEncoder
+
+    return (json.dumps(obj, separators=(",", ":"), cls=PlotlyJSONEncoder)
             .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
