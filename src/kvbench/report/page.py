@@ -105,7 +105,7 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
     c = F.arm_colors(results)
     return [
         ("p-pareto", "Throughput per GPU vs interactivity",
-         "Each point is a run (label = concurrency); the step line is each arm's Pareto "
+         "Each point is a run (label = concurrency); the line joins each arm's Pareto "
          "front. Up and to the right is better.", F.throughput_vs_interactivity(results, c),
          True),
         ("p-ttft", "Time to first token vs concurrency",
