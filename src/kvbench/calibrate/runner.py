@@ -90,14 +90,26 @@ def run_calibration(config: CalibrationConfig, progress: Progress | None = None)
         host_link=nvml_host_link(dev.index or 0),
     )
     say(f"device {props.name}, {props.total_memory / GiB:.1f} GiB, torch {torch.__version__}")
-    measure_memory(cal, dev, say)
-    measure_matmul(cal, dev, say)
-    measure_link(cal, dev, say)
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("HBM copy", lambda: measure_memory(cal, dev, say)),
+        ("matmul", lambda: measure_matmul(cal, dev, say)),
+        ("host link", lambda: measure_link(cal, dev, say)),
+    ]
     if config.shape is not None:
-        measure_pages(cal, config.shape, dev, say)
-        measure_layers(cal, config.shape, dev, say)
+        shape = config.shape
+        steps.append(("KV pages", lambda: measure_pages(cal, shape, dev, say)))
+        steps.append(("layer timings", lambda: measure_layers(cal, shape, dev, say)))
     else:
         cal.skipped.append("KV pages and layer timings: no model shape given")
+    for what, step in steps:
+        # One broken benchmark must not cost the others: GPU time is scarce, so record the
+        # failure in the profile's notes and go on (build_profile refuses missing essentials).
+        try:
+            step()
+        except Exception as e:
+            cal.skipped.append(f"{what} failed: {type(e).__name__}: {str(e)[:300]}")
+            say(f"{what} failed: {e}")
+            _free(dev)
     return cal
 
 
