@@ -36,7 +36,7 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-_WORDS = (
+_WORDS = (  # noqa: SIM905 (a paragraph reads better than 150 quoted words)
     "the of and to in is it that for on with as was at by be this are from or have an they "
     "which one you had not but what all were when we there can said each she do how their if "
     "will up other about out many then them these so some her would make like him into time has "
