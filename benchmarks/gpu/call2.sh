@@ -26,7 +26,7 @@ timeout 60 python3 benchmarks/gpu/probe.py --url http://127.0.0.1:8000 --model $
   --out /tmp/warmup.json >> "$OUT/call2.log" 2>&1
 for C in ${CONCURRENCIES:-1 4 16}; do
   echo "== concurrency $C at ${SECONDS}s" | tee -a "$OUT/call2.log"
-  timeout 150 python3 -m kvbench replay --url http://127.0.0.1:8000 --model $M \
+  timeout $((${DURATION:-75} + 60)) python3 -m kvbench replay --url http://127.0.0.1:8000 --model $M \
     --tokenizer $M --trace traces --concurrency "$C" --duration "${DURATION:-75}" \
     --output "$R/c$C" --format json > "$R-c$C-summary.json" 2>> "$OUT/call2.log"
   echo "rc=$? at ${SECONDS}s" | tee -a "$OUT/call2.log"
