@@ -94,3 +94,12 @@ def test_missing_bf16_is_a_clear_error(calibration):
     calibration.matmuls = [m for m in calibration.matmuls if m.dtype != "bf16"]
     with pytest.raises(CalibrateError, match="no bf16 matmul"):
         build_profile(calibration, name="x", command="c")
+
+
+def test_layer_efficiency_is_roofline_over_measured(calibration):
+    p = build_profile(calibration, name="x", command="c")
+    # the one decode point: 1e9 FLOPs, 5e8 bytes in 0.2 ms; bytes dominate at 4 GiB / 1 ms
+    roofline_s = max(1e9 / p.flops("bf16"), 5e8 / p.hbm_bandwidth)
+    assert p.layer_efficiency("decode") == pytest.approx(roofline_s / 0.0002)
+    assert p.layer_efficiency("prefill") is None
+    assert load_hardware("h200").layer_efficiency("decode") is None

@@ -96,6 +96,22 @@ class HardwareProfile(BaseModel):
         peak = self.flops_per_s.get(dtype) or self.flops_per_s["bf16"]
         return peak.value * self.achievable_flops_fraction
 
+    def layer_efficiency(self, phase: str) -> float | None:
+        """Median over the measured layer timings of one phase of roofline time / measured
+        time, the roofline being max(FLOPs / bf16 rate, bytes / HBM rate) at this profile's
+        effective rates. A cost model that multiplies its roofline times by 1 / this number
+        reproduces what real kernels reach at that phase; None without timings."""
+        ratios = sorted(
+            max(p.flops / self.flops("bf16"), p.hbm_bytes / self.hbm_bandwidth) / p.seconds
+            for t in self.layer_timings
+            for p in t.points
+            if p.phase == phase and p.seconds > 0
+        )
+        if not ratios:
+            return None
+        mid = len(ratios) // 2
+        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
     @property
     def hbm_bandwidth(self) -> float:
         return self.hbm_bandwidth_bytes_per_s.value * self.achievable_hbm_fraction
