@@ -2,10 +2,22 @@
 
 from kvbench.hardware.profile import (
     HardwareProfile,
+    KvPageCopy,
+    LayerTiming,
+    LayerTimings,
     Sourced,
     gpu_of_runner,
     hardware_names,
     load_hardware,
 )
 
-__all__ = ["HardwareProfile", "Sourced", "gpu_of_runner", "hardware_names", "load_hardware"]
+__all__ = [
+    "HardwareProfile",
+    "KvPageCopy",
+    "LayerTiming",
+    "LayerTimings",
+    "Sourced",
+    "gpu_of_runner",
+    "hardware_names",
+    "load_hardware",
+]

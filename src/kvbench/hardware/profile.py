@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,6 +23,44 @@ class Sourced(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     value: float
     source: str
+
+
+class KvPageCopy(BaseModel):
+    """Measured host<->device rate for moving KV pages in one host layout (calibrate)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    layout: Literal["layer_first", "page_first"]
+    direction: Literal["h2d", "d2h"]
+    page_size_tokens: int
+    page_bytes: int = Field(description="one page across all layers, K and V")
+    num_pages: int
+    copies_per_page: int = Field(description="cudaMemcpyAsync calls one page needs")
+    seconds: float = Field(description="median time to move num_pages pages")
+    bytes_per_s: float
+
+
+class LayerTiming(BaseModel):
+    """Median time of one transformer layer at one batch shape (calibrate)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    phase: Literal["prefill", "decode"]
+    batch_size: int
+    context_tokens: int = Field(description="tokens each sequence attends to (incl. new ones)")
+    new_tokens: int = Field(description="tokens each sequence computes in this step")
+    seconds: float
+    flops: float
+    hbm_bytes: float = Field(description="weights + KV read, the floor of bytes moved")
+
+
+class LayerTimings(BaseModel):
+    """Per-layer timings of one model shape on this GPU, built from torch ops."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str
+    shape: dict[str, int]
+    dtype: str
+    method: str
+    points: list[LayerTiming]
 
 
 class HardwareProfile(BaseModel):
@@ -46,11 +85,32 @@ class HardwareProfile(BaseModel):
     achievable_hbm_fraction: float = 0.8
     achievable_link_fraction: float = 0.8
     notes: list[str] = Field(default_factory=list)
+    # Measured profiles only (kvbench calibrate); datasheet profiles leave them empty.
+    device_name: str | None = None
+    pin_seconds_per_gib: Sourced | None = None
+    kv_page_copies: list[KvPageCopy] = Field(default_factory=list)
+    layer_timings: list[LayerTimings] = Field(default_factory=list)
 
     def flops(self, dtype: str) -> float:
         """Effective dense FLOP/s for a compute dtype, falling back to bf16."""
         peak = self.flops_per_s.get(dtype) or self.flops_per_s["bf16"]
         return peak.value * self.achievable_flops_fraction
+
+    def layer_efficiency(self, phase: str) -> float | None:
+        """Median over the measured layer timings of one phase of roofline time / measured
+        time, the roofline being max(FLOPs / bf16 rate, bytes / HBM rate) at this profile's
+        effective rates. A cost model that multiplies its roofline times by 1 / this number
+        reproduces what real kernels reach at that phase; None without timings."""
+        ratios = sorted(
+            max(p.flops / self.flops("bf16"), p.hbm_bytes / self.hbm_bandwidth) / p.seconds
+            for t in self.layer_timings
+            for p in t.points
+            if p.phase == phase and p.seconds > 0
+        )
+        if not ratios:
+            return None
+        mid = len(ratios) // 2
+        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 
     @property
     def hbm_bandwidth(self) -> float:
