@@ -19,6 +19,7 @@ from kvbench.workload.prompt import PromptBuilder
 from kvbench.workload.session import Session, Turn
 
 RECONNECT_BACKOFF_S = 0.5
+WARM_SLICE_BLOCKS = 32
 
 
 @dataclass(slots=True)
@@ -142,6 +143,12 @@ class Lanes:
         max_tokens = turn.output_tokens
         if cfg.max_tokens_cap is not None:
             max_tokens = min(max_tokens, cfg.max_tokens_cap)
+        missing = self.prompts.missing(turn, namespace)
+        for i in range(0, len(missing), WARM_SLICE_BLOCKS):
+            # render first-seen blocks in slices, yielding between them: a new 100K-token
+            # context must not stall the loop that timestamps every other lane's bytes
+            self.prompts.warm(namespace, missing[i:i + WARM_SLICE_BLOCKS], turn.block_tokens)
+            await asyncio.sleep(0)
         prompt = self.prompts.build(turn, namespace, (key, k))
         base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,

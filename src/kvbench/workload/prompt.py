@@ -14,7 +14,6 @@ reported usage stays the truth either way."""
 from __future__ import annotations
 
 import hashlib
-import random
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -172,8 +171,11 @@ class Vocabulary:
         self.words, self.ids = words, ids
 
     def draw(self, seed: int, n: int) -> list[int]:
-        """n indices into the pool, a pure function of `seed`."""
-        return random.Random(seed).choices(range(len(self.words)), k=n)
+        """n indices into the pool, a pure function of `seed` (one SHAKE call: fast enough
+        that a first-seen 100K-token context costs milliseconds, not a stalled event loop)."""
+        raw = hashlib.shake_128(seed.to_bytes(8, "little")).digest(2 * n)
+        size = len(self.words)
+        return [v % size for v in memoryview(raw).cast("H")]
 
 
 class PromptBuilder:
@@ -215,6 +217,16 @@ class PromptBuilder:
         else:
             self._cache.move_to_end(key)
         return hit
+
+    def missing(self, turn: Turn, namespace: str) -> list[int]:
+        """Hash ids of `turn` whose blocks are not rendered yet."""
+        bs = turn.block_tokens
+        return [h for h in turn.hash_ids if (namespace, h, bs) not in self._cache]
+
+    def warm(self, namespace: str, hash_ids: list[int], block_tokens: int) -> None:
+        """Render these blocks now (callers slice a long list to keep each call short)."""
+        for h in hash_ids:
+            self._block((namespace, h, block_tokens), block_tokens)
 
     def indices(self, turn: Turn, namespace: str, tail_key: object) -> list[int]:
         """Pool indices of the whole prompt (for tests and tools; `build` is the fast path)."""
