@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl as ssl_module
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
@@ -71,6 +70,7 @@ class Connection(asyncio.Protocol):
         self._length = 0
         self._got = 0
         self._waiter: asyncio.Future | None = None
+        self._pieces: list[tuple[int, bytes]] | None = None
 
     # --- protocol callbacks (the hot path) ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -137,7 +137,8 @@ class Connection(asyncio.Protocol):
             self._mode = "eof"
 
     def _maybe_done(self) -> None:
-        if _dechunk(self._body_reads()) is not None:
+        self._pieces = _dechunk(self._body_reads())
+        if self._pieces is not None:
             self._finish()
 
     def _body_reads(self) -> list[tuple[int, bytes]]:
@@ -169,6 +170,7 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         self._times, self._reads, self._head, self._mode = [], [], None, ""
+        self._pieces = None
         self._waiter = loop.create_future()
         t_send = perf_counter_ns()
         self.transport.write(raw)
@@ -189,7 +191,7 @@ class Connection(asyncio.Protocol):
         t_first = self._times[0] if self._times else 0
         reads = self._body_reads()
         if self._mode == "chunked":
-            pieces = _dechunk(reads)
+            pieces = self._pieces if why == "done" and self._pieces else _dechunk(reads)
             if pieces is None:
                 return Response(status, headers, reads, t_first, complete=False,
                                 error="stream ended before the final chunk")
@@ -209,44 +211,51 @@ class Connection(asyncio.Protocol):
 
 
 def _dechunk(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]] | None:
-    """Undo chunked framing, keeping each payload byte with the time of the read it came in.
-    None if the body is not complete yet."""
-    raw = b"".join(d for _, d in reads) if len(reads) != 1 else reads[0][1]
-    ends: list[int] = []
-    acc = 0
-    for _, d in reads:
-        acc += len(d)
-        ends.append(acc)
+    """Undo chunked framing read by read, so each payload byte keeps the arrival time of the
+    read it came in. None if the body is not complete yet."""
     out: list[tuple[int, bytes]] = []
-    pos = 0
-    n = len(raw)
-    find = raw.find
-    while True:
-        eol = find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        try:
-            size = int(raw[pos:eol].split(b";", 1)[0], 16)
-        except ValueError:
-            return None
-        start = eol + 2
-        if size == 0:
-            return out if find(b"\r\n\r\n", eol) >= 0 else None
-        stop = start + size
-        if stop + 2 > n:
-            return None
-        # split the payload at read boundaries so each byte keeps its arrival time
-        i = bisect_right(ends, start)
-        while start < stop:
-            cut = min(ends[i], stop)
-            t = reads[i][0]
-            if out and out[-1][0] == t:
-                out[-1] = (t, out[-1][1] + raw[start:cut])
-            else:
-                out.append((t, raw[start:cut]))
-            start = cut
-            i += 1
-        pos = stop + 2
+    need = 0  # payload bytes still to come in the current frame
+    skip = 0  # CRLF bytes after a payload still to skip
+    carry = b""  # a size line split across reads
+    for i, (t, data) in enumerate(reads):
+        if carry:
+            data, carry = carry + data, b""
+        n = len(data)
+        pos = 0
+        got: list[bytes] = []
+        while pos < n:
+            if need:
+                take = need if need <= n - pos else n - pos
+                got.append(data[pos:pos + take] if take < n else data)
+                pos += take
+                need -= take
+                if not need:
+                    skip = 2
+                continue
+            if skip:
+                step = skip if skip <= n - pos else n - pos
+                pos += step
+                skip -= step
+                continue
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                carry = data[pos:]
+                break
+            try:
+                size = int(data[pos:eol].split(b";", 1)[0], 16)
+            except ValueError:
+                return None
+            if size == 0:
+                if got:
+                    out.append((t, b"".join(got)))
+                # the last chunk, optional trailers, then an empty line
+                rest = data[eol:] + b"".join(d for _, d in reads[i + 1:])
+                return out if rest.find(b"\r\n\r\n") >= 0 else None
+            pos = eol + 2
+            need = size
+        if got:
+            out.append((t, got[0] if len(got) == 1 else b"".join(got)))
+    return None
 
 
 async def open_connection(ep: Endpoint, timeout_s: float = 30.0) -> Connection:

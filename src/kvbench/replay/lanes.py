@@ -196,7 +196,7 @@ class Lanes:
     def _finish(self, base: dict, t_send: int, rec: dict) -> None:
         out = {**base, "t_send_ns": t_send, **rec}
         self.c.done += 1
-        if out["status"] != "ok":
+        if out["status"] == "error":
             self.c.errors += 1
         self.c.out_tokens += out.get("completion_tokens") or 0
         self.c.in_tokens += out.get("prompt_tokens") or out["sent_prompt_tokens"]
