@@ -189,14 +189,17 @@ class Connection(asyncio.Protocol):
                 return Response(0, {}, [], 0, complete=False, error=err)
         status, headers, _ = self._head
         t_first = self._times[0] if self._times else 0
-        reads = self._body_reads()
+        if self._mode == "chunked" and why == "done" and self._pieces is not None:
+            pieces: list[tuple[int, bytes]] | None = self._pieces
+            reads = pieces
+        else:
+            reads = self._body_reads()
+            pieces = _dechunk(reads) if self._mode == "chunked" else reads
         if self._mode == "chunked":
-            pieces = self._pieces if why == "done" and self._pieces else _dechunk(reads)
             if pieces is None:
                 return Response(status, headers, reads, t_first, complete=False,
                                 error="stream ended before the final chunk")
         else:
-            pieces = reads
             if self._mode == "length" and self._got < self._length:
                 return Response(status, headers, pieces, t_first, complete=False,
                                 error="body shorter than Content-Length")

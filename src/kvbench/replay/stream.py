@@ -36,14 +36,8 @@ def _delta_text(choice: dict, chat: bool) -> str:
 def parse_stream(resp: Response, *, chat: bool, keep_text: bool = False) -> StreamResult:
     """Events are stamped with the arrival time of the read that completed them."""
     res = StreamResult()
-    parser = SseParser()
-    last_t = 0
-    for t, piece in resp.pieces:
-        last_t = t
-        for data in parser.feed(piece):
-            _event(res, t, data, chat, keep_text)
-    for data in parser.flush():
-        _event(res, last_t, data, chat, keep_text)
+    for t, data in SseParser().feed_stamped(resp.pieces):
+        _event(res, t, data, chat, keep_text)
     return res
 
 
