@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from kvbench.replay.http import Endpoint, _dechunk
+from kvbench.replay.chunked import dechunk as _dechunk
+from kvbench.replay.http import Endpoint
 
 
 def _frame(payload: bytes) -> bytes:
