@@ -73,8 +73,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None) -> dict
             if ticker is not None:
                 ticker.cancel()
                 on_progress(counters, (perf_counter_ns() - t0) / 1e9)  # type: ignore[misc]
+            await lanes.digest.drain()
             await monitor.stop()
-            await lanes.digest.stop()
     records = read_jsonl(records_path)
     summary = summarize(records, num_gpus=cfg.num_gpus, client=monitor.report())
     summary["run"] = {
