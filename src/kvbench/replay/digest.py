@@ -1,7 +1,7 @@
 """Completed responses are parsed (SSE, JSON, token split) by one task, one response per loop
-iteration. When many streams end together (lanes started together stay in step), parsing them
-all at once would hold back, by the whole burst, the timestamps of streams still reading; one
-at a time, with the loop polling sockets in between, the hold-back is one response's parse."""
+iteration, a long one in steps of 256 events. When many streams end together (lanes started
+together stay in step), parsing them all at once would hold back, by the whole burst, the
+timestamps of streams still reading; this way the loop polls sockets between steps."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from kvbench.replay.http import Response
 from kvbench.replay.request import build_record
+from kvbench.replay.stream import StreamResult, parse_stream_steps
 
 
 class Digest:
@@ -40,7 +41,14 @@ class Digest:
             resp, done = await self._queue.get()
             try:
                 try:
-                    rec = build_record(resp, chat=self.chat, keep_text=self.keep_text)
+                    parsed = None
+                    if resp.status == 200:
+                        parsed = StreamResult()
+                        for _ in parse_stream_steps(parsed, resp, chat=self.chat,
+                                                    keep_text=self.keep_text):
+                            await asyncio.sleep(0)
+                    rec = build_record(resp, chat=self.chat, keep_text=self.keep_text,
+                                       parsed=parsed)
                 except Exception as e:  # a response shape we did not foresee is a record too
                     rec = build_record(None, chat=self.chat, keep_text=False, error_kind="parse",
                                        error=f"cannot interpret the response: {e!r}")
