@@ -15,6 +15,7 @@ from kvbench.cli import (  # noqa: F401  isort: skip
     calibrate,
     plan,
     recipe,
+    replay,
     results,
 )
 

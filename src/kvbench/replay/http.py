@@ -1,0 +1,208 @@
+"""A minimal HTTP/1.1 client connection for streaming responses, on asyncio's Protocol API.
+
+The read path takes `perf_counter_ns()` first, then only undoes the chunked framing (a few
+operations per read, see chunked.py); SSE and JSON are parsed after the response completes,
+off the read path. There is no line-length limit and no fixed read buffer to outgrow, so
+100K-token contexts and huge SSE lines cost nothing extra."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl as ssl_module
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+from urllib.parse import urlsplit
+
+from kvbench.errors import ReplayError
+from kvbench.replay.chunked import ChunkedDecoder
+
+RCVBUF_BYTES = 4 << 20
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    pieces: list[tuple[int, bytes]]  # (arrival ns, body bytes) per read, dechunked
+    t_first_byte_ns: int
+    complete: bool = True
+    error: str | None = None
+
+    def body(self) -> bytes:
+        return b"".join(p for _, p in self.pieces)
+
+
+@dataclass(slots=True)
+class Endpoint:
+    host: str
+    port: int
+    tls: bool
+    base_path: str
+    host_header: str = field(default="")
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ReplayError(
+                f"url {url!r} is not an http(s) URL",
+                hint="e.g. --url http://127.0.0.1:8000",
+            )
+        tls = parts.scheme == "https"
+        port = parts.port or (443 if tls else 80)
+        path = parts.path.rstrip("/")
+        if path.endswith("/v1"):
+            path = path[:-3]
+        return cls(parts.hostname, port, tls, path, f"{parts.hostname}:{port}")
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection; one request at a time (a session lane owns it)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._waiter: asyncio.Future | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._head_buf = b""
+        self._t_first = 0
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._mode = ""  # "" (head pending) | "chunked" | "length" | "eof"
+        self._chunked: ChunkedDecoder | None = None
+        self._pieces: list[tuple[int, bytes]] = []
+        self._length = 0
+        self._got = 0
+        self._error: str | None = None
+
+    # --- protocol callbacks (the hot path) ---
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+            except OSError:
+                pass
+
+    def data_received(self, data: bytes) -> None:
+        t = perf_counter_ns()
+        dec = self._chunked
+        if dec is not None:
+            if dec.feed(t, data):
+                self._finish("done")
+            return
+        if self._waiter is None:
+            return
+        if self._mode == "length":
+            self._pieces.append((t, data))
+            self._got += len(data)
+            if self._got >= self._length:
+                self._finish("done")
+        elif self._mode == "eof":
+            self._pieces.append((t, data))
+        else:
+            self._head(t, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._finish("eof")
+
+    # --- internals ---
+    def _head(self, t: int, data: bytes) -> None:
+        if not self._t_first:
+            self._t_first = t
+        buf = self._head_buf + data
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            self._head_buf = buf
+            return
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        try:
+            self._status = int(lines[0].split(" ", 2)[1])
+        except (IndexError, ValueError):
+            self._error = f"bad status line {lines[0][:80]!r}"
+            self._finish("done")
+            return
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            self._headers[k.strip().lower()] = v.strip()
+        rest = buf[end + 4:]
+        if "chunked" in self._headers.get("transfer-encoding", "").lower():
+            self._mode = "chunked"
+            self._chunked = ChunkedDecoder()
+            if rest and self._chunked.feed(t, rest):
+                self._finish("done")
+        elif "content-length" in self._headers:
+            self._mode, self._length = "length", int(self._headers["content-length"])
+            if rest:
+                self._pieces.append((t, rest))
+            self._got = len(rest)
+            if self._got >= self._length:
+                self._finish("done")
+        else:
+            self._mode = "eof"
+            if rest:
+                self._pieces.append((t, rest))
+
+    def _finish(self, why: str) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(why)
+
+    # --- API ---
+    async def request(self, raw: bytes) -> tuple[int, Response]:
+        """Send one request; return (send ns, response). A transport failure is a Response
+        with `error` set (a per-request failure is a record, not an exception)."""
+        assert self.transport is not None
+        self._reset()
+        self._waiter = asyncio.get_running_loop().create_future()
+        t_send = perf_counter_ns()
+        self.transport.write(raw)
+        try:
+            why = await self._waiter
+        finally:
+            self._waiter = None
+        resp = self._response(why)
+        self._chunked = None
+        return t_send, resp
+
+    def _response(self, why: str) -> Response:
+        if self._error is not None:
+            self.close()
+            return Response(self._status, self._headers, [], self._t_first, False, self._error)
+        if not self._mode:
+            err = "connection closed before a response" if why == "eof" else why
+            return Response(0, {}, [], 0, complete=False, error=err)
+        dec = self._chunked
+        pieces = dec.pieces if dec is not None else self._pieces
+        complete = why == "done" or self._mode == "eof"
+        error = None
+        if dec is not None and (dec.failed or not dec.done):
+            complete, error = False, "stream ended before the final chunk"
+        elif self._mode == "length" and self._got < self._length:
+            complete, error = False, "body shorter than Content-Length"
+        if self._headers.get("connection", "").lower() == "close" or self._mode == "eof" or \
+                not complete:
+            self.close()
+        return Response(self._status, self._headers, pieces, self._t_first, complete, error)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def open_connection(ep: Endpoint, timeout_s: float = 30.0) -> Connection:
+    loop = asyncio.get_running_loop()
+    ctx = ssl_module.create_default_context() if ep.tls else None
+    try:
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(Connection, ep.host, ep.port, ssl=ctx), timeout_s)
+    except (OSError, TimeoutError) as e:
+        raise ConnectionError(f"cannot connect to {ep.host}:{ep.port}: {e}") from e
+    return proto
