@@ -15,13 +15,16 @@ def request_accounting(summary: dict[str, Any] | None) -> dict[str, Any]:
     profiled = int(req.get("profiled", 0))
     warmup = int(req.get("warmup", 0))
     errors = int(req.get("errors", 0))
-    # `profiled` may or may not include failed requests; the counts tell which.
-    attempted = profiled + errors if profiled + warmup + errors == total else profiled
+    # Replay counts successes as `profiled`; requests still in flight when the window closed
+    # are `cancelled`: neither a success nor a failure, so they do not count as attempted.
+    cancelled = int(req.get("cancelled", 0))
+    attempted = profiled + errors
     return {
         "records_total": total,
         "records_profiled": profiled,
         "records_attempted": attempted,
-        "records_successful": max(0, attempted - errors),
+        "records_successful": profiled,
+        "records_cancelled": cancelled,
         "records_warmup_dropped": warmup,
         "records_error_dropped": errors,
         "records_dropped_total": warmup + errors,
