@@ -111,12 +111,12 @@ class TieredCache:
         return self.device_used - self.pinned_tokens
 
     # -- admission and release -------------------------------------------------------------
-    def admit(self, keys: Sequence[Hashable], page_tokens: int, input_tokens: int,
+    def admit(self, keys: Sequence[Hashable], page_tokens: int,
               private_tokens: int) -> Admission | None:
-        """Match `keys` (page i holds min(page_tokens, input_tokens - i * page_tokens) tokens),
-        pin the match, load host pages back, insert the missing pages and reserve
-        `private_tokens` (unpaged tail + decode KV). None when the device tier cannot make
-        room even after evicting every unpinned page; nothing changes then."""
+        """Match `keys` (one page of `page_tokens` each; a partial last page still takes a
+        whole page), pin the match, load host pages back, insert the missing pages and
+        reserve `private_tokens` (unpaged tail + decode KV). None when the device tier cannot
+        make room even after evicting every unpinned page; nothing changes then."""
         # The hot path of the simulator: one pass matches and pins, one pass inserts.
         path: list[Node] = []
         node = self.root
@@ -141,8 +141,7 @@ class TieredCache:
             node = child
         matched = len(path)
         num_keys = len(keys)
-        new_tokens = (min(input_tokens, num_keys * page_tokens) - matched * page_tokens
-                      if matched < num_keys else 0)
+        new_tokens = (num_keys - matched) * page_tokens
         need = host + new_tokens + private_tokens
         self.pinned_tokens += pinned
         free = self.device_capacity - self.device_used
@@ -166,11 +165,9 @@ class TieredCache:
         if matched < num_keys:
             backup_new = self.write_policy == "write_through" and self.host_capacity > 0
             parent = node
-            last = num_keys - 1
             for i in range(matched, num_keys):
                 key = keys[i]
-                tokens = page_tokens if i < last else input_tokens - i * page_tokens
-                child = Node(key, parent, min(page_tokens, tokens), 1)
+                child = Node(key, parent, page_tokens, 1)
                 if parent.children is None:
                     parent.children = {key: child}
                 else:

@@ -129,7 +129,7 @@ class Engine:
             req = self.waiting[0]
             if req.blocked_epoch == cache.epoch:  # refused before and nothing freed since
                 break
-            adm = cache.admit(req.keys, req.page_tokens, req.input_tokens,
+            adm = cache.admit(req.keys, req.page_tokens,
                               req.input_tokens - req.paged_tokens + req.output_tokens)
             if adm is None:
                 if self.num_running == 0:  # nothing will ever free room for it

@@ -15,8 +15,8 @@ Sink = Callable[["SimRequest", str, int, float], None]
 
 @dataclass(slots=True, eq=False)
 class SimRequest:
-    """`keys` name the request's pages in order; page i holds min(page, input - i*page)
-    tokens; tokens past the last key are an unpaged tail that is never cached."""
+    """`keys` name the request's pages in order (the last may be partial); tokens past the
+    last key are an unpaged tail that is never cached."""
 
     rid: int
     arrival_s: float
