@@ -8,6 +8,7 @@ Each request gets exactly `max_tokens` output tokens (as with `ignore_eos`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -75,10 +76,8 @@ class SimServer:
                 continue
             delay = (nxt - now) / self.config.time_scale
             if delay > 0:
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=delay)
-                except TimeoutError:
-                    pass
             else:
                 await asyncio.sleep(0)
 
@@ -89,10 +88,8 @@ class SimServer:
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     # -- requests --------------------------------------------------------------------------
     def _submit(self, prompt: Prompt, max_tokens: int) -> tuple[SimRequest, asyncio.Queue]:
