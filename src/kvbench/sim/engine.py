@@ -129,8 +129,8 @@ class Engine:
             req = self.waiting[0]
             if req.blocked_need and cache.cannot_fit(req.blocked_need):
                 break  # refused before, and not enough has been released since
-            adm = cache.admit(req.keys, req.page_tokens,
-                              req.input_tokens - req.paged_tokens + req.output_tokens)
+            adm = cache.admit(req.keys, req.page_tokens, req.input_tokens - req.paged_tokens
+                              + req.output_tokens + costs.request_state_tokens)
             if adm is None:
                 if self.num_running == 0:  # nothing will ever free room for it
                     self.waiting.popleft()
