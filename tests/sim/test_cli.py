@@ -123,3 +123,22 @@ def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
+
+
+def test_simulate_jobs_runs_resident_and_offload_arms_of_a_recipe_row(capsys, claude_code_paths):
+    from conftest import INFERENCEX
+
+    traces = [a for p in claude_code_paths[:4] for a in ("--trace", str(p))]
+    main(["simulate-jobs", "--config-files", str(INFERENCEX / "nvidia-master.yaml"),
+          "--runner-config", str(INFERENCEX / "runners.yaml"),
+          "--config-keys", "qwen3.5-fp8-b200-sglang-agentic-mtp", "--min-conc", "64",
+          "--max-conc", "64", *traces, "--format", "json"])
+    entries = json.loads(capsys.readouterr().out)
+    offload = [e for e in entries if e["backend"] == "hicache"]
+    assert offload, [e["exp-name"] for e in entries]
+    for e in offload:
+        arms = e["arms"]
+        assert arms["offload"]["setup"]["host_tokens"] == e["host-kv-tokens"] > 0
+        assert arms["resident"]["setup"]["gpu_tokens"] == e["gpu-kv-tokens"]
+        assert arms["offload"]["setup"]["concurrency"] == e["conc"] == 64
+        assert arms["offload"]["hit_rate"]["total"] >= arms["resident"]["hit_rate"]["total"]

@@ -12,7 +12,9 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.errors import SimError
+from kvbench.matrix.selection import Selection
 
 _POLICIES = ("write_through", "write_through_selective", "write_back")
 _MODEL_HELP = "Model profile name (kvbench.models) or the built-in 'reference-8b'."
@@ -151,38 +153,69 @@ def simulate(
     if output_format == "json":
         print(json.dumps(doc, indent=2))
     else:
-        _print_table(results, [t.name for t in traces])
+        from kvbench.sim.table import print_arms
+
+        print_arms(results, [t.name for t in traces])
 
 
-def _print_table(results: dict[str, dict], trace_names: list[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _evaluated(fn):
+    """Resolve the string annotations here: `with_selection` rewrites the signature and
+    typer would evaluate them in the selection module's namespace."""
+    import typing
 
-    shown = ", ".join(trace_names[:3]) + (f" (+{len(trace_names) - 3})"
-                                          if len(trace_names) > 3 else "")
-    table = Table(title=f"simulated: {shown}")
-    table.add_column("metric")
-    for name in results:
-        table.add_column(name, justify="right")
+    fn.__annotations__ = typing.get_type_hints(fn, include_extras=True)
+    return fn
 
-    def row(label: str, get) -> None:
-        table.add_row(label, *(get(r) for r in results.values()))
 
-    def ms(x: float | None) -> str:
-        return "-" if x is None else f"{x:,.1f}"
+@app.command("simulate-jobs", cls=SelectionCommand)
+@with_selection
+@_evaluated
+def simulate_jobs(
+    selection: Selection,
+    trace: Annotated[list[Path], typer.Option(
+        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
+    max_jobs: Annotated[int, typer.Option(help="Simulate at most this many jobs.")] = 8,
+    write_policy: Annotated[str, typer.Option(
+        help="write_through | write_through_selective | write_back")] = "write_through",
+    output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
+) -> None:
+    """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
+    GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
+    and with the planned host tier, side by side."""
+    from kvbench.matrix import select_jobs
+    from kvbench.plan import plan_job
+    from kvbench.sim.simulate import SimSetup, run
+    from kvbench.sim.sizing import resolve_costs
+    from kvbench.sim.table import print_jobs
+    from kvbench.sim.trace import load_traces
 
-    row("requests (errors)", lambda r: f"{r['requests']:,} ({r['errors']})")
-    row("prompt tokens", lambda r: f"{r['prompt_tokens']:,}")
-    for tier in ("device", "host", "total"):
-        row(f"hit rate {tier}", lambda r, t=tier: f"{r['hit_rate'][t]:.1%}")
-    for key in ("ttft_ms", "e2e_ms"):
-        for q in ("p50", "p90", "p99"):
-            row(f"{key[:-3]} {q} (ms)", lambda r, k=key, q=q: ms(r[k][q]))
-    row("input tok/s", lambda r: f"{r['throughput']['input_tok_s']:,.0f}")
-    row("output tok/s", lambda r: f"{r['throughput']['output_tok_s']:,.0f}")
-    row("simulated span (s)", lambda r: f"{r['duration_s']:,.1f}")
-    row("wall (s)", lambda r: f"{r['wall_s']:.2f}")
-    Console().print(table)
-    first = next(iter(results.values()))
-    Console().print(f"[dim]{first['setup']['cost_model']}, gpu tier "
-                    f"{first['setup']['gpu_tokens'] or 'unlimited'} tokens[/]")
+    if output_format not in ("json", "table"):
+        raise SimError(f"--format: {output_format!r} is not one of json, table")
+    traces = load_traces(trace)
+    jobs = [j for j in select_jobs(selection) if not j.is_multinode]
+    if not jobs:
+        raise SimError("no single-node job matches the selection",
+                       hint="check --config-files and the filters (multi-node rows are skipped)")
+    out = []
+    for job in jobs[:max_jobs]:
+        plan = plan_job(job)
+        entry = {"exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
+                 "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
+                 "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)}
+        if plan.errors or not plan.within_budget:
+            out.append(entry)
+            continue
+        costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision)
+        arms = {"resident": 0}
+        if plan.host_kv_tokens:
+            arms["offload"] = plan.host_kv_tokens
+        entry["arms"] = {
+            name: run(traces, costs, SimSetup(plan.gpu_kv_tokens, host, _policy(write_policy),
+                                              job.conc))
+            for name, host in arms.items()
+        }
+        out.append(entry)
+    if output_format == "json":
+        print(json.dumps(out, indent=1))
+    else:
+        print_jobs(out)
