@@ -114,6 +114,8 @@ def simulate(
         help="Host KV pool per rank in GB (1e9) instead of --host-tokens.")] = None,
     concurrency: Annotated[int | None, typer.Option(
         help="Session lanes (closed loop); default: open loop at trace times.")] = None,
+    arrival_scale: Annotated[float, typer.Option(
+        help="Open loop: multiply trace times by this (2 = half the request rate).")] = 1.0,
     write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
     max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
     chunked_prefill_tokens: Annotated[int, typer.Option(
@@ -144,7 +146,8 @@ def simulate(
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
     results = {
-        name: run(traces, costs, SimSetup(gpu, h, _policy(write_policy), concurrency, engine))
+        name: run(traces, costs, SimSetup(gpu, h, _policy(write_policy), concurrency, engine,
+                                          arrival_scale))
         for name, h in arms.items()
     }
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
