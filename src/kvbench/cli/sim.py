@@ -59,7 +59,8 @@ def serve_sim(
     model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
     hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
     tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
-    precision: Annotated[str, typer.Option(help="Weight precision: bf16 | fp8 | fp4.")] = "bf16",
+    precision: Annotated[str | None, typer.Option(
+        help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")] = None,
     host_cache_gb: Annotated[float | None, typer.Option(
         help="Host KV pool per rank in GB (1e9), like --hicache-size; 0 = no host tier.")] = None,
     gpu_tokens: Annotated[str | None, typer.Option(
@@ -106,7 +107,8 @@ def simulate(
     model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
     hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
     tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
-    precision: Annotated[str, typer.Option(help="Weight precision: bf16 | fp8 | fp4.")] = "bf16",
+    precision: Annotated[str | None, typer.Option(
+        help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")] = None,
     gpu_tokens: Annotated[str | None, typer.Option(
         help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")] = None,
     host_tokens: Annotated[int | None, typer.Option(help="Host KV pool tokens per rank.")] = None,
