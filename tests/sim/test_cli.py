@@ -112,8 +112,8 @@ def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):
                                          headers={"Content-Type": "application/json"})
             with urllib.request.urlopen(req, timeout=30) as r:
                 usage.append(json.loads(r.read())["usage"])
-        assert usage[0]["prompt_tokens"] == 3000  # 12,000 characters at 4 per pseudo-token
-        assert usage[1]["prompt_tokens_details"]["cached_tokens"] == 46 * 64  # full pages
+        assert usage[0]["prompt_tokens"] == 2001  # 2,000 words and the trailing space
+        assert usage[1]["prompt_tokens_details"]["cached_tokens"] == 31 * 64  # full pages
         with urllib.request.urlopen(f"{base}/metrics", timeout=5) as r:
             text = r.read().decode()
         names = {f.name for f in text_string_to_metric_families(text)}

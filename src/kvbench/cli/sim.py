@@ -76,7 +76,7 @@ def serve_sim(
         help="Model name in /v1/models and responses (default: --model).")] = None,
     max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
     chars_per_token: Annotated[int, typer.Option(
-        help="Characters per pseudo-token of a text prompt.")] = 4,
+        help="Characters per pseudo-token of a text prompt; 0 = one token per word.")] = 0,
 ) -> None:
     """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
     from aiohttp import web
@@ -84,8 +84,8 @@ def serve_sim(
     from kvbench.sim.server import ServerConfig, SimServer, build_app
     from kvbench.sim.sizing import resolve_costs
 
-    if time_scale <= 0 or page_size < 1 or chars_per_token < 1:
-        raise SimError("--time-scale must be > 0; --page-size and --chars-per-token >= 1")
+    if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
+        raise SimError("--time-scale must be > 0, --page-size >= 1, --chars-per-token >= 0")
     costs = resolve_costs(model, hardware, tp, precision)
     config = ServerConfig(
         served_model_name=served_model_name or model,

@@ -38,7 +38,7 @@ class ServerConfig:
     seed: int = 0
     max_running_requests: int = 256
     chunked_prefill_tokens: int = 8192
-    chars_per_token: int = 4
+    chars_per_token: int = 0  # 0: word tokens (see tokens.py)
     default_max_tokens: int = 128
     extra: dict = field(default_factory=dict)
 
