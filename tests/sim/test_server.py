@@ -169,6 +169,11 @@ def test_non_streaming_chat_reports_usage_and_bad_input_is_a_400():
                                      json={"model": "sim", "messages": []}) as r:
                     assert r.status == 400
                     assert "messages" in (await r.json())["error"]["message"]
+                too_long = {"model": "sim", "prompt": " w" * 1_000_000, "max_tokens": 1,
+                            "stream": True}
+                async with http.post(f"{base}/v1/completions", json=too_long) as r:
+                    assert r.status == 400
+                    assert "GPU tier" in (await r.json())["error"]["message"]
         finally:
             await runner.cleanup()
 

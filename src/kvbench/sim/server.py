@@ -155,6 +155,13 @@ class SimServer:
             prompt, max_tokens, stream, include_usage = self._parse(body, chat)
         except (_BadRequest, ValueError) as e:
             return _error(400, str(e))
+        need = (len(prompt.keys) * self.config.page_tokens + max(
+            0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
+            + self.costs.request_state_tokens)
+        if need > self.cache.device_capacity:
+            return _error(400, f"the request needs {need} KV tokens (prompt {prompt.num_tokens}"
+                               f" + max_tokens {max_tokens}); the GPU tier holds "
+                               f"{self.cache.device_capacity}")
         req, queue = self._submit(prompt, max_tokens)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-sim{req.rid}"
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
