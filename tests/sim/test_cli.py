@@ -142,3 +142,12 @@ def test_simulate_jobs_runs_resident_and_offload_arms_of_a_recipe_row(capsys, cl
         assert arms["resident"]["setup"]["gpu_tokens"] == e["gpu-kv-tokens"]
         assert arms["offload"]["setup"]["concurrency"] == e["conc"] == 64
         assert arms["offload"]["hit_rate"]["total"] >= arms["resident"]["hit_rate"]["total"]
+
+
+def test_simulate_speculative_decoding_shortens_inter_token_latency(small_trace, capsys):
+    args = ["--trace", str(small_trace), "--gpu-tokens", "inf", "--arrival-scale", "20"]
+    plain = simulate_json(capsys, *args)
+    spec = simulate_json(capsys, *args, "--spec-accept-length", "2.5",
+                         "--spec-verify-tokens", "4")
+    assert spec["itl_ms"]["p50"] < plain["itl_ms"]["p50"] / 2
+    assert spec["cached_tokens"] == plain["cached_tokens"]

@@ -54,6 +54,12 @@ def _host_tokens(tokens: int | None, gb: float | None, costs) -> int:
     return host_tier_tokens(costs, gb) if gb is not None else 0
 
 
+def _speculate(costs, accept_length: float, verify_tokens: int):
+    if accept_length == 1.0 and verify_tokens == 1:
+        return costs
+    return costs.with_speculation(accept_length, max(verify_tokens, 1))
+
+
 @app.command("serve-sim")
 def serve_sim(
     model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
@@ -61,6 +67,10 @@ def serve_sim(
     tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
     precision: Annotated[str | None, typer.Option(
         help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")] = None,
+    spec_accept_length: Annotated[float, typer.Option(
+        help="Speculative decoding: tokens accepted per step (1 = off).")] = 1.0,
+    spec_verify_tokens: Annotated[int, typer.Option(
+        help="Speculative decoding: tokens verified per step (drafts + 1).")] = 1,
     host_cache_gb: Annotated[float | None, typer.Option(
         help="Host KV pool per rank in GB (1e9), like --hicache-size; 0 = no host tier.")] = None,
     gpu_tokens: Annotated[str | None, typer.Option(
@@ -86,7 +96,8 @@ def serve_sim(
 
     if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
         raise SimError("--time-scale must be > 0, --page-size >= 1, --chars-per-token >= 0")
-    costs = resolve_costs(model, hardware, tp, precision)
+    costs = _speculate(resolve_costs(model, hardware, tp, precision), spec_accept_length,
+                       spec_verify_tokens)
     config = ServerConfig(
         served_model_name=served_model_name or model,
         gpu_tokens=_gpu_tokens(gpu_tokens, costs, hardware),
@@ -109,6 +120,10 @@ def simulate(
     tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
     precision: Annotated[str | None, typer.Option(
         help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")] = None,
+    spec_accept_length: Annotated[float, typer.Option(
+        help="Speculative decoding: tokens accepted per step (1 = off).")] = 1.0,
+    spec_verify_tokens: Annotated[int, typer.Option(
+        help="Speculative decoding: tokens verified per step (drafts + 1).")] = 1,
     gpu_tokens: Annotated[str | None, typer.Option(
         help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")] = None,
     host_tokens: Annotated[int | None, typer.Option(help="Host KV pool tokens per rank.")] = None,
@@ -137,7 +152,8 @@ def simulate(
 
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
-    costs = resolve_costs(model, hardware, tp, precision)
+    costs = _speculate(resolve_costs(model, hardware, tp, precision), spec_accept_length,
+                       spec_verify_tokens)
     traces = load_traces(trace)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
