@@ -149,5 +149,6 @@ def test_simulate_speculative_decoding_shortens_inter_token_latency(small_trace,
     plain = simulate_json(capsys, *args)
     spec = simulate_json(capsys, *args, "--spec-accept-length", "2.5",
                          "--spec-verify-tokens", "4")
-    assert spec["itl_ms"]["p50"] < plain["itl_ms"]["p50"] / 2
+    # 2.5 tokens per step at 1.1x the step cost; prefill steps of other requests dilute it
+    assert spec["itl_ms"]["p50"] < 0.75 * plain["itl_ms"]["p50"]
     assert spec["cached_tokens"] == plain["cached_tokens"]
