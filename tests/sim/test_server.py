@@ -138,6 +138,9 @@ def test_64_concurrent_streaming_sessions_from_a_real_trace():
     assert value("sglang:cached_tokens", cache_source="device") == cached_total
     assert value("sglang:cached_tokens", cache_source="host") == 0
     assert value("sglang:num_running_reqs") == 0
+    ttft = families["sglang:time_to_first_token_seconds"]
+    count = [s.value for s in ttft.samples if s.name.endswith("_count")]
+    assert count == [64 * 3]
 
 
 def test_non_streaming_chat_reports_usage_and_bad_input_is_a_400():

@@ -113,7 +113,7 @@ class SimServer:
             if event == "first":
                 self.metrics.on_prefill(req)
             elif event == "finish":
-                self.metrics.generation_tokens += req.output_tokens
+                self.metrics.on_finish(req)
             queue.put_nowait((event, n, t))
             if event in ("finish", "error"):
                 self._queues.discard(queue)
