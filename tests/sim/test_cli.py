@@ -81,7 +81,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
 def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):
     from prometheus_client.parser import text_string_to_metric_families
 

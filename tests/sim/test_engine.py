@@ -95,7 +95,6 @@ def test_horizon_stops_before_a_step_that_ends_later(costs):
     assert events == [("first", 1), ("tokens", 1), ("tokens", 1), ("finish", 0)]
 
 
-@pytest.mark.slow
 def test_fast_forward_matches_step_by_step_on_a_real_trace():
     traces = load_traces([MOONCAKE])
     traces[0].sessions[:] = traces[0].sessions[:600]

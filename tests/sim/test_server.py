@@ -9,7 +9,6 @@ import json
 import math
 
 import aiohttp
-import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from sim.conftest import CLAUDE_CODE
@@ -80,7 +79,6 @@ async def start(config: ServerConfig) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}"
 
 
-@pytest.mark.slow
 def test_64_concurrent_streaming_sessions_from_a_real_trace():
     config = ServerConfig(served_model_name="sim", gpu_tokens=math.inf, host_tokens=100_000,
                           page_tokens=PAGE, time_scale=200.0)
