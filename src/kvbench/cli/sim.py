@@ -226,7 +226,9 @@ def simulate_jobs(
         if plan.errors or not plan.within_budget:
             out.append(entry)
             continue
-        costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision)
+        costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
+                              kv_dtype=plan.kv_dtype,
+                              dp_attention=bool(job.row.get("dp-attn", False)))
         arms = {"resident": 0}
         if plan.host_kv_tokens:
             arms["offload"] = plan.host_kv_tokens
