@@ -124,10 +124,8 @@ def with_selection(fn):
     sig = inspect.signature(fn)
     # Resolve the command's own (string) annotations with their Annotated metadata; typer
     # reads the signature, and would otherwise drop each option's help via get_type_hints.
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except (NameError, TypeError):  # a name only imported under TYPE_CHECKING
-        hints = {}
+    # `Selection` is often imported only under TYPE_CHECKING by the command's module.
+    hints = typing.get_type_hints(fn, localns={"Selection": Selection}, include_extras=True)
     own = [p.replace(annotation=hints.get(p.name, p.annotation))
            for p in sig.parameters.values() if p.name != "selection"]
     wrapper.__signature__ = sig.replace(parameters=own + params)

@@ -179,18 +179,8 @@ def simulate(
         print_arms(results, [t.name for t in traces])
 
 
-def _evaluated(fn):
-    """Resolve the string annotations here: `with_selection` rewrites the signature and
-    typer would evaluate them in the selection module's namespace."""
-    import typing
-
-    fn.__annotations__ = typing.get_type_hints(fn, include_extras=True)
-    return fn
-
-
 @app.command("simulate-jobs", cls=SelectionCommand)
 @with_selection
-@_evaluated
 def simulate_jobs(
     selection: Selection,
     trace: Annotated[list[Path], typer.Option(
