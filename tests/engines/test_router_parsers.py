@@ -74,7 +74,7 @@ def test_router_argv_of_real_dp_attention_rows_parse(tmp_path):
                           capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, (
         "router parsers could not be run (CI installs them from "
-        ".ci/router-requirements.txt):\\n" + proc.stderr[-3000:])
+        ".ci/router-requirements.txt):\n" + proc.stderr[-3000:])
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["checked"].get("sglang-router", 0) >= 10, result
     assert result["checked"].get("vllm-router", 0) >= 10, result
