@@ -222,6 +222,7 @@ def test_for_spec_starts_the_router_after_the_engine(tmp_path, port):
         router_health_url=f"http://127.0.0.1:{router_port}/health")
     with ServerProcess.for_spec(spec, log_path=tmp_path / "server.log", ready_timeout_s=20,
                                 extra_args=["0.1"], grace_s=2, poll_interval_s=0.1) as proc:
-        proc.wait_ready()
+        took = proc.wait_ready()
+        assert proc.wait_ready() == took  # idempotent: the router is not started twice
         assert [p.name for p in proc._procs] == ["server", "router"]
         assert proc.argv[-2:] == [str(port), "0.1"]

@@ -177,6 +177,8 @@ class ServerProcess:
         """Block until the server (then each helper) answers its ready URL; returns the seconds
         it took. Raises ServerStartError when a process dies or the deadline passes."""
         main = self._main
+        if self.ready_after_s is not None:
+            return self.ready_after_s  # helpers are already up; never start them twice
         deadline = self._started_at + self.ready_timeout_s
         self._wait_url(main, self.ready_url, deadline)
         for spec in self.extra_procs:
