@@ -13,6 +13,7 @@ from kvbench.errors import KvbenchError
 # Each module attaches its commands to `app` on import.
 from kvbench.cli import (  # noqa: F401  isort: skip
     calibrate,
+    launch,
     plan,
     recipe,
     replay,
@@ -30,7 +31,10 @@ def _escape(text: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn kvbench errors into a clear message and an exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        # typer returns (not raises) 130 on Ctrl-C when not in standalone mode
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except KvbenchError as e:
         from rich.console import Console
 
