@@ -9,9 +9,12 @@ attention mode and layer efficiency, zero overheads) subtracted,
     TPOT at 1 = step + per_sequence          TPOT at 4 = step + 4 x per_sequence
     TTFT at 1 = step + per_sequence + prefill
 
-each solved per prompt length and averaged. The long prompts (8,192 and 32,768) are left out
-of the fit; the script replays every probe point through the simulator to show how the
-fitted profile does on them.
+each solved per prompt length and averaged. Then the attention efficiency: with those
+overheads, the fraction of the effective FLOP/s at which the attention FLOPs must run for the
+simulated TTFT of the longest prompt at concurrency 1 (32,768 tokens, where attention is a
+third of the work) to equal the measured one. The other long-prompt points (8,192 at 1 and
+4, 32,768 at 4) are in no fit; the script replays every probe point through the simulator to
+show how the fitted profile does on them.
 
     PYTHONPATH=src python benchmarks/gpu/fit_engine_profile.py \\
         benchmarks/results/h200/calibrate/probe.json --engine transformers
@@ -30,17 +33,22 @@ from kvbench.sim import SimSetup, Trace, TraceRequest, run
 from kvbench.sim.sizing import resolve_costs
 
 FIT_PROMPTS = (128, 1024)
+ATTENTION_PROMPT = 32768
 
 
 def _body_costs(model: str, hardware: str, engine: str):
+    """The engine's costing with no overheads and attention at the dense layers' rate."""
     costs = resolve_costs(model, hardware, 1, engine=engine)
+    raw = resolve_costs(model, hardware, 1).attention_flops_per_token_per_context_token_per_rank
     return replace(costs, step_overhead_s=0.0, prefill_overhead_s=0.0,
-                   per_sequence_overhead_s=0.0)
+                   per_sequence_overhead_s=0.0,
+                   attention_flops_per_token_per_context_token_per_rank=raw)
 
 
 def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-measured",
         engine: str = "transformers") -> dict[str, float]:
-    """Overheads in seconds: step_overhead_s, per_sequence_overhead_s, prefill_overhead_s."""
+    """step_overhead_s, per_sequence_overhead_s, prefill_overhead_s (seconds) and
+    attention_efficiency (a fraction)."""
     body = _body_costs(model, hardware, engine)
     point = {(p["prompt_tokens"], p["concurrency"]): p for p in probe}
     steps, per_seq, prefill = [], [], []
@@ -55,9 +63,27 @@ def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-m
         prompt = int(one["server_prompt_tokens_p50"])
         p = one["ttft_ms_p50"] / 1e3 - body.step_s([(prompt, 0)], 0, 0)
         prefill.append(p - t1)
-    return {"step_overhead_s": statistics.fmean(steps),
-            "per_sequence_overhead_s": statistics.fmean(per_seq),
-            "prefill_overhead_s": statistics.fmean(prefill)}
+    overheads = {"step_overhead_s": statistics.fmean(steps),
+                 "per_sequence_overhead_s": statistics.fmean(per_seq),
+                 "prefill_overhead_s": statistics.fmean(prefill)}
+    costs = replace(body, **overheads)
+    long = [point[(ATTENTION_PROMPT, 1)]]
+    with_attention = replay_probe(long, costs)[0]["ttft_ms"]["predicted"]
+    without = replay_probe(long, replace(
+        costs, attention_flops_per_token_per_context_token_per_rank=0.0))[0]["ttft_ms"]
+    attention_ms = with_attention - without["predicted"]
+    missing_ms = long[0]["ttft_ms_p50"] - with_attention
+    return {**overheads, "attention_efficiency": attention_ms / (attention_ms + missing_ms)}
+
+
+def fitted_costs(fitted: dict[str, float], model: str = "Qwen/Qwen3-8B",
+                 hardware: str = "h200-measured", engine: str = "transformers"):
+    """The engine's cost model with the fitted numbers in place of the profile's."""
+    body = _body_costs(model, hardware, engine)
+    return replace(body, **{k: v for k, v in fitted.items() if k != "attention_efficiency"},
+                   attention_flops_per_token_per_context_token_per_rank=(
+                       body.attention_flops_per_token_per_context_token_per_rank
+                       / fitted["attention_efficiency"]))
 
 
 def replay_probe(probe: list[dict], costs) -> list[dict]:
@@ -81,7 +107,8 @@ def replay_probe(probe: list[dict], costs) -> list[dict]:
         rows.append({"prompt_tokens": p["prompt_tokens"], "concurrency": c,
                      "ttft_ms": {"measured": p["ttft_ms_p50"], "predicted": ttft},
                      "tpot_ms": {"measured": p["tpot_ms_p50"], "predicted": tpot},
-                     "fit_point": p["prompt_tokens"] in FIT_PROMPTS})
+                     "fit_point": p["prompt_tokens"] in FIT_PROMPTS or (
+                         p["prompt_tokens"] == ATTENTION_PROMPT and c == 1)})
     return rows
 
 
@@ -96,9 +123,8 @@ def main() -> None:
     a = ap.parse_args()
     probe = json.loads(a.probe.read_text())
     fitted = fit(probe, a.model, a.hardware, a.engine)
-    print("fitted (s):", {k: round(v, 4) for k, v in fitted.items()})
-    costs = replace(resolve_costs(a.model, a.hardware, 1, engine=a.engine), **fitted)
-    rows = replay_probe(probe, costs)
+    print("fitted (overheads in s):", {k: round(v, 4) for k, v in fitted.items()})
+    rows = replay_probe(probe, fitted_costs(fitted, a.model, a.hardware, a.engine))
     print("prompt conc  TTFT meas  pred   TPOT meas  pred  (ms; * = fit point)")
     for r in rows:
         print(f"{r['prompt_tokens']:6d} {r['concurrency']:4d} {r['ttft_ms']['measured']:9.0f} "

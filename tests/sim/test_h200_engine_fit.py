@@ -30,8 +30,10 @@ def test_shipped_transformers_overheads_are_the_probe_fit():
     fit = _script("fit_engine_profile").fit(json.loads((H200 / "calibrate" / "probe.json")
                                                        .read_text()))
     profile = load_engine_profile("transformers")
+    assert set(fit) == {"step_overhead_s", "per_sequence_overhead_s", "prefill_overhead_s",
+                        "attention_efficiency"}
     for key, value in fit.items():
-        assert getattr(profile, key).value == pytest.approx(value, abs=5e-5), key
+        assert getattr(profile, key).value == pytest.approx(value, abs=5e-4), key
 
 
 @pytest.fixture(scope="module")

@@ -174,8 +174,8 @@ class CostModel:
                        draft_overhead_fraction=draft_overhead_fraction)
 
     def with_engine(self, engine: Any, hardware: Any = None) -> CostModel:
-        """Apply an engine profile (`engine_profile.EngineProfile`): its overheads and
-        attention mode and, when it asks for them, the hardware profile's measured layer
+        """Apply an engine profile (`engine_profile.EngineProfile`): its overheads, attention
+        mode and attention efficiency and, when it asks for them, the hardware profile's layer
         efficiencies (prefill scales FLOP/s, decode scales HBM bandwidth: the phase each
         bounds). A profile without layer timings keeps its achievable fractions instead."""
         flops, hbm = self.flops_per_s, self.hbm_bytes_per_s
@@ -184,8 +184,13 @@ class CostModel:
             decode = hardware.layer_efficiency("decode")
             if prefill is not None and decode is not None:
                 flops, hbm = flops * prefill, hbm * decode
+        # A slower attention kernel is costed as more FLOPs at the same rate, so the step
+        # formulas (and the closed-form decode sums) stay as they are.
+        attention = self.attention_flops_per_token_per_context_token_per_rank / (
+            engine.attention_efficiency.value)
         return replace(
             self, flops_per_s=flops, hbm_bytes_per_s=hbm,
+            attention_flops_per_token_per_context_token_per_rank=attention,
             step_overhead_s=engine.step_overhead_s.value,
             prefill_overhead_s=engine.prefill_overhead_s.value,
             per_sequence_overhead_s=engine.per_sequence_overhead_s.value,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvbench.errors import SimError
 from kvbench.hardware.profile import Sourced
@@ -35,10 +35,21 @@ class EngineProfile(BaseModel):
     attention: Literal["per_request", "packed_dense"] = Field(
         description="attention costing mode (costs.ATTENTION_MODES)")
     attention_source: str
+    attention_efficiency: Sourced = Field(
+        default=Sourced(value=1.0, source="default: attention runs at the dense layers' rate"),
+        description="fraction of the effective FLOP/s the attention kernel reaches (a masked "
+        "SDPA kernel is slower than the flash kernel calibrate timed)")
     use_layer_efficiency: bool = Field(
         description="scale FLOP/s and HBM rates by the hardware profile's measured "
         "layer_efficiency (prefill, decode): true for engines that run plain torch layers")
     layer_efficiency_source: str
+
+    @field_validator("attention_efficiency")
+    @classmethod
+    def _positive(cls, v: Sourced) -> Sourced:
+        if not 0 < v.value <= 1:
+            raise ValueError(f"attention_efficiency must be in (0, 1], got {v.value}")
+        return v
 
     def __str__(self) -> str:
         return self.name
