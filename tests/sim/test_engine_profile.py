@@ -69,6 +69,15 @@ def test_overheads_fixed_per_prefill_step_and_per_sequence():
     assert costs.step_s([(1000, 0)], 3, 0) == pytest.approx(0.16 + 0.01008005)
 
 
+def test_profile_schema_allows_exactly_the_cost_model_attention_modes():
+    from typing import get_args
+
+    from kvbench.sim.costs import ATTENTION_MODES
+    from kvbench.sim.engine_profile import EngineProfile
+
+    assert get_args(EngineProfile.model_fields["attention"].annotation) == ATTENTION_MODES
+
+
 def test_bad_attention_mode_names_the_allowed_ones():
     with pytest.raises(SimError, match="per_request, packed_dense"):
         plain_costs(attention="dense")

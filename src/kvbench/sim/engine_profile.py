@@ -51,9 +51,6 @@ class EngineProfile(BaseModel):
             raise ValueError(f"attention_efficiency must be in (0, 1], got {v.value}")
         return v
 
-    def __str__(self) -> str:
-        return self.name
-
 
 def engine_profile_names() -> list[str]:
     return sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
