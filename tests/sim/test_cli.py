@@ -141,6 +141,7 @@ def test_simulate_jobs_runs_resident_and_offload_arms_of_a_recipe_row(capsys, cl
         assert arms["offload"]["setup"]["host_tokens"] == e["host-kv-tokens"] > 0
         assert arms["resident"]["setup"]["gpu_tokens"] == e["gpu-kv-tokens"]
         assert arms["offload"]["setup"]["concurrency"] == e["conc"] == 64
+        assert e["engine-profile"] == arms["offload"]["setup"]["engine_profile"] == "sglang"
         assert arms["offload"]["hit_rate"]["total"] >= arms["resident"]["hit_rate"]["total"]
 
 

@@ -200,9 +200,17 @@ def simulate_jobs(
     and with the planned host tier, side by side."""
     from kvbench.matrix import select_jobs
     from kvbench.plan import plan_job
+    from kvbench.sim.engine_profile import engine_profile_names
     from kvbench.sim.simulate import SimSetup, run
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.table import print_jobs
+
+    def _engine_of(framework: str) -> str | None:
+        """The engine profile a framework runs on (`dynamo-vllm` -> vllm), else None
+        (the default)."""
+        known = engine_profile_names()
+        return next((p for p in framework.lower().split("-") if p in known), None)
+
     from kvbench.sim.trace import load_traces
 
     if output_format not in ("json", "table"):
@@ -216,6 +224,7 @@ def simulate_jobs(
     for job in jobs[:max_jobs]:
         plan = plan_job(job)
         entry = {"exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
+                 "engine-profile": _engine_of(job.framework) or "sglang",
                  "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
                  "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)}
         if plan.errors or not plan.within_budget:
@@ -223,7 +232,8 @@ def simulate_jobs(
             continue
         costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
                               kv_dtype=plan.kv_dtype,
-                              dp_attention=bool(job.row.get("dp-attn", False)))
+                              dp_attention=bool(job.row.get("dp-attn", False)),
+                              engine=_engine_of(job.framework))
         arms = {"resident": 0}
         if plan.host_kv_tokens:
             arms["offload"] = plan.host_kv_tokens
