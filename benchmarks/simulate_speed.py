@@ -8,7 +8,8 @@ offload arm with a host tier):
   way (it is also what the streaming server does).
 Both must produce the same cache hits; the script checks that. Run:
 
-    PYTHONPATH=src python benchmarks/simulate_speed.py [--repeat 3] [--cpu 0]
+    PYTHONPATH=src python benchmarks/simulate_speed.py [--repeat 3] [--cpu 0] \
+        [--engine-profile transformers]
 
 Prints requests per second of wall time and of CPU time (trace loading excluded; it is
 printed apart). `--cpu N` pins the process to one core. The issue's bar is >= 20,000
@@ -42,6 +43,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cpu", type=int, default=None, help="pin to this core")
     parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--engine-profile", default="sglang",
+                        help="sglang | vllm | transformers (packed attention, overheads)")
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
@@ -50,10 +53,11 @@ def main() -> None:
     traces = load_traces([args.trace])
     n = sum(t.num_requests for t in traces)
     print(f"trace: {args.trace.name}, {n:,} requests, loaded in {time.perf_counter() - t0:.2f} s")
-    costs = resolve_costs("reference-8b", "h200")
+    costs = resolve_costs("reference-8b", "h200", engine=args.engine_profile)
     gpu = gpu_tier_tokens(costs, "h200")
     arms = {"resident": 0, "offload": 4 * gpu}
-    print(f"cost model: {costs.label}; gpu tier {gpu:,} tokens; offload host tier {4 * gpu:,}")
+    print(f"cost model: {costs.label}, {costs.engine} engine; gpu tier {gpu:,} tokens; "
+          f"offload host tier {4 * gpu:,}")
     print(f"{'arm':<10}{'mode':<7}{'wall s':>9}{'cpu s':>9}{'req/s wall':>13}{'req/s cpu':>12}"
           f"{'hit rate':>10}")
     for arm, host in arms.items():

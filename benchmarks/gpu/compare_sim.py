@@ -3,10 +3,12 @@ requests: TTFT, TPOT, E2E and output throughput, with the relative error of each
 
 The simulator replays exactly the (session, turn) pairs the real run sent, in the same lane
 order and closed loop, from the same derived trace files; metrics are compared over the
-requests that completed in the real run. Needs a tree with kvbench.sim and kvbench.models.
+requests that completed in the real run. Only public kvbench.sim APIs (`run` with
+`requests=`, `resolve_costs` with `engine=`).
 
-    python benchmarks/gpu/compare_sim.py --trace DIR --runs C=RUN_DIR ... \\
-        --model Qwen/Qwen3-8B --hardware h200-measured --out compare.json
+    PYTHONPATH=src python benchmarks/gpu/compare_sim.py --trace DIR --runs C=RUN_DIR ... \\
+        --model Qwen/Qwen3-8B --hardware h200-measured --engine-profile transformers \\
+        --out compare.json
 """
 
 from __future__ import annotations
@@ -73,32 +75,17 @@ def _measured(records: list[dict]) -> dict[tuple[str, int], dict]:
 
 
 def _predicted(subset_dir: Path, model: str, hardware: str, concurrency: int,
-               step_overhead_ms: float | None, layer_efficiency: bool = False) -> dict:
-    from dataclasses import replace
-
-    from kvbench.sim.cache import TieredCache
-    from kvbench.sim.engine import EngineConfig
-    from kvbench.sim.simulate import SimSetup, _drive
+               engine: str) -> dict:
+    from kvbench.sim import SimSetup, load_traces, run
     from kvbench.sim.sizing import gpu_tier_tokens, resolve_costs
-    from kvbench.sim.trace import expand_paths, load_traces
 
-    costs = resolve_costs(model, hardware, 1)
-    if step_overhead_ms is not None:
-        costs = replace(costs, step_overhead_s=step_overhead_ms / 1e3)
-    if layer_efficiency:
-        # what torch kernels reach per layer (calibrate's layer timings): prefill is compute-
-        # bound, decode memory-bound, so each phase's efficiency scales its ceiling
-        from kvbench.hardware import load_hardware
-
-        hw = load_hardware(hardware)
-        costs = replace(costs, flops_per_s=costs.flops_per_s * hw.layer_efficiency("prefill"),
-                        hbm_bytes_per_s=costs.hbm_bytes_per_s * hw.layer_efficiency("decode"))
-    names = [p.name.removesuffix(".json.gz") for p in expand_paths([subset_dir])]
-    sessions = [s for tr in load_traces([subset_dir]) for s in tr.sessions if s]
-    setup = SimSetup(gpu_tier_tokens(costs, hardware), 0, "write_through", concurrency,
-                     EngineConfig())
+    costs = resolve_costs(model, hardware, 1, engine=engine)
+    traces = load_traces([subset_dir])
+    # one session per kv-cache-tester file: a request's `session` indexes these names
+    names = [t.name for t in traces for s in t.sessions if s]
     done: list = []
-    _drive(sessions, TieredCache(setup.gpu_tokens, 0, setup.write_policy), costs, setup, done)
+    run(traces, costs, SimSetup(gpu_tier_tokens(costs, hardware), concurrency=concurrency),
+        requests=done)
     rows, turn_of = {}, {}
     for req in sorted(done, key=lambda r: (r.session, r.arrival_s)):
         turn = turn_of.get(req.session, 0)
@@ -114,18 +101,16 @@ def _predicted(subset_dir: Path, model: str, hardware: str, concurrency: int,
 
 
 def compare(trace_dir: Path, run_dir: Path, concurrency: int, model: str, hardware: str,
-            step_overhead_ms: float | None = None, layer_efficiency: bool = False) -> dict:
+            engine: str = "sglang") -> dict:
     records = _records(run_dir)
     measured = _measured(records)
     with tempfile.TemporaryDirectory() as tmp:
         _sent_subset(trace_dir, records, Path(tmp))
-        predicted = _predicted(Path(tmp), model, hardware, concurrency, step_overhead_ms,
-                               layer_efficiency)
+        predicted = _predicted(Path(tmp), model, hardware, concurrency, engine)
     keys = [k for k in measured if k in predicted]
     m, p = _stats([measured[k] for k in keys]), _stats([predicted[k] for k in keys])
     error = {k: (p[k] - m[k]) / m[k] for k in m if k != "requests" and m[k] and p[k] is not None}
-    return {"concurrency": concurrency, "step_overhead_ms": step_overhead_ms,
-            "layer_efficiency": layer_efficiency,
+    return {"concurrency": concurrency, "engine_profile": engine,
             "sent": len(records), "compared": len(keys),
             "measured": m, "predicted": p, "relative_error": error}
 
@@ -136,17 +121,15 @@ def main() -> None:
     ap.add_argument("--runs", nargs="+", required=True, help="CONCURRENCY=RUN_DIR")
     ap.add_argument("--model", default="Qwen/Qwen3-8B")
     ap.add_argument("--hardware", default="h200-measured")
-    ap.add_argument("--step-overhead-ms", type=float, default=None,
-                    help="replace the cost model's per-step overhead (an engine property)")
-    ap.add_argument("--layer-efficiency", action="store_true",
-                    help="scale the ceilings by the profile's measured per-layer efficiency")
+    ap.add_argument("--engine-profile", default="sglang",
+                    help="sglang | vllm | transformers or a YAML path (kvbench.sim.engines)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     rows = []
     for spec in a.runs:
         c, run_dir = spec.split("=", 1)
         rows.append(compare(a.trace, Path(run_dir), int(c), a.model, a.hardware,
-                            a.step_overhead_ms, a.layer_efficiency))
+                            a.engine_profile))
         r = rows[-1]
         print(f"c={c}: " + ", ".join(
             f"{k} {r['measured'][k]:.1f} vs {r['predicted'][k]:.1f} ({v:+.0%})"

@@ -91,7 +91,7 @@ def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvbench", "serve-sim", "--model", "llama-3.1-8b",
          "--hardware", "h200", "--tp", "1", "--host-cache-gb", "2", "--port", str(port),
-         "--time-scale", "50", "--served-model-name", "sim-8b"],
+         "--time-scale", "50", "--served-model-name", "sim-8b", "--engine-profile", "vllm"],
         env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
@@ -122,6 +122,7 @@ def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
+    assert "(vllm engine)" in (tmp_path / "server.log").read_text()
 
 
 def test_simulate_jobs_runs_resident_and_offload_arms_of_a_recipe_row(capsys, claude_code_paths):
@@ -140,6 +141,7 @@ def test_simulate_jobs_runs_resident_and_offload_arms_of_a_recipe_row(capsys, cl
         assert arms["offload"]["setup"]["host_tokens"] == e["host-kv-tokens"] > 0
         assert arms["resident"]["setup"]["gpu_tokens"] == e["gpu-kv-tokens"]
         assert arms["offload"]["setup"]["concurrency"] == e["conc"] == 64
+        assert e["engine-profile"] == arms["offload"]["setup"]["engine_profile"] == "sglang"
         assert arms["offload"]["hit_rate"]["total"] >= arms["resident"]["hit_rate"]["total"]
 
 
@@ -151,3 +153,22 @@ def test_simulate_speculative_decoding_shortens_inter_token_latency(small_trace,
     # 2.5 tokens per step at 1.1x the step cost; prefill steps of other requests dilute it
     assert spec["itl_ms"]["p50"] < 0.75 * plain["itl_ms"]["p50"]
     assert spec["cached_tokens"] == plain["cached_tokens"]
+
+
+def test_simulate_engine_profile_changes_the_costing(small_trace, capsys):
+    args = ("--trace", str(small_trace), "--gpu-tokens", "inf", "--concurrency", "4",
+            "--hardware", "h200-measured")
+    sglang = simulate_json(capsys, *args)
+    tf = simulate_json(capsys, *args, "--engine-profile", "transformers")
+    assert sglang["setup"]["engine_profile"] == "sglang"
+    assert tf["setup"]["engine_profile"] == "transformers"
+    # transformers' host work per step (~49 ms + 23 ms per sequence) dominates decode
+    assert tf["itl_ms"]["p50"] > 10 * sglang["itl_ms"]["p50"]
+    assert tf["requests"] == sglang["requests"]
+
+
+def test_simulate_unknown_engine_profile_names_the_known_ones(small_trace, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--trace", str(small_trace), "--engine-profile", "tgi"])
+    assert exc.value.code != 0
+    assert "sglang, transformers, vllm" in capsys.readouterr().err

@@ -18,6 +18,8 @@ from kvbench.matrix.selection import Selection
 
 _POLICIES = ("write_through", "write_through_selective", "write_back")
 _MODEL_HELP = "Model profile name (kvbench.models) or the built-in 'reference-8b'."
+_ENGINE_HELP = ("Engine profile: sglang | vllm | transformers (kvbench/sim/engines) or a YAML "
+                "path; sets step overheads, attention costing and layer efficiency.")
 
 
 def _policy(value: str) -> str:
@@ -87,6 +89,7 @@ def serve_sim(
     max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
     chars_per_token: Annotated[int, typer.Option(
         help="Characters per pseudo-token of a text prompt; 0 = one token per word.")] = 0,
+    engine_profile: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "sglang",
 ) -> None:
     """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
     from aiohttp import web
@@ -96,8 +99,8 @@ def serve_sim(
 
     if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
         raise SimError("--time-scale must be > 0, --page-size >= 1, --chars-per-token >= 0")
-    costs = _speculate(resolve_costs(model, hardware, tp, precision), spec_accept_length,
-                       spec_verify_tokens)
+    costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
+                       spec_accept_length, spec_verify_tokens)
     config = ServerConfig(
         served_model_name=served_model_name or model,
         gpu_tokens=_gpu_tokens(gpu_tokens, costs, hardware),
@@ -105,7 +108,8 @@ def serve_sim(
         write_policy=_policy(write_policy), time_scale=time_scale, seed=seed,
         max_running_requests=max_running_requests, chars_per_token=chars_per_token)
     server = SimServer(config, costs)
-    print(f"kvbench serve-sim: {costs.label}, gpu tier {config.gpu_tokens} tokens, host tier "
+    print(f"kvbench serve-sim: {costs.label} ({costs.engine} engine), gpu tier "
+          f"{config.gpu_tokens} tokens, host tier "
           f"{config.host_tokens} tokens ({config.write_policy}), time x{time_scale}; "
           f"listening on http://{host}:{port}", file=sys.stderr, flush=True)
     web.run_app(build_app(server), host=host, port=port, print=None, access_log=None)
@@ -141,6 +145,7 @@ def simulate(
         help="Run the GPU-resident arm (no host tier) beside the offload arm.")] = False,
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
     output: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
+    engine_profile: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "sglang",
 ) -> None:
     """Replay traces through the simulator in virtual time; per-tier hit rates, TTFT/E2E
     percentiles and throughput."""
@@ -152,8 +157,8 @@ def simulate(
 
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
-    costs = _speculate(resolve_costs(model, hardware, tp, precision), spec_accept_length,
-                       spec_verify_tokens)
+    costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
+                       spec_accept_length, spec_verify_tokens)
     traces = load_traces(trace)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
@@ -195,9 +200,17 @@ def simulate_jobs(
     and with the planned host tier, side by side."""
     from kvbench.matrix import select_jobs
     from kvbench.plan import plan_job
+    from kvbench.sim.engine_profile import engine_profile_names
     from kvbench.sim.simulate import SimSetup, run
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.table import print_jobs
+
+    def _engine_of(framework: str) -> str | None:
+        """The engine profile a framework runs on (`dynamo-vllm` -> vllm), else None
+        (the default)."""
+        known = engine_profile_names()
+        return next((p for p in framework.lower().split("-") if p in known), None)
+
     from kvbench.sim.trace import load_traces
 
     if output_format not in ("json", "table"):
@@ -211,6 +224,7 @@ def simulate_jobs(
     for job in jobs[:max_jobs]:
         plan = plan_job(job)
         entry = {"exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
+                 "engine-profile": _engine_of(job.framework) or "sglang",
                  "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
                  "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)}
         if plan.errors or not plan.within_budget:
@@ -218,7 +232,8 @@ def simulate_jobs(
             continue
         costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
                               kv_dtype=plan.kv_dtype,
-                              dp_attention=bool(job.row.get("dp-attn", False)))
+                              dp_attention=bool(job.row.get("dp-attn", False)),
+                              engine=_engine_of(job.framework))
         arms = {"resident": 0}
         if plan.host_kv_tokens:
             arms["offload"] = plan.host_kv_tokens

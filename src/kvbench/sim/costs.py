@@ -1,8 +1,10 @@
 """The cost model: how long a forward pass and a KV transfer take, from a few plain numbers.
 
 Prefill is compute-bound (FLOPs at the effective FLOP/s), decode is memory-bound (bytes read at
-the effective HBM bandwidth); a step takes the larger of the two (a roofline) plus a fixed
-overhead. Host<->device copies run at the effective link bandwidth (kvoffload.md section 8)."""
+the effective HBM bandwidth); a step takes the larger of the two (a roofline) plus the
+engine's host overhead (fixed, per prefill step, per sequence). Attention is costed per
+request or over the packed batch (engine_profile.ATTENTION_MODES). Host<->device copies run
+at the effective link bandwidth (kvoffload.md section 8)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvbench.errors import SimError
+
+# `per_request`: each request attends to its own context (paged FlashAttention/FlashInfer:
+# SGLang, vLLM); causal prefill costs the triangle. `packed_dense`: one attention call over
+# the packed batch with a dense [queries, keys] mask (transformers' continuous batching
+# without flash-attn): every query token of the step is scored against every key the step
+# reads, masked pairs included.
+ATTENTION_MODES = ("per_request", "packed_dense")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +47,17 @@ class CostModel:
     # the per-token pool; a running request reserves it on the GPU tier.
     request_state_tokens: int = 0
     label: str = "custom"
+    # Engine behaviour (engine_profile.EngineProfile): extra fixed cost of a step that
+    # prefills, host cost per sequence in a step, and the attention costing mode.
+    prefill_overhead_s: float = 0.0
+    per_sequence_overhead_s: float = 0.0
+    attention: str = "per_request"
+    engine: str = "sglang"
 
     def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_MODES:
+            raise SimError(f"cost model attention must be one of {', '.join(ATTENTION_MODES)}, "
+                           f"got {self.attention!r}")
         for name in ("flops_per_s", "hbm_bytes_per_s", "h2d_bytes_per_s", "d2h_bytes_per_s"):
             if not getattr(self, name) > 0:
                 raise SimError(f"cost model {name} must be > 0, got {getattr(self, name)!r}")
@@ -66,15 +84,22 @@ class CostModel:
         a_mem = self.weight_bytes_per_rank / self.hbm_bytes_per_s
         b_mem = self.kv_bytes_per_token_per_rank / self.hbm_bytes_per_s
         a_cmp = per_step * batch * self.flops_per_token_per_rank / self.flops_per_s
-        b_cmp = per_step * self.attention_flops_per_token_per_context_token_per_rank / (
+        # per_request: each query scores its own context, so the batch's pairs are C;
+        # packed_dense: each of the batch's queries scores every key of the batch: batch x C.
+        queries = per_step * (batch if self.attention == "packed_dense" else 1)
+        b_cmp = queries * self.attention_flops_per_token_per_context_token_per_rank / (
             self.flops_per_s
         )
         return a_mem, b_mem, a_cmp, b_cmp
 
+    def decode_overhead_s(self, batch: int) -> float:
+        """Host time of one decode step of `batch` sequences."""
+        return self.step_overhead_s + self.per_sequence_overhead_s * batch
+
     def decode_step_s(self, batch: int, context_tokens: float) -> float:
         a_mem, b_mem, a_cmp, b_cmp = self.decode_lines(batch)
         body = max(a_mem + b_mem * context_tokens, a_cmp + b_cmp * context_tokens)
-        return self.step_overhead_s + body * (1 + self.draft_overhead_fraction)
+        return self.decode_overhead_s(batch) + body * (1 + self.draft_overhead_fraction)
 
     def decode_steps_s(self, batch: int, context0: float, growth: float, steps: int) -> float:
         """Sum of `steps` decode steps whose total context starts at `context0` and grows by
@@ -86,7 +111,7 @@ class CostModel:
         m0, m1 = a_mem + b_mem * context0, b_mem * growth
         c0, c1 = a_cmp + b_cmp * context0, b_cmp * growth
         total = _sum_max_of_lines(m0, m1, c0, c1, steps)
-        return steps * self.step_overhead_s + total * (1 + self.draft_overhead_fraction)
+        return steps * self.decode_overhead_s(batch) + total * (1 + self.draft_overhead_fraction)
 
     def decode_steps_needed(self, output_tokens: int) -> int:
         """Decode steps after the first token (which prefill produces)."""
@@ -114,20 +139,33 @@ class CostModel:
     ) -> float:
         """One forward pass over prefill chunks (new, context) and a decode batch. Load-back
         overlaps the compute layer by layer; write-back backups on eviction do not."""
-        flops = sum(self.prefill_flops(n, c) for n, c in prefill_chunks)
         read_tokens = sum(c + n for n, c in prefill_chunks) + decode_context
-        if decode_batch:
-            _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
-            compute = flops / self.flops_per_s + a_cmp + b_cmp * decode_context
-        else:
+        if self.attention == "packed_dense" and prefill_chunks:
+            # One attention call over the packed batch: every query token (prefill chunks and
+            # decode tokens) against every key the step reads, masked pairs included.
+            new = sum(n for n, _ in prefill_chunks)
+            queries = new + decode_batch * self.verify_tokens
+            flops = new * self.flops_per_token_per_rank + queries * read_tokens * (
+                self.attention_flops_per_token_per_context_token_per_rank)
+            if decode_batch:
+                flops += decode_batch * self.verify_tokens * self.flops_per_token_per_rank
             compute = flops / self.flops_per_s
+        else:
+            flops = sum(self.prefill_flops(n, c) for n, c in prefill_chunks)
+            compute = flops / self.flops_per_s
+            if decode_batch:
+                _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
+                compute += a_cmp + b_cmp * decode_context
         memory = (
             self.weight_bytes_per_rank + read_tokens * self.kv_bytes_per_token_per_rank
         ) / self.hbm_bytes_per_s
         body = max(compute, memory, self.load_s(load_tokens))
         if decode_batch:
             body *= 1 + self.draft_overhead_fraction
-        return self.step_overhead_s + body + self.backup_s(sync_backup_tokens)
+        overhead = self.decode_overhead_s(len(prefill_chunks) + decode_batch)
+        if prefill_chunks:
+            overhead += self.prefill_overhead_s
+        return overhead + body + self.backup_s(sync_backup_tokens)
 
     # -- constructors ----------------------------------------------------------------------
     def with_speculation(self, accept_length: float, verify_tokens: int,
@@ -135,14 +173,39 @@ class CostModel:
         return replace(self, accept_length=accept_length, verify_tokens=verify_tokens,
                        draft_overhead_fraction=draft_overhead_fraction)
 
+    def with_engine(self, engine: Any, hardware: Any = None) -> CostModel:
+        """Apply an engine profile (`engine_profile.EngineProfile`): its overheads, attention
+        mode and attention efficiency and, when it asks for them, the hardware profile's layer
+        efficiencies (prefill scales FLOP/s, decode scales HBM bandwidth: the phase each
+        bounds). A profile without layer timings keeps its achievable fractions instead."""
+        flops, hbm = self.flops_per_s, self.hbm_bytes_per_s
+        if engine.use_layer_efficiency and hardware is not None:
+            prefill = hardware.layer_efficiency("prefill")
+            decode = hardware.layer_efficiency("decode")
+            if prefill is not None and decode is not None:
+                flops, hbm = flops * prefill, hbm * decode
+        # A slower attention kernel is costed as more FLOPs at the same rate, so the step
+        # formulas (and the closed-form decode sums) stay as they are.
+        attention = self.attention_flops_per_token_per_context_token_per_rank / (
+            engine.attention_efficiency.value)
+        return replace(
+            self, flops_per_s=flops, hbm_bytes_per_s=hbm,
+            attention_flops_per_token_per_context_token_per_rank=attention,
+            step_overhead_s=engine.step_overhead_s.value,
+            prefill_overhead_s=engine.prefill_overhead_s.value,
+            per_sequence_overhead_s=engine.per_sequence_overhead_s.value,
+            attention=engine.attention, engine=engine.name,
+        )
+
     @classmethod
     def from_profiles(cls, model: Any, hardware: Any, tp: int = 1, *,
                       precision: str = "bf16", kv_dtype: str | None = None,
-                      dp_attention: bool = False) -> CostModel:
+                      dp_attention: bool = False, engine: Any = None) -> CostModel:
         """From a `kvbench.models.ModelProfile` and a `kvbench.hardware.HardwareProfile`
         (CONTRACTS.md section 2): weights and dense FLOPs split over TP ranks; KV bytes per
         rank as the model reports them (MLA latents are replicated, GQA heads split). The
-        KV dtype defaults to the model's for that precision."""
+        KV dtype defaults to the model's for that precision; `engine` (an EngineProfile)
+        replaces the built-in SGLang-like overheads."""
         if tp < 1:
             raise SimError(f"tp must be >= 1, got {tp}")
         if kv_dtype is None:
@@ -153,7 +216,7 @@ class CostModel:
         pools = (model.kv_pools(tp, dp_attention=dp_attention, kv_dtype=kv_dtype)
                  if hasattr(model, "kv_pools") else [])
         state_bytes = sum(p.fixed_bytes_per_request_per_rank for p in pools)
-        return cls(
+        costs = cls(
             weight_bytes_per_rank=model.weight_bytes(precision) / tp,
             kv_bytes_per_token_per_rank=kv_per_token,
             request_state_tokens=math.ceil(state_bytes / kv_per_token),
@@ -167,13 +230,14 @@ class CostModel:
             d2h_bytes_per_s=hardware.d2h_bandwidth,
             label=f"{model.name} {precision} tp{tp} on {hardware.name}",
         )
+        return costs if engine is None else costs.with_engine(engine, hardware)
 
     @classmethod
-    def reference(cls, hardware: Any) -> CostModel:
+    def reference(cls, hardware: Any, engine: Any = None) -> CostModel:
         """A Llama-3.1-8B-shaped dense model at TP1 (32 layers, 8 KV heads x 128, bf16), for
         runs that name no model: 16 GB weights, 128 KiB KV per token, 2 x 8e9 FLOPs per token,
         4 x 32 heads x 128 x 32 layers attention FLOPs per context token."""
-        return cls(
+        costs = cls(
             weight_bytes_per_rank=16.06e9,
             kv_bytes_per_token_per_rank=131072.0,
             flops_per_token_per_rank=2 * 8.03e9,
@@ -184,6 +248,7 @@ class CostModel:
             d2h_bytes_per_s=hardware.d2h_bandwidth,
             label=f"reference-8b tp1 on {hardware.name}",
         )
+        return costs if engine is None else costs.with_engine(engine, hardware)
 
 
 def _sum_lines(a: float, b: float, lo: int, hi: int) -> float:

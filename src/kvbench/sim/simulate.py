@@ -38,10 +38,14 @@ def _to_request(rid: int, t: TraceRequest, arrival_s: float, session: int) -> Si
                       session=session)
 
 
-def run(traces: list[Trace], costs: CostModel, setup: SimSetup) -> dict:
-    """Run the traces; returns the summary dict (see `summarize`)."""
+def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
+        requests: list[SimRequest] | None = None) -> dict:
+    """Run the traces; returns the summary dict (see `summarize`). `requests`, when given,
+    receives every finished request in completion order, for per-request comparisons; a
+    request's `session` indexes the traces' non-empty sessions in order (one per file for
+    kv-cache-tester traces)."""
     cache = TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)
-    done: list[SimRequest] = []
+    done: list[SimRequest] = [] if requests is None else requests
     sessions = [s for tr in traces for s in tr.sessions if s]
     wall0 = time.perf_counter()
     # The cache tree is a large, long-lived object graph: generational GC passes over it
@@ -61,7 +65,7 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup) -> dict:
         "gpu_tokens": None if setup.gpu_tokens == math.inf else int(setup.gpu_tokens),
         "host_tokens": setup.host_tokens, "write_policy": setup.write_policy,
         "concurrency": setup.concurrency, "arrival_scale": setup.arrival_scale,
-        "cost_model": costs.label,
+        "cost_model": costs.label, "engine_profile": costs.engine,
         "max_running_requests": setup.engine.max_running_requests,
         "chunked_prefill_tokens": setup.engine.chunked_prefill_tokens,
     }

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kvbench.errors import SimError
 from kvbench.hardware import HardwareProfile, load_hardware
 from kvbench.sim.costs import CostModel
+from kvbench.sim.engine_profile import EngineProfile, load_engine_profile
 
 REFERENCE_MODEL = "reference-8b"
 # Fraction of HBM the engine may use for weights + KV pool (SGLang's mem_fraction_static is
@@ -24,18 +26,21 @@ def infer_precision(model: str) -> str:
 
 def resolve_costs(model: str, hardware: str | HardwareProfile, tp: int = 1,
                   precision: str | None = None, *, kv_dtype: str | None = None,
-                  dp_attention: bool = False) -> CostModel:
+                  dp_attention: bool = False,
+                  engine: str | Path | EngineProfile | None = None) -> CostModel:
     """`model` is `reference-8b` (built in) or anything `kvbench.models.load_model` knows;
-    `precision` (bf16 | fp8 | fp4) defaults to what the model name says."""
+    `precision` (bf16 | fp8 | fp4) defaults to what the model name says; `engine` is an
+    engine profile name or YAML path (default sglang, see engine_profile.py)."""
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware)
+    engine_profile = load_engine_profile(engine)
     precision = precision or infer_precision(model)
     if model == REFERENCE_MODEL:
         if tp != 1:
             raise SimError(f"--tp: the built-in {REFERENCE_MODEL} runs at tp 1, got {tp}")
-        return CostModel.reference(hw)
+        return CostModel.reference(hw, engine=engine_profile)
     profile = _load_model(model)
     return CostModel.from_profiles(profile, hw, tp, precision=precision, kv_dtype=kv_dtype,
-                                   dp_attention=dp_attention)
+                                   dp_attention=dp_attention, engine=engine_profile)
 
 
 def _load_model(name: str) -> Any:

@@ -1,0 +1,86 @@
+"""Engine profiles: what an inference engine adds to the hardware's time, as sourced data.
+
+The cost model's hardware terms (FLOPs, bytes, link) are the same whichever engine runs the
+model; what differs is the engine's fixed host work per step, how its attention kernel is
+costed, and whether its kernels reach what plain torch reaches. One small YAML per engine
+kind ships in `engines/`; `kvbench simulate --engine-profile NAME|PATH` picks one."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kvbench.errors import SimError
+from kvbench.hardware.profile import Sourced
+
+ENGINE_DIR = Path(__file__).parent / "engines"
+DEFAULT_ENGINE = "sglang"
+
+
+class EngineProfile(BaseModel):
+    """Per-step overheads in seconds; each number says where it came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    step_overhead_s: Sourced = Field(description="fixed host cost of every forward pass")
+    prefill_overhead_s: Sourced = Field(description="extra fixed cost of a step that prefills")
+    per_sequence_overhead_s: Sourced = Field(
+        description="host cost per sequence in the step (bookkeeping, sampling, streaming)")
+    attention: Literal["per_request", "packed_dense"] = Field(
+        description="attention costing mode (costs.ATTENTION_MODES)")
+    attention_source: str
+    attention_efficiency: Sourced = Field(
+        default=Sourced(value=1.0, source="default: attention runs at the dense layers' rate"),
+        description="fraction of the effective FLOP/s the attention kernel reaches (a masked "
+        "SDPA kernel is slower than the flash kernel calibrate timed)")
+    use_layer_efficiency: bool = Field(
+        description="scale FLOP/s and HBM rates by the hardware profile's measured "
+        "layer_efficiency (prefill, decode): true for engines that run plain torch layers")
+    layer_efficiency_source: str
+
+    @field_validator("attention_efficiency")
+    @classmethod
+    def _positive(cls, v: Sourced) -> Sourced:
+        if not 0 < v.value <= 1:
+            raise ValueError(f"attention_efficiency must be in (0, 1], got {v.value}")
+        return v
+
+
+def engine_profile_names() -> list[str]:
+    return sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
+
+
+@cache
+def _load_file(path: Path) -> EngineProfile:
+    try:
+        return EngineProfile.model_validate(yaml.safe_load(path.read_text()))
+    except (ValidationError, yaml.YAMLError, OSError) as e:
+        raise SimError(f"{path}: invalid engine profile: {e}") from e
+
+
+def load_engine_profile(name_or_path: str | Path | EngineProfile | None) -> EngineProfile:
+    """A shipped profile by name (`sglang`, `vllm`, `transformers`), a YAML path, or the
+    default (sglang) for None."""
+    if isinstance(name_or_path, EngineProfile):
+        return name_or_path
+    if name_or_path is None:
+        name_or_path = DEFAULT_ENGINE
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.exists():
+            raise SimError(f"--engine-profile: file {str(path)!r} does not exist")
+        return _load_file(path.resolve())
+    name = str(name_or_path).lower()
+    if name not in engine_profile_names():
+        raise SimError(
+            f"--engine-profile: unknown engine profile {str(name_or_path)!r}; known: "
+            f"{', '.join(engine_profile_names())}",
+            hint=f"or pass a YAML file in the format of {ENGINE_DIR}/{DEFAULT_ENGINE}.yaml",
+        )
+    return _load_file(ENGINE_DIR / f"{name}.yaml")
