@@ -62,7 +62,8 @@ def _history_problems(base: ParsedChangelog, head: ParsedChangelog) -> tuple[lis
     return problems, corrections
 
 
-def _raw_problems(base: ParsedChangelog, head: ParsedChangelog, corrections: list[int]) -> list[str]:
+def _raw_problems(base: ParsedChangelog, head: ParsedChangelog,
+                  corrections: list[int]) -> list[str]:
     """Byte-level append-only check, and the blank-line layout of the appended text."""
     base_lines, head_lines = base.lines[:-1], head.lines[:-1]  # both end with '\n'
     corrected_lines = set()
