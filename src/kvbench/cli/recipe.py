@@ -1,3 +1,132 @@
 """`kvbench validate` and `kvbench matrix`: recipes in, job rows out."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvbench.cli.app import app
+from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.errors import RecipeError
+from kvbench.matrix.selection import Selection
+
+
+def _is_runners_file(path: Path) -> bool:
+    """runners.yaml has top-level `labels`; master configs never do."""
+    if path.name.startswith("runners"):
+        return True
+    try:
+        with path.open() as f:
+            return any(line.startswith("labels:") for line in f)
+    except OSError:
+        return False
+
+
+def _budget_errors(entries: dict, runners: object) -> list[str]:
+    """Cross-file rule: every `dram` row gets a budget from runners.yaml."""
+    from kvbench.errors import KvbenchError
+    from kvbench.matrix.budget import agentic_budget_gb
+
+    errors = []
+    for key, entry in entries.items():
+        for b, block in enumerate(entry.raw["scenarios"].get("agentic-coding") or []):
+            for r, row in enumerate(block["search-space"]):
+                try:
+                    agentic_budget_gb(block, row, entry.raw["runner"], runners)
+                except KvbenchError as e:
+                    errors.append(f"{key}.agentic-coding[{b}].search-space[{r}]: {e.message}")
+    return errors
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Master config and runners YAML files.")],
+) -> None:
+    """Check master configs and runners files; print every error of every file at once."""
+    from kvbench.recipe.loader import master_config_errors, runners_errors
+
+    runner_files = [f for f in files if _is_runners_file(f)]
+    config_files = [f for f in files if f not in runner_files]
+    entries, errors = master_config_errors(config_files) if config_files else ({}, [])
+    runners = None
+    for path in runner_files:
+        loaded, found = runners_errors(path)
+        errors.extend(found)
+        runners = loaded or runners
+    if runners is None and config_files and not runner_files:
+        beside = config_files[0].parent / "runners.yaml"
+        if beside.is_file():
+            runners, found = runners_errors(beside)
+            errors.extend(found)
+    if runners is not None:
+        errors.extend(_budget_errors(entries, runners))
+    bad = {str(f) for f in files if any(e.startswith(f"{f}:") or f"{f}:" in e for e in errors)}
+    for path in files:
+        if str(path) not in bad:
+            what = "runners file" if path in runner_files else "master config"
+            print(f"ok  {path} ({what})")
+    if errors:
+        raise RecipeError(
+            errors[0], errors=errors,
+            hint=f"{len(errors)} error(s) in {len(bad) or len(files)} file(s)" if len(errors) > 1
+            else None,
+        )
+    print(f"{len(entries)} config keys valid")
+
+
+def _print_table(keyed: list[tuple[str, dict]]) -> None:
+    from collections import Counter
+
+    from rich.console import Console
+    from rich.table import Table
+
+    counts: Counter[tuple[str, str]] = Counter()
+    meta: dict[tuple[str, str], dict] = {}
+    for key, row in keyed:
+        scenario = row.get("scenario-type", "fixed-seq-len")
+        counts[(key, scenario)] += 1
+        info = meta.setdefault((key, scenario), {"runner": row["runner"],
+                                                 "framework": row["framework"],
+                                                 "nodes": "multi" if "prefill" in row else "single",
+                                                 "offload": Counter()})
+        backend = row.get("kv-offload-backend")
+        info["offload"][backend["name"] if backend else "none"] += 1
+    table = Table(title=f"{len(keyed)} rows from {len({k for k, _ in counts})} config keys")
+    for column in ("config key", "scenario", "runner", "framework", "nodes", "offload"):
+        table.add_column(column)
+    table.add_column("rows", justify="right")
+    for (key, scenario), n in counts.items():
+        info = meta[(key, scenario)]
+        offload = " ".join(f"{name}:{c}" for name, c in info["offload"].items())
+        table.add_row(key, scenario, info["runner"], info["framework"], info["nodes"],
+                      offload if scenario == "agentic-coding" else "", str(n))
+    Console().print(table)
+
+
+@app.command(cls=SelectionCommand)
+@with_selection
+def matrix(
+    selection: Selection,
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="json (rows on stdout, as the reference) or table. "
+                                      "Default: table on a terminal, json otherwise."),
+    ] = None,
+) -> None:
+    """Expand recipes into job rows, exactly like the InferenceX generator's full-sweep."""
+    import json
+
+    from kvbench.errors import MatrixError
+    from kvbench.matrix.generate import keyed_rows
+
+    chosen = format or ("table" if sys.stdout.isatty() else "json")
+    if chosen not in ("json", "table"):
+        raise MatrixError(f"--format {chosen!r} is not allowed (allowed: json, table)")
+    keyed = keyed_rows(selection)
+    if chosen == "json":
+        print(json.dumps([row for _, row in keyed]))
+    else:
+        _print_table(keyed)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from kvbench.matrix.selection import Selection
 
@@ -45,6 +46,39 @@ def _selection_params() -> list[inspect.Parameter]:
         opt("no_evals", bool, False, "Do not mark eval rows."),
         opt("config_keys", list[str], None, "Keep these config keys (fnmatch globs)."),
     ]
+
+
+# Options that take several values after one flag, like the reference's argparse nargs='+'.
+MULTI_VALUE_OPTIONS = frozenset({
+    "--config-files", "--scenario-type", "--model-prefix", "--precision", "--framework",
+    "--runner-type", "--seq-lens", "--config-keys",
+})
+
+
+def spread_multi_values(args: list[str]) -> list[str]:
+    """`--config-files a b --x` -> `--config-files a --config-files b --x` (click takes one
+    value per flag; users of the reference generator write several)."""
+    out: list[str] = []
+    current: str | None = None
+    for arg in args:
+        if arg == "--":
+            current = None
+            out.append(arg)
+        elif arg.startswith("-"):
+            current = arg if arg in MULTI_VALUE_OPTIONS else None
+            out.append(arg)
+        elif current is not None and out and out[-1] != current:
+            out.extend([current, arg])
+        else:
+            out.append(arg)
+    return out
+
+
+class SelectionCommand(TyperCommand):
+    """A command whose selection options accept several values after one flag."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        return super().parse_args(ctx, spread_multi_values(list(args)))
 
 
 def with_selection(fn):

@@ -25,3 +25,7 @@ class Selection:
     multi_node: bool = False
     no_evals: bool = False
     config_keys: tuple[str, ...] = field(default=())
+    # Reference flags beyond full-sweep's; the API takes them, the shared CLI flags may follow.
+    evals_only: bool = False
+    all_evals: bool = False
+    runner_node_filter: str | None = None

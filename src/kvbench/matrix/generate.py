@@ -1,0 +1,125 @@
+"""Recipe entries -> matrix rows, exactly as the reference generator's `full-sweep`, plus a
+`config_keys` glob filter (the reference's `test-config` key expansion)."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any
+
+from kvbench.errors import MatrixError
+from kvbench.matrix.agentic import agentic_rows
+from kvbench.matrix.entry import EntryContext
+from kvbench.matrix.evals import Keyed, mark_all_evals, mark_evals
+from kvbench.matrix.fixed import fixed_rows
+from kvbench.matrix.names import SEQ_LENS
+from kvbench.matrix.selection import Selection
+from kvbench.recipe import SCENARIO_TYPES, Runners, load_master_configs, load_runners
+
+
+def runner_config_path(selection: Selection) -> Path:
+    """--runner-config, else `runners.yaml` beside the first config file."""
+    if selection.runner_config is not None:
+        return Path(selection.runner_config)
+    if not selection.config_files:
+        raise MatrixError("no config files given", hint="pass --config-files FILE...")
+    beside = Path(selection.config_files[0]).parent / "runners.yaml"
+    if beside.is_file():
+        return beside
+    raise MatrixError(
+        f"no --runner-config given and no runners.yaml beside {selection.config_files[0]}",
+        hint="pass --runner-config PATH/runners.yaml",
+    )
+
+
+def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> set[str]:
+    """Globs (`*`, `?`) and exact keys; one that matches nothing is an error listing keys."""
+    out: set[str] = set()
+    for pattern in patterns:
+        matches = fnmatch.filter(available, pattern) if any(c in pattern for c in "*?[") else (
+            [pattern] if pattern in available else []
+        )
+        if not matches:
+            raise MatrixError(
+                f"config key {pattern!r} matches no config key",
+                hint="available keys: " + ", ".join(sorted(available)),
+            )
+        out.update(matches)
+    return out
+
+
+def _check(selection: Selection, runners: Runners) -> None:
+    if selection.step_size <= 1:
+        raise MatrixError(f"--step-size must be greater than 1 (got {selection.step_size})")
+    lo, hi = selection.min_conc, selection.max_conc
+    if lo is not None and hi is not None and lo > hi:
+        raise MatrixError(f"--min-conc ({lo}) must be <= --max-conc ({hi})")
+    bad = [s for s in selection.scenario_types if s not in SCENARIO_TYPES]
+    if bad:
+        raise MatrixError(f"unknown scenario type(s) {bad}; allowed: {', '.join(SCENARIO_TYPES)}")
+    bad = [s for s in selection.seq_lens if s not in SEQ_LENS]
+    if bad:
+        raise MatrixError(f"unknown --seq-lens {bad}; allowed: {', '.join(SEQ_LENS)}")
+    bad = sorted(set(selection.runner_types) - set(runners.labels))
+    if bad:
+        raise MatrixError(f"unknown --runner-type {bad}",
+                          hint="valid runner types: " + ", ".join(sorted(runners.labels)))
+    if selection.no_evals and (selection.evals_only or selection.all_evals):
+        raise MatrixError("--no-evals cannot be combined with --evals-only or --all-evals")
+
+
+def _wanted(key: str, raw: dict[str, Any], sel: Selection, keys: set[str] | None) -> bool:
+    if keys is not None and key not in keys:
+        return False
+    if sel.model_prefixes and not any(key.startswith(p) for p in sel.model_prefixes):
+        return False
+    if sel.precisions and raw["precision"] not in sel.precisions:
+        return False
+    if sel.frameworks and raw["framework"] not in sel.frameworks:
+        return False
+    return not (sel.runner_types and raw["runner"] not in sel.runner_types)
+
+
+def keyed_rows(selection: Selection) -> Keyed:
+    """(config key, row) pairs in the reference's order, evals marked."""
+    entries = load_master_configs([Path(p) for p in selection.config_files])
+    runners = load_runners(runner_config_path(selection))
+    _check(selection, runners)
+    keys = expand_config_keys(selection.config_keys, list(entries)) if selection.config_keys \
+        else None
+    both = not selection.single_node and not selection.multi_node
+    single, multi = selection.single_node or both, selection.multi_node or both
+    seq_filter = {SEQ_LENS[s] for s in selection.seq_lens} or None
+    scenarios = set(selection.scenario_types) or set(SCENARIO_TYPES)
+    node_filter = selection.runner_node_filter
+    out: Keyed = []
+    for key, entry in entries.items():
+        raw = entry.raw
+        if not _wanted(key, raw, selection, keys):
+            continue
+        runner_values: tuple[str, ...] = (raw["runner"],)
+        if node_filter:
+            runner_values = tuple(n for n in runners.nodes_for(raw["runner"]) if node_filter in n)
+            if not runner_values:
+                continue
+        ctx = EntryContext(key=key, raw=raw, runners=runner_values)
+        if (ctx.is_multinode and not multi) or (not ctx.is_multinode and not single):
+            continue
+        if "fixed-seq-len" in scenarios:
+            out.extend((key, row) for row in fixed_rows(ctx, selection, seq_filter))
+        if "agentic-coding" in scenarios:
+            out.extend((key, row) for row in agentic_rows(ctx, selection, runners))
+    if not selection.no_evals:
+        out = mark_evals(out, include_agentic=selection.evals_only or selection.all_evals)
+        if selection.all_evals:
+            out = mark_all_evals(out)
+    if selection.evals_only or selection.all_evals:
+        out = [(k, r) for k, r in out if r.get("run-eval", False)]
+        for _, row in out:
+            row["eval-only"] = True
+    return out
+
+
+def generate_rows(selection: Selection) -> list[dict]:
+    """The reference generator's rows for `selection`: kebab-case keys, reference order."""
+    return [row for _, row in keyed_rows(selection)]

@@ -1,0 +1,51 @@
+"""Experiment names, exactly as the reference generator spells them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SEQ_LEN_NAMES = {(1024, 1024): "1k1k", (8192, 1024): "8k1k"}
+SEQ_LENS = {name: pair for pair, name in SEQ_LEN_NAMES.items()}
+
+
+def seq_len_name(isl: int, osl: int) -> str:
+    return SEQ_LEN_NAMES.get((isl, osl), f"{isl}_{osl}")
+
+
+def fixed_exp_name(prefix: str, isl: int, osl: int) -> str:
+    return f"{prefix}_{seq_len_name(isl, osl)}"
+
+
+def offload_suffix(kv_offloading: str, backend: dict[str, Any] | None) -> str:
+    if kv_offloading == "none":
+        return "kvnone"
+    return f"kv{kv_offloading}-{backend['name']}"  # type: ignore[index]
+
+
+def agentic_exp_name(prefix: str, tp: int, conc: int, kv_offloading: str,
+                     backend: dict[str, Any] | None, spec_decoding: str) -> str:
+    """`{prefix}_tp{tp}_conc{conc}_{kvnone|kvdram-<backend>}[_spec-<sd>]` (no ep/dp-attn)."""
+    spec = f"_spec-{spec_decoding}" if spec_decoding != "none" else ""
+    return f"{prefix}_tp{tp}_conc{conc}_{offload_suffix(kv_offloading, backend)}{spec}"
+
+
+def _worker_tag(worker: dict[str, Any], role: str) -> str:
+    tag = f"{role}{worker['num-worker']}x{worker['tp']}"
+    ep = worker.get("ep", 1)
+    if ep != 1:
+        tag += f"ep{ep}"
+    if worker.get("dp-attn", False):
+        tag += "dpa"
+    return tag
+
+
+def multinode_agentic_exp_name(prefix: str, prefill: dict[str, Any], decode: dict[str, Any],
+                               concs: list[int], kv_offloading: str,
+                               backend: dict[str, Any] | None) -> str:
+    """`{prefix}_p{n}x{tp}[ep{ep}][dpa]_d{n}x{tp}[...]_conc{c}[_kvdram-<backend>]`; rows
+    without offload keep the historical name (no suffix)."""
+    suffix = "" if kv_offloading == "none" else "_" + offload_suffix(kv_offloading, backend)
+    return (
+        f"{prefix}_{_worker_tag(prefill, 'p')}_{_worker_tag(decode, 'd')}"
+        f"_conc{'x'.join(str(c) for c in concs)}{suffix}"
+    )

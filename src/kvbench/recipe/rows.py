@@ -1,0 +1,110 @@
+"""Search-space rows: one deployment shape and the concurrencies to run it at."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from kvbench.recipe.base import (
+    RecipeModel,
+    check_concurrency,
+    check_dcp_divides_tp,
+    check_kv_offload,
+    check_worker_hardware_pair,
+)
+from kvbench.recipe.components import ComponentMetadata, KvOffloadBackend, Worker
+from kvbench.recipe.fields import KvOffloading, SpecDecoding
+
+
+class _Concurrency(RecipeModel):
+    conc_start: int | None = Field(default=None, alias="conc-start", strict=True)
+    conc_end: int | None = Field(default=None, alias="conc-end", strict=True)
+    conc_list: list[int] | None = Field(default=None, alias="conc-list", strict=True)
+
+
+class FixedSingleNodeRow(_Concurrency):
+    """A fixed-seq-len row of a single-node entry."""
+
+    tp: int = Field(gt=0, strict=True)
+    pp: int = Field(default=1, gt=0, strict=True)
+    dcp_size: int = Field(default=1, alias="dcp-size", gt=0, strict=True)
+    pcp_size: int = Field(default=1, alias="pcp-size", gt=0, strict=True)
+    ep: int | None = Field(default=None, gt=0, strict=True)
+    dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True)
+    spec_decoding: SpecDecoding = Field(default="none", alias="spec-decoding")
+    router: ComponentMetadata | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> FixedSingleNodeRow:
+        check_concurrency(self)
+        check_dcp_divides_tp(self)
+        return self
+
+
+class FixedMultiNodeRow(_Concurrency):
+    """A fixed-seq-len row of a multi-node entry: prefill and decode workers."""
+
+    spec_decoding: SpecDecoding = Field(default="none", alias="spec-decoding")
+    prefill: Worker
+    decode: Worker
+    router: ComponentMetadata | None = None
+    kv_p2p_transfer: str | None = Field(default=None, alias="kv-p2p-transfer", min_length=1)
+
+    @model_validator(mode="after")
+    def _rules(self) -> FixedMultiNodeRow:
+        check_concurrency(self)
+        check_worker_hardware_pair(self)
+        return self
+
+
+class AgenticRow(_Concurrency):
+    """An agentic-coding row: `tp` (single node) or `prefill` + `decode` (multi-node)."""
+
+    tp: int | None = Field(default=None, gt=0, strict=True)
+    pp: int = Field(default=1, gt=0, strict=True)
+    dcp_size: int = Field(default=1, alias="dcp-size", gt=0, strict=True)
+    pcp_size: int = Field(default=1, alias="pcp-size", gt=0, strict=True)
+    ep: int | None = Field(default=None, gt=0, strict=True)
+    dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True)
+    spec_decoding: SpecDecoding = Field(default="none", alias="spec-decoding")
+    prefill: Worker | None = None
+    decode: Worker | None = None
+    kv_offloading: KvOffloading | None = Field(default=None, alias="kv-offloading")
+    kv_offload_backend: KvOffloadBackend | None = Field(default=None, alias="kv-offload-backend")
+    router: ComponentMetadata | None = None
+    kv_p2p_transfer: str | None = Field(default=None, alias="kv-p2p-transfer", min_length=1)
+
+    @property
+    def is_multinode(self) -> bool:
+        return self.tp is None
+
+    @model_validator(mode="after")
+    def _rules(self) -> AgenticRow:
+        check_concurrency(self)
+        check_kv_offload(self)
+        has_workers = self.prefill is not None and self.decode is not None
+        if (self.tp is not None) == has_workers or (
+            not has_workers and (self.prefill is not None or self.decode is not None)
+        ):
+            raise ValueError(
+                "an agentic row gives exactly one topology: 'tp' (single node) or both "
+                "'prefill' and 'decode' (multi-node)"
+            )
+        if self.tp is not None:
+            if self.kv_offloading is None:
+                raise ValueError(
+                    "single-node agentic rows must set 'kv-offloading' (allowed: none, dram)"
+                )
+            check_dcp_divides_tp(self)
+            return self
+        explicit = [
+            alias
+            for name, alias in (("pp", "pp"), ("dcp_size", "dcp-size"), ("pcp_size", "pcp-size"))
+            if name in self.model_fields_set
+        ]
+        if explicit:
+            raise ValueError(
+                f"multi-node agentic rows cannot set {', '.join(explicit)} at row level; "
+                "set them inside 'prefill'/'decode'"
+            )
+        check_worker_hardware_pair(self)
+        return self
