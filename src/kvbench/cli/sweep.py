@@ -1,7 +1,9 @@
-"""`kvbench run`, `run-job`, `quickstart` and `changelog ...`: sweeps and their triggers."""
+"""`kvbench run`, `kvbench run-job` and `kvbench quickstart`: sweeps end to end."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: `with_selection` re-wraps `run`, and typer
+# would then evaluate string annotations in selection.py's namespace, where `_opt` is unknown.
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -9,95 +11,235 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
-from kvbench.errors import ChangelogError
+from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.errors import SweepError
+from kvbench.matrix.selection import Selection
 
-changelog_app = typer.Typer(
-    help="The perf changelog: validate a change, list the jobs its new entries ask for.",
-    no_args_is_help=True,
-)
-app.add_typer(changelog_app, name="changelog")
-
-_Base = Annotated[str | None, typer.Option("--base", help="Base git ref (e.g. origin/main).")]
-_Head = Annotated[str | None, typer.Option("--head", help="Head git ref (default HEAD).")]
-_BaseFile = Annotated[Path | None, typer.Option("--base-file", help="Base version of the file.")]
-_HeadFile = Annotated[Path | None, typer.Option("--head-file", help="Head version of the file.")]
-_Path = Annotated[str, typer.Option("--path", help="The changelog's path inside the repo.")]
-_Repo = Annotated[Path, typer.Option("--repo", help="The git repository (for --base/--head).")]
-_Configs = Annotated[list[Path] | None, typer.Option(
-    "--config-files", help="Master configs whose keys entries may name (default: "
-    "configs/*master*.yaml or *-master.yaml beside the changelog).")]
-_Pr = Annotated[int | None, typer.Option("--pr", help="This PR's number: new entries must "
-                                                      "link to it (or XXX).")]
+_RUN = "Run"
+_WORK = "Workload"
+_SLURM = "Slurm executor"
 
 
-def _report(base: str | None, head: str | None, base_file: Path | None, head_file: Path | None,
-            path: str, repo: Path, config_files: list[Path] | None, pr: int | None):
-    from kvbench.changelog import check_files, check_refs
-
-    if head_file is not None or base_file is not None:
-        if base is not None or head is not None:
-            raise ChangelogError("give either --base/--head (git refs) or --base-file/"
-                                 "--head-file (files), not both")
-        if head_file is None:
-            raise ChangelogError("--base-file needs --head-file")
-        for f in (base_file, head_file):
-            if f is not None and not f.is_file():
-                raise ChangelogError(f"no such file: {f}")
-        return check_files(base_file, head_file, config_files, pr_number=pr)
-    if base is None:
-        raise ChangelogError("give --base REF (and optionally --head REF), or --base-file OLD "
-                             "--head-file NEW")
-    return check_refs(base, head or "HEAD", path, repo=repo, config_files=config_files,
-                      pr_number=pr)
+def _opt(help: str, panel: str = _RUN, *names: str):
+    return typer.Option(*names, help=help, rich_help_panel=panel)
 
 
-@changelog_app.command("check")
-def changelog_check(
-    base: _Base = None, head: _Head = None, base_file: _BaseFile = None,
-    head_file: _HeadFile = None, path: _Path = "perf-changelog.yaml", repo: _Repo = Path("."),
-    config_files: _Configs = None, pr: _Pr = None,
-    format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+@app.command(cls=SelectionCommand)
+@with_selection
+def run(
+    selection: Selection,
+    recipes: Annotated[list[Path] | None, typer.Argument(
+        help="Master config YAML files (added to --config-files).")] = None,
+    results: Annotated[Path, _opt("Results directory (one subdirectory per job).")] = Path(
+        "results"),
+    executor: Annotated[str, _opt("local (sequential here) or slurm (one job array).")] = "local",
+    emit: Annotated[str | None, _opt("Print instead of running: github-matrix.")] = None,
+    repeat: Annotated[int, _opt("Run every job this many times (noise estimates).")] = 1,
+    continue_on_error: Annotated[bool, _opt("Keep going past failed jobs; report all at "
+                                            "the end.")] = False,
+    rerun_failed: Annotated[bool, _opt("On resume, run again jobs whose result says failed.")
+                            ] = True,
+    dashboard: Annotated[bool, _opt("Write dashboard.html into the results directory.")] = True,
+    trace: Annotated[list[Path] | None, _opt(
+        "Trace files or directories (default: the bundled Claude Code sessions).", _WORK)] = None,
+    synthetic: Annotated[bool, _opt("Synthetic sessions instead of traces.", _WORK)] = False,
+    duration: Annotated[float | None, _opt("Seconds of replay per job (default: the row's "
+                                           "duration unless --max-requests).", _WORK)] = None,
+    max_requests: Annotated[int | None, _opt("Profiled requests per job.", _WORK)] = None,
+    warmup_requests: Annotated[int, _opt("Warm-up requests per job.", _WORK)] = 0,
+    seed: Annotated[int, _opt("Workload seed.", _WORK)] = 0,
+    think_time_scale: Annotated[float, _opt("Multiply trace think times.", _WORK)] = 1.0,
+    max_input_tokens: Annotated[int | None, _opt("Skip turns with longer prompts.", _WORK)
+                                ] = None,
+    max_tokens_cap: Annotated[int | None, _opt("Cap output tokens per request.", _WORK)] = None,
+    tokenizer: Annotated[str | None, _opt("Tokenizer for prompt synthesis.", _WORK)] = None,
+    engine_arg: Annotated[list[str] | None, _opt("Extra argument appended to the engine argv "
+                                                 "(repeatable).", _WORK)] = None,
+    time_scale: Annotated[float | None, _opt("Embedded engine only: run its clock this many "
+                                             "times faster.", _WORK)] = None,
+    model_path: Annotated[str | None, _opt("Local model weights path for the engine.", _WORK)
+                          ] = None,
+    ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
+    replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
+                                                 "duration + grace + 5 min).")] = None,
+    partition: Annotated[str | None, _opt("sbatch --partition.", _SLURM)] = None,
+    account: Annotated[str | None, _opt("sbatch --account.", _SLURM)] = None,
+    time_limit: Annotated[str | None, _opt("sbatch --time (e.g. 08:00:00).", _SLURM)] = None,
+    max_parallel: Annotated[int | None, _opt("At most this many array tasks at once.", _SLURM)
+                            ] = None,
+    sbatch_arg: Annotated[list[str] | None, _opt("Extra #SBATCH line (repeatable).", _SLURM)
+                          ] = None,
+    format: Annotated[str, _opt("Final report: table or json (outcomes on stdout).")] = "table",
 ) -> None:
-    """Validate a change of perf-changelog.yaml: append-only, history immutable, keys exist."""
-    report = _report(base, head, base_file, head_file, path, repo, config_files, pr)
-    if format == "json":
-        import orjson
+    """Run a sweep: for each selected job plan, launch, replay with scraping, stop, and write
+    result.json. Rerunning the same command resumes: finished jobs are skipped."""
+    from kvbench.sweep import PhaseTimeouts, RunOptions, bundled_traces
 
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
-                         + "\n")
-        return
-    from rich.console import Console
+    if recipes:
+        selection = dataclasses.replace(
+            selection, config_files=tuple(recipes) + tuple(selection.config_files))
+    if not selection.config_files:
+        raise SweepError("no recipe given", hint="kvbench run RECIPE.yaml --results DIR")
+    engine_args = list(engine_arg or [])
+    if time_scale is not None:
+        engine_args += ["--time-scale", str(time_scale)]
+    traces = None if synthetic else (list(trace) if trace else bundled_traces())
+    options = RunOptions(
+        trace=traces, duration_s=duration, max_requests=max_requests,
+        warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer,
+        max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
+        think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
+        timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
+    )
+    run_sweep(selection, options, results=results, executor=executor, emit=emit,
+              repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
+              dashboard=dashboard, format=format,
+              slurm={"partition": partition, "account": account, "time_limit": time_limit,
+                     "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or [])})
 
-    out = Console()
-    out.print(f"[green]ok[/]: {len(report.new_entries)} new entr"
-              f"{'y' if len(report.new_entries) == 1 else 'ies'} after {report.base_count}"
-              + (f", pr-link corrected in entries {report.corrections}"
-                 if report.corrections else ""))
-    for entry, line in zip(report.new_entries, report.new_start_lines, strict=True):
-        out.print(f"  line {line}: {', '.join(entry.config_keys)}  ({entry.pr_link})",
-                  highlight=False)
 
-
-@changelog_app.command("jobs")
-def changelog_jobs(
-    base: _Base = None, head: _Head = None, base_file: _BaseFile = None,
-    head_file: _HeadFile = None, path: _Path = "perf-changelog.yaml", repo: _Repo = Path("."),
-    config_files: _Configs = None, pr: _Pr = None,
-    runner_config: Annotated[Path | None, typer.Option(help="runners.yaml")] = None,
-    trim_conc: Annotated[bool, typer.Option(help="Keep only the lowest concurrency of each "
-                                                 "topology (PR runs).")] = False,
-) -> None:
-    """Print (JSON) the matrix rows of the config keys the change's new entries name."""
+def run_sweep(selection: Selection, options, *, results: Path, executor: str = "local",
+              emit: str | None = None, repeat: int = 1, continue_on_error: bool = False,
+              rerun_failed: bool = True, dashboard: bool = True, format: str = "table",
+              slurm: dict | None = None) -> list:
+    """The body of `kvbench run` (also used by `kvbench quickstart`)."""
     import orjson
 
-    from kvbench.changelog.jobs import rows_for_change
-    from kvbench.changelog.keys import default_config_files
+    from kvbench.matrix import select_jobs
+    from kvbench.matrix.generate import runner_config_path
+    from kvbench.sweep import SlurmExecutor, build_specs, failures_error, run_local
 
-    report = _report(base, head, base_file, head_file, path, repo, config_files, pr)
-    where = head_file if head_file is not None else repo / path
-    configs = config_files or default_config_files(where)
-    if runner_config is None:
-        beside = [c.parent / "runners.yaml" for c in configs]
-        runner_config = next((r for r in beside if r.is_file()), None)
-    rows = rows_for_change(report, configs, runner_config, trim_conc=trim_conc)
-    sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+    if executor not in ("local", "slurm"):
+        raise SweepError(f"--executor {executor!r} is not one of local, slurm")
+    if emit not in (None, "github-matrix"):
+        raise SweepError(f"--emit {emit!r} is not one of github-matrix")
+    if format not in ("table", "json"):
+        raise SweepError(f"--format {format!r} is not one of table, json")
+    jobs = select_jobs(selection)
+    if not jobs:
+        raise SweepError("the selection matched no jobs",
+                         hint="check the recipe files and the selection flags")
+    specs = build_specs(jobs, options, repeats=repeat,
+                        runner_config=runner_config_path(selection))
+    if emit == "github-matrix":
+        from kvbench.sweep.emit import github_matrix
+
+        sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
+        return []
+    results = Path(results)
+    if executor == "slurm":
+        from rich.console import Console
+
+        err = Console(stderr=True)
+        ex = SlurmExecutor(**(slurm or {}))
+        outcomes = ex.run(specs, results, rerun_failed=rerun_failed,
+                          on_poll=lambda done, total: err.print(
+                              f"slurm: {done}/{total} tasks finished", highlight=False))
+    else:
+        outcomes = run_local(specs, results, continue_on_error=continue_on_error,
+                             rerun_failed=rerun_failed)
+    if format == "json":
+        sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        _final_report(results, outcomes, dashboard)
+    if format == "json" and dashboard:
+        _write_dashboard(results)
+    if (error := failures_error(outcomes)) is not None:
+        raise error
+    return outcomes
+
+
+def _write_dashboard(results: Path) -> Path | None:
+    from kvbench.report import write_dashboard
+
+    try:
+        return write_dashboard([results], results / "dashboard.html")
+    except SweepError:
+        raise
+    except Exception as e:  # a dashboard problem must not hide the sweep's outcome
+        from kvbench.errors import KvbenchError
+
+        if not isinstance(e, KvbenchError):
+            raise
+        print(f"dashboard not written: {e.message}", file=sys.stderr)
+        return None
+
+
+def _final_report(results: Path, outcomes: list, dashboard: bool) -> None:
+    from rich.console import Console
+
+    from kvbench.cli.results import compare as compare_command
+
+    out = Console()
+    ok = [o for o in outcomes if o.status in ("ok", "skipped")]
+    counts = {s: sum(1 for o in outcomes if o.status == s) for s in ("ok", "skipped", "failed")}
+    out.print(f"\n[bold]{len(outcomes)} jobs[/]: {counts['ok']} ran, {counts['skipped']} "
+              f"resumed (already done), {counts['failed']} failed", highlight=False)
+    if ok:
+        try:
+            compare_command([results], by="kv_offloading", a=None, b=None, format="table")
+        except Exception as e:
+            from kvbench.errors import KvbenchError
+
+            if not isinstance(e, KvbenchError):
+                raise
+            out.print(f"no comparison table: {e.message}", highlight=False)
+    if dashboard:
+        path = _write_dashboard(results)
+        if path is not None:
+            out.print(f"dashboard: [bold]{path}[/]", highlight=False)
+
+
+@app.command("run-job")
+def run_job_command(
+    job_file: Annotated[Path | None, typer.Option(help="A job.json written by kvbench run.")
+                        ] = None,
+    job_json: Annotated[str | None, typer.Option(help="The job spec as a JSON string (CI "
+                                                      "matrix entries carry it).")] = None,
+    results: Annotated[Path, typer.Option(help="Results directory.")] = Path("results"),
+    force: Annotated[bool, typer.Option(help="Run even if a result with this fingerprint "
+                                             "exists.")] = False,
+) -> None:
+    """Run one job (what each Slurm array task and CI matrix job does)."""
+    from kvbench.sweep import JobSpec, run_job
+    from kvbench.sweep.layout import RESULT_FILE, is_done
+    from kvbench.sweep.local import _sigterm_as_interrupt
+
+    if (job_file is None) == (job_json is None):
+        raise SweepError("give exactly one of --job-file or --job-json")
+    if job_file is not None:
+        spec = JobSpec.read(job_file)
+    else:
+        try:
+            spec = JobSpec.model_validate_json(job_json)
+        except ValueError as e:
+            raise SweepError(f"--job-json is not a valid job spec: {e}") from None
+    job_dir = results / spec.dir_name
+    if not force and is_done(job_dir, spec.fingerprint):
+        print(f"{spec.dir_name}: done already ({job_dir / RESULT_FILE})")
+        return
+    _sigterm_as_interrupt()
+    outcome = run_job(spec, results)
+    print(f"{spec.dir_name}: {outcome.status}"
+          + (f" at {outcome.phase}: {outcome.reason}" if outcome.status == "failed" else "")
+          + f" ({outcome.elapsed_s:.1f} s)")
+    if outcome.status == "failed":
+        raise SweepError(f"job {spec.dir_name} failed at {outcome.phase}: {outcome.reason}")
+
+
+QUICKSTART_TIME_SCALE = 50.0
+
+
+@app.command()
+def quickstart(
+    results: Annotated[Path, typer.Option(help="Results directory.")] = Path(
+        "kvbench-quickstart"),
+    time_scale: Annotated[float, typer.Option(help="Embedded engine clock speed-up.")
+                          ] = QUICKSTART_TIME_SCALE,
+) -> None:
+    """Run the embedded-engine quickstart: resident vs HiCache host offload on real Claude
+    Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
+    from kvbench.sweep.quickstart import quickstart_run
+
+    quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep)
