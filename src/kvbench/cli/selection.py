@@ -45,6 +45,10 @@ def _selection_params() -> list[inspect.Parameter]:
         opt("multi_node", bool, False, "Multi-node rows only."),
         opt("no_evals", bool, False, "Do not mark eval rows."),
         opt("config_keys", list[str], None, "Keep these config keys (fnmatch globs)."),
+        opt("evals_only", bool, False, "Only the eval rows (agentic evals included)."),
+        opt("all_evals", bool, False, "Mark every 8k1k and agentic row as an eval."),
+        opt("runner_node_filter", str | None, None,
+            "Expand each runner label to its nodes containing this substring."),
     ]
 
 
@@ -107,6 +111,9 @@ def with_selection(fn):
             multi_node=raw["multi_node"],
             no_evals=raw["no_evals"],
             config_keys=tuple(raw["config_keys"] or ()),
+            evals_only=raw["evals_only"],
+            all_evals=raw["all_evals"],
+            runner_node_filter=raw["runner_node_filter"],
         )
         return fn(*args, **kwargs)
 

@@ -18,9 +18,9 @@ MAX_AVAILABLE_CPU_DRAM_MIB = 2_861_022
 def dram_budget_gb(available_mib: int, utilization: float, gpus: int, gpus_per_node: int) -> int:
     """floor(min(available, cap) MiB * utilization * gpus / gpus_per_node) in decimal GB.
 
-    Decimal arithmetic in the reference's order, so that a utilization such as 0.683 gives the
-    same integer as the reference generator (binary floats can round a product down by one).
-    TP4 on an 8-GPU node with 2,964,436 MiB at 0.80 gives 1199."""
+    Decimal arithmetic on str(utilization), in the reference's order, so the integer equals
+    the reference generator's by construction. TP4 on an 8-GPU node with 2,964,436 MiB at
+    0.80 gives 1199."""
     available = min(available_mib, MAX_AVAILABLE_CPU_DRAM_MIB)
     proportional = (
         Decimal(available) * BYTES_PER_MIB * Decimal(str(utilization)) * gpus / gpus_per_node

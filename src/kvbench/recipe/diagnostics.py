@@ -101,11 +101,27 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+def closest(word: Any, choices: list[Any]) -> str | None:
+    """The valid choice a typo most likely meant: difflib, else a shared prefix."""
+    if not isinstance(word, str) or not word:
+        return None
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    prefixed = [n for n in names if n.startswith(word) or word.startswith(n)]
+    return prefixed[0] if len(prefixed) == 1 else None
+
+
 def _suggest(word: Any, choices: list[Any]) -> str:
-    if not isinstance(word, str):
-        return ""
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    match = closest(word, choices)
+    return f"; did you mean {match!r}?" if match else ""
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def describe(root: type[BaseModel], error: dict[str, Any]) -> tuple[Loc, str]:
@@ -142,7 +158,8 @@ def describe(root: type[BaseModel], error: dict[str, Any]) -> tuple[Loc, str]:
         "too_short": "at least {min_length} item(s) long",
     }
     if kind in bounds:
-        return loc, f"must be {bounds[kind].format(**ctx)}, got {_show(value)}"
+        shown = {k: _num(v) for k, v in ctx.items()}
+        return loc, f"must be {bounds[kind].format(**shown)}, got {_show(value)}"
     return loc, f"{error['msg']} (got {_show(value)})"
 
 
@@ -150,8 +167,23 @@ def messages(
     root: type[BaseModel], exc: ValidationError, key: str, where: typing.Callable[[Loc], str]
 ) -> list[str]:
     """One line per error: `WHERE: KEY.PATH: message`; `where(loc)` names file and line."""
+    errors = exc.errors(include_url=False)
+    # A misspelt required key shows up twice (unknown + missing); report it once.
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    renamed = set()
+    for e in errors:
+        if e["type"] == "extra_forbidden":
+            parent = tuple(e["loc"][:-1])
+            match = closest(e["loc"][-1], allowed_keys(root, parent))
+            if match is not None and (*parent, match) in missing:
+                renamed.add((*parent, match))
     out = []
-    for error in exc.errors(include_url=False):
+    for error in errors:
+        if error["type"] == "missing" and tuple(error["loc"]) in renamed:
+            continue
         loc, text = describe(root, error)
+        if error["type"] == "extra_forbidden" and (*loc[:-1], closest(loc[-1], allowed_keys(
+                root, loc[:-1]))) in renamed:
+            text += " (the required key is missing)"
         out.append(f"{where(loc)}: {format_path(key, loc)}: {text}")
     return out
