@@ -1,0 +1,96 @@
+"""`kvbench plan`: the host-memory plan of every selected job, or the reason it is refused."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvbench.cli.app import app
+from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.matrix.selection import Selection
+
+_GB = 1_000_000_000
+
+
+def _runners(selection: Selection):  # -> Runners | None
+    from kvbench.errors import KvbenchError
+    from kvbench.matrix.generate import runner_config_path
+    from kvbench.recipe import load_runners
+
+    try:
+        return load_runners(runner_config_path(selection))
+    except KvbenchError:
+        return None
+
+
+def _pools_cell(plan) -> str:
+    return "\n".join(
+        f"{p.name} {p.bytes_per_rank / _GB:,.2f}{'' if p.inside_configured_size else '*'}"
+        for p in plan.host_pools
+    ) or "-"
+
+
+def _print_table(plans: list, details: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    refused = [p for p in plans if not p.within_budget]
+    table = Table(
+        title=f"{len(plans)} plans, {len(refused)} refused "
+        "(host pools in GB per rank; * = outside the configured size)"
+    )
+    for column in ("exp-name", "backend", "budget GB", "host pools", "projected GB",
+                   "headroom GB", "verdict"):
+        table.add_column(column, justify="right" if "GB" in column else "left")
+    for p in plans:
+        offload = p.backend is not None
+        table.add_row(
+            p.exp_name,
+            p.backend or "none",
+            f"{p.budget_gb:,}" if offload else "-",
+            _pools_cell(p),
+            f"{p.projected_host_bytes / _GB:,.0f}" if offload else "-",
+            f"{p.headroom_bytes / _GB:,.0f}" if offload else "-",
+            "ok" if p.within_budget else "[bold red]REFUSED[/]",
+        )
+    import sys
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    console.print(table)
+    for p in plans if details else refused:
+        console.print(f"\n[bold]{p.exp_name}[/] ({p.config_key})", highlight=False)
+        for line in p.errors:
+            console.print(f"  [red]error:[/] {line}", highlight=False)
+        for line in p.arithmetic:
+            console.print(f"  {line}", highlight=False, markup=False)
+        for line in p.warnings if details else []:
+            console.print(f"  [yellow]warning:[/] {line}", highlight=False)
+
+
+@app.command(cls=SelectionCommand)
+@with_selection
+def plan(
+    selection: Selection,
+    format: Annotated[
+        str, typer.Option("--format", help="table (default) or json (one object per job).")
+    ] = "table",
+    details: Annotated[
+        bool, typer.Option("--details", help="Table: print arithmetic and warnings of every job.")
+    ] = False,
+) -> None:
+    """Size the host KV pools of each selected job from its DRAM budget, or refuse it."""
+    import json
+
+    from kvbench.errors import PlanError
+    from kvbench.matrix import select_jobs
+    from kvbench.plan import plan_job
+
+    if format not in ("json", "table"):
+        raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
+    runners = _runners(selection)
+    plans = [plan_job(job, runners) for job in select_jobs(selection)]
+    if format == "json":
+        print(json.dumps([p.to_json() for p in plans], indent=1))
+    else:
+        _print_table(plans, details)

@@ -1,0 +1,124 @@
+"""Build a `ModelProfile` from a local HF `config.json` (any of the shipped architectures).
+
+Shapes come straight from the file; parameter counts are estimated from the shapes (marked so
+in `estimated`) because config.json does not state them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kvbench.errors import ModelError
+from kvbench.models.profile import ModelProfile
+
+
+def _text(cfg: dict[str, Any]) -> dict[str, Any]:
+    inner = cfg.get("text_config")
+    return {**cfg, **inner} if isinstance(inner, dict) else cfg
+
+
+def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int) -> tuple[int, int]:
+    """(total, active) parameters estimated from matrix shapes."""
+    h = c["hidden_size"]
+    embed = c["vocab_size"] * h * (1 if c.get("tie_word_embeddings") else 2)
+    attn = layers * (h * q_dim * 2 + h * kv_dim * 2)
+    experts = c.get("num_experts") or c.get("n_routed_experts") or c.get("num_local_experts") or 0
+    top_k = c.get("num_experts_per_tok") or c.get("num_experts_per_token") or 0
+    if experts:
+        moe_inter = c.get("moe_intermediate_size") or c.get("intermediate_size")
+        shared = (c.get("n_shared_experts") or c.get("num_shared_experts") or 0) * moe_inter
+        shared = c.get("shared_expert_intermediate_size") or shared
+        per_expert = 3 * h * moe_inter
+        total = embed + attn + layers * (experts * per_expert + 3 * h * shared)
+        active = embed + attn + layers * (top_k * per_expert + 3 * h * shared)
+        return int(total), int(active)
+    dense = embed + attn + layers * 3 * h * c["intermediate_size"]
+    return int(dense), int(dense)
+
+
+def profile_from_config(path: Path) -> ModelProfile:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelError(f"{path}: cannot read config.json: {e}") from e
+    c = _text(raw)
+    try:
+        return _build(c, path)
+    except KeyError as e:
+        raise ModelError(
+            f"{path}: config.json lacks field {e.args[0]!r} needed for the KV profile",
+            hint="add a profile YAML under kvbench/models/data instead",
+        ) from None
+    except ValidationError as e:
+        raise ModelError(f"{path}: cannot build a profile: {e}") from e
+
+
+def _build(c: dict[str, Any], path: Path) -> ModelProfile:
+    layers = c["num_hidden_layers"]
+    heads = c["num_attention_heads"]
+    kv_heads = c.get("num_key_value_heads") or heads
+    head_dim = c.get("head_dim") or c["hidden_size"] // heads
+    fields: dict[str, Any] = {
+        "name": c.get("_name_or_path") or path.parent.name,
+        "model_type": c.get("model_type", "unknown"),
+        "hf_ids": [],
+        "num_layers": layers,
+        "hidden_size": c["hidden_size"],
+        "num_attention_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "vocab_size": c["vocab_size"],
+        "full_layers": layers,
+        "mtp_layers": c.get("num_nextn_predict_layers") or c.get("mtp_num_hidden_layers") or 0,
+    }
+    layer_types = c.get("layer_types") or []
+    if "kv_lora_rank" in c and c.get("kv_lora_rank"):
+        fields["mla"] = {k: c[k] for k in
+                         ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
+        if c.get("index_head_dim"):
+            owning = c.get("indexer_types")
+            fields["indexer"] = {
+                "head_dim": c["index_head_dim"],
+                "num_heads": c.get("index_n_heads", 64),
+                "num_layers": sum(t == "full" for t in owning) if owning else layers,
+                "topk": c.get("index_topk", 2048),
+            }
+    lin = c.get("linear_attn_config")
+    if isinstance(lin, dict):  # Kimi Linear / K3: KDA layers plus MLA layers
+        fields["linear_layers"] = len(lin.get("kda_layers", []))
+        fields["full_layers"] = layers - fields["linear_layers"]
+        fields["linear"] = {
+            "kind": "kda", "num_key_heads": lin["num_heads"], "num_value_heads": lin["num_heads"],
+            "key_head_dim": lin["head_dim"], "value_head_dim": lin["head_dim"],
+            "conv_kernel": lin.get("short_conv_kernel_size", 4),
+        }
+    elif "linear_num_value_heads" in c:  # Qwen3-Next / Qwen3.5 Gated DeltaNet
+        interval = c.get("full_attention_interval", 4)
+        full = sum(t == "full_attention" for t in layer_types) or layers // interval
+        fields["full_layers"], fields["linear_layers"] = full, layers - full
+        fields["linear"] = {
+            "kind": "gdn", "num_key_heads": c["linear_num_key_heads"],
+            "num_value_heads": c["linear_num_value_heads"],
+            "key_head_dim": c["linear_key_head_dim"],
+            "value_head_dim": c["linear_value_head_dim"],
+            "conv_kernel": c.get("linear_conv_kernel_dim", 4),
+        }
+    elif "sliding_attention" in layer_types and c.get("sliding_window"):
+        sliding = sum(t == "sliding_attention" for t in layer_types)
+        fields["sliding_layers"], fields["full_layers"] = sliding, layers - sliding
+        fields["sliding_window"] = c["sliding_window"]
+    q_dim = heads * head_dim
+    kv_dim = 2 * kv_heads * head_dim
+    total, active = _params(c, layers, q_dim, kv_dim)
+    fields["total_params"], fields["active_params"] = total, active
+    src = f"local config.json {path}"
+    descriptive = {"name", "model_type", "hf_ids"}
+    fields["sources"] = {k: src for k in fields if k not in descriptive}
+    fields["estimated"] = {
+        "total_params": "estimated from matrix shapes in config.json",
+        "active_params": "estimated from matrix shapes in config.json (top-k experts)",
+    }
+    return ModelProfile.model_validate(fields)

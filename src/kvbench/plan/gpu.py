@@ -1,0 +1,79 @@
+"""GPU KV capacity estimate: HBM x memory fraction - weights per rank, left for KV pools.
+
+An estimate, not a measurement: the engine's `max_total_num_tokens` (SGLang) or
+`num_gpu_blocks` (vLLM) after start-up is the truth. The planner needs it for ratio-mode
+sizing and proportional hybrid splits, and prints it so a reader can sanity-check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvbench.models import KvPool, ModelProfile
+from kvbench.plan.topology import Topology
+from kvbench.units import GiB
+
+# Memory fraction each engine gives weights + KV by default, and what HiCache takes back for
+# staging buffers (reference/kvoffload.md 9 rule 7: lower mem-fraction-static by 0.01-0.05).
+MEM_FRACTION = {"sglang": 0.85, "vllm": 0.90, "atom": 0.90, "trtllm": 0.90}
+HICACHE_FRACTION_CUT = 0.03
+# Activations and CUDA graphs outside the fraction of engines that count them inside it.
+ACTIVATION_RESERVE_BYTES = 4 * GiB
+
+
+@dataclass(frozen=True, slots=True)
+class GpuEstimate:
+    hardware: str
+    hbm_bytes: int
+    mem_fraction: float
+    weights_per_rank_bytes: int
+    pool_bytes: int
+    kv_tokens: int
+    state_slots: int
+    device_bytes: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def estimate_gpu(
+    topo: Topology,
+    model: ModelProfile,
+    pools: list[KvPool],
+    hbm_bytes: int,
+    hardware: str,
+    *,
+    hicache: bool,
+) -> GpuEstimate:
+    fraction = MEM_FRACTION.get(topo.engine, 0.9)
+    if hicache:
+        fraction = round(fraction - HICACHE_FRACTION_CUT, 2)
+    weights = model.weight_bytes(topo.precision) // topo.weight_shards
+    if topo.engine == "trtllm":  # free_gpu_memory_fraction applies after weights load
+        pool = int((hbm_bytes - weights) * fraction)
+    elif topo.engine == "sglang":  # mem_fraction_static covers weights + KV pools
+        pool = int(hbm_bytes * fraction) - weights
+    else:
+        pool = int(hbm_bytes * fraction) - weights - ACTIVATION_RESERVE_BYTES
+    slots = topo.max_running_requests()
+    fixed = sum(p.fixed_bytes_per_request_per_rank for p in pools) * slots
+    per_token = sum(p.bytes_per_token_per_rank for p in pools)
+    notes = []
+    tokens = max(0, (pool - fixed) // per_token) if per_token else 0
+    if pool - fixed <= 0:
+        notes.append(
+            f"weights {weights / 1e9:.1f} GB/rank + {slots} request states leave no KV pool in "
+            f"{hbm_bytes / 1e9:.0f} GB x {fraction}: estimate only, check the engine log"
+        )
+    device = {p.name: p.bytes_per_token_per_rank * tokens for p in pools}
+    for p in pools:
+        if p.fixed_bytes_per_request_per_rank:
+            device[p.name] = device.get(p.name, 0) + p.fixed_bytes_per_request_per_rank * slots
+    return GpuEstimate(
+        hardware=hardware,
+        hbm_bytes=hbm_bytes,
+        mem_fraction=fraction,
+        weights_per_rank_bytes=weights,
+        pool_bytes=max(0, pool),
+        kv_tokens=int(tokens),
+        state_slots=slots,
+        device_bytes=device,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,97 @@
+"""`Plan`: what one job will allocate on the host, the flags that make it so, and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kvbench.units import GB
+
+# Plans are written to plan.json and read back by engines and results: unknown keys are typos.
+_STRICT = ConfigDict(extra="forbid")
+
+
+class HostPool(BaseModel):
+    """One host pool of one rank. `inside_configured_size` is False for pools the engine
+    allocates beyond the size it was given (DSA indexer, sidecar draft KV, staging buffers)."""
+
+    model_config = _STRICT
+    name: str
+    bytes_per_rank: int
+    inside_configured_size: bool
+    note: str = ""
+
+
+class Plan(BaseModel):
+    model_config = _STRICT
+
+    exp_name: str
+    config_key: str
+    framework: str
+    backend: str | None
+    hardware: str
+    gpus: int
+    budget_gb: int
+    kv_dtype: str
+    page_size_tokens: int
+    mem_fraction_static: float
+    gpu_kv_tokens: int
+    host_kv_tokens: int = 0
+    host_pools: list[HostPool] = Field(default_factory=list)
+    projected_host_bytes: int = 0
+    headroom_bytes: int = 0
+    within_budget: bool = True
+    engine_args: list[str] = Field(default_factory=list)
+    engine_env: dict[str, str] = Field(default_factory=dict)
+    engine_config: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    arithmetic: list[str] = Field(default_factory=list)
+    # Additions beyond the contract: where the numbers came from.
+    model: str = ""
+    ranks_on_node: int = 0
+    semantics: str | None = None
+
+    @property
+    def is_refused(self) -> bool:
+        return bool(self.errors)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan.json object: contract keys in kebab case, then everything else."""
+        return {
+            "exp-name": self.exp_name,
+            "config-key": self.config_key,
+            "framework": self.framework,
+            "backend": self.backend,
+            "model": self.model,
+            "hardware": self.hardware,
+            "gpus": self.gpus,
+            "ranks-on-node": self.ranks_on_node,
+            "total-cpu-dram-gb": self.budget_gb,
+            "kv-dtype": self.kv_dtype,
+            "page-size-tokens": self.page_size_tokens,
+            "mem-fraction-static": self.mem_fraction_static,
+            "gpu-kv-tokens": self.gpu_kv_tokens,
+            "host-kv-tokens": self.host_kv_tokens,
+            "semantics": self.semantics,
+            "host-pools": [
+                {
+                    "name": p.name,
+                    "bytes-per-rank": p.bytes_per_rank,
+                    "inside-configured-size": p.inside_configured_size,
+                    "note": p.note,
+                }
+                for p in self.host_pools
+            ],
+            "projected-host-bytes": self.projected_host_bytes,
+            "projected-host-gb": round(self.projected_host_bytes / GB, 2),
+            "headroom-bytes": self.headroom_bytes,
+            "within-budget": self.within_budget,
+            "engine-args": list(self.engine_args),
+            "engine-env": dict(self.engine_env),
+            "engine-config": self.engine_config,
+            "warnings": list(self.warnings),
+            "errors": list(self.errors),
+            "arithmetic": list(self.arithmetic),
+        }

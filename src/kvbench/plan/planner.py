@@ -1,0 +1,168 @@
+"""`plan_job`: a matrix job in, a host-memory plan out (or a refusal that shows the arithmetic).
+
+Order of work: topology from the row -> model profile -> per-rank KV pools -> GPU capacity
+estimate -> the backend's sizer -> node footprint against the row's budget. Bad input (unknown
+model, backend or framework) becomes a refused plan with a clear error, never an exception, so
+planning a whole matrix always finishes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+from kvbench.errors import KvbenchError
+from kvbench.hardware import load_hardware
+from kvbench.models import KvPool, ModelProfile, load_model
+from kvbench.plan.footprint import per_rank_bytes
+from kvbench.plan.gpu import GpuEstimate, estimate_gpu
+from kvbench.plan.plan import Plan
+from kvbench.plan.sizers import SIZERS, SizingContext
+from kvbench.plan.topology import JobLike, Topology, topology_of
+from kvbench.plan.version import image_version
+from kvbench.units import GB
+
+
+def page_size_tokens(engine: str, model: ModelProfile) -> int:
+    """Page the attention backend forces (reference/kvoffload.md 9 rule 9)."""
+    kind = model.attention_kind
+    if kind == "compressed":
+        return 256
+    if engine == "trtllm":
+        return 32
+    if kind in ("mla", "dsa") or engine == "sglang":
+        return 64
+    return 16
+
+
+def _shard_pools(pools: list[KvPool], topo: Topology) -> list[KvPool]:
+    """PP stages hold 1/pp of the layers; decode context parallelism shards tokens over dcp."""
+    dcp = topo.dcp
+    div = topo.pp * dcp
+    if div == 1:
+        return pools
+    return [
+        replace(p, bytes_per_token_per_rank=-(-p.bytes_per_token_per_rank // div),
+                fixed_bytes_per_request_per_rank=-(-p.fixed_bytes_per_request_per_rank
+                                                   // topo.pp),
+                note=f"{p.note}; / pp {topo.pp} x dcp {dcp}")
+        for p in pools
+    ]
+
+
+# A matrix names a handful of models and clusters hundreds of times: resolve each once.
+_model = cache(load_model)
+_hardware = cache(load_hardware)
+
+
+def plan_job(job: JobLike, runners: Any | None = None) -> Plan:
+    row = job.row
+    base: dict[str, Any] = {
+        "exp_name": row.get("exp-name", job.config_key),
+        "config_key": job.config_key,
+        "framework": row.get("framework", ""),
+        "backend": (row.get("kv-offload-backend") or {}).get("name"),
+        "model": row.get("model", ""),
+        "budget_gb": int(row.get("total-cpu-dram-gb", 0)),
+    }
+    try:
+        return _plan(job, runners, base)
+    except KvbenchError as e:
+        return _refused(base, [e.message + (f" ({e.hint})" if e.hint else "")])
+
+
+def _refused(base: dict[str, Any], errors: list[str], **extra: Any) -> Plan:
+    fields = {"hardware": "", "gpus": 0, "kv_dtype": "", "page_size_tokens": 0,
+              "mem_fraction_static": 0.0, "gpu_kv_tokens": 0, **base, **extra}
+    return Plan(**fields, within_budget=False, errors=errors)
+
+
+def _gpus_per_node(topo: Topology, runners: Any | None, default: int) -> int:
+    hw = getattr(runners, "hardware", None) if runners is not None else None
+    if hw and topo.runner in hw:
+        return hw[topo.runner].gpus_per_node
+    return default
+
+
+def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
+    topo = topology_of(job)
+    model = _model(topo.model)
+    hardware = _hardware(topo.runner)
+    ranks = topo.ranks_on_node(_gpus_per_node(topo, runners, hardware.gpus_per_node))
+    kv_dtype = model.kv_dtype_for(topo.precision)
+    pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype), topo)
+    offload = topo.kv_offloading == "dram" and topo.backend is not None
+    gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
+                       hicache=offload and topo.backend == "hicache")
+    common = dict(
+        base,
+        model=model.name,
+        hardware=hardware.name,
+        gpus=topo.engine_gpus,
+        kv_dtype=kv_dtype,
+        page_size_tokens=page_size_tokens(topo.engine, model),
+        mem_fraction_static=gpu.mem_fraction,
+        gpu_kv_tokens=gpu.kv_tokens,
+        ranks_on_node=ranks,
+    )
+    warnings = [*gpu.notes, *_row_warnings(topo, model)]
+    arithmetic = [_gpu_line(gpu, model, topo)]
+    if not offload:
+        return Plan(**common, warnings=warnings, arithmetic=arithmetic)
+    sizer = SIZERS.get(topo.backend)
+    if topo.engine not in sizer.engines:
+        return _refused(common, [
+            f"offload backend {topo.backend!r} runs on {', '.join(sizer.engines)}; framework "
+            f"{topo.framework!r} serves with {topo.engine}"], warnings=warnings)
+    ctx = SizingContext(topo=topo, model=model, kv_dtype=kv_dtype, pools=pools,
+                        ranks_on_node=ranks, budget_bytes=topo.budget_gb * GB, gpu=gpu,
+                        page_size_tokens=common["page_size_tokens"],
+                        version=image_version(topo.image))
+    sizing = sizer.size(ctx)
+    per_rank = per_rank_bytes(sizing.pools, sizing.pin_policy)
+    projected = per_rank * ranks
+    budget = topo.budget_gb * GB
+    errors = list(sizing.errors)
+    if projected > budget and not errors:
+        errors.append("projected host footprint exceeds the budget")
+    verdict = "<=" if projected <= budget else ">"
+    arithmetic += [
+        f"budget: {topo.budget_gb:,} GB (row total-cpu-dram-gb) over {ranks} rank(s) on the "
+        f"node = {ctx.per_rank_budget_bytes / GB:,.2f} GB per rank",
+        *sizing.arithmetic,
+        f"node: {per_rank / GB:,.2f} GB x {ranks} rank(s) = {projected / GB:,.0f} GB {verdict} "
+        f"{topo.budget_gb:,} GB budget (headroom {(budget - projected) / GB:,.2f} GB)",
+    ]
+    return Plan(
+        **common,
+        host_kv_tokens=sizing.host_kv_tokens,
+        host_pools=sizing.pools,
+        projected_host_bytes=projected,
+        headroom_bytes=budget - projected,
+        within_budget=projected <= budget and not errors,
+        engine_args=sizing.engine_args,
+        engine_env=sizing.engine_env,
+        engine_config=sizing.engine_config,
+        warnings=warnings + sizing.warnings,
+        errors=errors,
+        arithmetic=arithmetic,
+        semantics=sizing.semantics,
+    )
+
+
+def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology) -> str:
+    return (
+        f"GPU ({gpu.hardware}): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - weights "
+        f"{gpu.weights_per_rank_bytes / GB:.1f} GB/rank ({model.name} {topo.precision} / "
+        f"{topo.weight_shards}) -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate)"
+    )
+
+
+def _row_warnings(topo: Topology, model: ModelProfile) -> list[str]:
+    out = []
+    if topo.is_multinode:
+        out.append("multi-node row: sized for the prefill workers only (the generator budgets "
+                   "no host DRAM for decode workers); CONFIG_FILE settings are not read")
+    if topo.spec_decoding == "mtp" and model.mtp_layers == 0:
+        out.append("speculative decoding uses a separate draft model whose KV is not modelled")
+    return out

@@ -1,0 +1,118 @@
+"""The sizer interface and what every offload backend shares: fit a knob to the budget.
+
+A sizer turns a job's budget into (a) host pools per rank, (b) the engine flags, env and config
+fragments that make the engine allocate exactly those pools, and (c) the arithmetic. It never
+decides whether the plan is accepted: the planner projects the node footprint and refuses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kvbench.models import KvPool, ModelProfile
+from kvbench.plan.footprint import largest_fitting, per_rank_bytes
+from kvbench.plan.gpu import GpuEstimate
+from kvbench.plan.plan import HostPool
+from kvbench.plan.topology import Topology
+from kvbench.plan.version import ImageVersion
+from kvbench.units import GB
+
+
+@dataclass(frozen=True, slots=True)
+class SizingContext:
+    topo: Topology
+    model: ModelProfile
+    kv_dtype: str
+    pools: list[KvPool]
+    ranks_on_node: int
+    budget_bytes: int
+    gpu: GpuEstimate
+    page_size_tokens: int
+    version: ImageVersion
+
+    @property
+    def per_rank_budget_bytes(self) -> int:
+        return self.budget_bytes // self.ranks_on_node
+
+    def pool(self, name: str) -> KvPool | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Per-token bytes of everything an offloading connector copies for one token."""
+        return sum(p.bytes_per_token_per_rank for p in self.pools)
+
+    @property
+    def has_draft(self) -> bool:
+        return self.topo.spec_decoding == "mtp" and self.model.mtp_layers > 0
+
+
+@dataclass(slots=True)
+class Sizing:
+    pools: list[HostPool]
+    host_kv_tokens: int
+    pin_policy: str = "exact"
+    engine_args: list[str] = field(default_factory=list)
+    engine_env: dict[str, str] = field(default_factory=dict)
+    engine_config: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    arithmetic: list[str] = field(default_factory=list)
+    semantics: str | None = None
+
+
+class Sizer(Protocol):
+    """One offload backend. `engines` lists the engines that can run it; `size` must not raise
+    for a budget that is too small: it returns the smallest sensible plan with `errors`."""
+
+    name: str
+    engines: tuple[str, ...]
+
+    def size(self, ctx: SizingContext) -> Sizing: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    value: int | None  # the knob, in the sizer's unit; None when nothing fits
+    pools: list[HostPool]
+    errors: list[str]
+    arithmetic: list[str]
+
+
+def fit_knob(
+    ctx: SizingContext,
+    pools_of: Callable[[int], list[HostPool]],
+    *,
+    hi: int,
+    explicit: int | None,
+    pin_policy: str,
+    describe: Callable[[int], str],
+) -> Fit:
+    """The largest knob value whose pools fit the per-rank share of the budget, or the
+    explicit one if it fits. A refusal names the arithmetic and what would fit."""
+    limit = ctx.per_rank_budget_bytes
+
+    def per_rank(x: int) -> int:
+        return per_rank_bytes(pools_of(x), pin_policy)
+
+    best = largest_fitting(per_rank, hi, limit)
+    if explicit is not None:
+        pools = pools_of(explicit)
+        if per_rank(explicit) <= limit:
+            return Fit(explicit, pools, [], [f"explicit {describe(explicit)} fits the budget"])
+        fits = f"largest that fits: {describe(best)}" if best is not None else "nothing fits"
+        return Fit(
+            None,
+            pools,
+            [f"explicit {describe(explicit)} exceeds the host budget; {fits}"],
+            [f"explicit {describe(explicit)} requested in kv-offload-backend.size-gb-per-rank"],
+        )
+    if best is None:
+        return Fit(
+            None,
+            pools_of(0),
+            [f"even the smallest host pools exceed the per-rank budget of {limit / GB:.2f} GB"],
+            [],
+        )
+    return Fit(best, pools_of(best), [], [f"chosen: {describe(best)} (largest that fits)"])

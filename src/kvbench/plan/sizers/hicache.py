@@ -1,0 +1,184 @@
+"""SGLang HiCache: `--hicache-size` (decimal GB per rank) or `--hicache-ratio`.
+
+Host pool math follows `pool_host/base.py` (reference/kvoffload.md 1.3): tokens =
+size*1e9 // bytes_per_token, then rounded up by one whole page; a Mamba pool counts request
+slots (page 1, +1 slot). Which pools the size covers depends on the image (hicache_semantics)."""
+
+from __future__ import annotations
+
+import math
+
+from kvbench.plan.footprint import per_rank_bytes
+from kvbench.plan.plan import HostPool
+from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
+from kvbench.plan.sizers.hicache_semantics import HiCacheSemantics, hicache_semantics
+from kvbench.plan.sizers.hicache_warnings import hicache_warnings
+from kvbench.units import GB
+
+
+def aligned_tokens(tokens: int, page: int) -> int:
+    """SGLang always adds one page: (tokens // page + 1) * page."""
+    return (tokens // page + 1) * page
+
+
+class HiCacheSizer:
+    name = "hicache"
+    engines = ("sglang",)
+
+    def size(self, ctx: SizingContext) -> Sizing:
+        sem = hicache_semantics(ctx.version)
+        if ctx.model.compressed is not None:
+            sizing = self._ratio(ctx, sem)
+        else:
+            sizing = self._fixed(ctx, sem)
+        sizing.semantics = sem.name
+        sizing.pin_policy = sem.pin_policy
+        sizing.warnings[:0] = [f"HiCache semantics {sem.name}: {sem.reason}"] if sem.is_guess \
+            else []
+        sizing.arithmetic.insert(0, f"HiCache semantics {sem.name} ({sem.reason})")
+        sizing.warnings.extend(hicache_warnings(ctx, sem))
+        page = str(ctx.page_size_tokens)
+        sizing.engine_args = [
+            "--enable-hierarchical-cache",
+            *sizing.engine_args,
+            "--hicache-write-policy", "write_through",
+            "--hicache-io-backend", "kernel",
+            "--hicache-mem-layout", "page_first",
+            "--page-size", page,
+        ]
+        return sizing
+
+    # -- fixed size ------------------------------------------------------------------------
+    def _pools(self, ctx: SizingContext, sem: HiCacheSemantics, size_gb: int) -> list[HostPool]:
+        size_bytes = size_gb * GB
+        kv = ctx.pool("kv")
+        assert kv is not None
+        draft = ctx.pool("draft_kv") if ctx.has_draft else None
+        mamba, swa = ctx.pool("mamba"), ctx.pool("swa")
+        page = ctx.page_size_tokens
+        anchor_bpt = kv.bytes_per_token_per_rank
+        if sem.name == "split" and draft is not None:
+            anchor_bpt += draft.bytes_per_token_per_rank  # packed tail layers
+        shares = self._shares(ctx, sem, anchor_bpt)
+        tokens = aligned_tokens(int(size_bytes * shares["kv"]) // anchor_bpt, page)
+        pools = [HostPool(name="kv", bytes_per_rank=tokens * anchor_bpt,
+                          inside_configured_size=True,
+                          note=f"{tokens:,} tokens x {anchor_bpt:,} B" +
+                          (" (draft layers packed)" if anchor_bpt != kv.bytes_per_token_per_rank
+                           else ""))]
+        if mamba is not None:
+            state = mamba.fixed_bytes_per_request_per_rank
+            slots = int(size_bytes * shares["mamba"]) // state + 1
+            pools.append(HostPool(name="mamba", bytes_per_rank=slots * state,
+                                  inside_configured_size=True,
+                                  note=f"{slots:,} request states x {state:,} B"))
+        if swa is not None and ctx.model.sliding_window:
+            bpt = swa.fixed_bytes_per_request_per_rank // ctx.model.sliding_window
+            swa_tokens = aligned_tokens(int(size_bytes * shares["swa"]) // bpt, page)
+            pools.append(HostPool(name="swa", bytes_per_rank=swa_tokens * bpt,
+                                  inside_configured_size=True,
+                                  note=f"{swa_tokens:,} sliding-window tokens x {bpt:,} B"))
+        if ctx.pool("indexer") is not None and ctx.model.indexer is not None:
+            ix = ctx.model.indexer
+            per_layer = ix.head_dim + ix.head_dim // ix.quant_block * 4
+            layers = ctx.model.num_layers if sem.name == "per-pool" else ix.num_layers
+            bpt = per_layer * layers
+            pools.append(HostPool(name="indexer", bytes_per_rank=tokens * bpt,
+                                  inside_configured_size=False,
+                                  note=f"{tokens:,} tokens x {layers} layers x {per_layer} B, "
+                                  "mirrors the KV pool outside --hicache-size"))
+        if draft is not None and sem.name == "per-pool":
+            bpt = draft.bytes_per_token_per_rank
+            pools.append(HostPool(name="draft_kv", bytes_per_rank=tokens * bpt,
+                                  inside_configured_size=False,
+                                  note=f"{tokens:,} tokens x {bpt:,} B sidecar draft pool outside "
+                                  "--hicache-size"))
+        return pools
+
+    def _shares(self, ctx: SizingContext, sem: HiCacheSemantics, anchor_bpt: int) -> dict:
+        hybrid = [n for n in ("mamba", "swa") if ctx.pool(n) is not None]
+        if sem.name == "per-pool" or not hybrid:
+            return {"kv": 1.0, "mamba": 1.0, "swa": 1.0}
+        # split: proportional to device-pool bytes (hybrid_pool_assembler._split_hicache_size)
+        device = {"kv": ctx.gpu.kv_tokens * anchor_bpt}
+        device.update({n: ctx.gpu.device_bytes.get(n, 0) for n in hybrid})
+        total = sum(device.values())
+        if total <= 0:
+            share = 1 / (1 + len(hybrid))  # no device estimate: split evenly
+            return {"kv": share, "mamba": share, "swa": share}
+        return {n: device.get(n, 0) / total for n in ("kv", "mamba", "swa")}
+
+    def _fixed(self, ctx: SizingContext, sem: HiCacheSemantics) -> Sizing:
+        explicit = ctx.topo.size_gb_per_rank
+        warnings = []
+        if explicit is not None and explicit != int(explicit):
+            warnings.append(f"--hicache-size takes whole GB: {explicit} GB used as {int(explicit)}")
+        fit = fit_knob(
+            ctx,
+            lambda h: self._pools(ctx, sem, h),
+            hi=max(1, ctx.per_rank_budget_bytes // GB),
+            explicit=int(explicit) if explicit is not None else None,
+            pin_policy=sem.pin_policy,
+            describe=lambda h: f"--hicache-size {h} GB per rank",
+        )
+        size_gb = fit.value if fit.value is not None else int(explicit or 0)
+        tokens = fit.pools[0].bytes_per_rank // max(1, ctx.pool("kv").bytes_per_token_per_rank)
+        return Sizing(
+            pools=fit.pools,
+            host_kv_tokens=tokens,
+            engine_args=["--hicache-size", str(size_gb)],
+            warnings=warnings,
+            errors=list(fit.errors),
+            arithmetic=[*fit.arithmetic, _sum_line(fit.pools, sem.pin_policy)],
+        )
+
+    # -- ratio (DeepSeek-V4: --hicache-size is rejected) ------------------------------------
+    def _ratio(self, ctx: SizingContext, sem: HiCacheSemantics) -> Sizing:
+        """Host pools = device pools x ratio, and the device pools are only estimated. The ratio
+        is therefore taken against an upper bound of the device pools (the memory fraction less
+        80% of the estimated weights), so an optimistic weight estimate cannot over-fill."""
+        gpu = ctx.gpu
+        fraction_bytes = int(gpu.hbm_bytes * gpu.mem_fraction)
+        bound = fraction_bytes - int(0.8 * gpu.weights_per_rank_bytes)
+        if bound <= 0:
+            bound = fraction_bytes
+        ratio = math.floor(ctx.per_rank_budget_bytes / bound * 10) / 10
+        notes = [
+            "DeepSeek-V4 HiCache accepts only --hicache-ratio: host pools = device pools x ratio",
+            f"device pools <= {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - 0.8 x weights "
+            f"{gpu.weights_per_rank_bytes / GB:.1f} GB = {bound / GB:.2f} GB per rank (bound)",
+            f"ratio = floor10({ctx.per_rank_budget_bytes / GB:.2f} / {bound / GB:.2f}) = {ratio}",
+        ]
+        warnings = ["host pools scale with the engine's real device pool: compare "
+                    "max_total_num_tokens in the server log with the estimate"]
+        if ctx.topo.size_gb_per_rank is not None:
+            warnings.append("kv-offload-backend.size-gb-per-rank ignored: this model is ratio-only")
+        errors = []
+        if ratio <= 0 or (sem.is_g1 and ratio <= 1):
+            errors.append(f"the budget allows only --hicache-ratio {ratio}, and this SGLang "
+                          "needs a ratio above 1 (G1 asserts host > device)" if sem.is_g1 else
+                          f"the budget allows no host pool (--hicache-ratio {ratio})")
+        device_total = sum(gpu.device_bytes.values())
+        host_total = int(bound * ratio)
+        pools = [
+            HostPool(name=name, bytes_per_rank=host_total * b // device_total,
+                     inside_configured_size=True,
+                     note=f"ratio {ratio} x this pool's share of the device bound")
+            for name, b in gpu.device_bytes.items() if b and device_total
+        ] or [HostPool(name="kv", bytes_per_rank=host_total, inside_configured_size=True,
+                       note=f"ratio {ratio} x device bound")]
+        notes.append(_sum_line(pools, sem.pin_policy))
+        tokens_bound = bound // max(1, ctx.kv_bytes_per_token)
+        return Sizing(pools=pools, host_kv_tokens=int(min(gpu.kv_tokens, tokens_bound) * ratio),
+                      engine_args=["--hicache-ratio", f"{ratio:g}"], errors=errors,
+                      arithmetic=notes, warnings=warnings)
+
+
+def _sum_line(pools: list[HostPool], pin_policy: str) -> str:
+    parts = " + ".join(
+        f"{p.bytes_per_rank / GB:.2f} ({p.name}{'' if p.inside_configured_size else ', outside'})"
+        for p in pools
+    )
+    total = per_rank_bytes(pools, pin_policy)
+    pin = "" if pin_policy == "exact" else f" incl. {pin_policy} pinning"
+    return f"per rank: {parts} = {total / GB:.2f} GB{pin}"

@@ -1,0 +1,64 @@
+"""Which SGLang HiCache host-pool semantics an image runs (reference/kvoffload.md 0, 1.6).
+
+`per-pool`: `--hicache-size` is applied in full to every hybrid host pool (KV and Mamba, or full
+and SWA), so N GB becomes 2N per rank; DSA indexer and speculative draft pools are sidecars sized
+to the KV pool's token count outside the size, the indexer over every layer. The InferenceX
+v0.5.16 launchers were written against this (Qwen3.5: KV + Mamba + 1/15 NEXTN; GLM-5.2: 270 +
+61.88 indexer + 3.46 draft per rank).
+`split`: the size is split across hybrid pools in proportion to their device bytes (PRs #32373,
+#29034 fix); NextN draft layers are packed as tail layers of the KV pool, inside the size; the
+indexer still sits outside, over the layers that own an indexer.
+
+The boundary between the two is an assumption (the fixes landed in mid/late 2026): releases up to
+v0.5.16 and nightlies before 2026-08-01 are `per-pool`, later ones `split`. An unknown tag gets
+`per-pool`, the larger footprint for a given size, so a wrong guess under-fills, never over-fills.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from kvbench.plan.version import ImageVersion
+
+SEMANTICS = ("per-pool", "split")
+LAST_PER_POOL_RELEASE = (0, 5, 16)
+FIRST_SPLIT_NIGHTLY = date(2026, 8, 1)
+# G1 (before PR #28614): asserts host > device in ratio mode and pins with torch pin_memory.
+FIRST_G2_RELEASE = (0, 5, 14)
+
+
+@dataclass(frozen=True, slots=True)
+class HiCacheSemantics:
+    name: str
+    is_g1: bool
+    reason: str
+    is_guess: bool = False
+
+    @property
+    def pin_policy(self) -> str:
+        return "pow2" if self.is_g1 else "exact"
+
+
+def hicache_semantics(version: ImageVersion, override: str | None = None) -> HiCacheSemantics:
+    g1 = version.release is not None and version.release < FIRST_G2_RELEASE
+    if override is not None:
+        return HiCacheSemantics(override, g1, f"set explicitly ({override})")
+    if version.release is not None:
+        if version.release <= LAST_PER_POOL_RELEASE:
+            return HiCacheSemantics(
+                "per-pool", g1, f"{version.label}, up to v0.5.16: size applied to each pool"
+            )
+        return HiCacheSemantics(
+            "split", False, f"{version.label}, from v0.5.17: proportional split"
+        )
+    if version.nightly is not None:
+        if version.nightly < FIRST_SPLIT_NIGHTLY:
+            return HiCacheSemantics(
+                "per-pool", False, f"{version.label} before 2026-08-01: size applied to each pool"
+            )
+        return HiCacheSemantics("split", False, f"{version.label}: proportional split")
+    return HiCacheSemantics(
+        "per-pool", False, f"{version.image!r} has no readable version: assuming per-pool "
+        "(the larger footprint)", is_guess=True
+    )

@@ -1,0 +1,59 @@
+"""Mooncake store as the host tier of vLLM (MooncakeStoreConnector, embedded mode): each rank
+contributes a `global_segment_size` and pins a separate local transfer buffer."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from kvbench.plan.plan import HostPool
+from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
+from kvbench.units import GB, MB
+
+LOCAL_BUFFER_BYTES = 4 * GB  # the InferenceX launchers' local_buffer_size
+EVICTION_HIGH_WATERMARK = 0.80
+
+
+class MooncakeSizer:
+    name = "mooncake"
+    engines = ("vllm",)
+
+    def size(self, ctx: SizingContext) -> Sizing:
+        def pools_of(mb: int) -> list[HostPool]:
+            return [
+                HostPool(name="mooncake_segment", bytes_per_rank=mb * MB,
+                         inside_configured_size=True, note="global_segment_size per rank"),
+                HostPool(name="mooncake_local_buffer", bytes_per_rank=LOCAL_BUFFER_BYTES,
+                         inside_configured_size=False,
+                         note="local_buffer_size, pinned beside the segment"),
+            ]
+
+        explicit = None
+        if ctx.topo.size_gb_per_rank is not None:
+            explicit = math.floor(ctx.topo.size_gb_per_rank * GB / MB)
+        fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes // MB, explicit=explicit,
+                       pin_policy="exact",
+                       describe=lambda mb: f"global_segment_size {mb * MB / GB:.2f} GB per rank")
+        segment = fit.pools[0].bytes_per_rank
+        config = {
+            "local_hostname": "127.0.0.1",
+            "metadata_server": "P2PHANDSHAKE",
+            "protocol": "rdma",
+            "global_segment_size": segment,
+            "local_buffer_size": LOCAL_BUFFER_BYTES,
+            "eviction_high_watermark_ratio": EVICTION_HIGH_WATERMARK,
+        }
+        connector = {"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_both",
+                     "kv_connector_extra_config": {"load_async": True}}
+        usable = int(segment * EVICTION_HIGH_WATERMARK)
+        return Sizing(
+            pools=fit.pools,
+            host_kv_tokens=usable // max(1, ctx.kv_bytes_per_token),
+            engine_args=["--kv-transfer-config", json.dumps(connector)],
+            engine_env={"PYTHONHASHSEED": "0", "MOONCAKE_CONFIG_PATH": "mooncake.json"},
+            engine_config={"mooncake.json": config},
+            errors=list(fit.errors),
+            arithmetic=[*fit.arithmetic,
+                        f"usable before eviction: {EVICTION_HIGH_WATERMARK:.0%} of the segment = "
+                        f"{usable / GB:.2f} GB per rank"],
+        )

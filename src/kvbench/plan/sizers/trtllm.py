@@ -1,0 +1,39 @@
+"""TensorRT-LLM host block tier: `kv_cache_config.host_cache_size` in bytes per rank."""
+
+from __future__ import annotations
+
+import math
+
+from kvbench.plan.plan import HostPool
+from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
+from kvbench.units import GB, MB
+
+
+class TrtllmHostCacheSizer:
+    name = "native"
+    engines = ("trtllm",)
+
+    def size(self, ctx: SizingContext) -> Sizing:
+        def pools_of(mb: int) -> list[HostPool]:
+            return [HostPool(name="host_cache", bytes_per_rank=mb * MB,
+                             inside_configured_size=True, note="host_cache_size (bytes per rank)")]
+
+        explicit = None
+        if ctx.topo.size_gb_per_rank is not None:
+            explicit = math.floor(ctx.topo.size_gb_per_rank * GB / MB)
+        fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes // MB, explicit=explicit,
+                       pin_policy="exact",
+                       describe=lambda mb: f"host_cache_size {mb * MB:,} B per rank")
+        size = fit.pools[0].bytes_per_rank
+        return Sizing(
+            pools=fit.pools,
+            host_kv_tokens=size // max(1, ctx.kv_bytes_per_token),
+            engine_config={"kv_cache_config": {
+                "host_cache_size": size,
+                "enable_block_reuse": True,
+                "enable_partial_reuse": True,
+                "tokens_per_block": ctx.page_size_tokens,
+            }},
+            errors=list(fit.errors),
+            arithmetic=list(fit.arithmetic),
+        )
