@@ -1,0 +1,282 @@
+"""ServerProcess: one engine server (and its helpers, such as a router) as a context manager
+that always cleans up.
+
+The server runs in its own session and process group with its output in a log file; the
+argv, working directory and (redacted) environment are written next to the log so that the
+run can be replayed by hand. `wait_ready()` polls a URL until a deadline while tailing the log
+and aborts as soon as the process dies, naming the failure. Leaving the `with` block, by
+normal exit, exception or Ctrl-C, tears the whole tree down."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvbench.errors import LaunchError
+from kvbench.launch.logtail import LogTail, read_tail
+from kvbench.launch.records import write_command, write_env
+from kvbench.launch.signatures import Match, cgroup_oom_kills, recognise
+from kvbench.launch.tree import ProcessTree, become_subreaper
+
+TAIL_LINES = 40
+
+
+class ServerStartError(LaunchError):
+    """The server died or never became ready. Carries what is needed to explain it."""
+
+    def __init__(self, message: str, *, hint: str | None, signature: Match | None,
+                 log_tail: list[str], returncode: int | None, log_path: Path) -> None:
+        super().__init__(message, hint=hint)
+        self.signature = signature
+        self.log_tail = log_tail
+        self.returncode = returncode
+        self.log_path = log_path
+
+    def to_json(self) -> dict:
+        return {
+            "message": self.message.splitlines()[0],
+            "signature": self.signature.name if self.signature else None,
+            "signature-line": self.signature.line if self.signature else None,
+            "returncode": self.returncode,
+            "log-tail": self.log_tail,
+            "log": str(self.log_path),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HelperSpec:
+    """A process started after the server is ready (a router, for example)."""
+
+    name: str
+    argv: Sequence[str]
+    ready_url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+# Readiness probes go straight to the local server, never through an http_proxy.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _http_ok(url: str, timeout_s: float) -> bool:
+    try:
+        with _OPENER.open(url, timeout=timeout_s) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class _Proc:
+    """One started process with its log and tree."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str],
+                 log_path: Path, cwd: Path | None) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        full_env = {**os.environ, **env}
+        self._log = open(log_path, "ab")  # noqa: SIM115 (closed in close())
+        try:
+            self.popen = subprocess.Popen(
+                self.argv, env=full_env, cwd=cwd, stdin=subprocess.DEVNULL,
+                stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as e:
+            self._log.close()
+            raise LaunchError(f"cannot start {name}: {e}",
+                              hint=f"is {self.argv[0]!r} installed and on PATH?") from e
+        self.tree = ProcessTree(self.popen.pid)
+
+    def close(self) -> None:
+        self._log.close()
+
+
+class ServerProcess:
+    """Context manager running a server until the block ends; see the module docstring."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        log_path: str | Path,
+        ready_url: str,
+        ready_timeout_s: float,
+        cwd: str | Path | None = None,
+        extra_procs: Sequence[HelperSpec] = (),
+        grace_s: float = 30.0,
+        poll_interval_s: float = 0.5,
+        on_log_line: Callable[[str], None] | None = None,
+        name: str = "server",
+    ) -> None:
+        if not argv:
+            raise LaunchError("empty server command line")
+        self.argv = [str(a) for a in argv]
+        self.env = {k: str(v) for k, v in env.items()}
+        self.log_path = Path(log_path)
+        self.ready_url = ready_url
+        self.ready_timeout_s = ready_timeout_s
+        self.cwd = Path(cwd) if cwd is not None else None
+        self.extra_procs = list(extra_procs)
+        self.grace_s = grace_s
+        self.poll_interval_s = poll_interval_s
+        self.on_log_line = on_log_line
+        self.name = name
+        self._procs: list[_Proc] = []
+        self._oom_kills_at_start = 0
+        self._stopped = False
+        self._old_sigterm = None
+        self.ready_after_s: float | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> ServerProcess:
+        if self._procs:
+            raise LaunchError(f"{self.name} already started")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        cwd = self.cwd or Path.cwd()
+        write_command(self.log_path.with_name("command.json"), self.argv, self.env, cwd,
+                      self.ready_url)
+        write_env(self.log_path.with_name("env.json"), self.env)
+        become_subreaper()
+        self._oom_kills_at_start = cgroup_oom_kills()
+        self._started_at = time.monotonic()
+        self._procs.append(_Proc(self.name, self.argv, self.env, self.log_path, self.cwd))
+        # Keep scanning while the caller works: a worker that forks and escapes to its own
+        # session is only traceable while its parent lives.
+        self._monitor_stop = threading.Event()
+        self._monitor = threading.Thread(target=self._watch_trees, name=f"{self.name}-tree",
+                                         daemon=True)
+        self._monitor.start()
+        return self
+
+    def _watch_trees(self) -> None:
+        while not self._monitor_stop.wait(1.0):
+            for proc in list(self._procs):
+                proc.tree.refresh()
+
+    @property
+    def pid(self) -> int:
+        return self._main.popen.pid
+
+    @property
+    def _main(self) -> _Proc:
+        if not self._procs:
+            raise LaunchError(f"{self.name} was not started")
+        return self._procs[0]
+
+    def poll(self) -> int | None:
+        """The exit code of the server if it has exited."""
+        return self._main.popen.poll()
+
+    def wait_ready(self) -> float:
+        """Block until the server (then each helper) answers its ready URL; returns the seconds
+        it took. Raises ServerStartError when a process dies or the deadline passes."""
+        main = self._main
+        deadline = self._started_at + self.ready_timeout_s
+        self._wait_url(main, self.ready_url, deadline)
+        for spec in self.extra_procs:
+            helper_log = self.log_path.with_name(f"{spec.name}.log")
+            write_command(helper_log.with_name(f"{spec.name}.command.json"), spec.argv,
+                          spec.env, self.cwd or Path.cwd(), spec.ready_url)
+            proc = _Proc(spec.name, spec.argv, {**self.env, **spec.env}, helper_log, self.cwd)
+            self._procs.append(proc)
+            if spec.ready_url:
+                self._wait_url(proc, spec.ready_url, deadline)
+        self.ready_after_s = time.monotonic() - self._started_at
+        return self.ready_after_s
+
+    def _wait_url(self, proc: _Proc, url: str, deadline: float) -> None:
+        tail = LogTail(proc.log_path, self.on_log_line)
+        while True:
+            tail.pump()
+            proc.tree.refresh()
+            code = proc.popen.poll()
+            if code is not None:
+                tail.pump()
+                raise self._failure(proc, f"{proc.name} exited with code {code} before it was "
+                                    "ready", code)
+            if _http_ok(url, timeout_s=min(2.0, self.poll_interval_s * 4)):
+                tail.pump()
+                return
+            if time.monotonic() >= deadline:
+                raise self._failure(proc, f"{proc.name} was not ready at {url} within "
+                                    f"{self.ready_timeout_s:g} s", None, hung=True)
+            time.sleep(self.poll_interval_s)
+
+    def _failure(self, proc: _Proc, what: str, code: int | None, hung: bool = False
+                 ) -> ServerStartError:
+        lines = read_tail(proc.log_path, TAIL_LINES)
+        oom = cgroup_oom_kills() - self._oom_kills_at_start
+        match = recognise(lines, code, oom)
+        cause = f": {match.title} ({match.line})" if match else ""
+        hint = match.hint if match else None
+        if hung and match is None:
+            hint = "raise --ready-timeout if loading is slow, or look for a hang in the log"
+        body = "\n".join(f"    {line}" for line in lines[-15:]) or "    (log is empty)"
+        message = f"{what}{cause}\n  last lines of {proc.log_path}:\n{body}"
+        return ServerStartError(message, hint=hint, signature=match, log_tail=lines,
+                                returncode=code, log_path=proc.log_path)
+
+    def stop(self) -> None:
+        """Tear down helpers, then the server: TERM, grace period, KILL, for every process
+        ever seen in each tree. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._procs:
+            self._monitor_stop.set()
+            self._monitor.join(timeout=5)
+        for proc in reversed(self._procs):
+            proc.tree.terminate(self.grace_s)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=5)
+            proc.close()
+
+    def __enter__(self) -> ServerProcess:
+        if threading.current_thread() is threading.main_thread():
+            # A scheduler's SIGTERM (Slurm, CI) must tear down like Ctrl-C does.
+            self._old_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            return self.start()
+        except BaseException:
+            self._restore_signals()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            # A second Ctrl-C during teardown must not leave orphans behind.
+            with _deferred_sigint():
+                self.stop()
+        finally:
+            self._restore_signals()
+
+    def _restore_signals(self) -> None:
+        if self._old_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+            self._old_sigterm = None
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _deferred_sigint():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda s, f: received.append(s))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if received:
+        raise KeyboardInterrupt

@@ -1,0 +1,110 @@
+"""Recognised start-up failures: a server log and exit status mapped to a named cause with a
+hint, so that "it died" becomes "CUDA out of memory: lower --mem-fraction-static"."""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    name: str
+    title: str
+    hint: str
+    pattern: re.Pattern[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    name: str
+    title: str
+    hint: str
+    line: str  # the log line that matched ("" when inferred from the exit status)
+
+
+# Order matters: the first signature that matches any line wins, so the specific causes come
+# before the generic ones (an NCCL timeout is reported as NCCL, not as a watchdog).
+SIGNATURES: tuple[Signature, ...] = (
+    Signature(
+        "port_in_use", "port already in use",
+        "another server is listening on that port: pick another --port or stop it",
+        re.compile(r"address already in use|EADDRINUSE|port \d+ is (?:already )?in use"
+                   r"|\[Errno 98\]", re.I),
+    ),
+    Signature(
+        "missing_model", "model not found",
+        "check the model id or --model-path, HF_TOKEN for gated repos, and the HF cache",
+        re.compile(r"RepositoryNotFoundError|Repository Not Found|GatedRepoError"
+                   r"|LocalEntryNotFoundError|is not a local folder and is not a valid model"
+                   r"|does not appear to have a file named config\.json"
+                   r"|Can't load the configuration of|No such file or directory: .*config\.json"
+                   r"|model path .* does not exist", re.I),
+    ),
+    Signature(
+        "cuda_oom", "CUDA out of memory",
+        "lower --mem-fraction-static / gpu-memory-utilization, the CUDA-graph batch sizes or "
+        "max running requests; HiCache needs GPU headroom for transfer buffers",
+        re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError: CUDA"
+                   r"|cudaErrorMemoryAllocation|CUDA error: out of memory|HIP out of memory"
+                   r"|hipErrorOutOfMemory|Not enough memory\. Please try to increase "
+                   r"--mem-fraction-static", re.I),
+    ),
+    Signature(
+        "host_oom", "host out of memory",
+        "the pinned host KV pools exceed the node's memory: reduce the host cache size "
+        "(kvbench plan shows the projected footprint)",
+        re.compile(r"Out of memory: Killed process|oom-kill|oom_kill|Cannot allocate memory"
+                   r"|Not enough host memory|std::bad_alloc|MemoryError", re.I),
+    ),
+    Signature(
+        "nccl_error", "NCCL error",
+        "check GPU visibility, NVLink/IB health and NCCL_* variables; rerun with "
+        "NCCL_DEBUG=INFO",
+        re.compile(r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError"
+                   r"|ncclInvalidUsage|NCCL communicator was aborted|RCCL error", re.I),
+    ),
+    Signature(
+        "watchdog_timeout", "watchdog timeout",
+        "a collective or scheduler step hung: raise --watchdog-timeout only if the step is "
+        "legitimately slow (long prefills, MTP under load), otherwise look for a hang",
+        re.compile(r"watchdog (?:caught|timeout|timed out)|Watchdog caught collective"
+                   r"|collective operation timeout|watchdog_timeout|timed out after \d+ ?s"
+                   r".*(?:scheduler|collective)", re.I),
+    ),
+)
+
+_ERRORISH = re.compile(r"(Error|Exception|error:|FATAL|Traceback)")
+
+
+def recognise(lines: list[str], returncode: int | None = None,
+              oom_kills: int = 0) -> Match | None:
+    """The first known signature in `lines`; else one inferred from the exit status
+    (SIGKILL from outside with the cgroup's oom_kill counter up means the host OOM killer)."""
+    for sig in SIGNATURES:
+        for line in lines:
+            if sig.pattern.search(line):
+                return Match(sig.name, sig.title, sig.hint, line.strip())
+    if oom_kills > 0 or returncode == -signal.SIGKILL:
+        host = next(s for s in SIGNATURES if s.name == "host_oom")
+        why = f"killed by SIGKILL (cgroup oom_kill events: {oom_kills})"
+        return Match(host.name, host.title, host.hint + "; check `dmesg` for the OOM killer",
+                     why)
+    for line in reversed(lines):
+        if _ERRORISH.search(line):
+            return Match("error", "error", "see the log tail", line.strip())
+    return None
+
+
+def cgroup_oom_kills() -> int:
+    """This cgroup's oom_kill counter (cgroup v2), 0 when unreadable."""
+    try:
+        with open("/sys/fs/cgroup/memory.events") as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    except OSError:
+        pass
+    return 0
