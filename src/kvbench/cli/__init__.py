@@ -15,6 +15,7 @@ from kvbench.cli import (  # noqa: F401  isort: skip
     changelog,
     plan,
     recipe,
+    replay,
     sweep,
 )
 

@@ -1,0 +1,113 @@
+"""`kvbench replay`: replay agent sessions (a trace or the synthetic workload) against any
+OpenAI-compatible server and write records.jsonl and summary.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvbench.cli.app import app
+from kvbench.errors import ReplayError
+
+
+def _first_model(url: str) -> str:
+    import urllib.request
+
+    base = url.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(f"{base}/v1/models", timeout=10) as r:
+            data = json.load(r)
+        return data["data"][0]["id"]
+    except Exception as e:  # any failure means: ask the user for --model
+        raise ReplayError(
+            f"cannot read the served model from {base}/v1/models: {e}",
+            hint="pass --model NAME",
+        ) from e
+
+
+@app.command("replay")
+def replay_cmd(
+    url: Annotated[str, typer.Option(help="server base URL, e.g. http://127.0.0.1:8000")],
+    trace: Annotated[str, typer.Option(help="trace file or directory, or 'synthetic'")],
+    output: Annotated[Path, typer.Option(help="directory for records.jsonl and summary.json")],
+    concurrency: Annotated[int, typer.Option(help="live session lanes")] = 1,
+    duration: Annotated[float | None, typer.Option(help="seconds to keep sending")] = None,
+    max_requests: Annotated[int | None, typer.Option(help="profiled requests to send")] = None,
+    warmup_requests: Annotated[int, typer.Option(help="first requests excluded")] = 0,
+    model: Annotated[str | None, typer.Option(help="model name (default: /v1/models)")] = None,
+    endpoint: Annotated[str, typer.Option(help="chat | completions")] = "chat",
+    tokenizer: Annotated[str | None, typer.Option(help="tokenizer for exact prompts")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    sessions: Annotated[int, typer.Option(help="synthetic sessions")] = 64,
+    start: Annotated[str, typer.Option(help="beginning | sampled")] = "beginning",
+    think_time_cap: Annotated[float, typer.Option(help="longest think time, s")] = 60.0,
+    think_time_scale: Annotated[float, typer.Option()] = 1.0,
+    max_tokens_cap: Annotated[int | None, typer.Option()] = None,
+    block_tokens: Annotated[int | None, typer.Option(help="tokens per hash block")] = None,
+    correlation_header: Annotated[str, typer.Option(help="'' to disable")] = "X-Session-ID",
+    num_gpus: Annotated[int, typer.Option(help="for per-GPU throughput")] = 1,
+    ignore_eos: Annotated[bool, typer.Option(help="pin output lengths")] = True,
+    fmt: Annotated[str, typer.Option("--format", help="human | json")] = "human",
+) -> None:
+    """Replay agentic sessions closed-loop; concurrency is the number of live sessions."""
+    from pydantic import ValidationError
+
+    from kvbench.replay import ReplayConfig, run_replay
+    from kvbench.workload import SyntheticSpec
+
+    if fmt not in ("human", "json"):
+        raise ReplayError(f"--format {fmt!r} is not one of: human, json")
+    synthetic = trace == "synthetic"
+    try:
+        cfg = ReplayConfig(
+            url=url, model=model or _first_model(url), endpoint=endpoint,
+            trace=None if synthetic else [Path(trace)],
+            synthetic=SyntheticSpec(num_sessions=sessions, seed=seed) if synthetic else None,
+            concurrency=concurrency, duration_s=duration, max_requests=max_requests,
+            warmup_requests=warmup_requests, seed=seed,
+            correlation_header=correlation_header or None, output_dir=output,
+            tokenizer=tokenizer, num_gpus=num_gpus, max_tokens_cap=max_tokens_cap,
+            think_time_cap_s=think_time_cap, think_time_scale=think_time_scale, start=start,
+            block_tokens=block_tokens, ignore_eos=ignore_eos,
+        )
+    except ValidationError as e:
+        lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err['input']!r})"
+                 for err in e.errors()]
+        raise ReplayError("invalid replay options: " + "; ".join(lines)) from e
+    summary = run_replay(cfg, progress=fmt == "human")
+    if fmt == "json":
+        print(json.dumps(summary, indent=2))
+        return
+    _print_human(summary, output)
+
+
+def _print_human(s: dict, output: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    req = s["requests"]
+    table = Table(title=f"replay: {req['profiled']} profiled requests, {req['errors']} errors")
+    for col in ("metric", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="right" if col != "metric" else "left")
+    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "interactivity_tok_s"):
+        d = s[key]
+        table.add_row(key, *("-" if d[k] is None else f"{d[k]:.2f}"
+                             for k in ("mean", "p50", "p90", "p99")))
+    console.print(table)
+    tp = s["throughput"]
+    if tp["output_tok_s"] is not None:
+        console.print(f"throughput: in {tp['input_tok_s']:.0f} tok/s, out "
+                      f"{tp['output_tok_s']:.0f} tok/s, {tp['requests_s']:.2f} req/s over "
+                      f"{s['window_s']:.1f} s")
+    if s["cache"]["hit_rate"] is not None:
+        console.print(f"cache hit rate (server usage): {s['cache']['hit_rate']:.1%}")
+    client = s["client"]
+    if client["saturated"]:
+        console.print("[bold red]client saturated:[/] " + "; ".join(client["reasons"]))
+    if req["errors_by_kind"]:
+        console.print(f"errors: {req['errors_by_kind']}")
+    console.print(f"records: {output / 'records.jsonl'}  summary: {output / 'summary.json'}")

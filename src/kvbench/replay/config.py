@@ -1,0 +1,61 @@
+"""What one replay run does (pydantic: the boundary the CLI, the sweep and tests fill in)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kvbench.workload.synthetic import SyntheticSpec
+
+
+class ReplayConfig(BaseModel):
+    # forbid: a misspelt option must fail, not silently run a different experiment
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    model: str
+    endpoint: Literal["chat", "completions"] = "chat"
+    trace: list[Path] | None = None  # None: synthetic
+    synthetic: SyntheticSpec | None = None
+    concurrency: int = Field(1, ge=1, description="live session lanes")
+    duration_s: float | None = Field(None, gt=0)
+    max_requests: int | None = Field(None, ge=1, description="profiled requests to send")
+    warmup_requests: int = Field(0, ge=0)
+    seed: int = 0
+    correlation_header: str | None = "X-Session-ID"
+    output_dir: Path
+    tokenizer: str | None = None
+    num_gpus: int = Field(1, ge=1)
+    max_tokens_cap: int | None = Field(None, ge=1)
+    # additions beyond the cross-area contract
+    think_time_cap_s: float = Field(60.0, ge=0, description="longest idle gap between turns")
+    think_time_scale: float = Field(1.0, ge=0)
+    start: Literal["beginning", "sampled"] = "beginning"
+    block_tokens: int | None = Field(
+        None, ge=1, description="tokens per hash block instead of the trace's (scales prompts)")
+    max_input_tokens: int | None = Field(None, ge=1, description="turns above are skipped")
+    token_ids: bool | None = Field(
+        None, description="completions prompts as token ids (default: when a tokenizer is set)")
+    ignore_eos: bool = True
+    include_usage: bool = True
+    continuous_usage: bool = False
+    request_timeout_s: float = Field(600.0, gt=0)
+    grace_s: float = Field(30.0, ge=0, description="wait for in-flight requests after duration")
+    keep_text: bool = False
+    run_marker: str | None = None  # per-run cache-bust marker; random when None
+    api_key: str | None = None
+    extra_body: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReplayConfig:
+        if self.trace is not None and self.synthetic is not None:
+            raise ValueError("set either trace or synthetic, not both")
+        if self.trace is not None and not self.trace:
+            raise ValueError("trace is an empty list of paths")
+        return self
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"

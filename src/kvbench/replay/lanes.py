@@ -1,0 +1,203 @@
+"""Closed-loop session lanes: concurrency is the number of live sessions. Each lane replays a
+session turn by turn (the next turn is sent when the previous ended plus its think time,
+capped), then takes the next session; sessions are recycled while a bound (duration or request
+count) remains, each pass in a fresh hash namespace so a recycled session cannot hit the cache
+its previous pass filled."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+
+from kvbench.replay.config import ReplayConfig
+from kvbench.replay.http import Connection, Endpoint, open_connection
+from kvbench.replay.request import RequestFactory, build_record
+from kvbench.workload.prompt import PromptBuilder
+from kvbench.workload.session import Session, Turn
+
+RECONNECT_BACKOFF_S = 0.5
+WARM_SLICE_BLOCKS = 32
+
+
+@dataclass(slots=True)
+class Counters:
+    sent: int = 0
+    profiled_sent: int = 0
+    done: int = 0
+    errors: int = 0
+    out_tokens: int = 0
+    in_tokens: int = 0
+    inflight: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class SessionPool:
+    """Hands sessions to lanes in order, cycling when recycling is on."""
+
+    def __init__(self, sessions: list[Session], recycle: bool, start: str, seed: int) -> None:
+        self.sessions = sessions
+        self.recycle = recycle
+        self.sampled = start == "sampled"
+        self.rng = random.Random(seed)
+        self.next_index = 0
+        self.started_lanes: set[int] = set()
+
+    def take(self, lane: int) -> tuple[Session, int, int] | None:
+        """(session, pass number, first profiled turn) or None when every session is used."""
+        i = self.next_index
+        if i >= len(self.sessions) and not self.recycle:
+            return None
+        self.next_index += 1
+        session = self.sessions[i % len(self.sessions)]
+        start = 0
+        if self.sampled and lane not in self.started_lanes:
+            # a lane's first session starts at a random position, as if the run had been going
+            start = self.rng.randrange(session.num_turns)
+        self.started_lanes.add(lane)
+        return session, i // len(self.sessions), start
+
+
+class Lanes:
+    def __init__(self, cfg: ReplayConfig, ep: Endpoint, pool: SessionPool, prompts: PromptBuilder,
+                 write: Callable[[dict], None], counters: Counters) -> None:
+        self.cfg = cfg
+        self.ep = ep
+        self.pool = pool
+        self.prompts = prompts
+        self.write = write
+        self.c = counters
+        self.factory = RequestFactory(cfg, ep)
+        self.deadline_ns: int | None = None
+        self.stopping = False
+        self._seq = 0
+
+    def _may_send(self, warm: bool) -> bool:
+        if self.stopping:
+            return False
+        if self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns:
+            self.stopping = True
+            return False
+        cap = self.cfg.max_requests
+        if not warm and cap is not None and self.c.profiled_sent >= cap:
+            self.stopping = True
+            return False
+        return True
+
+    def _scaled(self, turn: Turn) -> Turn:
+        bt = self.cfg.block_tokens
+        if bt is None or bt == turn.block_tokens:
+            return turn
+        n_in = max(1, round(turn.input_tokens * bt / turn.block_tokens))
+        return Turn(n_in, turn.output_tokens, turn.hash_ids, bt, turn.think_time_s,
+                    turn.api_time_s, turn.t_s, turn.agent)
+
+    async def run_lane(self, lane: int) -> None:
+        conn: Connection | None = None
+        try:
+            while (got := self.pool.take(lane)) is not None:
+                session, pass_no, start = got
+                conn = await self._replay_session(lane, session, pass_no, start, conn)
+                if self.stopping:
+                    break
+        finally:
+            if conn is not None:
+                conn.close()
+
+    async def _replay_session(self, lane: int, session: Session, pass_no: int, start: int,
+                              conn: Connection | None) -> Connection | None:
+        cfg = self.cfg
+        namespace = session.namespace if pass_no == 0 else f"{session.namespace}#{pass_no}"
+        key = f"{session.session_id}#{pass_no}" if pass_no else session.session_id
+        prev_end: int | None = None
+        for k, raw_turn in enumerate(session.turns):
+            turn = self._scaled(raw_turn)
+            if cfg.max_input_tokens is not None and turn.input_tokens > cfg.max_input_tokens:
+                continue
+            warm_turn = k < start
+            target = perf_counter_ns()
+            if prev_end is not None and not warm_turn:
+                think = min(turn.think_time_s * cfg.think_time_scale, cfg.think_time_cap_s)
+                target = prev_end + int(think * 1e9)
+                wait = (target - perf_counter_ns()) / 1e9
+                if self.deadline_ns is not None:
+                    wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            is_warmup = warm_turn or self.c.sent < cfg.warmup_requests
+            if not self._may_send(is_warmup):
+                return conn
+            conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
+            prev_end = perf_counter_ns()
+        return conn
+
+    async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str, target: int,
+                   is_warmup: bool, conn: Connection | None) -> Connection | None:
+        cfg = self.cfg
+        self._seq += 1
+        self.c.sent += 1
+        if not is_warmup:
+            self.c.profiled_sent += 1
+        max_tokens = turn.output_tokens
+        if cfg.max_tokens_cap is not None:
+            max_tokens = min(max_tokens, cfg.max_tokens_cap)
+        missing = self.prompts.missing(turn, namespace)
+        for i in range(0, len(missing), WARM_SLICE_BLOCKS):
+            # render first-seen blocks in slices, yielding between them: a new 100K-token
+            # context must not stall the loop that timestamps every other lane's bytes
+            self.prompts.warm(namespace, missing[i:i + WARM_SLICE_BLOCKS], turn.block_tokens)
+            await asyncio.sleep(0)
+        prompt = self.prompts.build(turn, namespace, (key, k))
+        base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
+                "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,
+                "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens}
+        body = self.factory.body(prompt, max_tokens)
+        self.c.inflight += 1
+        t_send, resp, err = perf_counter_ns(), None, None
+        try:
+            for _attempt in range(2):
+                if conn is None or conn.closed:
+                    conn = await open_connection(self.ep)
+                t_send, resp = await asyncio.wait_for(
+                    conn.request(self.factory.encode(body, key)), cfg.request_timeout_s)
+                rejected = self.factory.rejected_fields(resp, body)
+                if not rejected:
+                    break
+                self.factory.dropped.update(rejected)
+                self.c.notes.append(f"server rejected {', '.join(rejected)}: sent without it")
+                body = self.factory.body(prompt, max_tokens)
+            rec = build_record(resp, chat=self.factory.chat, keep_text=cfg.keep_text)
+        except ConnectionError as e:
+            rec, err = build_record(None, chat=True, keep_text=False, error=str(e),
+                                    error_kind="connect"), e
+        except TimeoutError:
+            rec = build_record(None, chat=True, keep_text=False, error_kind="timeout",
+                               error=f"no complete response in {cfg.request_timeout_s} s")
+        except asyncio.CancelledError:
+            rec = build_record(None, chat=True, keep_text=False, error_kind="cancelled",
+                               error="run ended with the request in flight")
+            rec["status"] = "cancelled"
+            self._finish(base, t_send, rec)
+            if conn is not None:
+                conn.close()
+            raise
+        finally:
+            self.c.inflight -= 1
+        if rec["status"] != "ok" and conn is not None:
+            conn.close()
+            conn = None
+        self._finish(base, t_send, rec)
+        if err is not None:
+            await asyncio.sleep(RECONNECT_BACKOFF_S)
+        return conn
+
+    def _finish(self, base: dict, t_send: int, rec: dict) -> None:
+        out = {**base, "t_send_ns": t_send, **rec}
+        self.c.done += 1
+        if out["status"] != "ok":
+            self.c.errors += 1
+        self.c.out_tokens += out.get("completion_tokens") or 0
+        self.c.in_tokens += out.get("prompt_tokens") or out["sent_prompt_tokens"]
+        self.write(out)

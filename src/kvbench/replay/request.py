@@ -1,0 +1,98 @@
+"""One request from a session lane: the HTTP bytes out, the record in."""
+
+from __future__ import annotations
+
+import orjson
+
+from kvbench.replay.config import ReplayConfig
+from kvbench.replay.http import Endpoint, Response
+from kvbench.replay.stream import parse_stream, split_tokens
+from kvbench.workload.prompt import Prompt
+
+# fields some servers reject (HTTP 400/422); dropped once for the whole run if they do
+OPTIONAL_FIELDS = ("ignore_eos", "stream_options")
+
+
+class RequestFactory:
+    def __init__(self, cfg: ReplayConfig, ep: Endpoint) -> None:
+        self.cfg = cfg
+        self.ep = ep
+        self.chat = cfg.endpoint == "chat"
+        self.dropped: set[str] = set()
+        head = [f"POST {ep.base_path}{cfg.path} HTTP/1.1", f"Host: {ep.host_header}",
+                "User-Agent: kvbench-replay", "Accept: text/event-stream",
+                "Content-Type: application/json"]
+        if cfg.api_key:
+            head.append(f"Authorization: Bearer {cfg.api_key}")
+        self._head = "\r\n".join(head)
+
+    def body(self, prompt: Prompt, max_tokens: int) -> dict:
+        cfg = self.cfg
+        body: dict = {"model": cfg.model, "max_tokens": max_tokens, "stream": True}
+        if self.chat:
+            body["messages"] = [{"role": "user", "content": prompt.text}]
+        else:
+            body["prompt"] = prompt.token_ids if prompt.token_ids is not None else prompt.text
+        if cfg.include_usage and "stream_options" not in self.dropped:
+            opts = {"include_usage": True}
+            if cfg.continuous_usage:
+                opts["continuous_usage_stats"] = True
+            body["stream_options"] = opts
+        if cfg.ignore_eos and "ignore_eos" not in self.dropped:
+            body["ignore_eos"] = True
+        body.update(cfg.extra_body)
+        return body
+
+    def encode(self, body: dict, session_key: str) -> bytes:
+        payload = orjson.dumps(body)
+        head = self._head
+        if self.cfg.correlation_header:
+            head += f"\r\n{self.cfg.correlation_header}: {session_key}"
+        return f"{head}\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload
+
+    def rejected_fields(self, resp: Response, body: dict) -> list[str]:
+        """Optional fields a 400/422 answer names (the request is then resent without them)."""
+        if resp.status not in (400, 422):
+            return []
+        text = resp.body()[:2000].decode("utf-8", "replace")
+        named = [f for f in OPTIONAL_FIELDS if f in body and f in text]
+        if not named and "nexpected field" in text:  # names nothing we recognise: drop all
+            named = [f for f in OPTIONAL_FIELDS if f in body]
+        return named
+
+
+def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: str | None = None,
+                 error_kind: str | None = None) -> dict:
+    """The measured part of a record (the lane adds ids, times and the prompt facts)."""
+    rec: dict = {"t_first_ns": None, "t_last_ns": None, "chunk_ns": [], "chunk_tokens": [],
+                 "chunk_tokens_source": "none", "prompt_tokens": None, "completion_tokens": None,
+                 "cached_tokens": None, "http_status": None, "finish_reason": None,
+                 "status": "error", "error": error, "error_kind": error_kind}
+    if resp is None:
+        return rec
+    rec["http_status"] = resp.status or None
+    if resp.status != 200:
+        text = resp.body()[:500].decode("utf-8", "replace")
+        rec["error"] = resp.error or f"HTTP {resp.status}: {text}"
+        rec["error_kind"] = f"http_{resp.status}" if resp.status else "transport"
+        return rec
+    res = parse_stream(resp, chat=chat, keep_text=keep_text)
+    toks, source = split_tokens(res)
+    rec.update({
+        "t_first_ns": res.chunk_ns[0] if res.chunk_ns else None,
+        "t_last_ns": res.chunk_ns[-1] if res.chunk_ns else None,
+        "chunk_ns": res.chunk_ns, "chunk_tokens": toks, "chunk_tokens_source": source,
+        "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+        "cached_tokens": res.cached_tokens, "finish_reason": res.finish_reason,
+    })
+    if keep_text:
+        rec["text"] = "".join(res.text)
+    if resp.error:
+        rec["error"], rec["error_kind"] = resp.error, "incomplete"
+    elif res.error:
+        rec["error"], rec["error_kind"] = res.error, res.error_kind
+    elif not res.chunk_ns:
+        rec["error"], rec["error_kind"] = "stream carried no content", "empty"
+    else:
+        rec["status"] = "ok"
+    return rec

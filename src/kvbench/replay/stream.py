@@ -1,0 +1,126 @@
+"""Turn a completed streamed response into the measured facts of one request: when each content
+chunk arrived, how many tokens it carried, and the server's usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+from kvbench.replay.http import Response
+from kvbench.replay.sse import SseParser
+
+
+@dataclass(slots=True)
+class StreamResult:
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_chars: list[int] = field(default_factory=list)
+    chunk_usage: list[int | None] = field(default_factory=list)  # cumulative completion tokens
+    text: list[str] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    num_events: int = 0
+
+
+def _delta_text(choice: dict, chat: bool) -> str:
+    if not chat:
+        return choice.get("text") or ""
+    delta = choice.get("delta") or {}
+    out = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
+    if not out and delta.get("tool_calls"):
+        out = orjson.dumps(delta["tool_calls"]).decode()
+    return out
+
+
+def parse_stream(resp: Response, *, chat: bool, keep_text: bool = False) -> StreamResult:
+    """Events are stamped with the arrival time of the read that completed them."""
+    res = StreamResult()
+    parser = SseParser()
+    last_t = 0
+    for t, piece in resp.pieces:
+        last_t = t
+        for data in parser.feed(piece):
+            _event(res, t, data, chat, keep_text)
+    for data in parser.flush():
+        _event(res, last_t, data, chat, keep_text)
+    return res
+
+
+def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) -> None:
+    res.num_events += 1
+    if data == b"[DONE]":
+        return
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        res.error, res.error_kind = f"unparsable SSE data {data[:80]!r}", "bad_event"
+        return
+    if not isinstance(obj, dict):
+        return
+    if obj.get("error"):
+        err = obj["error"]
+        res.error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:300]
+        res.error_kind = "server_error"
+        return
+    usage = obj.get("usage")
+    text = ""
+    for choice in obj.get("choices") or ():
+        text += _delta_text(choice, chat)
+        if choice.get("finish_reason"):
+            res.finish_reason = choice["finish_reason"]
+    if text:
+        res.chunk_ns.append(t)
+        res.chunk_chars.append(len(text))
+        res.chunk_usage.append(usage.get("completion_tokens") if usage else None)
+        if keep_text:
+            res.text.append(text)
+    if usage:
+        res.prompt_tokens = usage.get("prompt_tokens", res.prompt_tokens)
+        res.completion_tokens = usage.get("completion_tokens", res.completion_tokens)
+        details = usage.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if cached is None:
+            cached = usage.get("cached_tokens")
+        if cached is not None:
+            res.cached_tokens = cached
+
+
+def split_tokens(res: StreamResult) -> tuple[list[int], str]:
+    """Tokens per content chunk and how they were known.
+
+    Per-chunk cumulative usage (vLLM `continuous_usage_stats`) is exact. Otherwise, when the
+    server's total exceeds the chunk count (speculative decoding, batched flushes), the extra
+    tokens are spread in proportion to each chunk's characters (largest remainder), keeping
+    the total equal to the server's."""
+    n = len(res.chunk_ns)
+    if not n:
+        return [], "none"
+    cum = res.chunk_usage
+    if all(c is not None for c in cum):
+        out, prev = [], 0
+        for c in cum:
+            out.append(max(0, c - prev))  # type: ignore[operator]
+            prev = c  # type: ignore[assignment]
+        return out, "usage"
+    total = res.completion_tokens
+    if total is None or total <= n:
+        return [1] * n, "one_per_chunk"
+    chars = res.chunk_chars
+    whole = sum(chars) or n
+    shares = [total * c / whole for c in chars]
+    out = [max(1, int(s)) for s in shares]
+    rest = total - sum(out)
+    if rest > 0:
+        order = sorted(range(n), key=lambda i: shares[i] - int(shares[i]), reverse=True)
+        for k in range(rest):
+            out[order[k % n]] += 1
+    elif rest < 0:
+        for i in sorted(range(n), key=lambda i: out[i], reverse=True):
+            while rest < 0 and out[i] > 1:
+                out[i] -= 1
+                rest += 1
+    return out, "estimated"

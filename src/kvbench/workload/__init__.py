@@ -1,0 +1,21 @@
+"""Workloads: trace loaders (kv-cache-tester/weka sessions, Mooncake rows), a synthetic agentic
+generator, and prompt synthesis from hash ids. Output: `Session`s of `Turn`s."""
+
+from __future__ import annotations
+
+from kvbench.workload.loader import load_trace, trace_files
+from kvbench.workload.prompt import Prompt, PromptBuilder, Vocabulary
+from kvbench.workload.session import Session, Turn
+from kvbench.workload.synthetic import SyntheticSpec, generate_sessions
+
+__all__ = [
+    "Prompt",
+    "PromptBuilder",
+    "Session",
+    "SyntheticSpec",
+    "Turn",
+    "Vocabulary",
+    "generate_sessions",
+    "load_trace",
+    "trace_files",
+]

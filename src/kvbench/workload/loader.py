@@ -1,0 +1,96 @@
+"""Load traces: a file or a directory, plain or gzipped, JSON (one session) or JSONL (one
+session or one Mooncake row a line). The format is recognised per record."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import orjson
+
+from kvbench.errors import WorkloadError
+from kvbench.workload import mooncake, weka
+from kvbench.workload.session import Session, Turn
+
+SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
+
+
+def trace_files(paths: Sequence[Path | str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
+            if not found:
+                raise WorkloadError(
+                    f"{path}: no trace files in the directory",
+                    hint=f"trace files end with one of {', '.join(SUFFIXES)}",
+                )
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise WorkloadError(f"{path}: no such trace file or directory")
+    return files
+
+
+def _read_text(path: Path) -> bytes:
+    try:
+        raw = path.read_bytes()
+        return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise WorkloadError(f"{path}: cannot read trace: {e}") from e
+
+
+def _records(path: Path) -> Iterator[tuple[object, str]]:
+    data = _read_text(path)
+    stripped = data.lstrip()
+    if stripped.startswith(b"{") and b"\n{" not in stripped.rstrip():
+        try:
+            yield orjson.loads(data), f"{path}:1"
+            return
+        except orjson.JSONDecodeError:
+            pass  # a JSONL file with one long line still fails below with its line number
+    if stripped.startswith(b"[") :
+        try:
+            items = orjson.loads(data)
+        except orjson.JSONDecodeError as e:
+            raise WorkloadError(f"{path}: invalid JSON: {e}") from e
+        for i, item in enumerate(items):
+            yield item, f"{path}:[{i}]"
+        return
+    for lineno, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield orjson.loads(line), f"{path}:{lineno}"
+        except orjson.JSONDecodeError as e:
+            raise WorkloadError(f"{path}:{lineno}: invalid JSON: {e}") from e
+
+
+def load_trace(paths: Sequence[Path | str] | Path | str) -> list[Session]:
+    """Every session of every trace file, in file order (Mooncake rows chained per file)."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    sessions: list[Session] = []
+    for path in trace_files(paths):
+        rows: list[tuple[float, Turn, str]] = []
+        for obj, where in _records(path):
+            if isinstance(obj, dict) and "requests" in obj:
+                sessions.append(weka.parse_session(obj, where))
+            elif isinstance(obj, dict) and ("input_length" in obj or "timestamp" in obj):
+                t_s, turn = mooncake.parse_row(obj, where)
+                rows.append((t_s, turn, where))
+            else:
+                keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
+                raise WorkloadError(
+                    f"{where}: unrecognised trace record (keys {keys})",
+                    hint="expected a kv-cache-tester session {id, requests, ...} or a Mooncake "
+                    "row {timestamp, input_length, output_length, hash_ids}",
+                )
+        if rows:
+            sessions.extend(mooncake.chain_sessions(rows, path.name))
+    if not sessions:
+        raise WorkloadError(f"no sessions in {', '.join(str(p) for p in paths)}")
+    return sessions

@@ -1,0 +1,67 @@
+"""The client against the reference fast SSE server: exact chunk and token accounting."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO, TRACES
+
+from kvbench.files import read_jsonl
+from kvbench.replay import ReplayConfig, run_replay
+from kvbench.workload import SyntheticSpec
+
+
+def test_synthetic_run_counts_every_chunk(sse_server, tmp_path):
+    cfg = ReplayConfig(url=sse_server, model="fake-model", concurrency=4, max_requests=24,
+                       warmup_requests=4, output_dir=tmp_path,
+                       synthetic=SyntheticSpec(num_sessions=6, scale=0.02), think_time_scale=0,
+                       max_tokens_cap=12)
+    summary = run_replay(cfg)
+    recs = read_jsonl(tmp_path / "records.jsonl")
+    assert len(recs) == 28 and summary["requests"]["profiled"] == 24
+    assert summary["requests"]["warmup"] == 4
+    for r in recs:
+        assert r["status"] == "ok", r
+        # one token per chunk: the server sends max_tokens chunks and reports them in usage
+        assert r["completion_tokens"] == r["max_tokens"] == len(r["chunk_ns"])
+        # the server counts whitespace words, the unit of tokenizer-less prompts
+        assert r["prompt_tokens"] == r["sent_prompt_tokens"]
+        assert r["t_send_ns"] < r["t_first_ns"] <= r["t_last_ns"]
+        assert r["chunk_ns"] == sorted(r["chunk_ns"])
+    assert json.loads((tmp_path / "summary.json").read_text())["requests"]["total"] == 28
+
+
+def test_mooncake_trace_and_duration_bound(sse_server, tmp_path):
+    cfg = ReplayConfig(url=sse_server, model="fake-model", concurrency=3, duration_s=1.5,
+                       output_dir=tmp_path, block_tokens=4, max_tokens_cap=4,
+                       trace=[TRACES / "mooncake" / "synthetic_trace.jsonl.gz"],
+                       think_time_cap_s=0.05, grace_s=5)
+    summary = run_replay(cfg)
+    assert summary["requests"]["profiled"] > 3
+    assert summary["requests"]["errors"] == 0
+    assert summary["run"]["elapsed_s"] < 1.5 + 5
+
+
+def test_cli_replay_json(sse_server, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "kvbench", "replay", "--url", sse_server, "--trace",
+         str(TRACES / "claude-code" / "trace_0165.json.gz"), "--concurrency", "2",
+         "--max-requests", "6", "--output", str(tmp_path), "--block-tokens", "2",
+         "--max-tokens-cap", "5", "--think-time-cap", "0", "--format", "json"],
+        capture_output=True, text=True, env={"PYTHONPATH": str(REPO / "src")}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["requests"]["profiled"] == 6
+    assert summary["run"]["model"] == "fake-model"  # read from /v1/models
+
+
+def test_cli_bad_trace_path_is_a_clear_error(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "kvbench", "replay", "--url", "http://127.0.0.1:9",
+         "--model", "m", "--trace", str(tmp_path / "missing"), "--output", str(tmp_path)],
+        capture_output=True, text=True, env={"PYTHONPATH": str(REPO / "src")}, timeout=60)
+    assert out.returncode == 2
+    err = " ".join(out.stderr.split())
+    assert "no such trace file" in err and "Traceback" not in err

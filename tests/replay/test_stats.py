@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+
+from kvbench.replay import summarize
+from kvbench.replay.stream import StreamResult, split_tokens
+
+
+def _rec(**kw) -> dict:
+    base = {"request_id": "0-1", "session_id": "s", "turn": 0, "lane": 0, "is_warmup": False,
+            "t_target_ns": 100, "t_send_ns": 100, "t_first_ns": 10_000_100,
+            "t_last_ns": 40_000_100, "chunk_ns": [10_000_100, 20_000_100, 40_000_100],
+            "chunk_tokens": [1, 1, 2], "prompt_tokens": 1000, "completion_tokens": 4,
+            "cached_tokens": 250, "sent_prompt_tokens": 990, "max_tokens": 4, "status": "ok",
+            "error": None, "error_kind": None}
+    base.update(kw)
+    return base
+
+
+def test_hand_computed_latencies():
+    s = summarize([_rec()])
+    assert s["ttft_ms"]["mean"] == pytest.approx(10.0)
+    assert s["e2e_ms"]["mean"] == pytest.approx(40.0)
+    # (40 - 10) ms over 4 - 1 tokens after the first chunk
+    assert s["tpot_ms"]["mean"] == pytest.approx(10.0)
+    assert s["interactivity_tok_s"]["mean"] == pytest.approx(100.0)
+    # gaps 10 ms (1 token) and 20 ms carrying 2 tokens -> 10, 10, 10
+    assert s["itl_ms"]["n"] == 3
+    assert s["itl_ms"]["p99"] == pytest.approx(10.0)
+    assert s["cache"]["hit_rate"] == pytest.approx(0.25)
+
+
+def test_warmup_and_errors_are_excluded_and_counted():
+    recs = [_rec(), _rec(is_warmup=True),
+            _rec(status="error", error_kind="http_500", t_first_ns=None, t_last_ns=None)]
+    s = summarize(recs, num_gpus=2)
+    assert s["requests"] == {"total": 3, "profiled": 1, "warmup": 1, "errors": 1,
+                             "errors_by_kind": {"http_500": 1}}
+    tp = s["throughput"]
+    assert tp["output_tok_s"] == pytest.approx(4 / 0.04)
+    assert tp["output_tok_s_per_gpu"] == pytest.approx(2 / 0.04)
+    assert tp["input_tok_s"] == pytest.approx(1000 / 0.04)
+
+
+def test_saturation_flags_from_lateness_and_loop_lag():
+    late = _rec(t_target_ns=100, t_send_ns=50_000_100, t_first_ns=60_000_100,
+                t_last_ns=90_000_100, chunk_ns=[60_000_100, 90_000_100], chunk_tokens=[1, 3])
+    s = summarize([late], client={"loop_lag_ns": [20_000_000] * 10, "cpu_s": 1, "wall_s": 10})
+    assert s["client"]["saturated"] is True
+    assert len(s["client"]["reasons"]) == 2
+    ok = summarize([_rec()], client={"loop_lag_ns": [100_000], "cpu_s": 1, "wall_s": 10})
+    assert ok["client"]["saturated"] is False
+
+
+def test_empty_run_has_null_statistics():
+    s = summarize([])
+    assert s["ttft_ms"]["p50"] is None
+    assert s["throughput"]["output_tok_s"] is None
+
+
+def test_split_tokens_exact_from_cumulative_usage():
+    r = StreamResult(chunk_ns=[1, 2, 3], chunk_chars=[3, 3, 3], chunk_usage=[1, 3, 6],
+                     completion_tokens=6)
+    assert split_tokens(r) == ([1, 2, 3], "usage")
+
+
+def test_split_tokens_estimates_multi_token_chunks_keeping_the_total():
+    r = StreamResult(chunk_ns=[1, 2, 3], chunk_chars=[2, 2, 8], chunk_usage=[None] * 3,
+                     completion_tokens=6)
+    toks, source = split_tokens(r)
+    assert source == "estimated" and sum(toks) == 6 and toks[2] > toks[0]
+    r.completion_tokens = 3
+    assert split_tokens(r) == ([1, 1, 1], "one_per_chunk")
