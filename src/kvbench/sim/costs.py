@@ -1,0 +1,190 @@
+"""The cost model: how long a forward pass and a KV transfer take, from a few plain numbers.
+
+Prefill is compute-bound (FLOPs at the effective FLOP/s), decode is memory-bound (bytes read at
+the effective HBM bandwidth); a step takes the larger of the two (a roofline) plus a fixed
+overhead. Host<->device copies run at the effective link bandwidth (kvoffload.md section 8)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kvbench.errors import SimError
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """Per-rank numbers; every rank of a TP group does the same work at the same time."""
+
+    weight_bytes_per_rank: float
+    kv_bytes_per_token_per_rank: float
+    flops_per_token_per_rank: float
+    attention_flops_per_token_per_context_token_per_rank: float
+    flops_per_s: float  # effective (peak x achievable fraction)
+    hbm_bytes_per_s: float  # effective
+    h2d_bytes_per_s: float  # effective host -> device
+    d2h_bytes_per_s: float  # effective device -> host
+    # Scheduler, kernel launch and all-reduce cost of one forward pass.
+    step_overhead_s: float = 1e-3
+    # Fixed cost of one load-back (scheduling, TP consensus); kvoffload.md 8.3 says 0.1-few ms.
+    load_fixed_s: float = 1e-4
+    # Speculative decoding: tokens accepted per step (1 = off) and tokens verified per step.
+    accept_length: float = 1.0
+    verify_tokens: int = 1
+    # Draft-model cost as a fraction of a target decode step.
+    draft_overhead_fraction: float = 0.0
+    label: str = "custom"
+
+    def __post_init__(self) -> None:
+        for name in ("flops_per_s", "hbm_bytes_per_s", "h2d_bytes_per_s", "d2h_bytes_per_s"):
+            if not getattr(self, name) > 0:
+                raise SimError(f"cost model {name} must be > 0, got {getattr(self, name)!r}")
+        if not 1.0 <= self.accept_length <= max(1, self.verify_tokens):
+            raise SimError(
+                f"accept_length must be in [1, verify_tokens={self.verify_tokens}], "
+                f"got {self.accept_length}"
+            )
+
+    # -- prefill ---------------------------------------------------------------------------
+    def prefill_flops(self, new_tokens: int, context_tokens: int) -> float:
+        """FLOPs to prefill `new_tokens` after `context_tokens` already in the cache (causal)."""
+        n = new_tokens
+        attended = n * context_tokens + n * (n + 1) / 2
+        return n * self.flops_per_token_per_rank + (
+            attended * self.attention_flops_per_token_per_context_token_per_rank
+        )
+
+    # -- decode ----------------------------------------------------------------------------
+    def decode_lines(self, batch: int) -> tuple[float, float, float, float]:
+        """A decode step's time as two lines in the batch's total context C:
+        memory = a_mem + b_mem * C and compute = a_cmp + b_cmp * C (seconds)."""
+        per_step = self.verify_tokens
+        a_mem = self.weight_bytes_per_rank / self.hbm_bytes_per_s
+        b_mem = self.kv_bytes_per_token_per_rank / self.hbm_bytes_per_s
+        a_cmp = per_step * batch * self.flops_per_token_per_rank / self.flops_per_s
+        b_cmp = per_step * self.attention_flops_per_token_per_context_token_per_rank / (
+            self.flops_per_s
+        )
+        return a_mem, b_mem, a_cmp, b_cmp
+
+    def decode_step_s(self, batch: int, context_tokens: float) -> float:
+        a_mem, b_mem, a_cmp, b_cmp = self.decode_lines(batch)
+        body = max(a_mem + b_mem * context_tokens, a_cmp + b_cmp * context_tokens)
+        return self.step_overhead_s + body * (1 + self.draft_overhead_fraction)
+
+    def decode_steps_s(self, batch: int, context0: float, growth: float, steps: int) -> float:
+        """Sum of `steps` decode steps whose total context starts at `context0` and grows by
+        `growth` per step: closed form, so decode advances between events, not step by step."""
+        if steps <= 0:
+            return 0.0
+        a_mem, b_mem, a_cmp, b_cmp = self.decode_lines(batch)
+        # Each roofline arm is linear in the step index i: t(i) = a + b * i.
+        m0, m1 = a_mem + b_mem * context0, b_mem * growth
+        c0, c1 = a_cmp + b_cmp * context0, b_cmp * growth
+        total = _sum_max_of_lines(m0, m1, c0, c1, steps)
+        return steps * self.step_overhead_s + total * (1 + self.draft_overhead_fraction)
+
+    def decode_steps_needed(self, output_tokens: int) -> int:
+        """Decode steps after the first token (which prefill produces)."""
+        return max(0, math.ceil((output_tokens - 1) / self.accept_length - 1e-9))
+
+    # -- transfers -------------------------------------------------------------------------
+    def load_s(self, tokens: int) -> float:
+        if tokens <= 0:
+            return 0.0
+        return self.load_fixed_s + tokens * self.kv_bytes_per_token_per_rank / self.h2d_bytes_per_s
+
+    def backup_s(self, tokens: int) -> float:
+        if tokens <= 0:
+            return 0.0
+        return tokens * self.kv_bytes_per_token_per_rank / self.d2h_bytes_per_s
+
+    # -- a whole step ----------------------------------------------------------------------
+    def step_s(
+        self,
+        prefill_chunks: list[tuple[int, int]],
+        decode_batch: int,
+        decode_context: float,
+        load_tokens: int = 0,
+        sync_backup_tokens: int = 0,
+    ) -> float:
+        """One forward pass over prefill chunks (new, context) and a decode batch. Load-back
+        overlaps the compute layer by layer; write-back backups on eviction do not."""
+        flops = sum(self.prefill_flops(n, c) for n, c in prefill_chunks)
+        read_tokens = sum(c + n for n, c in prefill_chunks) + decode_context
+        if decode_batch:
+            _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
+            compute = flops / self.flops_per_s + a_cmp + b_cmp * decode_context
+        else:
+            compute = flops / self.flops_per_s
+        memory = (
+            self.weight_bytes_per_rank + read_tokens * self.kv_bytes_per_token_per_rank
+        ) / self.hbm_bytes_per_s
+        body = max(compute, memory, self.load_s(load_tokens))
+        if decode_batch:
+            body *= 1 + self.draft_overhead_fraction
+        return self.step_overhead_s + body + self.backup_s(sync_backup_tokens)
+
+    # -- constructors ----------------------------------------------------------------------
+    def with_speculation(self, accept_length: float, verify_tokens: int,
+                         draft_overhead_fraction: float = 0.1) -> CostModel:
+        return replace(self, accept_length=accept_length, verify_tokens=verify_tokens,
+                       draft_overhead_fraction=draft_overhead_fraction)
+
+    @classmethod
+    def from_profiles(cls, model: Any, hardware: Any, tp: int = 1, *,
+                      precision: str = "bf16", kv_dtype: str = "bf16") -> CostModel:
+        """From a `kvbench.models.ModelProfile` and a `kvbench.hardware.HardwareProfile`
+        (CONTRACTS.md section 2): weights and dense FLOPs split over TP ranks; KV bytes per
+        rank as the model reports them (MLA latents are replicated, GQA heads split)."""
+        if tp < 1:
+            raise SimError(f"tp must be >= 1, got {tp}")
+        return cls(
+            weight_bytes_per_rank=model.weight_bytes(precision) / tp,
+            kv_bytes_per_token_per_rank=float(model.kv_bytes_per_token(tp, kv_dtype=kv_dtype)),
+            flops_per_token_per_rank=model.dense_flops_per_token() / tp,
+            attention_flops_per_token_per_context_token_per_rank=(
+                model.attention_flops_per_token_per_context_token() / tp
+            ),
+            flops_per_s=hardware.flops(precision),
+            hbm_bytes_per_s=hardware.hbm_bandwidth,
+            h2d_bytes_per_s=hardware.h2d_bandwidth,
+            d2h_bytes_per_s=hardware.d2h_bandwidth,
+            label=f"{model.name} tp{tp} on {hardware.name}",
+        )
+
+    @classmethod
+    def reference(cls, hardware: Any) -> CostModel:
+        """A Llama-3.1-8B-shaped dense model at TP1 (32 layers, 8 KV heads x 128, bf16), for
+        runs that name no model: 16 GB weights, 128 KiB KV per token, 2 x 8e9 FLOPs per token,
+        4 x 32 heads x 128 x 32 layers attention FLOPs per context token."""
+        return cls(
+            weight_bytes_per_rank=16.06e9,
+            kv_bytes_per_token_per_rank=131072.0,
+            flops_per_token_per_rank=2 * 8.03e9,
+            attention_flops_per_token_per_context_token_per_rank=4 * 32 * 128 * 32,
+            flops_per_s=hardware.flops("bf16"),
+            hbm_bytes_per_s=hardware.hbm_bandwidth,
+            h2d_bytes_per_s=hardware.h2d_bandwidth,
+            d2h_bytes_per_s=hardware.d2h_bandwidth,
+            label=f"reference-8b tp1 on {hardware.name}",
+        )
+
+
+def _sum_lines(a: float, b: float, lo: int, hi: int) -> float:
+    """sum_{i=lo}^{hi-1} (a + b*i)."""
+    n = hi - lo
+    if n <= 0:
+        return 0.0
+    return n * a + b * (lo + hi - 1) * n / 2
+
+
+def _sum_max_of_lines(m0: float, m1: float, c0: float, c1: float, steps: int) -> float:
+    """sum_{i=0}^{steps-1} max(m0 + m1*i, c0 + c1*i): two lines cross at most once."""
+    if m1 == c1:
+        return _sum_lines(m0, m1, 0, steps) if m0 >= c0 else _sum_lines(c0, c1, 0, steps)
+    cross = (c0 - m0) / (m1 - c1)  # memory >= compute for i >= cross when m1 > c1
+    k = min(steps, max(0, math.ceil(cross)))
+    first, second = ((c0, c1), (m0, m1)) if m1 > c1 else ((m0, m1), (c0, c1))
+    return _sum_lines(*first, 0, k) + _sum_lines(*second, k, steps)

@@ -1,0 +1,268 @@
+"""The continuous-batching engine in virtual time: FCFS admission, chunked prefill, a running
+request cap and a token budget per step, over the tiered cache and the cost model.
+
+Time only moves in steps. A step is composed when it starts (admissions happen then) and its
+effects (first tokens, decode progress, completions) land when it ends. Decode-only stretches
+advance in one jump to the next event (an arrival, a completion, the caller's horizon) using
+the closed-form sum of step times, so the cost per request is O(pages + log n), not O(steps).
+Decode progress is kept as one global step counter: a request that joined decode at step j
+has emitted floor((s - j) * accept_length) tokens after step s."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kvbench.errors import SimError
+from kvbench.sim.cache import TieredCache
+from kvbench.sim.costs import CostModel
+from kvbench.sim.request import SimRequest
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    max_running_requests: int = 256
+    chunked_prefill_tokens: int = 8192  # prefill token budget per step
+    fast_forward: bool = True  # False: one decode step per event (streaming servers)
+
+
+@dataclass(slots=True)
+class _Step:
+    end_s: float
+    chunks: list[tuple[SimRequest, int]]
+    decode_steps: int
+
+
+class Engine:
+    def __init__(self, cache: TieredCache, costs: CostModel,
+                 config: EngineConfig | None = None,
+                 on_finish: Callable[[SimRequest], None] | None = None) -> None:
+        self.cache = cache
+        self.costs = costs
+        self.config = config or EngineConfig()
+        if self.config.max_running_requests < 1 or self.config.chunked_prefill_tokens < 1:
+            raise SimError("max_running_requests and chunked_prefill_tokens must be >= 1")
+        self.on_finish = on_finish
+        self.now_s = 0.0
+        self._arrivals: list[tuple[float, int, SimRequest]] = []
+        self._seq = 0
+        self.waiting: deque[SimRequest] = deque()
+        self.prefilling: deque[SimRequest] = deque()
+        self.num_running = 0
+        self._step: _Step | None = None
+        # decode state: global step counter, batch size, context = base + growth * step
+        self.decode_step = 0
+        self.decode_batch = 0
+        self._decode_base = 0.0
+        self._decoders: dict[SimRequest, None] = {}
+        self._finishing: list[tuple[int, int, SimRequest]] = []
+        self.completed = 0
+        self.rejected = 0
+
+    # -- input -----------------------------------------------------------------------------
+    def submit(self, req: SimRequest, at_s: float | None = None) -> None:
+        """Queue a request arriving at `at_s` (default now; never earlier than now)."""
+        req.arrival_s = max(self.now_s, req.arrival_s if at_s is None else at_s)
+        self._seq += 1
+        heapq.heappush(self._arrivals, (req.arrival_s, self._seq, req))
+
+    @property
+    def num_queued(self) -> int:
+        return len(self.waiting) + len(self._arrivals)
+
+    def is_idle(self) -> bool:
+        return self._step is None and not self._arrivals and not self.waiting and (
+            self.num_running == 0
+        )
+
+    def next_event_s(self) -> float | None:
+        """When something next happens without new input (a step ends or a request arrives)."""
+        if self._step is not None:
+            return self._step.end_s
+        if self.waiting or self.num_running:
+            return self.now_s
+        return self._arrivals[0][0] if self._arrivals else None
+
+    # -- the loop --------------------------------------------------------------------------
+    def run_until(self, horizon_s: float = math.inf) -> None:
+        """Run every step that ends by `horizon_s`; leaves a step in flight past it."""
+        while True:
+            if self._step is None:
+                self._take_arrivals()
+                if not self.waiting and not self.num_running:
+                    if not self._arrivals or self._arrivals[0][0] > horizon_s:
+                        if horizon_s != math.inf:
+                            self.now_s = max(self.now_s, horizon_s)
+                        return
+                    self.now_s = self._arrivals[0][0]
+                    continue
+                self._step = self._compose(horizon_s)
+                if self._step is None:
+                    continue
+            if self._step.end_s > horizon_s:
+                return
+            step, self._step = self._step, None
+            self.now_s = step.end_s
+            self._apply(step)
+
+    def _take_arrivals(self) -> None:
+        arrivals, now = self._arrivals, self.now_s
+        while arrivals and arrivals[0][0] <= now:
+            self.waiting.append(heapq.heappop(arrivals)[2])
+
+    # -- composing a step ------------------------------------------------------------------
+    def _compose(self, horizon_s: float) -> _Step | None:
+        cfg, cache, costs = self.config, self.cache, self.costs
+        budget = cfg.chunked_prefill_tokens
+        chunks: list[tuple[SimRequest, int]] = []
+        for req in self.prefilling:
+            if budget <= 0:
+                break
+            n = min(req.prefill_left, budget)
+            chunks.append((req, n))
+            budget -= n
+        load_tokens = sync_tokens = 0
+        while self.waiting and budget > 0 and self.num_running < cfg.max_running_requests:
+            req = self.waiting[0]
+            if req.blocked_epoch == cache.epoch:  # refused before and nothing freed since
+                break
+            adm = cache.admit(req.keys, req.page_tokens,
+                              req.input_tokens - req.paged_tokens + req.output_tokens)
+            if adm is None:
+                if self.num_running == 0:  # nothing will ever free room for it
+                    self.waiting.popleft()
+                    self._reject(req, "request needs more KV tokens than the GPU tier holds")
+                    continue
+                req.blocked_epoch = cache.epoch
+                break
+            self.waiting.popleft()
+            self._start(req, adm)
+            load_tokens += adm.host_hit_tokens
+            sync_tokens += adm.sync_backup_tokens
+            n = min(req.prefill_left, budget)
+            chunks.append((req, n))
+            budget -= n
+        if not chunks and not self.decode_batch:
+            return None
+        context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
+        if chunks:
+            dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
+                               context, load_tokens, sync_tokens)
+            return _Step(self.now_s + dur, chunks, 1 if self.decode_batch else 0)
+        return self._decode_stretch(context, horizon_s)
+
+    def _decode_stretch(self, context: float, horizon_s: float) -> _Step:
+        costs, batch = self.costs, self.decode_batch
+        k_max = self._finishing[0][0] - self.decode_step
+        if not self.config.fast_forward:
+            k_max = 1
+        growth = batch * costs.accept_length
+        # Stop at the first step that ends at or after the next arrival (it is admitted then)
+        # or after the horizon (the caller comes back then).
+        limit = min(self._arrivals[0][0] if self._arrivals else math.inf, horizon_s)
+        k = k_max
+        if limit < math.inf and k_max > 1:
+            gap = limit - self.now_s
+            if costs.decode_steps_s(batch, context, growth, k_max) > gap:
+                lo, hi = 1, k_max  # smallest k whose end is >= limit
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if costs.decode_steps_s(batch, context, growth, mid) >= gap:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                k = lo
+        dur = costs.decode_steps_s(batch, context, growth, k)
+        return _Step(self.now_s + dur, [], k)
+
+    def _start(self, req: SimRequest, adm) -> None:
+        req.admission = adm
+        req.admit_s = self.now_s
+        hit = adm.device_hit_tokens + adm.host_hit_tokens
+        if hit > req.input_tokens:  # a matched partial last page: cap at the input
+            over = hit - req.input_tokens
+            host_cut = min(over, adm.host_hit_tokens)
+            adm_host, adm_dev = adm.host_hit_tokens - host_cut, adm.device_hit_tokens - (
+                over - host_cut)
+        else:
+            adm_host, adm_dev = adm.host_hit_tokens, adm.device_hit_tokens
+        req.device_hit_tokens, req.host_hit_tokens = adm_dev, adm_host
+        cached = adm_dev + adm_host
+        # At least one token is computed: the logits of the last prompt token.
+        req.prefill_left = max(1, req.input_tokens - cached)
+        req.context_tokens = req.input_tokens - req.prefill_left
+        self.prefilling.append(req)
+        self.num_running += 1
+
+    # -- applying a step -------------------------------------------------------------------
+    def _apply(self, step: _Step) -> None:
+        now = self.now_s
+        if step.decode_steps:
+            self.decode_step += step.decode_steps
+            if not self.config.fast_forward:  # streaming: tokens leave step by step
+                self._emit_decoded(now)
+            fin = self._finishing
+            while fin and fin[0][0] <= self.decode_step:
+                self._finish(heapq.heappop(fin)[2], now)
+        for req, n in step.chunks:
+            req.prefill_left -= n
+            req.context_tokens += n
+            if req.prefill_left == 0:
+                self.prefilling.popleft()
+                req.first_s = now
+                req.emitted = 1
+                if req.sink:
+                    req.sink(req, "first", 1, now)
+                steps = self.costs.decode_steps_needed(req.output_tokens)
+                if steps == 0:
+                    self._finish(req, now)
+                else:
+                    self._join_decode(req, steps)
+
+    def _join_decode(self, req: SimRequest, steps: int) -> None:
+        req.decode_join_step = self.decode_step
+        req.decode_steps = steps
+        self.decode_batch += 1
+        self._decode_base += req.context_tokens - self.costs.accept_length * self.decode_step
+        self._decoders[req] = None
+        self._seq += 1
+        heapq.heappush(self._finishing, (self.decode_step + steps, self._seq, req))
+
+    def _emit_decoded(self, now: float) -> None:
+        acc = self.costs.accept_length
+        for req in self._decoders:
+            done = min(req.output_tokens, 1 + int((self.decode_step - req.decode_join_step) * acc))
+            if done > req.emitted:
+                new, req.emitted = done - req.emitted, done
+                if req.sink:
+                    req.sink(req, "tokens", new, now)
+
+    def _finish(self, req: SimRequest, now: float) -> None:
+        if req in self._decoders:
+            del self._decoders[req]
+            self.decode_batch -= 1
+            self._decode_base -= req.context_tokens - self.costs.accept_length * (
+                req.decode_join_step)
+        if req.emitted < req.output_tokens and req.sink:
+            req.sink(req, "tokens", req.output_tokens - req.emitted, now)
+        req.emitted = req.output_tokens
+        req.finish_s = now
+        self.cache.release(req.admission)
+        self.num_running -= 1
+        self.completed += 1
+        if req.sink:
+            req.sink(req, "finish", 0, now)
+        if self.on_finish:
+            self.on_finish(req)
+
+    def _reject(self, req: SimRequest, why: str) -> None:
+        req.error = why
+        req.finish_s = self.now_s
+        self.rejected += 1
+        if req.sink:
+            req.sink(req, "error", 0, self.now_s)
+        if self.on_finish:
+            self.on_finish(req)

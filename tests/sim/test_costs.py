@@ -1,0 +1,73 @@
+"""The cost model with round numbers (see conftest.plain_costs)."""
+
+from __future__ import annotations
+
+import pytest
+from sim.conftest import plain_costs
+
+from kvbench.errors import SimError
+from kvbench.hardware import load_hardware
+from kvbench.sim.costs import CostModel
+
+
+def test_prefill_flops_dense_plus_causal_attention(costs):
+    # 2 new tokens after 3 cached: attended pairs 2*3 + (1 + 2) = 9
+    assert costs.prefill_flops(2, 3) == 2 * 1e10 + 9 * 1e5
+
+
+def test_decode_step_is_bytes_over_bandwidth(costs):
+    # 1e9 weight bytes + 1000 tokens x 1e5 bytes at 1e12 B/s = 1.1 ms; compute is 1e-5 s
+    assert costs.decode_step_s(1, 1000) == pytest.approx(1.1e-3)
+
+
+@pytest.mark.parametrize("batch,context0,growth,steps", [
+    (1, 1000, 1, 10), (64, 5e5, 64, 300), (4000, 0, 4000, 50), (2, 1e7, 2, 1), (8, 0, 8, 0)])
+def test_decode_stretch_closed_form_equals_step_by_step(batch, context0, growth, steps):
+    # Heavy FLOPs make the roofline cross from compute-bound to memory-bound mid-stretch.
+    costs = plain_costs(flops_per_token_per_rank=3e11, step_overhead_s=1e-4)
+    by_step = sum(costs.decode_step_s(batch, context0 + growth * i) for i in range(steps))
+    assert costs.decode_steps_s(batch, context0, growth, steps) == pytest.approx(by_step)
+
+
+def test_load_back_overlaps_compute_and_write_back_does_not(costs):
+    base = costs.step_s([(1000, 0)], 0, 0)
+    assert base == pytest.approx(1000 * 1e10 / 1e15 + 500500 * 1e5 / 1e15)
+    # 10 tokens x 1e5 B at 1e10 B/s = 0.1 ms: hidden under the 10 ms prefill
+    assert costs.step_s([(1000, 0)], 0, 0, load_tokens=10) == base
+    # 10,000 tokens = 100 ms of load-back: the step waits for it
+    assert costs.step_s([(1000, 0)], 0, 0, load_tokens=10_000) == pytest.approx(0.1)
+    assert costs.step_s([(1000, 0)], 0, 0, sync_backup_tokens=10) == pytest.approx(base + 1e-4)
+
+
+def test_speculation_needs_fewer_steps(costs):
+    assert costs.decode_steps_needed(101) == 100
+    spec = costs.with_speculation(accept_length=2.5, verify_tokens=4)
+    assert spec.decode_steps_needed(101) == 40
+    with pytest.raises(SimError, match="accept_length"):
+        costs.with_speculation(accept_length=5, verify_tokens=4)
+
+
+def test_from_profiles_splits_weights_and_flops_over_tp():
+    class Llama8B:  # the planner's ModelProfile interface (CONTRACTS.md section 2)
+        name = "llama-8b"
+
+        def weight_bytes(self, precision: str) -> int:
+            return 16_000_000_000
+
+        def kv_bytes_per_token(self, tp: int, dp_attention: bool = False,
+                               kv_dtype: str = "bf16") -> int:
+            return 131072 // tp
+
+        def dense_flops_per_token(self) -> float:
+            return 1.6e10
+
+        def attention_flops_per_token_per_context_token(self) -> float:
+            return 524288.0
+
+    h200 = load_hardware("h200")
+    costs = CostModel.from_profiles(Llama8B(), h200, tp=2)
+    assert costs.weight_bytes_per_rank == 8e9
+    assert costs.kv_bytes_per_token_per_rank == 65536
+    assert costs.flops_per_token_per_rank == 8e9
+    assert costs.flops_per_s == h200.flops("bf16")
+    assert costs.h2d_bytes_per_s == h200.h2d_bandwidth
