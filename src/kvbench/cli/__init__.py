@@ -16,6 +16,7 @@ from kvbench.cli import (  # noqa: F401  isort: skip
     plan,
     recipe,
     replay,
+    results,
     sweep,
 )
 

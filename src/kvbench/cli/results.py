@@ -1,0 +1,114 @@
+"""`kvbench compare` and `kvbench report`: arms side by side, and the offline dashboard."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvbench.cli.app import app
+
+
+@app.command()
+def compare(
+    result_dirs: Annotated[list[Path], typer.Argument(help="Result dirs or result.json files.")],
+    by: Annotated[str, typer.Option(
+        help="Compare the values of this field (kv_offloading, conc, framework, tp, "
+             "backend, ...); results pair when every other identity field agrees.")
+    ] = "kv_offloading",
+    a: Annotated[str | None, typer.Option(
+        "--a", help="Baseline selection KEY=VALUE[,KEY=VALUE] (with --b; overrides --by).")
+    ] = None,
+    b: Annotated[str | None, typer.Option("--b", help="Other selection, as --a.")] = None,
+    format: Annotated[str, typer.Option(help="table | json")] = "table",
+) -> None:
+    """Print arms side by side with deltas, and whether each delta exceeds run-to-run noise."""
+    from kvbench.errors import ResultError
+    from kvbench.results import compare as do_compare
+    from kvbench.results import load_results, parse_selection
+
+    if format not in ("table", "json"):
+        raise ResultError(f"--format {format!r} is not one of table, json")
+    out = do_compare(load_results(result_dirs), by=by,
+                     a=parse_selection(a) if a is not None else None,
+                     b=parse_selection(b) if b is not None else None)
+    if format == "json":
+        import orjson
+
+        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    _print_tables(out)
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "–"
+    if v == 0:
+        return "0"
+    return f"{v:.3g}" if abs(v) < 10 else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.1f}"
+
+
+def _short(arm: str, by_mode: bool) -> str:
+    return arm.partition("=")[2] if by_mode else arm
+
+
+def _print_tables(out: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not out["cells"]:
+        console.print(f"no pairs to compare across {', '.join(out['arms']) or 'no arms'} "
+                      f"({out['unpaired_cells']} configuration(s) with a single arm)")
+        return
+    by_mode = len(out["compared"]) <= 2 and all("," not in a for a in out["arms"])
+    keys = list(out["cells"][0]["key"])
+    common = {k: out["cells"][0]["key"][k] for k in keys
+              if len({c["key"][k] for c in out["cells"]}) == 1}
+    console.print("[bold]comparing[/] " + " vs ".join(out["arms"]))
+    console.print("[dim]common: " + " ".join(f"{k}={v}" for k, v in common.items()) + "[/]")
+    colors = {"better": "green", "worse": "red", "within noise": "yellow"}
+    for cell in out["cells"]:
+        varying = " ".join(f"{k}={v}" for k, v in cell["key"].items() if k not in common)
+        table = Table(title=varying or None, title_justify="left", title_style="bold")
+        table.add_column("metric")
+        for arm in cell["arms"]:
+            table.add_column(f"{_short(arm, by_mode)} (n={len(cell['runs'][arm])})",
+                             justify="right")
+        for arm in cell["arms"][1:]:
+            table.add_column(f"Δ {_short(arm, by_mode)}", justify="right")
+            table.add_column("vs noise")
+        for row in cell["metrics"]:
+            vals = []
+            for arm in cell["arms"]:
+                s = row["arms"][arm]
+                std = f" ±{_fmt(s['std'])}" if s["std"] is not None else ""
+                vals.append(f"{_fmt(s['mean'])}{std}")
+            for arm in cell["arms"][1:]:
+                d = row["deltas"][arm]
+                if d["pct"] is not None:
+                    vals.append(f"{d['pct']:+.1f} %")
+                else:
+                    vals.append("–" if d["abs"] is None else f"{d['abs']:+.3g}")
+                style = colors.get(d["verdict"])
+                vals.append(f"[{style}]{d['verdict']}[/]" if style else d["verdict"])
+            table.add_row(row["metric"], *vals)
+        console.print(table)
+    if out["unpaired_cells"]:
+        console.print(f"[dim]{out['unpaired_cells']} configuration(s) had only one arm and "
+                      "are not shown[/]")
+
+
+@app.command()
+def report(
+    result_dirs: Annotated[list[Path], typer.Argument(help="Result dirs or result.json files.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="HTML file to write.")] = Path(
+        "dashboard.html"),
+) -> None:
+    """Write one self-contained offline HTML dashboard of the results."""
+    from kvbench.report import write_dashboard
+
+    path = write_dashboard(result_dirs, out)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")

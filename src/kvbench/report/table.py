@@ -1,0 +1,82 @@
+"""The runs table: one escaped row per result, with its plan and warnings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvbench.report.figures import esc
+from kvbench.results import Result
+
+
+def _fmt(v: Any, spec: str = ".1f", scale: float = 1.0) -> str:
+    if v is None:
+        return "–"
+    try:
+        return format(float(v) * scale, spec)
+    except (TypeError, ValueError):
+        return esc(v)
+
+
+def _get(d: Any, *keys: str) -> Any:
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+COLUMNS = ["status", "run", "arm", "conc", "TTFT p50 ms", "E2E p50 ms", "tok/s/user p50",
+           "out tok/s/GPU", "hit % (dev/host/ext)", "host pool GB (plan)", "J/token",
+           "errors", "warnings"]
+
+
+def _plan_cell(plan: dict | None) -> str:
+    if not plan:
+        return "–"
+    gb = plan.get("projected-host-gb", plan.get("projected_host_gb"))
+    budget = plan.get("total-cpu-dram-gb", plan.get("budget_gb"))
+    ok = plan.get("within-budget", plan.get("within_budget"))
+    args = plan.get("engine-args", plan.get("engine_args")) or []
+    summary = f"{_fmt(gb, '.0f')} / {_fmt(budget, '.0f')}"
+    mark = "" if ok in (None, True) else " <span class='bad'>over budget</span>"
+    detail = esc(" ".join(map(str, args))) or "no offload flags"
+    return f"<span title='{detail}'>{summary}</span>{mark}"
+
+
+def _warnings_cell(r: Result) -> str:
+    items = list(r.warnings)
+    if r.failure:
+        items.insert(0, f"FAILED at {r.failure.get('stage', '?')}: "
+                        f"{r.failure.get('reason', '')}")
+    if not items:
+        return "<span class='muted'>none</span>"
+    lis = "".join(f"<li>{esc(w)}</li>" for w in items)
+    return f"<details><summary>{len(items)}</summary><ul>{lis}</ul></details>"
+
+
+def run_rows(results: list[Result]) -> str:
+    rows = []
+    for r in sorted(results, key=lambda r: (r.arm, r.conc, r.repeat)):
+        rm = r.request_metrics or {}
+        tiers = [_get(r.server_metrics, "cache", k) for k in
+                 ("gpu_cache_hit_rate", "cpu_cache_hit_rate", "external_cache_hit_rate")]
+        hits = "/".join(_fmt(t, ".0f", 100) for t in tiers)
+        flagged = bool(r.validation.get("flags"))
+        status = r.status + (" ⚑" if flagged and r.status == "ok" else "")
+        errors = r.request_accounting.get("records_error_dropped", 0)
+        cells = [
+            f"<span class='st st-{esc(r.status)}'>{esc(status)}</span>",
+            esc(r.exp_name) + (f" <span class='muted'>r{r.repeat}</span>" if r.repeat else ""),
+            esc(r.arm), str(r.conc),
+            _fmt(_get(rm, "latency", "ttft_ms", "p50"), ".0f"),
+            _fmt(_get(rm, "latency", "e2e_ms", "p50"), ".0f"),
+            _fmt(_get(rm, "latency", "interactivity_tok_s", "p50")),
+            _fmt(_get(rm, "throughput", "output_tok_s_per_gpu")),
+            hits, _plan_cell(r.plan), _fmt(_get(r.energy, "j_per_output_token"), ".2f"),
+            str(errors), _warnings_cell(r),
+        ]
+        tds = "".join(f"<td>{c}</td>" for c in cells)
+        rows.append(f"<tr data-status='{esc(r.status)}'>{tds}</tr>")
+    return "\n".join(rows)
+
+
+def header_row() -> str:
+    return "".join(f"<th data-col='{i}'>{esc(c)}</th>" for i, c in enumerate(COLUMNS))

@@ -1,0 +1,116 @@
+"""Assemble one job's result from the files of its stages (CONTRACTS.md 7)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kvbench import __version__
+from kvbench.errors import ResultError
+from kvbench.results.accounting import request_accounting, request_metrics
+from kvbench.results.schema import STATUSES, Result
+from kvbench.results.validate import DEFAULT_FAILED_REQUEST_THRESHOLD, validate
+
+
+def _num_gpus(row: dict[str, Any]) -> int:
+    if "prefill" in row or "decode" in row:
+        total = 0
+        for side in ("prefill", "decode"):
+            w = row.get(side) or {}
+            total += int(w.get("num-worker", 1)) * int(w.get("tp", 1)) * int(
+                w.get("pp", 1)) * int(w.get("pcp-size", 1))
+        return max(1, total)
+    return int(row.get("tp", 1)) * int(row.get("pp", 1)) * int(row.get("pcp-size", 1))
+
+
+def _conc(row: dict[str, Any]) -> int:
+    conc = row.get("conc", 0)
+    return int(conc[0] if isinstance(conc, list) and conc else conc or 0)
+
+
+def _energy(telemetry: dict[str, Any], server: dict[str, Any],
+            summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    joules = telemetry.get("energy_j") if telemetry.get("present") else None
+    if joules is None:
+        return None
+    tokens = server.get("tokens") or {}
+    out_tok, in_tok, source = tokens.get("generation_total"), tokens.get("prompt_total"), "server"
+    if not out_tok and summary:
+        tp = summary.get("throughput") or {}
+        window = summary.get("window_s") or 0
+        out_tok = (tp.get("output_tok_s") or 0) * window
+        in_tok = (tp.get("input_tok_s") or 0) * window
+        source = "client"
+    return {
+        "energy_j": joules,
+        "window_s": telemetry.get("window_s"),
+        "tokens_source": source,
+        "j_per_output_token": joules / out_tok if out_tok else None,
+        "j_per_token": joules / (out_tok + (in_tok or 0)) if out_tok else None,
+    }
+
+
+def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: dict | None,
+                 server: dict | None, telemetry: dict | None, status: str,
+                 failure: dict | None = None, warnings: Sequence[str] = (),
+                 fingerprint: str, repeat: int = 0,
+                 failed_request_threshold: float = DEFAULT_FAILED_REQUEST_THRESHOLD) -> Result:
+    """Build and validate a Result. A job that ran but fails validation comes back with
+    status "failed" and failure.stage "validation"."""
+    if status not in STATUSES:
+        raise ResultError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+    if not 0 <= failed_request_threshold <= 1:
+        raise ResultError(f"failed_request_threshold must be in [0, 1], got "
+                          f"{failed_request_threshold}")
+    row = dict(job_row)
+    server = dict(server) if server else {"present": False, "warnings": []}
+    telemetry = dict(telemetry) if telemetry else {"present": False, "reason": "not sampled"}
+    client = (summary or {}).get("client")
+    accounting = request_accounting(summary)
+    all_warnings = list(warnings) + list(server.get("warnings") or [])
+    if not server.get("present") and status == "ok":
+        all_warnings.append("server metrics absent: per-tier cache numbers are unknown")
+    if status == "ok":
+        check = validate(row=row, plan=plan, accounting=accounting, server=server,
+                         client=client, threshold=failed_request_threshold)
+        if not check["passed"]:
+            status = "failed"
+            failure = {"stage": "validation", "reason": "; ".join(check["failures"])}
+    else:
+        check = {"passed": False, "failed_request_ratio": None,
+                 "failed_request_threshold": failed_request_threshold,
+                 "failures": [f"job status {status}"], "flags": []}
+    all_warnings += [f"[{f['code']}] {f['message']}" for f in check["flags"]]
+    backend = row.get("kv-offload-backend")
+    multinode = "prefill" in row or "decode" in row
+    return Result(
+        kvbench_version=__version__,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        status=status, failure=failure, fingerprint=fingerprint, config_key=config_key,
+        exp_name=str(row.get("exp-name", config_key)), repeat=repeat, job_row=row,
+        hw=str((plan or {}).get("hardware") or str(row.get("runner", "")).removeprefix(
+            "cluster:")),
+        runner=str(row.get("runner", "")), conc=_conc(row), image=row.get("image"),
+        model=str(row.get("model", "")), infmax_model_prefix=row.get("model-prefix"),
+        framework=str(row.get("framework", "")), precision=row.get("precision"),
+        spec_decoding=str(row.get("spec-decoding") or "none"),
+        disagg=bool(row.get("disagg", False)),
+        scenario_type=str(row.get("scenario-type", "agentic-coding")),
+        is_multinode=multinode, tp=int(row.get("tp", 1) or 1), ep=int(row.get("ep", 1) or 1),
+        dp_attention=bool(row.get("dp-attn", False)), pp=int(row.get("pp", 1) or 1),
+        dcp_size=int(row.get("dcp-size", 1) or 1), pcp_size=int(row.get("pcp-size", 1) or 1),
+        num_gpus=_num_gpus(row), kv_offloading=str(row.get("kv-offloading", "none")),
+        kv_offload_backend=backend if isinstance(backend, dict) else None,
+        allocated_cpu_dram_gb=float(row.get("total-cpu-dram-gb", 0) or 0),
+        router=row.get("router") if isinstance(row.get("router"), dict) else None,
+        duration_s=row.get("duration"),
+        plan=plan,
+        num_requests_total=accounting["records_total"],
+        num_requests_successful=accounting["records_successful"],
+        request_accounting=accounting,
+        request_metrics=request_metrics(summary),
+        server_metrics=server, telemetry=telemetry,
+        energy=_energy(telemetry, server, summary), client=client,
+        validation=check, warnings=all_warnings,
+    )

@@ -1,0 +1,83 @@
+"""The result.json schema: one versioned file per job. Field names follow the reference
+(InferenceX agentic) result where they mean the same thing; units are in the names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from kvbench import SCHEMA_VERSION
+
+STATUSES = ("ok", "failed", "skipped")
+
+
+class Result(BaseModel):
+    # extra="forbid": a result written by a different schema must fail loudly on load.
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    kvbench_version: str
+    created_at: str
+    status: str
+    failure: dict[str, Any] | None = None
+    fingerprint: str
+    config_key: str
+    exp_name: str
+    repeat: int = 0
+    job_row: dict[str, Any]
+
+    # job identity and topology (reference names)
+    hw: str
+    runner: str
+    conc: int
+    image: str | None = None
+    model: str
+    infmax_model_prefix: str | None = None
+    framework: str
+    precision: str | None = None
+    spec_decoding: str = "none"
+    disagg: bool = False
+    scenario_type: str = "agentic-coding"
+    is_multinode: bool = False
+    tp: int = 1
+    ep: int = 1
+    dp_attention: bool = False
+    pp: int = 1
+    dcp_size: int = 1
+    pcp_size: int = 1
+    num_gpus: int = 1
+    kv_offloading: str = "none"
+    kv_offload_backend: dict[str, Any] | None = None
+    allocated_cpu_dram_gb: float = 0
+    router: dict[str, Any] | None = None
+    duration_s: float | None = None
+
+    plan: dict[str, Any] | None = None
+    num_requests_total: int = 0
+    num_requests_successful: int = 0
+    request_accounting: dict[str, Any]
+    request_metrics: dict[str, Any] | None = None
+    server_metrics: dict[str, Any]
+    telemetry: dict[str, Any]
+    energy: dict[str, Any] | None = None
+    client: dict[str, Any] | None = None
+    validation: dict[str, Any]
+    warnings: list[str] = []
+
+    @field_validator("status")
+    @classmethod
+    def _status(cls, v: str) -> str:
+        if v not in STATUSES:
+            raise ValueError(f"status {v!r} is not one of {', '.join(STATUSES)}")
+        return v
+
+    @property
+    def arm(self) -> str:
+        """The configuration without concurrency: what a Pareto front or a line is drawn for."""
+        backend = (self.kv_offload_backend or {}).get("name")
+        offload = "resident" if self.kv_offloading == "none" else f"offload-{backend or 'dram'}"
+        topo = f"tp{self.tp}" + (f"ep{self.ep}" if self.ep > 1 else "") + (
+            "-dpa" if self.dp_attention else "")
+        spec = "" if self.spec_decoding in ("none", None) else f" spec-{self.spec_decoding}"
+        return f"{self.framework} {self.infmax_model_prefix or self.model} {topo} {offload}{spec}"

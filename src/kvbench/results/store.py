@@ -1,0 +1,61 @@
+"""result.json on disk: atomic writes, recursive loading with clear errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kvbench import SCHEMA_VERSION
+from kvbench.errors import ResultError
+from kvbench.files import read_json, write_json_atomic
+from kvbench.results.schema import Result
+
+RESULT_FILE = "result.json"
+_REPEAT_RE = re.compile(r"__r(\d+)$")
+
+
+def write_result(job_dir: Path, result: Result) -> Path:
+    """Write `job_dir/result.json` atomically (it is the job's completion marker)."""
+    return write_json_atomic(Path(job_dir) / RESULT_FILE, result.model_dump(mode="json"))
+
+
+def read_result(path: Path) -> Result:
+    try:
+        raw = read_json(path)
+    except Exception as e:
+        raise ResultError(f"{path}: not readable JSON: {e}") from e
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if version != SCHEMA_VERSION:
+        raise ResultError(f"{path}: schema_version {version!r}, this kvbench reads "
+                          f"{SCHEMA_VERSION}", hint="re-aggregate with the matching kvbench")
+    try:
+        result = Result.model_validate(raw)
+    except ValidationError as e:
+        raise ResultError(f"{path}: invalid result: {e}") from e
+    m = _REPEAT_RE.search(Path(path).parent.name)
+    if m and not result.repeat:
+        result.repeat = int(m.group(1))
+    return result
+
+
+def find_results(paths: Sequence[Path]) -> list[Path]:
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_file():
+            found.append(p)
+        elif p.is_dir():
+            found.extend(sorted(p.rglob(RESULT_FILE)))
+        else:
+            raise ResultError(f"no such file or directory: {p}")
+    return found
+
+
+def load_results(paths: Sequence[Path]) -> list[Result]:
+    """Results from files or directories (searched recursively for result.json)."""
+    files = find_results(paths)
+    if not files:
+        raise ResultError(f"no {RESULT_FILE} under {', '.join(map(str, paths))}")
+    return [read_result(f) for f in files]

@@ -1,0 +1,149 @@
+"""Golden /metrics text per engine -> the internal set, with hand-computed expectations."""
+
+from __future__ import annotations
+
+import pytest
+from fixtures.scrapes import golden_snapshots
+
+from kvbench.errors import MetricsError
+from kvbench.metrics import summarize_scrape, summarize_snapshots
+from kvbench.metrics.series import counter_delta
+
+
+def test_sglang_hicache_tp2_collapses_rank_copies_and_counts_late_host_series():
+    s = summarize_snapshots(golden_snapshots("sglang"), "sglang")
+    assert s["present"] and s["warnings"] == []
+    assert s["tokens"] == {"prompt_total": 100_000, "generation_total": 10_000}
+    # cache_source="total" is not a tier; "host" appears only after first use (from 0).
+    assert s["cache"]["cached_tokens_by_tier"] == {"device": 40_000, "host": 25_000,
+                                                   "external": 0}
+    assert s["cache"]["gpu_cache_hit_rate"] == pytest.approx(0.40)
+    assert s["cache"]["cpu_cache_hit_rate"] == pytest.approx(0.25)
+    assert s["cache"]["external_cache_hit_rate"] == 0
+    assert s["cache"]["overall_cache_hit_rate"] == pytest.approx(0.65)
+    kv = s["kv_cache"]
+    assert kv["gpu_total_tokens"] == 524_288  # one copy per TP rank, not the sum
+    assert kv["gpu_usage_pct_max"] == pytest.approx(90)
+    assert kv["gpu_usage_pct_mean"] == pytest.approx(75)  # during + post, not pre
+    assert kv["cpu_used_tokens_max"] == 400_000
+    assert kv["cpu_total_tokens"] == 2_097_152
+    assert kv["cpu_usage_pct_max"] == pytest.approx(100 * 400_000 / 2_097_152)
+    # older SGLang exports tokens, not bytes: bytes stay absent, tokens fall back
+    assert s["kv_offload"] == {"bytes_gpu_to_cpu": None, "bytes_cpu_to_gpu": None,
+                               "tokens_gpu_to_cpu": 150_000, "tokens_cpu_to_gpu": 20_000}
+    assert s["sources"]["offload_tokens_gpu_to_cpu"] == "sglang:evicted_tokens_total"
+    assert s["scheduler"]["queue_depth_max"] == 4
+    assert s["scheduler"]["running_requests_max"] == 16
+    assert s["engine_reported"] == {"page_size_tokens": 64, "offload_enabled": True,
+                                    "spec_decoding": False}
+    assert s["timeline"]["gpu_kv_usage"] == [0.01, 0.6, 0.9]
+    assert s["timeline"]["t_s"] == [0, 30, 60]
+    assert s["window_s"] == 60
+
+
+def test_vllm_sums_dp_engines_and_reads_connector_tier():
+    s = summarize_snapshots(golden_snapshots("vllm"), "vllm")
+    assert s["tokens"] == {"prompt_total": 160_000, "generation_total": 16_000}
+    tiers = s["cache"]["cached_tokens_by_tier"]
+    assert tiers == {"device": 80_000, "host": None, "external": 24_000}
+    assert s["cache"]["gpu_cache_hit_rate"] == pytest.approx(0.5)
+    assert s["cache"]["cpu_cache_hit_rate"] is None  # vLLM has no host-tier counter
+    assert s["cache"]["external_cache_hit_rate"] == pytest.approx(0.15)
+    assert s["cache"]["overall_cache_hit_rate"] == pytest.approx(0.65)
+    assert s["sources"]["cached_tokens_device"] == "vllm:prompt_tokens_by_source_total"
+    assert s["kv_offload"]["bytes_gpu_to_cpu"] == 12e9
+    assert s["kv_offload"]["bytes_cpu_to_gpu"] == 3e9
+    assert s["kv_cache"]["gpu_total_tokens"] == 2 * 20_480 * 16
+    assert s["kv_cache"]["gpu_usage_pct_max"] == pytest.approx(95)
+    assert s["kv_cache"]["cpu_usage_pct_max"] == pytest.approx(45)
+    assert s["scheduler"]["queue_depth_max"] == 3
+    assert s["scheduler"]["running_requests_max"] == 24
+    assert s["engine_reported"] == {"page_size_tokens": 16, "offload_enabled": True,
+                                    "spec_decoding": False}
+
+
+def test_vllm_legacy_names_fall_back_and_missing_label_child_is_zero():
+    s = summarize_snapshots(golden_snapshots("vllm_legacy"), "vllm")
+    assert s["tokens"]["prompt_total"] == 30_000
+    assert s["cache"]["cached_tokens_by_tier"]["device"] == 9_000
+    assert s["sources"]["cached_tokens_device"] == "vllm:prefix_cache_hits_total"
+    assert s["sources"]["gpu_kv_usage"] == "vllm:gpu_cache_usage_perc"
+    # transfer_type="CPU_to_GPU" child never appeared: 0, not absent
+    assert s["kv_offload"]["bytes_gpu_to_cpu"] == 1e9
+    assert s["kv_offload"]["bytes_cpu_to_gpu"] == 0
+    assert s["kv_cache"]["gpu_total_tokens"] == 8192 * 32
+    assert s["engine_reported"]["page_size_tokens"] == 32
+    assert s["engine_reported"]["spec_decoding"] is True
+
+
+def test_counter_reset_counts_the_value_after_the_restart():
+    s = summarize_snapshots(golden_snapshots("vllm_restart"), "vllm")
+    # per engine: 2,000 -> 42,000 (+40,000), restart, then 10,000 (+10,000)
+    assert s["tokens"]["prompt_total"] == 2 * 50_000
+    assert s["counter_resets"] > 0
+    assert any("reset" in w for w in s["warnings"])
+
+
+def test_counter_delta_rules():
+    a, b = (("x", "1"),), (("x", "2"),)
+    assert counter_delta([{a: 5}, {a: 9}, {a: 12}]) == (7, 0)
+    assert counter_delta([{a: 5}, {a: 9, b: 4}]) == (8, 0)  # b appears: counted from 0
+    assert counter_delta([{a: 5}, {a: 9}, {a: 2}]) == (6, 1)  # reset: 4 then 2
+    assert counter_delta([None, {a: 3}]) == (3, 0)  # family created during the run
+    assert counter_delta([{a: 5}, {}, {a: 2}]) == (2, 0)  # vanished then back: from 0
+
+
+def test_trtllm_tiers_capacity_and_offload():
+    s = summarize_snapshots(golden_snapshots("trtllm"), "trtllm")
+    assert s["tokens"]["prompt_total"] == 40_000
+    assert s["cache"]["cached_tokens_by_tier"] == {"device": 12_000, "host": 6_000,
+                                                   "external": 0}
+    assert s["cache"]["cpu_cache_hit_rate"] == pytest.approx(0.15)
+    assert s["kv_cache"]["gpu_total_tokens"] == 12_000 * 32
+    assert s["kv_cache"]["cpu_usage_pct_max"] == pytest.approx(50)
+    assert s["kv_offload"]["bytes_gpu_to_cpu"] == 2e9
+    assert s["kv_offload"]["bytes_cpu_to_gpu"] == 6e8
+    assert s["engine_reported"] == {"page_size_tokens": 32, "offload_enabled": True,
+                                    "spec_decoding": True}
+
+
+def test_embedded_engine_uses_sglang_names():
+    s = summarize_snapshots(golden_snapshots("sim"), "sim")
+    assert s["adapter"] == "sim"
+    assert s["cache"]["cached_tokens_by_tier"] == {"device": 18_000, "host": 15_000,
+                                                   "external": 0}
+    assert s["kv_offload"]["bytes_gpu_to_cpu"] == 9e9
+    assert s["kv_offload"]["bytes_cpu_to_gpu"] == 4e9
+    assert s["kv_cache"]["cpu_usage_pct_max"] == pytest.approx(100 * 250_000 / 262_144)
+    assert s["timeline"]["host_pool_usage"][1] == pytest.approx(120_000 / 262_144)
+
+
+def test_resident_sglang_reports_offload_off():
+    snaps = golden_snapshots("sglang")
+    for s in snaps:
+        for name in ("sglang:hicache_host_used_tokens", "sglang:hicache_host_total_tokens"):
+            s["samples"].pop(name)
+    out = summarize_snapshots(snaps, "sglang")
+    assert out["engine_reported"]["offload_enabled"] is False
+    assert out["kv_cache"]["cpu_total_tokens"] is None
+
+
+def test_failed_scrapes_are_warnings_and_missing_file_is_absent(tmp_path):
+    snaps = golden_snapshots("sglang")
+    snaps[0] = {"phase": "pre", "t_ns": snaps[0]["t_ns"], "ok": False,
+                "error": "ClientConnectorError: refused", "samples": {}}
+    s = summarize_snapshots(snaps, "sglang")
+    assert s["present"] and s["failed_snapshots"] == 1
+    assert any("failed 1 of 3" in w for w in s["warnings"])
+    assert any("no pre-run scrape" in w for w in s["warnings"])
+    assert s["tokens"]["prompt_total"] == 50_000  # from the first good scrape
+    absent = summarize_scrape(tmp_path / "scrape.jsonl", "vllm")
+    assert absent["present"] is False and "no scrape file" in absent["warnings"][0]
+    all_failed = summarize_snapshots([dict(snaps[0])], "sglang")
+    assert all_failed["present"] is False
+
+
+def test_unknown_engine_lists_known_ones():
+    with pytest.raises(MetricsError) as e:
+        summarize_snapshots([], "tgi")
+    assert "sglang" in str(e.value) and "vllm" in str(e.value)

@@ -1,0 +1,96 @@
+"""Arm comparison: pairing, deltas, the noise verdict, and the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+import pytest
+from fixtures.results_data import make_job
+
+from kvbench.errors import ResultError
+from kvbench.results import compare, load_results, parse_selection
+from kvbench.results.compare import _delta
+
+
+@pytest.fixture(scope="module")
+def result_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    for conc in (4, 8):
+        make_job(root, "sglang", conc, offload=False)
+        for rep in (1, 2, 3):
+            make_job(root, "sglang", conc, offload=True, repeat=rep)
+    make_job(root, "vllm", 4, offload=False)
+    make_job(root, "vllm", 4, offload=True, error_every=3)  # fails validation: excluded
+    return root
+
+
+def test_resident_vs_offload_pairs_by_concurrency(result_root):
+    out = compare(load_results([result_root]))
+    assert out["arms"] == ["kv_offloading=none", "kv_offloading=dram"]
+    keys = [(c["key"]["framework"], c["key"]["conc"]) for c in out["cells"]]
+    assert keys == [("sglang", "4"), ("sglang", "8")]
+    assert out["unpaired_cells"] == 1  # vllm conc 4: its offload arm failed
+    cell = out["cells"][0]
+    assert len(cell["runs"]["kv_offloading=dram"]) == 3
+    ttft = next(m for m in cell["metrics"] if m["metric"] == "TTFT p50 ms")
+    base, other = ttft["arms"]["kv_offloading=none"], ttft["arms"]["kv_offloading=dram"]
+    d = ttft["deltas"]["kv_offloading=dram"]
+    assert d["abs"] == pytest.approx(other["mean"] - base["mean"])
+    assert d["pct"] == pytest.approx(100 * d["abs"] / base["mean"])
+    # the fixture's offload arm has ~40 % lower TTFT, far beyond its repeat spread
+    assert d["verdict"] == "better" and d["noise"] > 0
+
+
+def test_by_concurrency_and_explicit_selections(result_root):
+    results = load_results([result_root])
+    by_conc = compare(results, by="conc")
+    assert by_conc["arms"] == ["conc=4", "conc=8"]
+    assert {c["key"]["kv_offloading"] for c in by_conc["cells"]} == {"none", "dram"}
+    sel = compare(results, a=parse_selection("framework=sglang,kv_offloading=none"),
+                  b=parse_selection("framework=sglang,kv-offloading=dram"))
+    assert sel["arms"] == ["framework=sglang,kv_offloading=none",
+                           "framework=sglang,kv_offloading=dram"]
+    assert len(sel["cells"]) == 2
+
+
+def test_noise_verdicts_by_hand():
+    one = {"mean": 100.0, "std": None, "n": 1}
+    assert _delta(one, {"mean": 110.0, "std": None, "n": 1}, True)["verdict"] == "no repeats"
+    a = {"mean": 100.0, "std": 10.0, "n": 3}
+    b = {"mean": 105.0, "std": 10.0, "n": 3}
+    d = _delta(a, b, True)
+    # pooled sd 10, se = 10 * sqrt(2/3) = 8.165, noise = 2 se = 16.33 > 5
+    assert d["noise"] == pytest.approx(16.3299, rel=1e-4) and d["verdict"] == "within noise"
+    assert _delta(a, {"mean": 130.0, "std": 10.0, "n": 3}, False)["verdict"] == "worse"
+
+
+def test_bad_selections_are_clear_errors(result_root):
+    results = load_results([result_root])
+    with pytest.raises(ResultError, match="cannot compare by 'colour'"):
+        compare(results, by="colour")
+    with pytest.raises(ResultError, match="KEY=VALUE"):
+        parse_selection("tp")
+    with pytest.raises(ResultError, match="both"):
+        compare(results, a={"tp": "2"})
+    with pytest.raises(ResultError, match="matches both"):
+        compare(results, a={"tp": "2"}, b={"framework": "sglang"})
+
+
+def test_cli_compare_and_report(result_root, tmp_path):
+    run = [sys.executable, "-m", "kvbench"]
+    table = subprocess.run([*run, "compare", str(result_root)], capture_output=True,
+                           text=True, check=True)
+    assert "TTFT p50 ms" in table.stdout and "better" in table.stdout
+    js = subprocess.run([*run, "compare", str(result_root), "--by", "conc", "--format",
+                         "json"], capture_output=True, text=True, check=True)
+    assert orjson.loads(js.stdout)["arms"] == ["conc=4", "conc=8"]
+    bad = subprocess.run([*run, "compare", str(tmp_path / "nope")], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "no such file or directory" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    out = tmp_path / "dash.html"
+    rep = subprocess.run([*run, "report", str(result_root), "-o", str(out)],
+                         capture_output=True, text=True, check=True)
+    assert out.is_file() and "wrote" in rep.stdout
