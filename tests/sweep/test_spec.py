@@ -10,8 +10,7 @@ import pytest
 from kvbench import SCHEMA_VERSION
 from kvbench.errors import SweepError
 from kvbench.matrix import Job
-from kvbench.sweep import JobSpec, RunOptions, build_specs, job_fingerprint
-from kvbench.sweep import layout
+from kvbench.sweep import JobSpec, RunOptions, build_specs, job_fingerprint, layout
 from kvbench.sweep.options import PhaseTimeouts
 
 ROW = {"exp-name": "qwen3-8b_tp1_conc2_kvnone", "framework": "sim", "model": "Qwen/Qwen3-8B",
