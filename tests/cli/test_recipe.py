@@ -30,6 +30,14 @@ def test_validate_real_files(shared_data, capsys):
     assert f"ok  {RUNNERS} (runners file)" in out
 
 
+def test_validate_warns_about_runner_labels_without_machines(tmp_path, capsys):
+    runners = valid_runners()
+    del runners["labels"]["cluster:gb200-nv"]
+    code, _, err = run(["validate", str(write_recipe(tmp_path, runners=runners))], capsys)
+    assert code == 0
+    assert f"{MULTI}.runner: 'cluster:gb200-nv' is not a label in runners.yaml" in err
+
+
 def test_validate_reports_every_error_of_every_file(tmp_path, capsys):
     a = valid_recipe()
     a[SINGLE]["scenarios"]["agentic-coding"][0]["search-space"][0]["tp"] = 0

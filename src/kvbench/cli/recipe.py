@@ -37,7 +37,8 @@ def _budget_errors(entries: dict, runners: object) -> list[str]:
                 try:
                     agentic_budget_gb(block, row, entry.raw["runner"], runners)
                 except KvbenchError as e:
-                    errors.append(f"{key}.agentic-coding[{b}].search-space[{r}]: {e.message}")
+                    errors.append(f"{entry.source}: {key}.agentic-coding[{b}].search-space[{r}]:"
+                                  f" {e.message}")
     return errors
 
 
@@ -63,7 +64,13 @@ def validate(
             errors.extend(found)
     if runners is not None:
         errors.extend(_budget_errors(entries, runners))
-    bad = {str(f) for f in files if any(e.startswith(f"{f}:") or f"{f}:" in e for e in errors)}
+        for key, entry in entries.items():
+            if entry.runner not in runners.labels:
+                # The reference tolerates this (the row still generates), but no runner
+                # label means no machine will ever pick the job up.
+                print(f"warning: {entry.source}: {key}.runner: {entry.runner!r} is not a label "
+                      "in runners.yaml", file=sys.stderr)
+    bad = {str(f) for f in files if any(e.startswith(f"{f}:") for e in errors)}
     for path in files:
         if str(path) not in bad:
             what = "runners file" if path in runner_files else "master config"
@@ -88,20 +95,19 @@ def _print_table(keyed: list[tuple[str, dict]]) -> None:
     for key, row in keyed:
         scenario = row.get("scenario-type", "fixed-seq-len")
         counts[(key, scenario)] += 1
-        info = meta.setdefault((key, scenario), {"runner": row["runner"],
-                                                 "framework": row["framework"],
-                                                 "nodes": "multi" if "prefill" in row else "single",
-                                                 "offload": Counter()})
+        info = meta.setdefault((key, scenario), {
+            "nodes": "multi" if "prefill" in row else "single", "offload": Counter()})
         backend = row.get("kv-offload-backend")
         info["offload"][backend["name"] if backend else "none"] += 1
     table = Table(title=f"{len(keyed)} rows from {len({k for k, _ in counts})} config keys")
-    for column in ("config key", "scenario", "runner", "framework", "nodes", "offload"):
+    table.add_column("config key", no_wrap=True)
+    for column in ("scenario", "nodes", "offload"):
         table.add_column(column)
     table.add_column("rows", justify="right")
     for (key, scenario), n in counts.items():
         info = meta[(key, scenario)]
         offload = " ".join(f"{name}:{c}" for name, c in info["offload"].items())
-        table.add_row(key, scenario, info["runner"], info["framework"], info["nodes"],
+        table.add_row(key, scenario, info["nodes"],
                       offload if scenario == "agentic-coding" else "", str(n))
     Console().print(table)
 

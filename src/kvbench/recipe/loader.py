@@ -36,6 +36,7 @@ def _entry_class(value: Any) -> type[BaseModel]:
 def _validate_entry(
     key: str, value: Any, lines: LineFinder, errors: list[str]
 ) -> MasterEntry | None:
+    """The validated entry (remembering its raw mapping and file), or None with errors."""
     cls = _entry_class(value)
     try:
         entry = cls.model_validate(value)
@@ -43,6 +44,7 @@ def _validate_entry(
         errors.extend(messages(cls, e, key, lambda loc: lines.where((key, *loc))))
         return None
     entry._raw = value  # type: ignore[union-attr]
+    entry._source = lines.path  # type: ignore[union-attr]
     return entry  # type: ignore[return-value]
 
 

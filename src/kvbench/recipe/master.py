@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, model_validator
@@ -29,10 +30,16 @@ class _MasterEntry(RecipeModel):
     # The YAML mapping as written: the generator copies nested blocks (workers, backend,
     # router) into rows verbatim, in the user's key order, as the reference generator does.
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _source: Path | None = PrivateAttr(default=None)
 
     @property
     def raw(self) -> dict[str, Any]:
         return self._raw
+
+    @property
+    def source(self) -> Path | None:
+        """The file this entry was read from."""
+        return self._source
 
     def rows(self) -> Iterator[tuple[tuple[str | int, ...], Row]]:
         """Every search-space row with its path below `scenarios`."""

@@ -27,6 +27,11 @@ def hicache_warnings(ctx: SizingContext, sem: HiCacheSemantics) -> list[str]:
             "speculative decoding: draft KV must be offloaded and restored with the target "
             "(sglang PR #30393); watch spec_accept_length after the cache fills"
         )
+    if ctx.gpu.hardware in ("h100", "h200"):
+        out.append(
+            "Hopper: kernel io with the default FA3 decode backend makes SGLang switch decode to "
+            "flashinfer (or force direct io if FA3 is set explicitly); read /server_info"
+        )
     if ctx.topo.dp_attention:
         out.append(
             "DP attention: each DP rank has its own radix tree and host pool; route sessions "

@@ -1,0 +1,93 @@
+"""The documented cases of the pipeline kvbench succeeds (issue 3, reference/inferencex.md 4)."""
+
+from __future__ import annotations
+
+from fixtures.jobs import make_job
+
+from kvbench.plan import plan_job
+from kvbench.units import GB
+
+
+def test_qwen35_fp8_b300_tp2_gets_144_gb_per_rank_within_599():
+    plan = plan_job(make_job("qwen3.5-fp8-b300-sglang-agentic-mtp"))
+    assert plan.budget_gb == 599  # floor(min(2,964,436, 2,861,022) MiB x 2^20 x 0.8 x 2/8 / 1e9)
+    assert plan.semantics == "per-pool"  # v0.5.16: --hicache-size applies to KV and Mamba
+    assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "144"
+    pools = {p.name: p for p in plan.host_pools}
+    # KV: 144e9 // 15,360 B = 9,375,000 tokens, + one 64-token page -> 9,375,040 tokens
+    assert pools["kv"].bytes_per_rank == 9_375_040 * 15_360
+    # Mamba: 144e9 // 96,030,720 B per request state = 1,499, + 1 slot -> 1,500 states
+    assert pools["mamba"].bytes_per_rank == 1_500 * 96_030_720
+    # NEXTN draft: one attention layer = 1/15 of the target KV, outside --hicache-size
+    assert pools["draft_kv"].bytes_per_rank == 9_375_040 * 1_024
+    assert not pools["draft_kv"].inside_configured_size
+    # per rank 144.00 + 144.05 + 9.60 = 297.65 GB; x 2 ranks = 595.29 GB <= 599 GB
+    assert plan.projected_host_bytes == 2 * sum(p.bytes_per_rank for p in plan.host_pools)
+    assert round(plan.projected_host_bytes / GB, 2) == 595.29
+    assert plan.within_budget and plan.headroom_bytes > 0
+    # and 145 would not fit: 2 x (145.00 + 145.01 + 9.67) = 599.35 GB > 599
+    assert plan.to_json()["projected-host-gb"] == 595.29
+
+
+def test_glm52_fp4_b300_tp8_explicit_270_is_refused():
+    job = make_job(
+        "glm5.2-fp4-b300-sglang-agentic-mtp", model="nvidia/GLM-5.2-NVFP4", precision="fp4",
+        tp=8, ep=8, **{"total-cpu-dram-gb": 2399, "exp-name": "glm5.2_tp8_conc12",
+                       "kv-offload-backend": {"name": "hicache", "size-gb-per-rank": 270}},
+    )
+    plan = plan_job(job)
+    pools = {p.name: p.bytes_per_rank / GB for p in plan.host_pools}
+    # 270e9 // (78 x 576 B) = 6,009,615 tokens -> 6,009,664 page-aligned
+    assert round(pools["kv"], 2) == 270.00
+    # indexer mirrors the KV tokens over 78 layers x 132 B: 270 x 132/576 = 61.88 GB
+    assert round(pools["indexer"], 2) == 61.88
+    # MTP draft sidecar: one of 78 layers: 270 / 78 = 3.46 GB
+    assert round(pools["draft_kv"], 2) == 3.46
+    assert round(sum(pools.values()), 2) == 335.34
+    # 335.34 x 8 = 2,683 GB > 2,399 GB: refused, with the arithmetic and what would fit
+    assert round(plan.projected_host_bytes / GB) == 2683
+    assert not plan.within_budget
+    assert "largest that fits: --hicache-size 241 GB per rank" in plan.errors[0]
+    assert any("270.00 (kv) + 61.88 (indexer, outside) + 3.46 (draft_kv, outside) = 335.34 GB"
+               in line for line in plan.arithmetic)
+    assert any("2,683 GB > 2,399 GB" in line for line in plan.arithmetic)
+
+
+def test_an_explicit_size_that_fits_is_honoured():
+    job = make_job(**{"kv-offload-backend": {"name": "hicache", "size-gb-per-rank": 100}})
+    plan = plan_job(job)
+    assert plan.within_budget
+    assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "100"
+
+
+def test_explicit_size_from_a_recipe_flows_through_the_matrix(tmp_path, shared_data, capsys):
+    """GLM-5.2 B300 with the 270 GB per rank the old launcher pinned, written as a recipe."""
+    import json
+
+    from kvbench.cli import main
+
+    recipe = tmp_path / "glm.yaml"
+    recipe.write_text(
+        "glm5.2-fp4-b300-sglang-agentic-mtp:\n"
+        "  image: lmsysorg/sglang:v0.5.16-cu130\n"
+        "  model: nvidia/GLM-5.2-NVFP4\n"
+        "  model-prefix: glm5.2\n"
+        "  runner: cluster:b300-nv\n"
+        "  precision: fp4\n"
+        "  framework: sglang\n"
+        "  multinode: false\n"
+        "  scenarios:\n"
+        "    agentic-coding:\n"
+        "    - dram-utilization: 0.80\n"
+        "      search-space:\n"
+        "      - { tp: 8, ep: 8, spec-decoding: mtp, kv-offloading: dram,\n"
+        "          kv-offload-backend: { name: hicache, size-gb-per-rank: 270 },\n"
+        "          conc-list: [12] }\n"
+    )
+    main(["plan", "--config-files", str(recipe), "--runner-config",
+          str(shared_data / "inferencex" / "runners.yaml"), "--format", "json"])
+    (plan,) = json.loads(capsys.readouterr().out)
+    assert plan["total-cpu-dram-gb"] == 2399  # 2,861,022 MiB x 2^20 x 0.8 x 8/8 / 1e9
+    assert not plan["within-budget"]
+    assert round(plan["projected-host-gb"]) == 2683
+    assert [p["name"] for p in plan["host-pools"]] == ["kv", "indexer", "draft_kv"]

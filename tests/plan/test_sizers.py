@@ -1,0 +1,144 @@
+"""Each backend's knob, units and per-rank arithmetic (hand-computed, inline)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fixtures.jobs import make_job
+
+from kvbench.plan import plan_job
+from kvbench.plan.sizers.hicache_semantics import hicache_semantics
+from kvbench.plan.version import image_version
+from kvbench.units import GB, GiB
+
+MINIMAX_B300 = {"image": "vllm/vllm-openai:v0.27.1", "model": "nvidia/MiniMax-M3-NVFP4",
+                "precision": "fp4", "framework": "vllm", "tp": 4, "ep": 1}
+
+
+def arg(plan, flag):
+    return plan.engine_args[plan.engine_args.index(flag) + 1]
+
+
+def test_vllm_native_size_is_gib_for_the_whole_engine():
+    plan = plan_job(make_job(**MINIMAX_B300, **{
+        "total-cpu-dram-gb": 1024, "kv-offload-backend": {"name": "vllm-native"}}))
+    # per rank 1,024e9 / 4 = 256e9 B; engine total 4 x 256e9 / 2^30 = 953.67 GiB (floor 0.01)
+    assert arg(plan, "--kv-offloading-size") == "953.67"
+    per_rank = plan.host_pools[0].bytes_per_rank
+    assert per_rank == int(95_367 * GiB / 100) // 4
+    assert per_rank * 4 <= 1024 * GB and plan.within_budget
+    assert "VLLM_USE_SIMPLE_KV_OFFLOAD" not in plan.engine_env
+
+
+def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_size():
+    plan = plan_job(make_job(**MINIMAX_B300, **{
+        "dp-attn": True, "total-cpu-dram-gb": 1199,
+        "kv-offload-backend": {"name": "vllm-simple"}}))
+    assert plan.engine_env["VLLM_USE_SIMPLE_KV_OFFLOAD"] == "1"
+    # one engine per DP rank (world 1): the flag is the per-rank size, 1,199e9 / 4 / 2^30
+    assert arg(plan, "--kv-offloading-size") == f"{int(1199 * GB / 4 / GiB * 100) / 100:.2f}"
+
+
+def test_lmcache_is_per_worker_and_read_as_gib():
+    plan = plan_job(make_job(**MINIMAX_B300, **{
+        "total-cpu-dram-gb": 299, "kv-offload-backend": {"name": "lmcache", "version": "0.5.3"}}))
+    # 299e9 / 4 ranks = 74.75e9 B per rank = 69.6 GiB -> 69.6 (x 1024^3 B) per worker
+    assert plan.engine_env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == "69.6"
+    assert plan.host_pools[0].bytes_per_rank == int(696 * GiB / 10)
+    assert json.loads(arg(plan, "--kv-transfer-config"))["kv_connector"] == "LMCacheConnectorV1"
+
+
+def test_mooncake_segment_leaves_room_for_the_local_buffer():
+    plan = plan_job(make_job(**MINIMAX_B300, **{
+        "total-cpu-dram-gb": 1199, "kv-offload-backend": {"name": "mooncake"}}))
+    seg, buf = plan.host_pools
+    # 1,199e9 / 4 = 299.75e9 per rank - 4e9 local buffer = 295.75e9 segment (MB granularity)
+    assert seg.bytes_per_rank == 295_750 * 10**6 and buf.bytes_per_rank == 4 * GB
+    assert not buf.inside_configured_size
+    assert plan.engine_config["mooncake.json"]["global_segment_size"] == seg.bytes_per_rank
+
+
+def test_trtllm_host_cache_is_bytes_per_rank():
+    trt = {**MINIMAX_B300, "framework": "trt",
+           "image": "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc23.post1"}
+    plan = plan_job(make_job(**trt, **{"total-cpu-dram-gb": 599,
+                                       "kv-offload-backend": {"name": "native"}}))
+    # 599e9 / 4 = 149.75e9 B per rank
+    assert plan.engine_config["kv_cache_config"]["host_cache_size"] == 149_750 * 10**6
+    assert plan.page_size_tokens == 32 and plan.engine_args == []
+
+
+def test_split_semantics_packs_draft_layers_and_splits_hybrid_pools():
+    plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.17-cu130"))
+    assert plan.semantics == "split"
+    pools = {p.name: p for p in plan.host_pools}
+    assert set(pools) == {"kv", "mamba"}  # draft packed into kv: (15,360 + 1,024) B per token
+    assert pools["kv"].bytes_per_rank % (15_360 + 1_024) == 0
+    size = int(arg(plan, "--hicache-size")) * GB
+    # proportional split: both pools together stay within one --hicache-size (+1 page, +1 slot)
+    assert sum(p.bytes_per_rank for p in pools.values()) <= size + 64 * 16_384 + 96_030_720
+    assert plan.within_budget
+
+
+def test_indexer_covers_owning_layers_only_in_split_semantics():
+    job = make_job(image="lmsysorg/sglang:nightly-dev-cu13-20260805-211ee642",
+                   model="nvidia/GLM-5.2-NVFP4", precision="fp4", tp=8,
+                   **{"total-cpu-dram-gb": 2399})
+    pools = {p.name: p for p in plan_job(job).host_pools}
+    tokens = pools["kv"].bytes_per_rank // (44_928 + 576)  # packed draft layer
+    assert pools["indexer"].bytes_per_rank == tokens * 21 * 132
+
+
+@pytest.mark.parametrize(("image", "expected"), [
+    ("lmsysorg/sglang:v0.5.12-cu130", ("per-pool", True)),
+    ("lmsysorg/sglang:v0.5.16-cu130", ("per-pool", False)),
+    ("lmsysorg/sglang-rocm:v0.5.17-rocm720-mi35x-20260813", ("split", False)),
+    ("lmsysorg/sglang:nightly-dev-cu13-20260719-99f5a6f4", ("per-pool", False)),
+    ("lmsysorg/sglang:dev-nightly-0820", ("split", False)),
+    ("my/sglang:latest", ("per-pool", False)),
+])
+def test_semantics_from_image_tag(image, expected):
+    sem = hicache_semantics(image_version(image))
+    assert (sem.name, sem.is_g1) == expected
+
+
+def test_g1_pins_through_torch_and_pays_power_of_two():
+    plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.12-cu130"))
+    assert plan.within_budget
+    # every pool is one torch pin_memory allocation rounded up to a power of two
+    rounded = sum(1 << (p.bytes_per_rank - 1).bit_length() for p in plan.host_pools)
+    assert plan.projected_host_bytes == 2 * rounded <= 599 * GB
+
+
+def test_deepseek_v4_is_ratio_only_and_bounded():
+    job = make_job(image="lmsysorg/sglang:v0.5.17-cu130", model="deepseek-ai/DeepSeek-V4-Pro",
+                   precision="fp4", tp=8, **{"total-cpu-dram-gb": 2399})
+    plan = plan_job(job)
+    assert "--hicache-size" not in plan.engine_args
+    ratio = float(arg(plan, "--hicache-ratio"))
+    # bound: 288 GB x 0.82 - 0.8 x weights/rank; ratio = floor10(299.875 GB / bound)
+    weights = 1.6e12 * 0.5625 / 8
+    bound = int(288e9 * 0.82) - int(0.8 * weights)
+    assert ratio == int(2399e9 / 8 / bound * 10) / 10
+    assert plan.projected_host_bytes <= 2399 * GB and plan.within_budget
+
+
+def test_no_offload_row_has_no_host_pools():
+    plan = plan_job(make_job(**{"kv-offloading": "none", "total-cpu-dram-gb": 0,
+                                "kv-offload-backend": None}))
+    assert plan.backend is None and plan.host_pools == [] and plan.within_budget
+    assert plan.gpu_kv_tokens > 0
+
+
+@pytest.mark.parametrize(("over", "needle"), [
+    ({"model": "acme/Imaginary-9T"}, "no model profile"),
+    ({"framework": "tgi"}, "framework 'tgi' has no engine"),
+    ({"kv-offload-backend": {"name": "mooncake"}}, "runs on vllm"),
+    ({"kv-offload-backend": {"name": "floppy"}}, "unknown offload backend"),
+    ({"total-cpu-dram-gb": 0}, "smallest host pools exceed"),
+])
+def test_bad_rows_become_clear_refusals(over, needle):
+    plan = plan_job(make_job(**over))
+    assert not plan.within_budget
+    assert needle in plan.errors[0]
