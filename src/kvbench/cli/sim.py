@@ -1,0 +1,186 @@
+"""`kvbench serve-sim` (the embedded engine over HTTP) and `kvbench simulate` (traces through
+the same core in virtual time, no HTTP)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvbench.cli.app import app
+from kvbench.errors import SimError
+
+_POLICIES = ("write_through", "write_through_selective", "write_back")
+_MODEL_HELP = "Model profile name (kvbench.models) or the built-in 'reference-8b'."
+
+
+def _policy(value: str) -> str:
+    if value not in _POLICIES:
+        raise SimError(f"--write-policy: {value!r} is not one of {', '.join(_POLICIES)}")
+    return value
+
+
+def _gpu_tokens(value: str | None, costs, hardware: str) -> float:
+    from kvbench.sim.sizing import gpu_tier_tokens
+
+    if value is None:
+        return gpu_tier_tokens(costs, hardware)
+    if value.lower() in ("inf", "unlimited"):
+        return math.inf
+    try:
+        tokens = int(value)
+    except ValueError:
+        tokens = 0
+    if tokens < 1:
+        raise SimError(f"--gpu-tokens: expected a positive integer or 'inf', got {value!r}")
+    return tokens
+
+
+def _host_tokens(tokens: int | None, gb: float | None, costs) -> int:
+    from kvbench.sim.sizing import host_tier_tokens
+
+    if tokens is not None and gb is not None:
+        raise SimError("give --host-tokens or --host-cache-gb, not both")
+    if tokens is not None:
+        if tokens < 0:
+            raise SimError(f"--host-tokens must be >= 0, got {tokens}")
+        return tokens
+    return host_tier_tokens(costs, gb) if gb is not None else 0
+
+
+@app.command("serve-sim")
+def serve_sim(
+    model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
+    hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
+    tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
+    host_cache_gb: Annotated[float | None, typer.Option(
+        help="Host KV pool per rank in GB (1e9), like --hicache-size; 0 = no host tier.")] = None,
+    gpu_tokens: Annotated[str | None, typer.Option(
+        help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")] = None,
+    page_size: Annotated[int, typer.Option(help="Tokens per KV page.")] = 64,
+    write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
+    time_scale: Annotated[float, typer.Option(
+        help="Simulated seconds per wall second (>1 runs faster).")] = 1.0,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 30000,
+    seed: Annotated[int, typer.Option(help="Seed of the generated text.")] = 0,
+    served_model_name: Annotated[str | None, typer.Option(
+        help="Model name in /v1/models and responses (default: --model).")] = None,
+    max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
+    chars_per_token: Annotated[int, typer.Option(
+        help="Characters per pseudo-token of a text prompt.")] = 4,
+) -> None:
+    """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
+    from aiohttp import web
+
+    from kvbench.sim.server import ServerConfig, SimServer, build_app
+    from kvbench.sim.sizing import resolve_costs
+
+    if time_scale <= 0 or page_size < 1 or chars_per_token < 1:
+        raise SimError("--time-scale must be > 0; --page-size and --chars-per-token >= 1")
+    costs = resolve_costs(model, hardware, tp)
+    config = ServerConfig(
+        served_model_name=served_model_name or model,
+        gpu_tokens=_gpu_tokens(gpu_tokens, costs, hardware),
+        host_tokens=_host_tokens(None, host_cache_gb, costs), page_tokens=page_size,
+        write_policy=_policy(write_policy), time_scale=time_scale, seed=seed,
+        max_running_requests=max_running_requests, chars_per_token=chars_per_token)
+    server = SimServer(config, costs)
+    print(f"kvbench serve-sim: {costs.label}, gpu tier {config.gpu_tokens} tokens, host tier "
+          f"{config.host_tokens} tokens ({config.write_policy}), time x{time_scale}; "
+          f"listening on http://{host}:{port}", file=sys.stderr, flush=True)
+    web.run_app(build_app(server), host=host, port=port, print=None, access_log=None)
+
+
+@app.command("simulate")
+def simulate(
+    trace: Annotated[list[Path], typer.Option(
+        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
+    model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
+    hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
+    tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
+    gpu_tokens: Annotated[str | None, typer.Option(
+        help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")] = None,
+    host_tokens: Annotated[int | None, typer.Option(help="Host KV pool tokens per rank.")] = None,
+    host_cache_gb: Annotated[float | None, typer.Option(
+        help="Host KV pool per rank in GB (1e9) instead of --host-tokens.")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help="Session lanes (closed loop); default: open loop at trace times.")] = None,
+    write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
+    max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
+    chunked_prefill_tokens: Annotated[int, typer.Option(
+        help="Prefill token budget per step.")] = 8192,
+    compare: Annotated[bool, typer.Option(
+        help="Run the GPU-resident arm (no host tier) beside the offload arm.")] = False,
+    output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
+    output: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
+) -> None:
+    """Replay traces through the simulator in virtual time; per-tier hit rates, TTFT/E2E
+    percentiles and throughput."""
+    from kvbench.files import write_json_atomic
+    from kvbench.sim.engine import EngineConfig
+    from kvbench.sim.simulate import SimSetup, run
+    from kvbench.sim.sizing import resolve_costs
+    from kvbench.sim.trace import load_traces
+
+    if output_format not in ("json", "table"):
+        raise SimError(f"--format: {output_format!r} is not one of json, table")
+    costs = resolve_costs(model, hardware, tp)
+    traces = load_traces(trace)
+    host = _host_tokens(host_tokens, host_cache_gb, costs)
+    if compare and host == 0:
+        raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
+    engine = EngineConfig(max_running_requests=max_running_requests,
+                          chunked_prefill_tokens=chunked_prefill_tokens)
+    gpu = _gpu_tokens(gpu_tokens, costs, hardware)
+    arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
+                                                             host}
+    results = {
+        name: run(traces, costs, SimSetup(gpu, h, _policy(write_policy), concurrency, engine))
+        for name, h in arms.items()
+    }
+    doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
+    if output:
+        write_json_atomic(output, doc)
+    if output_format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_table(results, [t.name for t in traces])
+
+
+def _print_table(results: dict[str, dict], trace_names: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = ", ".join(trace_names[:3]) + (f" (+{len(trace_names) - 3})"
+                                          if len(trace_names) > 3 else "")
+    table = Table(title=f"simulated: {shown}")
+    table.add_column("metric")
+    for name in results:
+        table.add_column(name, justify="right")
+
+    def row(label: str, get) -> None:
+        table.add_row(label, *(get(r) for r in results.values()))
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.1f}"
+
+    row("requests (errors)", lambda r: f"{r['requests']:,} ({r['errors']})")
+    row("prompt tokens", lambda r: f"{r['prompt_tokens']:,}")
+    for tier in ("device", "host", "total"):
+        row(f"hit rate {tier}", lambda r, t=tier: f"{r['hit_rate'][t]:.1%}")
+    for key in ("ttft_ms", "e2e_ms"):
+        for q in ("p50", "p90", "p99"):
+            row(f"{key[:-3]} {q} (ms)", lambda r, k=key, q=q: ms(r[k][q]))
+    row("input tok/s", lambda r: f"{r['throughput']['input_tok_s']:,.0f}")
+    row("output tok/s", lambda r: f"{r['throughput']['output_tok_s']:,.0f}")
+    row("simulated span (s)", lambda r: f"{r['duration_s']:,.1f}")
+    row("wall (s)", lambda r: f"{r['wall_s']:.2f}")
+    Console().print(table)
+    first = next(iter(results.values()))
+    Console().print(f"[dim]{first['setup']['cost_model']}, gpu tier "
+                    f"{first['setup']['gpu_tokens'] or 'unlimited'} tokens[/]")

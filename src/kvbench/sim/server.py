@@ -1,0 +1,256 @@
+"""`kvbench serve-sim`: the engine behind an OpenAI-compatible HTTP API with SGLang metrics.
+
+Simulated time runs `time_scale` times faster than wall time: a step that the cost model
+says takes 20 ms is delivered after 20 ms / time_scale of wall time. Timings the server
+reports itself (the `sim_timing` field of each response, /metrics) are in simulated seconds.
+Each request gets exactly `max_tokens` output tokens (as with `ignore_eos`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import orjson
+from aiohttp import web
+
+from kvbench.sim.cache import TieredCache
+from kvbench.sim.costs import CostModel
+from kvbench.sim.engine import Engine, EngineConfig
+from kvbench.sim.metrics import SimMetrics
+from kvbench.sim.request import SimRequest
+from kvbench.sim.tokens import Prompt, chat_text, text_prompt, token_prompt
+
+_WORDS = ("the", " cache", " page", " token", " host", " GPU", " tier", " hit", " load",
+          " step", " batch", " block")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    served_model_name: str
+    gpu_tokens: float
+    host_tokens: int = 0
+    page_tokens: int = 64
+    write_policy: str = "write_through"
+    time_scale: float = 1.0
+    seed: int = 0
+    max_running_requests: int = 256
+    chunked_prefill_tokens: int = 8192
+    chars_per_token: int = 4
+    default_max_tokens: int = 128
+    extra: dict = field(default_factory=dict)
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class SimServer:
+    def __init__(self, config: ServerConfig, costs: CostModel) -> None:
+        self.config = config
+        self.costs = costs
+        self.cache = TieredCache(config.gpu_tokens, config.host_tokens, config.write_policy)
+        self.engine = Engine(self.cache, costs, EngineConfig(
+            max_running_requests=config.max_running_requests,
+            chunked_prefill_tokens=config.chunked_prefill_tokens, fast_forward=False))
+        self.metrics = SimMetrics(self)
+        self._ids = itertools.count()
+        self._wake = asyncio.Event()
+        self._t0 = time.perf_counter()
+        self._task: asyncio.Task | None = None
+
+    # -- simulated clock and the engine task -----------------------------------------------
+    def now_s(self) -> float:
+        return (time.perf_counter() - self._t0) * self.config.time_scale
+
+    async def _drive(self) -> None:
+        while True:
+            now = self.now_s()
+            self.engine.run_until(now)
+            nxt = self.engine.next_event_s()
+            self._wake.clear()
+            if nxt is None:
+                await self._wake.wait()
+                continue
+            delay = (nxt - now) / self.config.time_scale
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            else:
+                await asyncio.sleep(0)
+
+    async def start(self) -> None:
+        self._t0 = time.perf_counter()
+        self._task = asyncio.create_task(self._drive())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    # -- requests --------------------------------------------------------------------------
+    def _submit(self, prompt: Prompt, max_tokens: int) -> tuple[SimRequest, asyncio.Queue]:
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def sink(req: SimRequest, event: str, n: int, t: float) -> None:
+            if event == "first":
+                self.metrics.on_prefill(req)
+            elif event == "finish":
+                self.metrics.generation_tokens += req.output_tokens
+            queue.put_nowait((event, n, t))
+
+        req = SimRequest(rid=next(self._ids), arrival_s=self.now_s(),
+                         input_tokens=prompt.num_tokens, output_tokens=max_tokens,
+                         keys=prompt.keys, page_tokens=self.config.page_tokens, sink=sink)
+        self.engine.submit(req)
+        self._wake.set()
+        return req, queue
+
+    def _parse(self, body: dict, chat: bool) -> tuple[Prompt, int, bool, bool]:
+        cfg = self.config
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise _BadRequest("'messages' must be a non-empty list")
+            prompt = text_prompt(chat_text(messages), cfg.page_tokens, cfg.chars_per_token)
+        else:
+            raw = body.get("prompt")
+            if isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
+                prompt = token_prompt(raw, cfg.page_tokens)
+            elif isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
+                prompt = text_prompt(raw[0], cfg.page_tokens, cfg.chars_per_token)
+            elif isinstance(raw, str):
+                prompt = text_prompt(raw, cfg.page_tokens, cfg.chars_per_token)
+            else:
+                raise _BadRequest("'prompt' must be a string or a list of token ids")
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        max_tokens = cfg.default_max_tokens if max_tokens is None else max_tokens
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise _BadRequest(f"'max_tokens' must be a positive integer, got {max_tokens!r}")
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage", True))
+        return prompt, max_tokens, bool(body.get("stream", False)), include_usage
+
+    def _words(self, rid: int, start: int, n: int) -> list[str]:
+        base = rid * 7 + self.config.seed
+        return [_WORDS[(base + i) % len(_WORDS)] for i in range(start, start + n)]
+
+    def _usage(self, req: SimRequest) -> dict:
+        return {"prompt_tokens": req.input_tokens, "completion_tokens": req.output_tokens,
+                "total_tokens": req.input_tokens + req.output_tokens,
+                "prompt_tokens_details": {"cached_tokens": req.cached_tokens}}
+
+    def _timing(self, req: SimRequest) -> dict:
+        return {"queue_s": req.admit_s - req.arrival_s, "ttft_s": req.ttft_s,
+                "e2e_s": req.e2e_s, "cached_device_tokens": req.device_hit_tokens,
+                "cached_host_tokens": req.host_hit_tokens}
+
+    async def handle(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        try:
+            body = await request.json(loads=orjson.loads)
+            if not isinstance(body, dict):
+                raise _BadRequest("the body must be a JSON object")
+            prompt, max_tokens, stream, include_usage = self._parse(body, chat)
+        except (_BadRequest, ValueError) as e:
+            return _error(400, str(e))
+        req, queue = self._submit(prompt, max_tokens)
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-sim{req.rid}"
+        head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": int(time.time()), "model": self.config.served_model_name}
+        if not stream:
+            return await self._complete(req, queue, head, chat)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        if chat:
+            await _sse(resp, {**head, "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""},
+                 "finish_reason": None}]})
+        sent = 0
+        while True:
+            event, n, _ = await queue.get()
+            if event == "error":
+                await _sse(resp, {"error": {"message": req.error, "type": "server_error",
+                                            "code": 507}})
+                break
+            for word in self._words(req.rid, sent, n):
+                choice = {"index": 0, "delta": {"content": word}} if chat else {
+                    "index": 0, "text": word}
+                await _sse(resp, {**head, "choices": [{**choice, "finish_reason": None}]})
+            sent += n
+            if event == "finish":
+                end = {"index": 0, "delta": {}} if chat else {"index": 0, "text": ""}
+                await _sse(resp, {**head, "choices": [{**end, "finish_reason": "length"}]})
+                if include_usage:
+                    await _sse(resp, {**head, "choices": [], "usage": self._usage(req),
+                                      "sim_timing": self._timing(req)})
+                break
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _complete(self, req: SimRequest, queue: asyncio.Queue, head: dict,
+                        chat: bool) -> web.Response:
+        while True:
+            event, _, _ = await queue.get()
+            if event == "error":
+                return _error(507, req.error or "request failed")
+            if event == "finish":
+                break
+        text = "".join(self._words(req.rid, 0, req.output_tokens))
+        choice = ({"index": 0, "message": {"role": "assistant", "content": text}}
+                  if chat else {"index": 0, "text": text})
+        body = {**head, "object": "chat.completion" if chat else "text_completion",
+                "choices": [{**choice, "finish_reason": "length"}], "usage": self._usage(req),
+                "sim_timing": self._timing(req)}
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+async def _sse(resp: web.StreamResponse, obj: dict) -> None:
+    await resp.write(b"data: " + orjson.dumps(obj) + b"\n\n")
+
+
+def _error(status: int, message: str) -> web.Response:
+    body = {"error": {"message": message, "type": "invalid_request_error" if status == 400
+                      else "server_error", "code": status}}
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def build_app(server: SimServer) -> web.Application:
+    app = web.Application(client_max_size=256 * 1024 * 1024)
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def models(_: web.Request) -> web.Response:
+        data = {"object": "list", "data": [{"id": server.config.served_model_name,
+                                            "object": "model", "owned_by": "kvbench-sim",
+                                            "created": 0}]}
+        return web.json_response(data)
+
+    async def metrics(_: web.Request) -> web.Response:
+        body, content_type = server.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def on_startup(_: web.Application) -> None:
+        await server.start()
+
+    async def on_cleanup(_: web.Application) -> None:
+        await server.stop()
+
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
+    async def chat(request: web.Request) -> web.StreamResponse:
+        return await server.handle(request, chat=True)
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await server.handle(request, chat=False)
+
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/completions", completions)
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app

@@ -1,0 +1,59 @@
+"""From names on the command line to a cost model and tier sizes in tokens (per rank)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvbench.errors import SimError
+from kvbench.hardware import HardwareProfile, load_hardware
+from kvbench.sim.costs import CostModel
+
+REFERENCE_MODEL = "reference-8b"
+# Fraction of HBM the engine may use for weights + KV pool (SGLang's mem_fraction_static is
+# of the same order); the rest is activations, CUDA graphs and the allocator's slack.
+DEFAULT_MEM_FRACTION = 0.88
+
+
+def resolve_costs(model: str, hardware: str | HardwareProfile, tp: int = 1,
+                  precision: str = "bf16") -> CostModel:
+    """`model` is `reference-8b` (built in) or anything `kvbench.models.load_model` knows."""
+    hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware)
+    if model == REFERENCE_MODEL:
+        if tp != 1:
+            raise SimError(f"--tp: the built-in {REFERENCE_MODEL} runs at tp 1, got {tp}")
+        return CostModel.reference(hw)
+    profile = _load_model(model)
+    return CostModel.from_profiles(profile, hw, tp, precision=precision)
+
+
+def _load_model(name: str) -> Any:
+    try:
+        from kvbench.models import load_model
+    except ImportError as e:
+        raise SimError(
+            f"--model {name!r}: model profiles (kvbench.models) are not part of this build",
+            hint=f"use --model {REFERENCE_MODEL}",
+        ) from e
+    return load_model(name)
+
+
+def gpu_tier_tokens(costs: CostModel, hardware: str | HardwareProfile,
+                    mem_fraction: float = DEFAULT_MEM_FRACTION) -> int:
+    """KV pool tokens per rank: HBM x fraction - weights per rank, over KV bytes per token."""
+    hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware)
+    pool = hw.hbm_bytes.value * mem_fraction - costs.weight_bytes_per_rank
+    if pool <= 0:
+        raise SimError(
+            f"{costs.label}: weights per rank ({costs.weight_bytes_per_rank / 1e9:.1f} GB) do "
+            f"not fit in {mem_fraction:.0%} of {hw.name}'s {hw.hbm_bytes.value / 1e9:.0f} GB",
+            hint="raise --tp or pass --gpu-tokens",
+        )
+    return int(pool // costs.kv_bytes_per_token_per_rank)
+
+
+def host_tier_tokens(costs: CostModel, host_cache_gb: float) -> int:
+    """Host pool tokens per rank for `--host-cache-gb` (decimal GB per rank, like SGLang's
+    --hicache-size)."""
+    if host_cache_gb < 0:
+        raise SimError(f"--host-cache-gb must be >= 0, got {host_cache_gb}")
+    return int(host_cache_gb * 1e9 // costs.kv_bytes_per_token_per_rank)
