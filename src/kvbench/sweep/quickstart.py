@@ -11,7 +11,7 @@ from kvbench.sweep.options import PhaseTimeouts, RunOptions, bundled_traces
 
 REPO = Path(__file__).resolve().parents[3]
 RECIPE = REPO / "examples" / "quickstart.yaml"
-MAX_REQUESTS_PER_JOB = 16
+MAX_REQUESTS_PER_JOB = 85  # every request of the eight bundled sessions, once
 READY_TIMEOUT_S = 60.0
 REPLAY_TIMEOUT_S = 90.0
 
