@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
+
 from kvbench.changelog.check import ChangeReport
 from kvbench.changelog.keys import expand_keys, known_config_keys
 from kvbench.matrix.selection import Selection
@@ -13,14 +15,14 @@ from kvbench.matrix.selection import Selection
 def rows_for_change(report: ChangeReport, config_files: Sequence[Path],
                     runner_config: Path | None = None, *,
                     trim_conc: bool = False) -> list[dict]:
-    """Generator rows of every key the new entries name, de-duplicated by exp-name and runner.
+    """Generator rows of every key the new entries name; a row named by two entries once.
 
     `trim_conc` keeps only the lowest concurrency of each topology, as PR runs do."""
     from kvbench.matrix import generate_rows
 
     known = known_config_keys(config_files)
     rows: list[dict] = []
-    seen: set[tuple] = set()
+    seen: set[bytes] = set()
     for entry in report.new_entries:
         keys = expand_keys(entry.config_keys, known)
         selection = Selection(
@@ -31,8 +33,7 @@ def rows_for_change(report: ChangeReport, config_files: Sequence[Path],
             no_evals=True,
         )
         for row in generate_rows(selection):
-            ident = (row.get("exp-name"), row.get("runner"), row.get("framework"),
-                     row.get("precision"), str(row.get("conc")), row.get("model"))
+            ident = orjson.dumps(row, option=orjson.OPT_SORT_KEYS)
             if ident not in seen:
                 seen.add(ident)
                 rows.append(row)
