@@ -13,6 +13,7 @@ from kvbench.errors import KvbenchError
 # Each module attaches its commands to `app` on import.
 from kvbench.cli import (  # noqa: F401  isort: skip
     changelog,
+    launch,
     plan,
     recipe,
     replay,

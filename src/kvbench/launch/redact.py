@@ -12,10 +12,12 @@ REDACTED = "<redacted>"
 # before an ID/VALUE suffix (MODAL_TOKEN_ID). Names that merely contain the word in the middle
 # (SGLANG_SIMULATE_ACC_TOKEN_MODE, ..._ROUTING_KEY_FROM_CORRELATION_ID) are configuration and
 # must stay readable, or the recorded command would not replay.
-_TRAILING = {"TOKEN", "TOKENS", "KEY", "KEYS", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "PWD",
+_TRAILING = {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "PWD",
              "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE"}
 _ANYWHERE = {"SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "APIKEY"}
 _ID_SUFFIX = {"ID", "VALUE", "B64", "BASE64", "FILE"}
+# Counts and sizes of tokens are configuration (--max-prefill-tokens, ..._NUM_DRAFT_TOKEN).
+_COUNT_WORDS = {"NUM", "MAX", "MIN", "SIZE", "COUNT", "LEN", "LENGTH", "LIMIT", "RATIO"}
 # Values shaped like well-known credentials are hidden whatever their name.
 _VALUE_RE = re.compile(r"^(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,})$")
 
@@ -24,7 +26,11 @@ def is_secret_name(name: str) -> bool:
     parts = [p for p in re.split(r"[^A-Za-z0-9]+", name.upper()) if p]
     if not parts:
         return False
-    if parts[-1] in _TRAILING or any(p in _ANYWHERE for p in parts):
+    if any(p in _ANYWHERE for p in parts):
+        return True
+    if any(p in _COUNT_WORDS for p in parts):
+        return False
+    if parts[-1] in _TRAILING:
         return True
     return len(parts) >= 2 and parts[-1] in _ID_SUFFIX and parts[-2] in _TRAILING - {"KEY"}
 

@@ -1,0 +1,99 @@
+"""`kvbench launch`: the exact server command line of each selected job (`--dry-run`), or one
+job's server run until Ctrl-C."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvbench.cli.app import app
+from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.matrix.selection import Selection
+
+
+# Annotations are resolved in kvbench.cli.selection's namespace (with_selection wraps the
+# command), so they may use only names it has: typer, Annotated, Path.
+@app.command(cls=SelectionCommand)
+@with_selection
+def launch(
+    selection: Selection,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print argv, environment (secrets redacted) and files of every "
+        "selected job; start nothing.")] = False,
+    format: Annotated[str, typer.Option(
+        "--format", help="text (default) or json: an array of {exp-name, config-key, argv, "
+        "env, files, router-argv, ...}.")] = "text",
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Show where each value comes from (job, plan, override, default) "
+        "and what it replaced.")] = False,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="Engine adapter instead of the row's framework (sim runs any row on "
+        "the embedded engine).")] = None,
+    exp_name: Annotated[list[str] | None, typer.Option(
+        "--exp-name", help="Keep only jobs with these exp-names.")] = None,
+    port: Annotated[int, typer.Option(
+        "--port", help="Port the client talks to (the router's when there is one).")] = 30000,
+    host: Annotated[str, typer.Option("--host", help="Address servers bind to.")] = "127.0.0.1",
+    model_path: Annotated[str | None, typer.Option(
+        "--model-path", help="Local model directory instead of the row's HF id.")] = None,
+    engine_arg: Annotated[list[str] | None, typer.Option(
+        "--engine-arg", help="Extra or replacing engine flags, e.g. "
+        "--engine-arg '--watchdog-timeout 3600'.")] = None,
+    engine_env: Annotated[list[str] | None, typer.Option(
+        "--engine-env", help="Extra environment, NAME=VALUE.")] = None,
+    engine_version: Annotated[str | None, typer.Option(
+        "--engine-version", help="Engine version whose flag spellings to use (default: from "
+        "the row's image tag).")] = None,
+    accuracy: Annotated[bool, typer.Option(
+        "--accuracy", help="Accuracy run: no synthetic speculative acceptance.")] = False,
+    work_dir: Annotated[Path | None, typer.Option(
+        "--work-dir", help="Where config files, logs and command.json go (default "
+        "./kvbench-launch/<exp-name>).")] = None,
+    ready_timeout: Annotated[float, typer.Option(
+        "--ready-timeout", help="Seconds to wait for readiness.")] = 3600.0,
+    grace: Annotated[float, typer.Option(
+        "--grace", help="Seconds between TERM and KILL at teardown.")] = 30.0,
+    follow_log: Annotated[bool, typer.Option(
+        "--follow-log", help="Echo the server log while waiting.")] = False,
+) -> None:
+    """Build each selected job's server command line from its row and plan; with --dry-run
+    print it, otherwise start the one selected job's server and keep it up until Ctrl-C."""
+    from kvbench.cli.launch_render import build_all, print_json, print_text, run_server
+    from kvbench.errors import EngineError
+
+    if format not in ("text", "json"):
+        raise EngineError(f"--format {format!r} is not allowed (allowed: text, json)")
+    env_overrides = {}
+    for item in engine_env or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise EngineError(f"--engine-env {item!r}: expected NAME=VALUE")
+        env_overrides[name] = value
+    overrides = [tok for arg in engine_arg or [] for tok in _split(arg)]
+    built, skipped = build_all(
+        selection, engine=engine, exp_names=exp_name, port=port, host=host,
+        model_path=model_path, overrides=overrides, env_overrides=env_overrides,
+        engine_version=engine_version, accuracy=accuracy or None, work_dir=work_dir,
+    )
+    if dry_run:
+        if format == "json":
+            print_json(built, skipped, explain)
+        else:
+            print_text(built, skipped, explain)
+        return
+    if len(built) != 1:
+        names = ", ".join(b.job.exp_name for b in built[:8])
+        raise EngineError(
+            f"launch without --dry-run starts one server; {len(built)} jobs are selected"
+            + (f" ({names}{', ...' if len(built) > 8 else ''})" if built else ""),
+            hint="narrow the selection, e.g. --exp-name NAME (see --dry-run for the names)",
+        )
+    run_server(built[0], ready_timeout_s=ready_timeout, grace_s=grace, follow_log=follow_log)
+
+
+def _split(arg: str) -> list[str]:
+    import shlex
+
+    return shlex.split(arg)

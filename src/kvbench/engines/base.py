@@ -1,0 +1,207 @@
+"""The adapter skeleton shared by every engine: data-file rules, then the job, then the
+plan, then user overrides, each value tagged with its source; a router for DP-attention."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import yaml
+
+from kvbench.engines.argv import Settings, render_value
+from kvbench.engines.context import BuildContext, make_context
+from kvbench.engines.expr import expand
+from kvbench.engines.rules import EngineData, Rule, load_engine_data
+from kvbench.engines.spec import ArgSource, LaunchSpec, Source
+from kvbench.errors import EngineError
+
+if TYPE_CHECKING:
+    from kvbench.matrix import Job
+    from kvbench.plan import Plan
+
+_FILE_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".cfg")
+
+
+class EngineAdapter:
+    """Builds a LaunchSpec for one job. Subclasses add the flags derived from the job
+    (`job_args`) and from the plan (`plan_args`); everything model- or hardware-specific comes
+    from the data file."""
+
+    name: ClassVar[str]
+    data_name: ClassVar[str]
+
+    @property
+    def data(self) -> EngineData:
+        return load_engine_data(self.data_name)
+
+    def build(
+        self,
+        job: Job,
+        plan: Plan | None = None,
+        *,
+        port: int,
+        host: str = "127.0.0.1",
+        model_path: str | None = None,
+        work_dir: Path | None = None,
+        overrides: Sequence[str] = (),
+        env_overrides: Mapping[str, str] | None = None,
+        accuracy: bool | None = None,
+        engine_version: str | None = None,
+    ) -> LaunchSpec:
+        data = self.data
+        router = self.router_name(job, data)
+        offset = data.routers[router].engine_port_offset if router else 0
+        ctx = make_context(job, plan, engine=self.name, host=host, port=port, router=router,
+                           router_port_offset=offset, model_path=model_path,
+                           accuracy=accuracy, engine_version=engine_version)
+        args, env = Settings("arg"), Settings("env")
+        config: dict[str, Any] = {}
+        config_sources: list[ArgSource] = []
+        warnings: list[str] = []
+        self.job_args(ctx, args)
+        for rule in data.matching(ctx.facts):
+            self._apply_rule(rule, ctx, args, env, config, config_sources)
+        self.plan_args(ctx, args, env, config, config_sources, warnings)
+        if overrides:
+            args.set_tokens(list(overrides), "override", "--engine-arg")
+        for k, v in (env_overrides or {}).items():
+            env.set(k, v, "override", "--engine-env")
+        files = self.files(ctx, args, config, work_dir, warnings)
+        program = list(data.program)
+        argv = program + self.positional(ctx) + args.argv()
+        router_argv, router_sources = self.router_argv(ctx, data)
+        sources = args.sources() + env.sources() + config_sources + router_sources
+        if data.model_flag is None:
+            sources.insert(0, ArgSource(flag="<model>", value=ctx.model_path,
+                                        source=self._model_source(model_path),
+                                        detail=self._model_detail(model_path)))
+        engine_url = f"http://{host}:{ctx.engine_port}"
+        return LaunchSpec(
+            engine=self.name,
+            argv=argv,
+            program_len=len(program),
+            env=env.env(),
+            files=files,
+            router_argv=router_argv,
+            base_url=f"http://{host}:{port}",
+            metrics_url=engine_url + data.metrics_path,
+            health_url=engine_url + data.health_path,
+            router_health_url=(f"http://{host}:{port}" + data.routers[router].health_path
+                               if router else None),
+            served_model_name=ctx.served_model_name,
+            correlation_header=data.routers[router].correlation_header if router else None,
+            sources=sources,
+            warnings=warnings + (list(plan.warnings) if plan is not None else []),
+        )
+
+    # -- hooks ---------------------------------------------------------------------------
+    def job_args(self, ctx: BuildContext, args: Settings) -> None:
+        """Flags that follow from the row (parallelism, model, ports)."""
+
+    def plan_args(self, ctx: BuildContext, args: Settings, env: Settings,
+                  config: dict[str, Any], config_sources: list[ArgSource],
+                  warnings: list[str]) -> None:
+        """The plan's offload flags and environment; subclasses add sizing flags first."""
+        plan = ctx.plan
+        if plan is None:
+            return
+        if plan.engine_args:
+            args.set_tokens(list(plan.engine_args), "plan", f"plan.engine_args ({plan.backend})")
+        for k, v in plan.engine_env.items():
+            env.set(k, v, "plan", f"plan.engine_env ({plan.backend})")
+
+    def positional(self, ctx: BuildContext) -> list[str]:
+        return [] if self.data.model_flag else [ctx.model_path]
+
+    def files(self, ctx: BuildContext, args: Settings, config: dict[str, Any],
+              work_dir: Path | None, warnings: list[str]) -> dict[str, str]:
+        """Config files of the plan (`engine_config` entries named like files)."""
+        out: dict[str, str] = {}
+        plan = ctx.plan
+        if plan is None:
+            return out
+        for name, content in plan.engine_config.items():
+            if name.endswith(_FILE_SUFFIXES):
+                out[name] = dump_file(name, content)
+        return out
+
+    def router_name(self, job: Job, data: EngineData) -> str | None:
+        """DP-attention rows get a router that pins each session to one DP rank."""
+        if not job.row.get("dp-attn") or not data.routers:
+            return None
+        wanted = (job.row.get("router") or {}).get("name")
+        if wanted is None:
+            return next(iter(data.routers))
+        if wanted not in data.routers:
+            raise EngineError(
+                f"{job.exp_name}: router {wanted!r} is not known to the {self.name} adapter; "
+                f"known: {', '.join(data.routers)}")
+        return wanted
+
+    def router_argv(self, ctx: BuildContext, data: EngineData
+                    ) -> tuple[list[str] | None, list[ArgSource]]:
+        if ctx.router is None:
+            return None, []
+        spec = data.routers[ctx.router]
+        rargs = Settings("router")
+        for flag, raw in spec.args.items():
+            value, used = expand(raw, ctx.names, f"{self.data_name}.yaml routers.{ctx.router}")
+            rargs.set(flag, value, "default", _detail(f"routers.{ctx.router}", used, ctx))
+        return list(spec.program) + rargs.argv(), rargs.sources()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _apply_rule(self, rule: Rule, ctx: BuildContext, args: Settings, env: Settings,
+                    config: dict[str, Any], config_sources: list[ArgSource]) -> None:
+        where = f"{self.data_name}.yaml: {rule.name}"
+        for flag, raw in rule.args.items():
+            value, used = expand(raw, ctx.names, where)
+            args.set(flag, value, "default", _detail(rule.name, used, ctx))
+        for name, raw in rule.env.items():
+            value, used = expand(raw, ctx.names, where)
+            env.set(name, value, "default", _detail(rule.name, used, ctx))
+        for old, new in rule.rename.items():
+            args.rename(old, new, where)
+        if rule.config:
+            value, used = expand(rule.config, ctx.names, where)
+            merge_config(config, value, "default", _detail(rule.name, used, ctx),
+                         config_sources)
+
+    def _model_source(self, model_path: str | None) -> Source:
+        return "override" if model_path else "job"
+
+    def _model_detail(self, model_path: str | None) -> str:
+        return "--model-path" if model_path else "row.model"
+
+
+def _detail(rule: str, used: list[str], ctx: BuildContext) -> str:
+    base = f"{ctx.job.framework} data: {rule}"
+    if not used:
+        return base
+    idents = {m for u in used for m in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", u)}
+    shown = {k: v for k, v in ctx.names.items() if k in idents}
+    return f"{base}; {', '.join(used)} with " + ", ".join(f"{k}={v}" for k, v in shown.items())
+
+
+def merge_config(config: dict[str, Any], fragment: dict[str, Any], source: Source,
+                 detail: str, sources: list[ArgSource], prefix: str = "") -> None:
+    """Deep-merge `fragment` into `config`, recording each leaf key's source."""
+    for key, value in fragment.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            merge_config(config[key], value, source, detail, sources, path + ".")
+            continue
+        config[key] = value
+        sources[:] = [s for s in sources if s.flag != path]
+        sources.append(ArgSource(flag=path, value=render_value(value), source=source,
+                                 kind="file", detail=detail))
+
+
+def dump_file(name: str, content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if name.endswith(".json"):
+        return json.dumps(content, indent=2, sort_keys=True) + "\n"
+    return yaml.safe_dump(content, sort_keys=False)

@@ -1,0 +1,110 @@
+"""Engine data files (`engines/data/<engine>.yaml`): the program, URL paths and an ordered
+list of rules, each adding flags, environment variables or config-file keys to the jobs it
+matches. Per-model and per-hardware knowledge lives there, not in code."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kvbench.errors import EngineError
+
+DATA_DIR = Path(__file__).parent / "data"
+_STRICT = ConfigDict(extra="forbid", populate_by_name=True)
+
+Scalar = str | int | float | bool
+
+
+class When(BaseModel):
+    """Conditions of a rule; each is one value or a list of allowed values, all must hold."""
+
+    model_config = _STRICT
+    model_prefix: Scalar | list[Scalar] | None = Field(None, alias="model-prefix")
+    model: Scalar | list[Scalar] | None = None
+    hardware: Scalar | list[Scalar] | None = None
+    precision: Scalar | list[Scalar] | None = None
+    offload: Scalar | list[Scalar] | None = None
+    spec: Scalar | list[Scalar] | None = None
+    dp_attn: bool | None = Field(None, alias="dp-attn")
+    tp: Scalar | list[Scalar] | None = None
+    ep: Scalar | list[Scalar] | None = None
+    accuracy: bool | None = None
+    router: bool | None = None
+    # Release versions read from the image tag; nightly and unknown tags count as newest.
+    min_version: str | None = Field(None, alias="min-version")
+    below_version: str | None = Field(None, alias="below-version")
+
+    def matches(self, facts: dict[str, Any]) -> bool:
+        version = facts.get("version")
+        if self.min_version and version is not None and version < _parse(self.min_version):
+            return False
+        if self.below_version and (version is None or version >= _parse(self.below_version)):
+            return False
+        plain = self.model_dump(exclude_none=True, exclude={"min_version", "below_version"})
+        for name, want in plain.items():
+            allowed = want if isinstance(want, list) else [want]
+            if facts.get(name) not in allowed:
+                return False
+        return True
+
+
+def _parse(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.lstrip("v").split("."))
+
+
+class Rule(BaseModel):
+    model_config = _STRICT
+    name: str
+    when: When = Field(default_factory=When)
+    why: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    # Flags spelled differently by this engine version: the value moves to the new name.
+    rename: dict[str, str] = Field(default_factory=dict)
+
+
+class RouterData(BaseModel):
+    model_config = _STRICT
+    program: list[str]
+    args: dict[str, Any] = Field(default_factory=dict)
+    correlation_header: str = Field(alias="correlation-header")
+    health_path: str = Field("/health", alias="health-path")
+    engine_port_offset: int = Field(1, alias="engine-port-offset")
+
+
+class EngineData(BaseModel):
+    model_config = _STRICT
+    engine: str
+    program: list[str]
+    # Flag that names the model; None means the model is the first positional argument.
+    model_flag: str | None = Field(None, alias="model-flag")
+    health_path: str = Field("/health", alias="health-path")
+    metrics_path: str = Field("/metrics", alias="metrics-path")
+    kv_dtype: dict[str, str] = Field(default_factory=dict, alias="kv-dtype")
+    config_file: str | None = Field(None, alias="config-file")
+    routers: dict[str, RouterData] = Field(default_factory=dict)
+    rules: list[Rule] = Field(default_factory=list)
+
+    def matching(self, facts: dict[str, Any]) -> list[Rule]:
+        return [r for r in self.rules if r.when.matches(facts)]
+
+
+@cache
+def load_engine_data(engine: str, path: Path | None = None) -> EngineData:
+    path = path or DATA_DIR / f"{engine}.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text())
+        return EngineData.model_validate(raw)
+    except FileNotFoundError:
+        raise EngineError(f"no engine data file {path}") from None
+    except yaml.YAMLError as e:
+        raise EngineError(f"{path}: invalid YAML: {e}") from None
+    except ValidationError as e:
+        lines = [f"{path}: " + ".".join(str(p) for p in err["loc"]) + f": {err['msg']}"
+                 for err in e.errors()]
+        raise EngineError(f"invalid engine data file {path}\n" + "\n".join(lines)) from None

@@ -1,0 +1,47 @@
+"""SGLang (`python3 -m sglang.launch_server`). Flags are validated in CI by SGLang's own
+parser (tests/engines/test_sglang_parser.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvbench.engines.argv import Settings
+from kvbench.engines.base import EngineAdapter
+from kvbench.engines.context import BuildContext
+from kvbench.engines.spec import ArgSource
+
+
+class SGLangAdapter(EngineAdapter):
+    name = "sglang"
+    data_name = "sglang"
+
+    def job_args(self, ctx: BuildContext, args: Settings) -> None:
+        src = "override" if ctx.model_path != ctx.job.model else "job"
+        args.set("--model-path", ctx.model_path, src,
+                 "--model-path" if src == "override" else "row.model")
+        args.set("--served-model-name", ctx.served_model_name, "job", "row.model")
+        args.set("--host", ctx.host, "default", "kvbench binds servers to localhost")
+        port_why = ("router's port + 1 (the router takes the client port)" if ctx.router
+                    else "--port")
+        args.set("--port", ctx.engine_port, "default" if ctx.router else "override", port_why)
+        args.set("--tp-size", ctx.tp, "job", "row.tp")
+        if ctx.ep > 1:
+            args.set("--ep-size", ctx.ep, "job", "row.ep")
+        if ctx.pp > 1:
+            args.set("--pp-size", ctx.pp, "job", "row.pp")
+        if ctx.dp_attn:
+            # Attention data-parallel across all TP ranks: each rank owns its KV/radix/HiCache.
+            args.set("--dp-size", ctx.tp, "job", "row.dp-attn: dp-size = tp")
+            args.set("--enable-dp-attention", True, "job", "row.dp-attn")
+
+    def plan_args(self, ctx: BuildContext, args: Settings, env: Settings,
+                  config: dict[str, Any], config_sources: list[ArgSource],
+                  warnings: list[str]) -> None:
+        plan = ctx.plan
+        if plan is not None:
+            args.set("--page-size", plan.page_size_tokens, "plan", "plan.page_size_tokens")
+            args.set("--mem-fraction-static", plan.mem_fraction_static, "plan",
+                     "plan.mem_fraction_static")
+            dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
+            args.set("--kv-cache-dtype", dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
+        super().plan_args(ctx, args, env, config, config_sources, warnings)

@@ -1,0 +1,68 @@
+"""LaunchSpec: everything needed to start one job's server, and where each value came from."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Source = Literal["job", "plan", "override", "default"]
+Kind = Literal["arg", "env", "file", "router"]
+
+
+class ArgSource(BaseModel):
+    """One value of the launch and its provenance. `detail` names the field, rule or formula
+    (`row.tp`, `sglang.yaml: qwen3.5 on b300`, `min(conc, 64) with conc=56`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    flag: str
+    value: str | None
+    source: Source
+    kind: Kind = "arg"
+    detail: str = ""
+    # Lower-precedence values that this one replaced, as "value (source: detail)".
+    shadowed: list[str] = Field(default_factory=list)
+
+
+class LaunchSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    engine: str
+    argv: list[str]
+    # How many leading argv items are the program (`python3 -m sglang.launch_server`): the
+    # rest are the engine's own arguments, which is what its argument parser sees.
+    program_len: int = 1
+    env: dict[str, str] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=dict)
+    router_argv: list[str] | None = None
+    base_url: str
+    metrics_url: str
+    health_url: str
+    router_health_url: str | None = None
+    served_model_name: str
+    correlation_header: str | None = None
+    sources: list[ArgSource] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def engine_args(self) -> list[str]:
+        return self.argv[self.program_len:]
+
+    def to_json(self, *, exp_name: str, config_key: str) -> dict:
+        """The dry-run object: contract keys first."""
+        return {
+            "exp-name": exp_name,
+            "config-key": config_key,
+            "engine": self.engine,
+            "argv": self.argv,
+            "env": self.env,
+            "files": self.files,
+            "router-argv": self.router_argv,
+            "base-url": self.base_url,
+            "metrics-url": self.metrics_url,
+            "health-url": self.health_url,
+            "router-health-url": self.router_health_url,
+            "served-model-name": self.served_model_name,
+            "correlation-header": self.correlation_header,
+            "warnings": self.warnings,
+        }

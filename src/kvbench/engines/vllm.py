@@ -1,0 +1,50 @@
+"""vLLM (`vllm serve MODEL`). DP-attention rows run one engine with `--data-parallel-size`
+behind vllm-router. Checked in CI by a schema test (vLLM itself does not install on CPU)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvbench.engines.argv import Settings
+from kvbench.engines.base import EngineAdapter
+from kvbench.engines.context import BuildContext
+from kvbench.engines.spec import ArgSource
+
+
+class VLLMAdapter(EngineAdapter):
+    name = "vllm"
+    data_name = "vllm"
+
+    def job_args(self, ctx: BuildContext, args: Settings) -> None:
+        args.set("--served-model-name", ctx.served_model_name, "job", "row.model")
+        args.set("--host", ctx.host, "default", "kvbench binds servers to localhost")
+        port_why = ("router's port + 1 (the router takes the client port)" if ctx.router
+                    else "--port")
+        args.set("--port", ctx.engine_port, "default" if ctx.router else "override", port_why)
+        if ctx.dp_attn:
+            args.set("--tensor-parallel-size", 1, "job", "row.dp-attn: attention DP, TP 1")
+            args.set("--data-parallel-size", ctx.tp, "job", "row.dp-attn: dp = row.tp")
+        else:
+            args.set("--tensor-parallel-size", ctx.tp, "job", "row.tp")
+        if ctx.pp > 1:
+            args.set("--pipeline-parallel-size", ctx.pp, "job", "row.pp")
+        if ctx.ep > 1 or ctx.dp_attn:
+            args.set("--enable-expert-parallel", True, "job",
+                     f"row.ep={ctx.ep}" if ctx.ep > 1 else "row.dp-attn")
+
+    def plan_args(self, ctx: BuildContext, args: Settings, env: Settings,
+                  config: dict[str, Any], config_sources: list[ArgSource],
+                  warnings: list[str]) -> None:
+        plan = ctx.plan
+        if plan is not None:
+            args.set("--block-size", plan.page_size_tokens, "plan", "plan.page_size_tokens")
+            args.set("--gpu-memory-utilization", plan.mem_fraction_static, "plan",
+                     "plan.mem_fraction_static")
+            dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
+            args.set("--kv-cache-dtype", dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
+        if ctx.dp_attn and (2 * ctx.conc) % ctx.tp:
+            warnings.append(
+                f"--max-num-seqs: 2 x conc = {2 * ctx.conc} is not divisible by the "
+                f"{ctx.tp} DP ranks; each rank gets {math.ceil(2 * ctx.conc / ctx.tp)}")
+        super().plan_args(ctx, args, env, config, config_sources, warnings)
