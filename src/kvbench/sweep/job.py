@@ -5,6 +5,7 @@ are data); result.json is written last, so its presence means the job finished."
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 import traceback
@@ -33,6 +34,16 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def server_env(env: dict[str, str]) -> dict[str, str]:
+    """The server's extra environment. Servers run in the job directory, so relative
+    PYTHONPATH entries (a source checkout run as PYTHONPATH=src) are made absolute."""
+    inherited = os.environ.get("PYTHONPATH")
+    if "PYTHONPATH" in env or not inherited:
+        return dict(env)
+    parts = [str(Path(p).resolve()) if p else p for p in inherited.split(os.pathsep)]
+    return {**env, "PYTHONPATH": os.pathsep.join(parts)}
 
 
 def _reason(e: BaseException) -> str:
@@ -157,7 +168,7 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
         from kvbench.launch import ServerProcess
 
         argv = [*launch.argv, *spec.options.engine_args]
-        server = ServerProcess(argv, env=launch.env, log_path=job_dir / layout.LOG_FILE,
+        server = ServerProcess(argv, env=server_env(launch.env), log_path=job_dir / layout.LOG_FILE,
                                ready_url=launch.health_url,
                                ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir)
         with server:
