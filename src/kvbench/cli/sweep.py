@@ -3,6 +3,7 @@
 # No `from __future__ import annotations` here: `with_selection` re-wraps `run`, and typer
 # would then evaluate string annotations in selection.py's namespace, where `_opt` is unknown.
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -16,6 +17,17 @@ from kvbench.errors import SweepError
 from kvbench.matrix.selection import Selection
 
 _RUN = "Run"
+
+
+@contextlib.contextmanager
+def _interruptible(what: str):
+    """Ctrl-C / SIGTERM end the command with exit code 130 and a resume hint. (typer turns a
+    KeyboardInterrupt into a *returned* 130 in non-standalone mode, which main() ignores.)"""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"interrupted: {what}", file=sys.stderr)
+        raise SystemExit(130) from None
 _WORK = "Workload"
 _SLURM = "Slurm executor"
 
@@ -91,11 +103,12 @@ def run(
         think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
         timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
     )
-    run_sweep(selection, options, results=results, executor=executor, emit=emit,
-              repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
-              dashboard=dashboard, format=format,
-              slurm={"partition": partition, "account": account, "time_limit": time_limit,
-                     "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or [])})
+    with _interruptible("rerun the same command to resume"):
+        run_sweep(selection, options, results=results, executor=executor, emit=emit,
+                  repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
+                  dashboard=dashboard, format=format,
+                  slurm={"partition": partition, "account": account, "time_limit": time_limit,
+                         "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or [])})
 
 
 def run_sweep(selection: Selection, options, *, results: Path, executor: str = "local",
@@ -220,7 +233,8 @@ def run_job_command(
         print(f"{spec.dir_name}: done already ({job_dir / RESULT_FILE})")
         return
     _sigterm_as_interrupt()
-    outcome = run_job(spec, results)
+    with _interruptible(f"job {spec.dir_name} stopped; no result written"):
+        outcome = run_job(spec, results)
     print(f"{spec.dir_name}: {outcome.status}"
           + (f" at {outcome.phase}: {outcome.reason}" if outcome.status == "failed" else "")
           + f" ({outcome.elapsed_s:.1f} s)")
@@ -242,4 +256,5 @@ def quickstart(
     Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
     from kvbench.sweep.quickstart import quickstart_run
 
-    quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep)
+    with _interruptible("rerun kvbench quickstart to resume"):
+        quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep)

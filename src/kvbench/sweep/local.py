@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,12 +17,17 @@ from kvbench.sweep.spec import JobSpec
 
 
 def _sigterm_as_interrupt() -> None:
-    """Slurm and CI stop jobs with SIGTERM: unwind like Ctrl-C so servers are torn down."""
+    """Slurm and CI stop jobs with SIGTERM: unwind like Ctrl-C so servers are torn down.
+    SIGINT is set too, because a process started in the background of a shell inherits it
+    ignored and Python then never raises KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        return
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def write_sweep_manifest(results: Path, specs: Sequence[JobSpec]) -> None:
