@@ -64,3 +64,28 @@ def test_failed_tasks_are_collected_with_their_phase(slurm_cluster, tmp_path: Pa
     for spec in specs:
         result = read_json(tmp_path / spec.dir_name / "result.json")
         assert result["status"] == "failed" and result["failure"]["stage"] == "plan"
+
+
+def test_real_engine_row_gets_its_gpus_and_the_whole_node(slurm_cluster, tmp_path: Path):
+    """An sglang TP2 row asks Slurm for gres gpu:2 and exclusivity (the fixture's node has
+    two fake GPUs); with no GPU here the server cannot start, and that failure comes back as
+    the job's result."""
+    import subprocess
+
+    from kvbench.matrix import Job
+
+    job = select_jobs(Selection(config_files=(RECIPE,), min_conc=2, max_conc=2))[0]
+    row = {**job.row, "framework": "sglang", "image": "lmsysorg/sglang:v0.5.16-cu130",
+           "tp": 2, "exp-name": "qwen3-8b_tp2_conc2_kvnone"}
+    specs = build_specs([Job(job.config_key, row, job.scenario)],
+                        RunOptions(max_requests=1, timeouts={"ready_s": 30}),
+                        runner_config=RECIPE.parent / "runners.yaml")
+    ex = executor(slurm_cluster)
+    [outcome] = ex.run(specs, tmp_path)
+    shown = subprocess.run(["scontrol", "show", "job", ex.submitted[0]], capture_output=True,
+                           text=True, env=slurm_cluster.env).stdout
+    assert "TresPerNode=gres:gpu:2" in shown, shown
+    assert "OverSubscribe=NO" in shown, shown  # --exclusive
+    assert outcome.status == "failed" and outcome.phase in ("launch", "ready"), outcome
+    result = read_json(tmp_path / specs[0].dir_name / "result.json")
+    assert result["failure"]["stage"] == outcome.phase
