@@ -89,3 +89,23 @@ def test_real_engine_row_gets_its_gpus_and_the_whole_node(slurm_cluster, tmp_pat
     assert outcome.status == "failed" and outcome.phase in ("launch", "ready"), outcome
     result = read_json(tmp_path / specs[0].dir_name / "result.json")
     assert result["failure"]["stage"] == outcome.phase
+
+
+def test_kvbench_run_with_the_slurm_executor(slurm_cluster, tmp_path: Path):
+    """The CLI path: `kvbench run --executor slurm` submits, waits, collects, reports."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SLURM_CONF": str(slurm_cluster.conf),
+           "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "kvbench", "run", str(RECIPE), "--executor", "slurm",
+         "--min-conc", "4", "--max-conc", "4", "--time-scale", "100", "--max-requests", "6",
+         "--think-time-scale", "0", "--results", str(tmp_path), "--format", "json",
+         "--partition", slurm_cluster.partition, "--time-limit", "10"],
+        capture_output=True, text=True, env=env, timeout=180)
+    assert out.returncode == 0, out.stderr
+    outcomes = json.loads(out.stdout)
+    assert [o["status"] for o in outcomes] == ["ok", "ok"]
+    assert (tmp_path / "dashboard.html").exists()

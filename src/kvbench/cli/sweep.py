@@ -156,6 +156,9 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         _final_report(results, outcomes, dashboard)
+    if len(outcomes) < len(specs):
+        print(f"stopped at the first failure: {len(specs) - len(outcomes)} job(s) not run "
+              f"(--continue-on-error goes on past failures)", file=sys.stderr)
     if format == "json" and dashboard:
         _write_dashboard(results)
     if (error := failures_error(outcomes)) is not None:
