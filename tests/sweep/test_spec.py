@@ -61,12 +61,20 @@ def test_same_job_twice_is_an_error():
 
 
 def test_job_file_round_trip(tmp_path: Path):
+    (tmp_path / "t.json").write_text("[]")
     spec = build_specs([job()], RunOptions(trace=[tmp_path / "t.json"], max_requests=3))[0]
     path = spec.write(tmp_path / "job.json")
     again = JobSpec.read(path)
     assert again == spec
     assert again.job() == job()
     assert orjson.loads(path.read_bytes())["fingerprint"] == spec.fingerprint
+
+
+def test_missing_trace_is_a_clear_error(tmp_path: Path):
+    from kvbench.errors import WorkloadError
+
+    with pytest.raises(WorkloadError, match="no such trace file"):
+        build_specs([job()], RunOptions(trace=[tmp_path / "nope.json"]))
 
 
 def test_bad_job_file(tmp_path: Path):
@@ -93,3 +101,15 @@ def test_clear_attempt_keeps_job_file(tmp_path: Path):
         (tmp_path / name).write_text("x")
     layout.clear_attempt(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.json"]
+
+
+def test_fingerprint_counts_traces_by_content(tmp_path: Path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        (d / "t.json").write_text('{"x": 1}')
+    assert job_fingerprint(ROW, RunOptions(trace=[a])) == job_fingerprint(
+        ROW, RunOptions(trace=[b / "t.json"]))
+    (b / "t.json").write_text('{"x": 2}')
+    assert job_fingerprint(ROW, RunOptions(trace=[a])) != job_fingerprint(
+        ROW, RunOptions(trace=[b]))

@@ -144,10 +144,15 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         from rich.console import Console
 
         err = Console(stderr=True)
+        last: list[int] = [-1]
+
+        def on_poll(done: int, total: int) -> None:
+            if done != last[0]:
+                last[0] = done
+                err.print(f"slurm: {done}/{total} array tasks finished", highlight=False)
+
         ex = SlurmExecutor(**(slurm or {}))
-        outcomes = ex.run(specs, results, rerun_failed=rerun_failed,
-                          on_poll=lambda done, total: err.print(
-                              f"slurm: {done}/{total} tasks finished", highlight=False))
+        outcomes = ex.run(specs, results, rerun_failed=rerun_failed, on_poll=on_poll)
     else:
         outcomes = run_local(specs, results, continue_on_error=continue_on_error,
                              rerun_failed=rerun_failed)

@@ -204,6 +204,12 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
             run.summarize_server()
         except Exception as scrape_error:  # the failure above is what matters
             run.warnings.append(f"scrape summary failed: {_reason(scrape_error)}")
-        path = run.write_result("failed", failure)
+        try:
+            path = run.write_result("failed", failure)
+        except Exception as result_error:  # no result.json: the job simply runs again
+            return JobOutcome(spec.dir_name, "failed", phase=failed_phase,
+                              reason=f"{failure['reason']} (and its result could not be "
+                                     f"written: {_reason(result_error)})",
+                              elapsed_s=time.monotonic() - t0)
         return JobOutcome(spec.dir_name, "failed", phase=failed_phase, reason=failure["reason"],
                           elapsed_s=time.monotonic() - t0, result_path=str(path))

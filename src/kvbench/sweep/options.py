@@ -46,6 +46,18 @@ class RunOptions(BaseModel):
 
     def measurement_identity(self) -> dict:
         """The options that change what a job measures (part of its fingerprint); timeouts
-        and scrape cadence do not."""
-        return self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
-                                                     "model_path"})
+        and scrape cadence do not. Traces count by content, not path, so a results directory
+        resumes from another checkout or node."""
+        identity = self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
+                                                         "model_path", "trace"})
+        identity["trace"] = None if self.trace is None else _trace_digests(self.trace)
+        return identity
+
+
+def _trace_digests(paths: list[Path]) -> list[str]:
+    import hashlib
+
+    from kvbench.workload.loader import trace_files
+
+    return [f"{p.name}:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}"
+            for p in trace_files(paths)]
