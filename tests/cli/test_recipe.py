@@ -13,6 +13,12 @@ from kvbench.cli import main
 from kvbench.cli.selection import spread_multi_values
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    # rich wraps at the terminal width; one line per error keeps the assertions exact.
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 def run(args, capsys):
     code = 0
     try:
@@ -96,6 +102,16 @@ def test_matrix_finds_runners_beside_the_recipe_and_prints_a_table(tmp_path, cap
     assert "hicache:2" in out
 
 
+def test_matrix_output_file_holds_the_same_rows(tmp_path, capsys):
+    path = write_recipe(tmp_path)
+    target = tmp_path / "jobs.json"
+    code, out, _ = run(["matrix", "--config-files", str(path), "--format", "json", "--output",
+                        str(target)], capsys)
+    assert code == 0
+    assert target.read_text().strip() == out.strip()
+    assert len(json.loads(out)) == 10  # agentic: 3 + 3 + 2 single-node, 2 multi-node
+
+
 def test_matrix_without_runners_says_where_it_looked(tmp_path, capsys):
     path = write_recipe(tmp_path)
     (tmp_path / "runners.yaml").unlink()
@@ -120,3 +136,11 @@ def test_matrix_rejects_unknown_format(tmp_path, capsys):
 ])
 def test_spread_multi_values(args, expected):
     assert spread_multi_values(args) == expected
+
+
+def test_matrix_help_keeps_option_help_and_positive_flags(capsys):
+    code, out, _ = run(["matrix", "--help"], capsys)
+    flat = " ".join(out.split())
+    assert code == 0
+    assert "table on a terminal" in flat
+    assert "--no-evals" in flat and "--no-no-evals" not in flat

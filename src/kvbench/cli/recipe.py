@@ -118,8 +118,12 @@ def matrix(
     selection: Selection,
     format: Annotated[
         str | None,
-        typer.Option("--format", help="json (rows on stdout, as the reference) or table. "
-                                      "Default: table on a terminal, json otherwise."),
+        typer.Option(help="json (rows on stdout, as the reference) or table. "
+                          "Default: table on a terminal, json otherwise."),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(help="Also write the JSON rows to this file (atomically), e.g. jobs.json."),
     ] = None,
 ) -> None:
     """Expand recipes into job rows, exactly like the InferenceX generator's full-sweep."""
@@ -132,7 +136,12 @@ def matrix(
     if chosen not in ("json", "table"):
         raise MatrixError(f"--format {chosen!r} is not allowed (allowed: json, table)")
     keyed = keyed_rows(selection)
+    text = json.dumps([row for _, row in keyed])
+    if output is not None:
+        from kvbench.files import write_atomic
+
+        write_atomic(output, text + "\n")
     if chosen == "json":
-        print(json.dumps([row for _, row in keyed]))
+        print(text)
     else:
         _print_table(keyed)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import typing
 from pathlib import Path
 from typing import Annotated
 
@@ -20,10 +21,13 @@ _PANEL = "Selection (as the reference generator's full-sweep)"
 
 def _selection_params() -> list[inspect.Parameter]:
     def opt(name: str, annotation: object, default: object, help: str) -> inspect.Parameter:
+        # A bool flag gets only its positive form: `--no-evals`, never `--no-no-evals`.
+        decls = ["--" + name.replace("_", "-")] if annotation is bool else []
+        option = typer.Option(*decls, help=help, rich_help_panel=_PANEL)
         return inspect.Parameter(
             name,
             inspect.Parameter.KEYWORD_ONLY,
-            annotation=Annotated[annotation, typer.Option(help=help, rich_help_panel=_PANEL)],
+            annotation=Annotated[annotation, option],
             default=default,
         )
 
@@ -118,7 +122,16 @@ def with_selection(fn):
         return fn(*args, **kwargs)
 
     sig = inspect.signature(fn)
-    own = [p for p in sig.parameters.values() if p.name != "selection"]
+    # Resolve the command's own (string) annotations with their Annotated metadata; typer
+    # reads the signature, and would otherwise drop each option's help via get_type_hints.
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError):  # a name only imported under TYPE_CHECKING
+        hints = {}
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in sig.parameters.values() if p.name != "selection"]
     wrapper.__signature__ = sig.replace(parameters=own + params)
+    if hints:
+        wrapper.__annotations__ = {}
     del wrapper.__wrapped__  # typer must read the new signature, not the original
     return wrapper
