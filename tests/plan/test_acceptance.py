@@ -47,6 +47,8 @@ def test_glm52_fp4_b300_tp8_explicit_270_is_refused():
     # 335.34 x 8 = 2,683 GB > 2,399 GB: refused, with the arithmetic and what would fit
     assert round(plan.projected_host_bytes / GB) == 2683
     assert not plan.within_budget
+    assert "needs 335.34 GB per rank" in plan.errors[0]
+    assert "x 8 = 2,683 GB > 2,399 GB budget" in plan.errors[0]
     assert "largest that fits: --hicache-size 241 GB per rank" in plan.errors[0]
     assert any("270.00 (kv) + 61.88 (indexer, outside) + 3.46 (draft_kv, outside) = 335.34 GB"
                in line for line in plan.arithmetic)

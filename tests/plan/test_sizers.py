@@ -118,7 +118,7 @@ def test_deepseek_v4_is_ratio_only_and_bounded():
     assert "--hicache-size" not in plan.engine_args
     ratio = float(arg(plan, "--hicache-ratio"))
     # bound: 288 GB x 0.82 - 0.8 x weights/rank; ratio = floor10(299.875 GB / bound)
-    weights = 1.6e12 * 0.5625 / 8
+    weights = 900e9 / 8  # published-size estimate of the fp4-expert checkpoint
     bound = int(288e9 * 0.82) - int(0.8 * weights)
     assert ratio == int(2399e9 / 8 / bound * 10) / 10
     assert plan.projected_host_bytes <= 2399 * GB and plan.within_budget
@@ -142,3 +142,18 @@ def test_bad_rows_become_clear_refusals(over, needle):
     plan = plan_job(make_job(**over))
     assert not plan.within_budget
     assert needle in plan.errors[0]
+
+
+def test_pp_and_dcp_shard_the_per_token_pools():
+    kimi = {"image": "vllm/vllm-openai:v0.27.1", "model": "moonshotai/Kimi-K3",
+            "precision": "fp4", "framework": "vllm", "tp": 8, "ep": 1,
+            "total-cpu-dram-gb": 2249, "kv-offload-backend": {"name": "mooncake"}}
+    base = plan_job(make_job(**kimi))
+    dcp = plan_job(make_job(**kimi, **{"dcp-size": 8}))
+    pp = plan_job(make_job(**{**kimi, "tp": 4, "pp": 2}))
+    segment = base.host_pools[0].bytes_per_rank
+    # 24 MLA layers x 576 x 2 B = 27,648 B per token on every TP rank; dcp 8 -> 3,456
+    assert base.host_kv_tokens == int(segment * 0.8) // 27_648
+    assert dcp.host_kv_tokens == int(segment * 0.8) // 3_456
+    # pp 2 keeps half the layers per rank: 13,824 B per token
+    assert pp.host_kv_tokens == int(pp.host_pools[0].bytes_per_rank * 0.8) // 13_824

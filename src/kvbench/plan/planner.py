@@ -106,6 +106,11 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
         ranks_on_node=ranks,
     )
     warnings = [*gpu.notes, *_row_warnings(topo, model)]
+    gpn = _gpus_per_node(topo, runners, hardware.gpus_per_node)
+    host_share = hardware.host_dram_bytes_per_node.value * ranks / gpn
+    if topo.budget_gb * GB > host_share:
+        warnings.append(f"budget {topo.budget_gb:,} GB exceeds this node share's installed DRAM "
+                        f"({host_share / GB:,.0f} GB, {hardware.name} profile)")
     arithmetic = [_gpu_line(gpu, model, topo)]
     if not offload:
         return Plan(**common, warnings=warnings, arithmetic=arithmetic)

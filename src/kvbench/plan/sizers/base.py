@@ -102,10 +102,13 @@ def fit_knob(
         if per_rank(explicit) <= limit:
             return Fit(explicit, pools, [], [f"explicit {describe(explicit)} fits the budget"])
         fits = f"largest that fits: {describe(best)}" if best is not None else "nothing fits"
+        need = per_rank(explicit)
         return Fit(
             None,
             pools,
-            [f"explicit {describe(explicit)} exceeds the host budget; {fits}"],
+            [f"explicit {describe(explicit)} needs {need / GB:,.2f} GB per rank with the pools "
+             f"outside it, x {ctx.ranks_on_node} = {need * ctx.ranks_on_node / GB:,.0f} GB > "
+             f"{ctx.budget_bytes / GB:,.0f} GB budget; {fits}"],
             [f"explicit {describe(explicit)} requested in kv-offload-backend.size-gb-per-rank"],
         )
     if best is None:
