@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from kvbench.errors import LaunchError
 from kvbench.launch.logtail import LogTail, read_tail
 from kvbench.launch.records import write_command, write_env
 from kvbench.launch.signatures import Match, cgroup_oom_kills, recognise
-from kvbench.launch.tree import ProcessTree, become_subreaper
+from kvbench.launch.tree import MARKER_VAR, ProcessTree, become_subreaper
 
 TAIL_LINES = 40
 
@@ -82,7 +83,8 @@ class _Proc:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
-        full_env = {**os.environ, **env}
+        marker = uuid.uuid4().hex
+        full_env = {**os.environ, **env, MARKER_VAR: marker}
         self._log = open(log_path, "ab")  # noqa: SIM115 (closed in close())
         try:
             self.popen = subprocess.Popen(
@@ -93,7 +95,7 @@ class _Proc:
             self._log.close()
             raise LaunchError(f"cannot start {name}: {e}",
                               hint=f"is {self.argv[0]!r} installed and on PATH?") from e
-        self.tree = ProcessTree(self.popen.pid)
+        self.tree = ProcessTree(self.popen.pid, marker)
 
     def close(self) -> None:
         self._log.close()

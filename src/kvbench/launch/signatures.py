@@ -25,7 +25,7 @@ class Match:
 
 
 # Order matters: the first signature that matches any line wins, so the specific causes come
-# before the generic ones (an NCCL timeout is reported as NCCL, not as a watchdog).
+# before the generic ones (a model that is missing also makes NCCL workers fail later).
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "port_in_use", "port already in use",

@@ -60,14 +60,30 @@ def become_subreaper() -> bool:
         return False
 
 
-class ProcessTree:
-    """Every process seen below `root_pid`, kept across refreshes."""
+MARKER_VAR = "KVBENCH_PROCESS_TREE"
 
-    def __init__(self, root_pid: int) -> None:
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+class ProcessTree:
+    """Every process seen below `root_pid`, kept across refreshes. `marker` is a
+    `KVBENCH_PROCESS_TREE=<id>` entry of the root's environment: descendants inherit it, so a
+    worker that escaped to its own session and lost its parent is still recognised."""
+
+    def __init__(self, root_pid: int, marker: str | None = None) -> None:
         self.root_pid = root_pid
         self.seen: dict[int, int] = {}  # pid -> start ticks
         self._lock = threading.Lock()
+        self._marker = f"{MARKER_VAR}={marker}".encode() if marker else None
+        self._checked: set[tuple[int, int]] = set()
         root = read_proc(root_pid)
+        self._root_start = root.start_ticks if root is not None else 0
         if root is not None:
             self.seen[root_pid] = root.start_ticks
 
@@ -84,6 +100,15 @@ class ProcessTree:
         frontier = [pid for pid in self.seen if self._alive_in(procs, pid)]
         frontier += [p.pid for p in procs.values()
                      if p.sid == self.root_pid or p.pgid == self.root_pid]
+        if self._marker is not None:
+            # Only processes born after the root can carry its marker; each is read once.
+            for p in procs.values():
+                key = (p.pid, p.start_ticks)
+                if (p.start_ticks >= self._root_start and p.pid not in self.seen
+                        and key not in self._checked):
+                    self._checked.add(key)
+                    if _has_marker(p.pid, self._marker):
+                        frontier.append(p.pid)
         while frontier:
             pid = frontier.pop()
             info = procs.get(pid)

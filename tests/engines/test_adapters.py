@@ -1,0 +1,208 @@
+"""Adapters on literal rows and plans: every value where it belongs, with its source."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from fixtures.engines_rows import make_job, make_plan
+
+from kvbench.engines import engine_names, get_adapter
+from kvbench.errors import EngineError
+
+
+def _flag(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def _source(spec, flag: str):
+    return next(s for s in spec.sources if s.flag == flag)
+
+
+def test_registry_names_and_unknown_framework():
+    assert engine_names() == ["sglang", "sim", "trtllm", "vllm"]
+    assert get_adapter("trt").name == "trtllm"
+    with pytest.raises(EngineError, match=r"'atom'; known: sglang, sim, trtllm, vllm"):
+        get_adapter("atom")
+
+
+def test_sglang_hicache_row_values_and_sources():
+    spec = get_adapter("sglang").build(make_job(), make_plan(), port=30000)
+    argv = spec.argv
+    assert argv[:3] == ["python3", "-m", "sglang.launch_server"] and spec.program_len == 3
+    assert _flag(argv, "--model-path") == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert _flag(argv, "--tp-size") == "2" and _flag(argv, "--ep-size") == "2"
+    assert _flag(argv, "--port") == "30000" and _flag(argv, "--host") == "127.0.0.1"
+    # plan: sizing and offload flags
+    assert _flag(argv, "--hicache-size") == "144"
+    assert _flag(argv, "--mem-fraction-static") == "0.82"
+    assert _flag(argv, "--kv-cache-dtype") == "fp8_e4m3"
+    assert "--enable-hierarchical-cache" in argv
+    # data rules: concurrency heuristics, per-model and per-hardware settings
+    assert _flag(argv, "--max-running-requests") == "112"
+    assert _flag(argv, "--cuda-graph-max-bs-decode") == "56"
+    assert _flag(argv, "--speculative-algorithm") == "NEXTN"  # Qwen on B300
+    assert _flag(argv, "--attention-backend") == "trtllm_mha"
+    assert _flag(argv, "--quantization") == "fp8"
+    assert spec.env["SGLANG_SIMULATE_ACC_LEN"] == "3.39"
+    assert argv.count("--page-size") == 1
+    assert _source(spec, "--tp-size").source == "job"
+    assert _source(spec, "--hicache-size").source == "plan"
+    assert _source(spec, "--max-running-requests").detail.endswith("2 * conc with conc=56")
+    assert _source(spec, "--speculative-algorithm").shadowed == [
+        "EAGLE (default: sglang data: speculative decoding (EAGLE/MTP))"]
+    assert spec.base_url == "http://127.0.0.1:30000"
+    assert spec.metrics_url == "http://127.0.0.1:30000/metrics"
+    assert spec.router_argv is None and spec.correlation_header is None
+
+
+def test_sglang_dp_attention_gets_a_router_and_engine_port_behind_it():
+    job = make_job(tp=4, ep=4, dp_attn=True, model="deepseek-ai/DeepSeek-V4-Pro",
+                   model_prefix="dsv4", precision="fp4", conc=64,
+                   router={"name": "sglang-router", "version": "0.3.2"})
+    spec = get_adapter("sglang").build(job, make_plan(page_size_tokens=256), port=8888)
+    assert _flag(spec.argv, "--port") == "8889"
+    assert _flag(spec.argv, "--dp-size") == "4" and "--enable-dp-attention" in spec.argv
+    assert _flag(spec.argv, "--chunked-prefill-size") == str(8192 * 4)
+    r = spec.router_argv
+    assert r[:3] == ["python3", "-m", "sglang_router.launch_router"]
+    assert _flag(r, "--worker-urls") == "http://127.0.0.1:8889"
+    assert _flag(r, "--policy") == "consistent_hashing" and "--dp-aware" in r
+    assert _flag(r, "--port") == "8888" and _flag(r, "--request-timeout-secs") == "14400"
+    assert spec.base_url == "http://127.0.0.1:8888"
+    assert spec.metrics_url == "http://127.0.0.1:8889/metrics"  # the engine's, not the router's
+    assert spec.health_url == "http://127.0.0.1:8889/health"
+    assert spec.router_health_url == "http://127.0.0.1:8888/health"
+    assert spec.correlation_header == "x-smg-routing-key"
+
+
+def test_accuracy_runs_drop_synthetic_acceptance():
+    thr = get_adapter("sglang").build(make_job(), make_plan(), port=1)
+    acc = get_adapter("sglang").build(make_job(), make_plan(), port=1, accuracy=True)
+    assert "SGLANG_SIMULATE_ACC_LEN" in thr.env
+    assert not any(k.startswith("SGLANG_SIMULATE_ACC") for k in acc.env)
+    assert _flag(acc.argv, "--speculative-num-steps") == "3"  # speculation itself stays on
+    eval_row = get_adapter("sglang").build(make_job(eval_only=True), make_plan(), port=1)
+    assert "SGLANG_SIMULATE_ACC_LEN" not in eval_row.env
+
+
+def test_overrides_beat_everything_and_are_labelled():
+    spec = get_adapter("sglang").build(
+        make_job(), make_plan(), port=1, model_path="/models/qwen",
+        overrides=["--hicache-size", "100", "--watchdog-timeout=60", "--enable-metrics"],
+        env_overrides={"NCCL_DEBUG": "INFO"})
+    assert _flag(spec.argv, "--hicache-size") == "100"
+    assert _source(spec, "--hicache-size").source == "override"
+    assert _flag(spec.argv, "--watchdog-timeout") == "60"
+    assert _flag(spec.argv, "--model-path") == "/models/qwen"
+    assert _source(spec, "--model-path").source == "override"
+    assert spec.served_model_name == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert spec.env["NCCL_DEBUG"] == "INFO"
+
+
+def test_version_from_image_picks_flag_spelling():
+    old = get_adapter("sglang").build(make_job(image="lmsysorg/sglang:v0.5.12-cu130"),
+                                      make_plan(), port=1)
+    assert "--cuda-graph-max-bs" in old.argv and "--cuda-graph-max-bs-decode" not in old.argv
+    forced = get_adapter("sglang").build(make_job(image="lmsysorg/sglang:v0.5.12-cu130"),
+                                         make_plan(), port=1, engine_version="0.5.23")
+    assert "--cuda-graph-max-bs-decode" in forced.argv
+    nightly = get_adapter("sglang").build(make_job(image="lmsysorg/sglang:dev-nightly-0820"),
+                                          make_plan(), port=1)
+    assert "--cuda-graph-max-bs-decode" in nightly.argv
+
+
+def test_multinode_rows_are_refused_with_a_reason():
+    row = make_job().row | {"prefill": {"num-worker": 1}, "decode": {"num-worker": 1}}
+    from kvbench.matrix import Job
+
+    job = Job(config_key="k", row=row, scenario="agentic-coding")
+    with pytest.raises(EngineError, match="multi-node"):
+        get_adapter("sglang").build(job, None, port=1)
+
+
+def test_vllm_dp_attention_router_and_offload():
+    job = make_job(framework="vllm", model="deepseek-ai/DeepSeek-V4-Pro", model_prefix="dsv4",
+                   precision="fp4", tp=8, ep=8, dp_attn=True, conc=64,
+                   image="vllm/vllm-openai:nightly-dev-x86_64-cu13.0.1-426e59f",
+                   kv_offload_backend={"name": "vllm-simple"},
+                   router={"name": "vllm-router", "version": "0.1.14"})
+    plan = make_plan(framework="vllm", backend="vllm-simple", page_size_tokens=256,
+                     mem_fraction_static=0.9,
+                     engine_args=["--kv-offloading-backend", "native",
+                                  "--kv-offloading-size", "331.66"],
+                     engine_env={"VLLM_USE_SIMPLE_KV_OFFLOAD": "1"})
+    spec = get_adapter("vllm").build(job, plan, port=8000)
+    argv = spec.argv
+    assert argv[:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-V4-Pro"]
+    assert _flag(argv, "--tensor-parallel-size") == "1"
+    assert _flag(argv, "--data-parallel-size") == "8"
+    assert _flag(argv, "--max-num-seqs") == "16"  # 2 x 64 / 8 ranks
+    assert _flag(argv, "--block-size") == "256" and _flag(argv, "--kv-cache-dtype") == "fp8"
+    assert _flag(argv, "--kv-offloading-size") == "331.66"
+    assert spec.env["VLLM_USE_SIMPLE_KV_OFFLOAD"] == "1"
+    assert '"synthetic_acceptance_length":2.49' in _flag(argv, "--speculative-config")
+    assert spec.router_argv[0] == "vllm-router"
+    assert _flag(spec.router_argv, "--policy") == "consistent_hash"
+    assert _flag(spec.router_argv, "--intra-node-data-parallel-size") == "8"
+    assert spec.correlation_header == "x-session-id"
+    assert spec.metrics_url == "http://127.0.0.1:8001/metrics"
+
+
+def test_vllm_mooncake_config_file_from_plan():
+    job = make_job(framework="vllm", model_prefix="kimik3", model="moonshotai/Kimi-K3", tp=8,
+                   ep=1, kv_offload_backend={"name": "mooncake"})
+    plan = make_plan(framework="vllm", backend="mooncake",
+                     engine_args=["--kv-transfer-config", '{"kv_connector": "X"}'],
+                     engine_env={"MOONCAKE_CONFIG_PATH": "mooncake.json"},
+                     engine_config={"mooncake.json": {"global_segment_size": 123}})
+    spec = get_adapter("vllm").build(job, plan, port=1)
+    assert '"global_segment_size": 123' in spec.files["mooncake.json"]
+    assert _flag(spec.argv, "--kv-transfer-config") == '{"kv_connector": "X"}'
+
+
+def test_trtllm_writes_its_yaml_config_with_plan_host_cache(tmp_path):
+    job = make_job(framework="trt", model="nvidia/MiniMax-M3-NVFP4", model_prefix="minimaxm3",
+                   precision="fp4", tp=4, ep=1, conc=20, kv_offload_backend={"name": "native"},
+                   image="nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc23.post1")
+    plan = make_plan(framework="trt", backend="native", page_size_tokens=32,
+                     mem_fraction_static=0.9, engine_args=[],
+                     engine_config={"kv_cache_config": {"host_cache_size": 299_750_000_000}})
+    spec = get_adapter("trt").build(job, plan, port=8000, work_dir=tmp_path)
+    assert spec.argv[:2] == ["trtllm-serve", "nvidia/MiniMax-M3-NVFP4"]
+    assert _flag(spec.argv, "--config") == str(tmp_path / "trtllm-config.yaml")
+    assert _flag(spec.argv, "--tp_size") == "4"
+    config = yaml.safe_load(spec.files["trtllm-config.yaml"])
+    assert config["kv_cache_config"]["host_cache_size"] == 299_750_000_000
+    assert config["kv_cache_config"]["tokens_per_block"] == 32
+    assert config["kv_cache_config"]["enable_block_reuse"] is True
+    assert config["max_batch_size"] == 20
+    assert config["speculative_config"] == {"decoding_type": "Eagle3", "max_draft_len": 3}
+    assert spec.env["TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"] == "1.78"
+    assert spec.metrics_url.endswith("/prometheus/metrics")
+    host_src = _source(spec, "kv_cache_config.host_cache_size")
+    assert host_src.kind == "file" and host_src.source == "plan"
+
+
+def test_sim_emits_the_serve_sim_command_line():
+    spec = get_adapter("sim").build(make_job(), make_plan(), port=30123)
+    argv = spec.argv
+    assert argv[:4] == [sys.executable, "-m", "kvbench", "serve-sim"]
+    assert _flag(argv, "--model") == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert _flag(argv, "--hardware") == "b300" and _flag(argv, "--tp") == "2"
+    assert _flag(argv, "--host-cache-gb") == "144"
+    assert _flag(argv, "--gpu-tokens") == "1000000" and _flag(argv, "--page-size") == "64"
+    assert _flag(argv, "--write-policy") == "write_through"
+    assert _flag(argv, "--port") == "30123"
+    assert _flag(argv, "--max-running-requests") == "112"
+
+
+def test_every_data_file_loads_and_every_rule_is_reachable_by_some_fact():
+    from kvbench.engines.rules import DATA_DIR, load_engine_data
+
+    for path in sorted(Path(DATA_DIR).glob("*.yaml")):
+        data = load_engine_data(path.stem)
+        assert data.engine == path.stem
+        assert len({r.name for r in data.rules}) == len(data.rules), "rule names must differ"

@@ -1,0 +1,108 @@
+"""vLLM and TRT-LLM command lines for the real rows, checked against a schema.
+
+vLLM's own parser is not used: vllm is not installed on CI's CPU machine (its wheels require a
+CUDA build of torch; a --no-deps install with CPU substitutes was not attempted). Instead
+every flag and value is checked against the flag list and value sets gathered from vLLM's
+docs and the InferenceX launchers in ../shared/reference (kvoffload.md section 4,
+inferencex.md section 5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from kvbench.engines import get_adapter
+from kvbench.plan import plan_job
+
+BOOL = None
+# flag -> allowed values (a set), a checker, or BOOL for a bare flag
+VLLM_FLAGS: dict[str, object] = {
+    "--served-model-name": str, "--host": {"127.0.0.1"}, "--port": int,
+    "--tensor-parallel-size": int, "--pipeline-parallel-size": int,
+    "--data-parallel-size": int, "--enable-expert-parallel": BOOL,
+    "--block-size": {"1", "8", "16", "32", "64", "128", "256"},
+    "--kv-cache-dtype": {"auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+                         "fp8_ds_mla"},
+    "--gpu-memory-utilization": float, "--max-num-seqs": int,
+    "--max-num-batched-tokens": int, "--max-model-len": int,
+    "--enable-prefix-caching": BOOL, "--enable-prompt-tokens-details": BOOL,
+    "--trust-remote-code": BOOL, "--language-model-only": BOOL, "--stream-interval": int,
+    "--prefill-schedule-interval": int, "--long-prefill-token-threshold": int,
+    "--speculative-config": "json", "--kv-transfer-config": "json",
+    "--kv-offloading-backend": {"native", "lmcache"}, "--kv-offloading-size": float,
+}
+TRTLLM_FLAGS: dict[str, object] = {
+    "--host": {"127.0.0.1"}, "--port": int, "--tp_size": int, "--ep_size": int,
+    "--pp_size": int, "--backend": {"pytorch"}, "--config": str,
+}
+
+
+def _check(argv: list[str], schema: dict[str, object], where: str) -> list[str]:
+    problems, i = [], 0
+    while i < len(argv):
+        flag = argv[i]
+        if flag not in schema:
+            problems.append(f"{where}: unknown flag {flag}")
+            i += 1
+            continue
+        rule = schema[flag]
+        if rule is BOOL:
+            i += 1
+            continue
+        value = argv[i + 1]
+        i += 2
+        if isinstance(rule, set) and value not in rule:
+            problems.append(f"{where}: {flag} {value} not in {sorted(rule)}")
+        elif rule in (int, float):
+            try:
+                number = rule(value)
+            except ValueError:
+                problems.append(f"{where}: {flag} {value} is not {rule.__name__}")
+                continue
+            if number <= 0 or (flag == "--gpu-memory-utilization" and number > 1):
+                problems.append(f"{where}: {flag} {value} out of range")
+        elif rule == "json":
+            obj = json.loads(value)
+            if flag == "--speculative-config" and obj.get("method") not in ("mtp", "eagle3"):
+                problems.append(f"{where}: speculative method {obj.get('method')}")
+            if flag == "--kv-transfer-config" and {"kv_connector", "kv_role"} - set(obj):
+                problems.append(f"{where}: kv-transfer-config lacks kv_connector/kv_role")
+    return problems
+
+
+@pytest.mark.slow
+def test_vllm_rows_match_the_schema(real_single_node_jobs):
+    jobs = [j for j in real_single_node_jobs if j.framework == "vllm"]
+    assert len(jobs) >= 100
+    problems = []
+    for job in jobs:
+        plan = plan_job(job)
+        spec = get_adapter("vllm").build(job, plan, port=8000)
+        assert spec.argv[:3] == ["vllm", "serve", job.model]
+        problems += _check(spec.argv[3:], VLLM_FLAGS, job.exp_name)
+        dp = job.row.get("dp-attn")
+        seqs = int(spec.argv[spec.argv.index("--max-num-seqs") + 1])
+        ranks = job.row["tp"] if dp else 1
+        assert seqs * ranks >= 2 * job.conc, job.exp_name  # room for subagent fan-out
+        if dp:
+            assert spec.router_argv and spec.correlation_header == "x-session-id"
+        if plan.backend == "vllm-simple":
+            assert spec.env.get("VLLM_USE_SIMPLE_KV_OFFLOAD") == "1"
+    assert problems == []
+
+
+def test_trtllm_rows_match_the_schema(real_single_node_jobs, tmp_path):
+    jobs = [j for j in real_single_node_jobs if j.framework == "trt"]
+    assert len(jobs) >= 20
+    for job in jobs:
+        plan = plan_job(job)
+        spec = get_adapter(job.framework).build(job, plan, port=8000, work_dir=tmp_path)
+        assert spec.argv[:2] == ["trtllm-serve", job.model]
+        assert _check(spec.argv[2:], TRTLLM_FLAGS, job.exp_name) == []
+        config = yaml.safe_load(spec.files["trtllm-config.yaml"])
+        kv = config["kv_cache_config"]
+        assert kv["host_cache_size"] == plan.engine_config["kv_cache_config"]["host_cache_size"]
+        assert kv["enable_block_reuse"] is True and 0 < kv["free_gpu_memory_fraction"] <= 1
+        assert config["max_batch_size"] == job.conc and config["return_perf_metrics"] is True
