@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from kvbench.replay.http import Endpoint, _dechunk
+from kvbench.replay.chunked import dechunk as _dechunk
+from kvbench.replay.http import Endpoint
 
 
 def _frame(payload: bytes) -> bytes:
@@ -29,3 +30,17 @@ def test_endpoint_parse_strips_v1_and_defaults_port():
     ep = Endpoint.parse("http://localhost/v1/")
     assert (ep.host, ep.port, ep.base_path, ep.tls) == ("localhost", 80, "", False)
     assert Endpoint.parse("https://h:8443/prefix").base_path == "/prefix"
+
+
+def test_dechunk_one_byte_reads_keep_event_completion_times():
+    from kvbench.replay.sse import SseParser
+
+    raw = _frame(b"data: a\n\n") + _frame(b"data: bb\n\ndata: c\n\n") + b"0\r\n\r\n"
+    reads = [(i, raw[i:i + 1]) for i in range(len(raw))]
+    pieces = _dechunk(reads)
+    assert pieces is not None
+    events = SseParser().feed_stamped(pieces)
+    assert [d for _, d in events] == [b"a", b"bb", b"c"]
+    # each event is stamped with the read that carried its final newline
+    for (t, d), needle in zip(events, (b"a\n\n", b"bb\n\n", b"c\n\n"), strict=True):
+        assert raw[t] == ord("\n") and raw[t - len(needle) + 1:t + 1] == needle, d

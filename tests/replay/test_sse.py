@@ -53,3 +53,15 @@ def test_unterminated_final_event_is_flushed():
     p = SseParser()
     assert p.feed(b"data: last\n") == []
     assert p.flush() == [b"last"]
+
+
+def test_feed_stamped_matches_feed_per_piece_at_every_split():
+    for crlf in (False, True):
+        stream = STREAM if crlf else STREAM.replace(b"\r\n", b"\n")
+        for a in range(1, len(stream) - 1, 3):
+            for b in range(a + 1, len(stream), 5):
+                pieces = [(1, stream[:a]), (2, stream[a:b]), (3, stream[b:])]
+                ref = SseParser()
+                want = [(t, d) for t, p in pieces for d in ref.feed(p)]
+                want += [(3, d) for d in ref.flush()]
+                assert SseParser().feed_stamped(pieces) == want, (a, b)

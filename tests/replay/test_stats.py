@@ -32,10 +32,11 @@ def test_hand_computed_latencies():
 
 def test_warmup_and_errors_are_excluded_and_counted():
     recs = [_rec(), _rec(is_warmup=True),
-            _rec(status="error", error_kind="http_500", t_first_ns=None, t_last_ns=None)]
+            _rec(status="error", error_kind="http_500", t_first_ns=None, t_last_ns=None),
+            _rec(status="cancelled", error_kind="cancelled", t_first_ns=None, t_last_ns=None)]
     s = summarize(recs, num_gpus=2)
-    assert s["requests"] == {"total": 3, "profiled": 1, "warmup": 1, "errors": 1,
-                             "errors_by_kind": {"http_500": 1}}
+    assert s["requests"] == {"total": 4, "profiled": 1, "warmup": 1, "errors": 1,
+                             "errors_by_kind": {"http_500": 1}, "cancelled": 1}
     tp = s["throughput"]
     assert tp["output_tok_s"] == pytest.approx(4 / 0.04)
     assert tp["output_tok_s_per_gpu"] == pytest.approx(2 / 0.04)

@@ -1,8 +1,8 @@
 """A minimal HTTP/1.1 client connection for streaming responses, on asyncio's Protocol API.
 
-The read path only appends `(perf_counter_ns(), bytes)`: the timestamp is taken when the bytes
-arrive, before any parsing, and nothing is parsed until the response is complete (one cheap
-suffix test per read detects the end of a chunked body). There is no line-length limit and no
+The read path takes `perf_counter_ns()` first, then only undoes the chunked framing (a few
+operations per read, see chunked.py); SSE and JSON are parsed after the response completes,
+off the read path. There is no line-length limit and no
 fixed read buffer to outgrow, so 100K-token contexts and huge SSE lines cost nothing extra."""
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl as ssl_module
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
 
 from kvbench.errors import ReplayError
+from kvbench.replay.chunked import ChunkedDecoder
 
-_CHUNKED_END = b"0\r\n\r\n"
 RCVBUF_BYTES = 4 << 20
 
 
@@ -64,13 +63,20 @@ class Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self._times: list[int] = []
-        self._reads: list[bytes] = []
-        self._head: tuple[int, dict[str, str], int] | None = None  # status, headers, body offset
-        self._mode = ""  # "chunked" | "length" | "eof"
+        self._waiter: asyncio.Future | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._head_buf = b""
+        self._t_first = 0
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._mode = ""  # "" (head pending) | "chunked" | "length" | "eof"
+        self._chunked: ChunkedDecoder | None = None
+        self._pieces: list[tuple[int, bytes]] = []
         self._length = 0
         self._got = 0
-        self._waiter: asyncio.Future | None = None
+        self._error: str | None = None
 
     # --- protocol callbacks (the hot path) ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -84,80 +90,66 @@ class Connection(asyncio.Protocol):
                 pass
 
     def data_received(self, data: bytes) -> None:
-        self._times.append(perf_counter_ns())
-        self._reads.append(data)
+        t = perf_counter_ns()
+        dec = self._chunked
+        if dec is not None:
+            if dec.feed(t, data):
+                self._finish("done")
+            return
         if self._waiter is None:
             return
-        if self._mode == "chunked":
-            if data[-5:] == _CHUNKED_END or (len(data) < 5 and self._tail_is_end()):
-                self._maybe_done()
-        elif self._mode == "length":
+        if self._mode == "length":
+            self._pieces.append((t, data))
             self._got += len(data)
             if self._got >= self._length:
-                self._finish()
-        elif self._head is None:
-            self._parse_head()
+                self._finish("done")
+        elif self._mode == "eof":
+            self._pieces.append((t, data))
+        else:
+            self._head(t, data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result("eof")
+        self._finish("eof")
 
     # --- internals ---
-    def _tail_is_end(self) -> bool:
-        return b"".join(self._reads[-3:])[-5:] == _CHUNKED_END
-
-    def _parse_head(self) -> None:
-        raw = b"".join(self._reads)
-        end = raw.find(b"\r\n\r\n")
+    def _head(self, t: int, data: bytes) -> None:
+        if not self._t_first:
+            self._t_first = t
+        buf = self._head_buf + data
+        end = buf.find(b"\r\n\r\n")
         if end < 0:
+            self._head_buf = buf
             return
-        lines = raw[:end].decode("latin-1").split("\r\n")
+        lines = buf[:end].decode("latin-1").split("\r\n")
         try:
-            status = int(lines[0].split(" ", 2)[1])
+            self._status = int(lines[0].split(" ", 2)[1])
         except (IndexError, ValueError):
-            self._fail(f"bad status line {lines[0][:80]!r}")
+            self._error = f"bad status line {lines[0][:80]!r}"
+            self._finish("done")
             return
-        headers = {}
         for line in lines[1:]:
             k, _, v = line.partition(":")
-            headers[k.strip().lower()] = v.strip()
-        self._head = (status, headers, end + 4)
-        body_len = len(raw) - end - 4
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._headers[k.strip().lower()] = v.strip()
+        rest = buf[end + 4:]
+        if "chunked" in self._headers.get("transfer-encoding", "").lower():
             self._mode = "chunked"
-            if raw.endswith(_CHUNKED_END) and body_len >= 5:
-                self._maybe_done()
-        elif "content-length" in headers:
-            self._mode, self._length, self._got = "length", int(headers["content-length"]), body_len
+            self._chunked = ChunkedDecoder()
+            if rest and self._chunked.feed(t, rest):
+                self._finish("done")
+        elif "content-length" in self._headers:
+            self._mode, self._length = "length", int(self._headers["content-length"])
+            if rest:
+                self._pieces.append((t, rest))
+            self._got = len(rest)
             if self._got >= self._length:
-                self._finish()
+                self._finish("done")
         else:
             self._mode = "eof"
+            if rest:
+                self._pieces.append((t, rest))
 
-    def _maybe_done(self) -> None:
-        if _dechunk(self._body_reads()) is not None:
-            self._finish()
-
-    def _body_reads(self) -> list[tuple[int, bytes]]:
-        assert self._head is not None
-        offset = self._head[2]
-        out = []
-        for t, data in zip(self._times, self._reads, strict=True):
-            if offset >= len(data):
-                offset -= len(data)
-                continue
-            out.append((t, data[offset:] if offset else data))
-            offset = 0
-        return out
-
-    def _finish(self) -> None:
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result("done")
-
-    def _fail(self, why: str) -> None:
+    def _finish(self, why: str) -> None:
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(why)
@@ -167,86 +159,42 @@ class Connection(asyncio.Protocol):
         """Send one request; return (send ns, response). A transport failure is a Response
         with `error` set (a per-request failure is a record, not an exception)."""
         assert self.transport is not None
-        loop = asyncio.get_running_loop()
-        self._times, self._reads, self._head, self._mode = [], [], None, ""
-        self._waiter = loop.create_future()
+        self._reset()
+        self._waiter = asyncio.get_running_loop().create_future()
         t_send = perf_counter_ns()
         self.transport.write(raw)
         try:
             why = await self._waiter
         finally:
             self._waiter = None
-        return t_send, self._response(why)
+        resp = self._response(why)
+        self._chunked = None
+        return t_send, resp
 
     def _response(self, why: str) -> Response:
-        if self._head is None:
-            if self._reads:
-                self._parse_head()
-            if self._head is None:
-                err = "connection closed before a response" if why == "eof" else why
-                return Response(0, {}, [], 0, complete=False, error=err)
-        status, headers, _ = self._head
-        t_first = self._times[0] if self._times else 0
-        reads = self._body_reads()
-        if self._mode == "chunked":
-            pieces = _dechunk(reads)
-            if pieces is None:
-                return Response(status, headers, reads, t_first, complete=False,
-                                error="stream ended before the final chunk")
-        else:
-            pieces = reads
-            if self._mode == "length" and self._got < self._length:
-                return Response(status, headers, pieces, t_first, complete=False,
-                                error="body shorter than Content-Length")
-        if headers.get("connection", "").lower() == "close" or self._mode == "eof":
+        if self._error is not None:
             self.close()
-        return Response(status, headers, pieces, t_first)
+            return Response(self._status, self._headers, [], self._t_first, False, self._error)
+        if not self._mode:
+            err = "connection closed before a response" if why == "eof" else why
+            return Response(0, {}, [], 0, complete=False, error=err)
+        dec = self._chunked
+        pieces = dec.pieces if dec is not None else self._pieces
+        complete = why == "done" or self._mode == "eof"
+        error = None
+        if dec is not None and (dec.failed or not dec.done):
+            complete, error = False, "stream ended before the final chunk"
+        elif self._mode == "length" and self._got < self._length:
+            complete, error = False, "body shorter than Content-Length"
+        if self._headers.get("connection", "").lower() == "close" or self._mode == "eof" or \
+                not complete:
+            self.close()
+        return Response(self._status, self._headers, pieces, self._t_first, complete, error)
 
     def close(self) -> None:
         self.closed = True
         if self.transport is not None:
             self.transport.close()
-
-
-def _dechunk(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]] | None:
-    """Undo chunked framing, keeping each payload byte with the time of the read it came in.
-    None if the body is not complete yet."""
-    raw = b"".join(d for _, d in reads) if len(reads) != 1 else reads[0][1]
-    ends: list[int] = []
-    acc = 0
-    for _, d in reads:
-        acc += len(d)
-        ends.append(acc)
-    out: list[tuple[int, bytes]] = []
-    pos = 0
-    n = len(raw)
-    find = raw.find
-    while True:
-        eol = find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        try:
-            size = int(raw[pos:eol].split(b";", 1)[0], 16)
-        except ValueError:
-            return None
-        start = eol + 2
-        if size == 0:
-            return out if find(b"\r\n\r\n", eol) >= 0 else None
-        stop = start + size
-        if stop + 2 > n:
-            return None
-        # split the payload at read boundaries so each byte keeps its arrival time
-        i = bisect_right(ends, start)
-        while start < stop:
-            cut = min(ends[i], stop)
-            t = reads[i][0]
-            if out and out[-1][0] == t:
-                out[-1] = (t, out[-1][1] + raw[start:cut])
-            else:
-                out.append((t, raw[start:cut]))
-            start = cut
-            i += 1
-        pos = stop + 2
 
 
 async def open_connection(ep: Endpoint, timeout_s: float = 30.0) -> Connection:

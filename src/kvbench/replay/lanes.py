@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 
 from kvbench.replay.config import ReplayConfig
+from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, open_connection
 from kvbench.replay.request import RequestFactory, build_record
 from kvbench.workload.prompt import PromptBuilder
@@ -70,6 +71,7 @@ class Lanes:
         self.write = write
         self.c = counters
         self.factory = RequestFactory(cfg, ep)
+        self.digest = Digest(chat=self.factory.chat, keep_text=cfg.keep_text)
         self.deadline_ns: int | None = None
         self.stopping = False
         self._seq = 0
@@ -168,7 +170,8 @@ class Lanes:
                 self.factory.dropped.update(rejected)
                 self.c.notes.append(f"server rejected {', '.join(rejected)}: sent without it")
                 body = self.factory.body(prompt, max_tokens)
-            rec = build_record(resp, chat=self.factory.chat, keep_text=cfg.keep_text)
+            assert resp is not None
+            rec = await self.digest.record(resp)
         except ConnectionError as e:
             rec, err = build_record(None, chat=True, keep_text=False, error=str(e),
                                     error_kind="connect"), e
@@ -196,7 +199,7 @@ class Lanes:
     def _finish(self, base: dict, t_send: int, rec: dict) -> None:
         out = {**base, "t_send_ns": t_send, **rec}
         self.c.done += 1
-        if out["status"] != "ok":
+        if out["status"] == "error":
             self.c.errors += 1
         self.c.out_tokens += out.get("completion_tokens") or 0
         self.c.in_tokens += out.get("prompt_tokens") or out["sent_prompt_tokens"]

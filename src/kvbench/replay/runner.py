@@ -59,6 +59,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None) -> dict
         if cfg.duration_s is not None:
             lanes.deadline_ns = t0 + int(cfg.duration_s * 1e9)
         monitor.start()
+        lanes.digest.start()
         tasks = [asyncio.create_task(lanes.run_lane(i)) for i in range(cfg.concurrency)]
         ticker = None
         if on_progress is not None:
@@ -73,6 +74,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None) -> dict
                 ticker.cancel()
                 on_progress(counters, (perf_counter_ns() - t0) / 1e9)  # type: ignore[misc]
             await monitor.stop()
+            await lanes.digest.stop()
     records = read_jsonl(records_path)
     summary = summarize(records, num_gpus=cfg.num_gpus, client=monitor.report())
     summary["run"] = {

@@ -41,6 +41,37 @@ class SseParser:
         self._buf = buf[start:] if start < len(buf) else b""
         return events
 
+    def feed_stamped(self, pieces: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        """All events of a complete body given as (arrival ns, bytes) pieces, each event with
+        the time of the piece holding its last byte. Equivalent to `feed` per piece, but one
+        pass over the joined body when it has no CR (the common case)."""
+        if len(pieces) == 1 or any(b"\r" in p for _, p in pieces) or self._buf or self._cr:
+            out = [(t, d) for t, piece in pieces for d in self.feed(piece)]
+            return out + [(pieces[-1][0], d) for d in self.flush()] if pieces else out
+        body = b"".join(p for _, p in pieces)
+        out: list[tuple[int, bytes]] = []
+        k, piece_end = 0, len(pieces[0][1])
+        find = body.find
+        start = 0
+        while True:
+            end = find(b"\n\n", start)
+            if end < 0:
+                break
+            while end + 2 > piece_end:  # the event's last byte is in a later piece
+                k += 1
+                piece_end += len(pieces[k][1])
+            block = body[start:end]
+            start = end + 2
+            if block[:5] == b"data:" and b"\n" not in block:
+                out.append((pieces[k][0], block[6:] if block[5:6] == b" " else block[5:]))
+            elif block:
+                parsed = _parse_block(block)
+                if parsed is not None:
+                    out.append((pieces[k][0], parsed))
+        self._buf = body[start:]
+        out.extend((pieces[-1][0], d) for d in self.flush())
+        return out
+
     def flush(self) -> list[bytes]:
         """An unterminated event left at the end of a stream (servers that omit the blank line)."""
         rest, self._buf = self._buf, b""

@@ -46,7 +46,9 @@ def summarize(records: Iterable[dict], *, num_gpus: int = 1, client: dict | None
     warm = [r for r in recs if r.get("is_warmup")]
     measured = [r for r in recs if not r.get("is_warmup")]
     ok = [r for r in measured if r.get("status") == "ok" and r.get("t_first_ns")]
-    errors = [r for r in measured if r.get("status") != "ok"]
+    # requests cut off by the end of the run are neither results nor server errors
+    cancelled = [r for r in measured if r.get("status") == "cancelled"]
+    errors = [r for r in measured if r.get("status") not in ("ok", "cancelled")]
     by_kind: dict[str, int] = {}
     for r in errors:
         kind = r.get("error_kind") or "unknown"
@@ -109,7 +111,7 @@ def summarize(records: Iterable[dict], *, num_gpus: int = 1, client: dict | None
     return {
         "requests": {
             "total": len(recs), "profiled": len(ok), "warmup": len(warm),
-            "errors": len(errors), "errors_by_kind": by_kind,
+            "errors": len(errors), "errors_by_kind": by_kind, "cancelled": len(cancelled),
         },
         "ttft_ms": describe(ttft),
         "itl_ms": describe(itl),

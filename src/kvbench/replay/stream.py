@@ -30,23 +30,14 @@ def _delta_text(choice: dict, chat: bool) -> str:
     if not chat:
         return choice.get("text") or ""
     delta = choice.get("delta") or {}
-    out = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
-    if not out and delta.get("tool_calls"):
-        out = orjson.dumps(delta["tool_calls"]).decode()
-    return out
+    return delta.get("content") or _other_delta(delta)
 
 
 def parse_stream(resp: Response, *, chat: bool, keep_text: bool = False) -> StreamResult:
     """Events are stamped with the arrival time of the read that completed them."""
     res = StreamResult()
-    parser = SseParser()
-    last_t = 0
-    for t, piece in resp.pieces:
-        last_t = t
-        for data in parser.feed(piece):
-            _event(res, t, data, chat, keep_text)
-    for data in parser.flush():
-        _event(res, last_t, data, chat, keep_text)
+    for t, data in SseParser().feed_stamped(resp.pieces):
+        _event(res, t, data, chat, keep_text)
     return res
 
 
@@ -59,19 +50,30 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
     except orjson.JSONDecodeError:
         res.error, res.error_kind = f"unparsable SSE data {data[:80]!r}", "bad_event"
         return
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         return
-    if obj.get("error"):
-        err = obj["error"]
-        res.error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:300]
-        res.error_kind = "server_error"
-        return
+    choices = obj.get("choices")
     usage = obj.get("usage")
-    text = ""
-    for choice in obj.get("choices") or ():
-        text += _delta_text(choice, chat)
+    if choices and len(choices) == 1:  # the common case, kept short: it runs once per token
+        choice = choices[0]
+        if chat:
+            delta = choice.get("delta")
+            text = (delta.get("content") or _other_delta(delta)) if delta else ""
+        else:
+            text = choice.get("text") or ""
         if choice.get("finish_reason"):
             res.finish_reason = choice["finish_reason"]
+    else:
+        text = ""
+        for choice in choices or ():
+            text += _delta_text(choice, chat)
+            if choice.get("finish_reason"):
+                res.finish_reason = choice["finish_reason"]
+        if obj.get("error"):
+            err = obj["error"]
+            res.error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:300]
+            res.error_kind = "server_error"
+            return
     if text:
         res.chunk_ns.append(t)
         res.chunk_chars.append(len(text))
@@ -79,14 +81,25 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
         if keep_text:
             res.text.append(text)
     if usage:
-        res.prompt_tokens = usage.get("prompt_tokens", res.prompt_tokens)
-        res.completion_tokens = usage.get("completion_tokens", res.completion_tokens)
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        if cached is None:
-            cached = usage.get("cached_tokens")
-        if cached is not None:
-            res.cached_tokens = cached
+        _usage(res, usage)
+
+
+def _other_delta(delta: dict) -> str:
+    out = delta.get("reasoning_content") or delta.get("reasoning") or ""
+    if not out and delta.get("tool_calls"):
+        out = orjson.dumps(delta["tool_calls"]).decode()
+    return out
+
+
+def _usage(res: StreamResult, usage: dict) -> None:
+    res.prompt_tokens = usage.get("prompt_tokens", res.prompt_tokens)
+    res.completion_tokens = usage.get("completion_tokens", res.completion_tokens)
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        cached = usage.get("cached_tokens")
+    if cached is not None:
+        res.cached_tokens = cached
 
 
 def split_tokens(res: StreamResult) -> tuple[list[int], str]:

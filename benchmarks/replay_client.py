@@ -1,0 +1,205 @@
+"""Client speed on one core: kvbench's replay client vs the best peer on PyPI (AIPerf), side by
+side against the reference fast SSE server (`../shared/bench/fast_sse_server.py`).
+
+The server is pinned to CPU 1 and the client to CPU 0 (`taskset`). For each cell (inter-chunk
+delay x concurrency) the server runs fresh with `--stats-log`; the delivered rate is the median
+per-second growth of the server's content-chunk counter over the steady part of the run (what
+the client drained), and the server's own inter-chunk gaps are the truth the client's per-chunk
+gaps are compared with.
+
+    python benchmarks/replay_client.py --duration 10 --cells 0:256,0.02:256,0.02:64 \
+        --aiperf /tmp/aiperf-venv/bin/aiperf --tokenizer /tmp/replay-tiny
+
+Prints one JSON line per run and a ratio table. The peer runs only when --aiperf is given
+(install it in its own venv: `python -m venv /tmp/aiperf-venv && /tmp/aiperf-venv/bin/pip
+install aiperf==0.13.0`)."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SERVER = REPO.parent / "shared" / "bench" / "fast_sse_server.py"
+OUTPUT_TOKENS = 256
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, data: bytes | None = None) -> dict:
+    with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=10) as r:
+        return json.load(r)
+
+
+def start_server(delay: float, log: Path) -> tuple[subprocess.Popen, str]:
+    port = _port()
+    proc = subprocess.Popen(
+        ["taskset", "-c", "1", sys.executable, str(SERVER), "--port", str(port), "--delay",
+         str(delay), "--default-tokens", str(OUTPUT_TOKENS), "--stats-log", str(log)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            _get(url + "/health")
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("fast_sse_server did not start")
+
+
+def steady_rate(log: Path, skip_s: int = 2) -> float:
+    """Median per-second growth of the chunk counter over seconds with traffic, minus the
+    ramp-up and the tail."""
+    rows = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    deltas = [b["chunks"] - a["chunks"] for a, b in itertools.pairwise(rows)]
+    busy = [d for d in deltas if d > 0]
+    core = busy[skip_s:-1] if len(busy) > skip_s + 2 else busy
+    return float(statistics.median(core)) if core else 0.0
+
+
+def run_kvbench(url: str, conc: int, duration: float, out: Path) -> dict:
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--client-only", "--url", url,
+           "--conc", str(conc), "--duration", str(duration), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=duration + 120)
+    if res.returncode != 0:
+        raise RuntimeError(res.stderr[-2000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def client_only(args: argparse.Namespace) -> None:
+    """Runs inside the pinned child. CPU is the whole replay's (sending, reading, parsing,
+    records, statistics) over its wall time; chunks are every content chunk received."""
+    from kvbench.files import read_jsonl
+    from kvbench.replay import ReplayConfig, run_replay
+    from kvbench.workload import SyntheticSpec
+
+    # ~100-token prompts, 256 output tokens, no think time: the peers' benchmark shape
+    spec = SyntheticSpec(num_sessions=args.conc, scale=0.002, max_output_tokens=1, max_turns=8)
+    cfg = ReplayConfig(url=args.url, model="fake-model", concurrency=args.conc,
+                       duration_s=args.duration, synthetic=spec, think_time_scale=0,
+                       output_dir=Path(args.out), grace_s=OUTPUT_TOKENS * 0.02 + 2,
+                       ignore_eos=False, extra_body={"max_tokens": OUTPUT_TOKENS})
+    w0, c0 = time.perf_counter(), time.process_time()
+    summary = run_replay(cfg)
+    wall_s, cpu_s = time.perf_counter() - w0, time.process_time() - c0
+    chunks, gaps = 0, []
+    for r in read_jsonl(Path(args.out) / "records.jsonl"):
+        ts = r["chunk_ns"]
+        chunks += len(ts)
+        gaps.extend((b - a) / 1e6 for a, b in itertools.pairwise(ts))
+    gaps.sort()
+    print(json.dumps({
+        "client_cpu_cores": cpu_s / wall_s, "chunks_per_cpu_s": chunks / cpu_s,
+        "requests": summary["requests"]["profiled"], "errors": summary["requests"]["errors"],
+        "itl_mean_ms": summary["itl_ms"]["mean"], "itl_p99_ms": summary["itl_ms"]["p99"],
+        "chunk_gap_p99_ms": gaps[int(0.99 * (len(gaps) - 1))] if gaps else None,
+        "saturated": summary["client"]["saturated"],
+        "loop_lag_ms_p99": summary["client"]["loop_lag_ms_p99"],
+    }))
+
+
+def run_aiperf(aiperf: str, tokenizer: str, url: str, conc: int, duration: float,
+               out: Path) -> dict:
+    cmd = ["taskset", "-c", "0", aiperf, "profile", "--model", "fake-model", "--url", url,
+           "--endpoint-type", "chat", "--streaming", "--concurrency", str(conc),
+           "--benchmark-duration", str(duration), "--isl", "100",
+           "--osl", str(OUTPUT_TOKENS), "--tokenizer", tokenizer,
+           "--workers-max", "8", "--use-server-token-count", "--ui-type", "none",
+           "--artifact-dir", str(out)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 300,
+                         env={k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"})
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if res.returncode != 0:
+        return {"error": (res.stderr or res.stdout)[-1500:]}
+    export = json.loads((out / "profile_export_aiperf.json").read_text())
+    icl, itl = export["inter_chunk_latency"], export["inter_token_latency"]
+    chunks = icl["count"] + export["request_count"]["avg"]
+    # AIPerf's process tree (controller, workers, record processors) inherits the pinning;
+    # its CPU includes start-up (service spawn, tokenizer), which is reported apart
+    return {"client_cpu_cores_incl_startup": cpu / wall, "chunks_per_cpu_s": chunks / cpu,
+            "requests": export["request_count"]["avg"], "itl_mean_ms": itl["avg"],
+            "itl_p99_ms": itl["p99"], "chunk_gap_p99_ms": icl["p99"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--client-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--url")
+    ap.add_argument("--conc", type=int, default=256)
+    ap.add_argument("--out")
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--cells", default="0:256,0.02:256,0.02:64",
+                    help="delay_s:concurrency pairs")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--aiperf", help="path to the aiperf executable in its own venv")
+    ap.add_argument("--tokenizer", help="local tokenizer directory for AIPerf")
+    args = ap.parse_args()
+    if args.client_only:
+        client_only(args)
+        return
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.repeats):
+            for cell in args.cells.split(","):
+                delay_s, conc_s = cell.split(":")
+                delay, conc = float(delay_s), int(conc_s)
+                clients = [("kvbench", None)] + ([("aiperf", None)] if args.aiperf else [])
+                for name, _ in clients:
+                    log = Path(tmp) / f"{name}-{cell}-{rep}.log"
+                    proc, url = start_server(delay, log)
+                    try:
+                        out = Path(tmp) / f"{name}-{cell}-{rep}"
+                        if name == "kvbench":
+                            extra = run_kvbench(url, conc, args.duration, out)
+                        else:
+                            extra = run_aiperf(args.aiperf, args.tokenizer, url, conc,
+                                               args.duration, out)
+                        stats = _get(url + "/stats")
+                    finally:
+                        proc.terminate()
+                        proc.wait(10)
+                    row = {"client": name, "delay_s": delay, "conc": conc, "repeat": rep,
+                           "chunks_s": steady_rate(log),
+                           "offered_chunks_s": conc / delay if delay else None,
+                           "server_gap_p99_ms": stats.get("gap_p99_ms"), **extra}
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+    _table(rows)
+
+
+def _table(rows: list[dict]) -> None:
+    print("\ncell              kvbench chunks/s   aiperf chunks/s   ratio")
+    cells = sorted({(r["delay_s"], r["conc"]) for r in rows})
+    for d, c in cells:
+        def med(name: str, d: float = d, c: int = c) -> float | None:
+            vals = [r["chunks_s"] for r in rows if r["client"] == name
+                    and (r["delay_s"], r["conc"]) == (d, c) and "error" not in r]
+            return statistics.median(vals) if vals else None
+        k, a = med("kvbench"), med("aiperf")
+        ratio = f"{k / a:.2f}x" if k and a else "-"
+        print(f"delay {d:<5} c {c:<4}  {k or 0:>14,.0f}   {a or 0:>14,.0f}   {ratio}")
+
+
+if __name__ == "__main__":
+    main()

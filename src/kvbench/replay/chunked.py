@@ -1,0 +1,81 @@
+"""Incremental HTTP/1.1 chunked-transfer decoding, run on every read: a few operations per
+read, so no response ever costs a burst of work when it ends, and every payload byte keeps the
+arrival time of the read it came in."""
+
+from __future__ import annotations
+
+
+class ChunkedDecoder:
+    __slots__ = ("carry", "done", "failed", "need", "pieces", "skip", "trailer")
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[int, bytes]] = []
+        self.need = 0  # payload bytes still to come in the current frame
+        self.skip = 0  # CRLF bytes after a payload still to skip
+        self.carry = b""  # a size line split across reads
+        self.trailer: bytes | None = None  # set once the last (size 0) chunk is seen
+        self.done = False
+        self.failed = False
+
+    def feed(self, t: int, data: bytes) -> bool:
+        """Consume one read; True once the body is complete."""
+        if self.trailer is not None:
+            return self._trailer(data)
+        if self.carry:
+            data, self.carry = self.carry + data, b""
+        n = len(data)
+        pos = 0
+        got: list[bytes] = []
+        while pos < n:
+            need = self.need
+            if need:
+                take = need if need <= n - pos else n - pos
+                got.append(data[pos:pos + take] if take < n else data)
+                pos += take
+                self.need = need - take
+                if not self.need:
+                    self.skip = 2
+                continue
+            if self.skip:
+                step = self.skip if self.skip <= n - pos else n - pos
+                pos += step
+                self.skip -= step
+                continue
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                self.carry = data[pos:]
+                break
+            try:
+                size = int(data[pos:eol].split(b";", 1)[0], 16)
+            except ValueError:
+                self.failed = self.done = True
+                break
+            pos = eol + 2
+            if size == 0:
+                self.trailer = b""
+                self._add(t, got)
+                return self._trailer(data[pos:])
+            self.need = size
+        self._add(t, got)
+        return self.done
+
+    def _add(self, t: int, got: list[bytes]) -> None:
+        if got:
+            self.pieces.append((t, got[0] if len(got) == 1 else b"".join(got)))
+
+    def _trailer(self, data: bytes) -> bool:
+        # after the last chunk: optional trailer lines, then an empty line
+        buf = (self.trailer or b"") + data
+        self.trailer = buf
+        if buf.startswith(b"\r\n") or b"\r\n\r\n" in buf:
+            self.done = True
+        return self.done
+
+
+def dechunk(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]] | None:
+    """The pieces of a complete chunked body given as timed reads; None if incomplete."""
+    dec = ChunkedDecoder()
+    for t, data in reads:
+        if dec.feed(t, data):
+            break
+    return dec.pieces if dec.done and not dec.failed else None
