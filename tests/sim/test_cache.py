@@ -22,31 +22,46 @@ def serve(cache: TieredCache, keys: list, page: int = 1, private: int = 0) -> tu
 
 
 def check_invariants(cache: TieredCache) -> None:
-    device = host = 0
-    stack = [(cache.root, True)]
+    device = host = pinned_nodes = 0
+    stack = [(cache.root, True, True)]
     while stack:
-        node, parent_on_device = stack.pop()
+        node, parent_present, parent_on_device = stack.pop()
+        present = node.device or node.host
         if node is not cache.root:
-            assert node.device or node.host, "a page that is nowhere must leave the tree"
-            assert parent_on_device or not node.device, "device pages are prefix-closed"
+            assert parent_present or not present, "present nodes are prefix-closed"
+            assert parent_on_device or not node.device, "device nodes are prefix-closed"
+            assert node.lock >= 0 and (present or node.lock == 0)
             device += node.tokens if node.device else 0
             host += node.tokens if node.host else 0
+            pinned_nodes += node.tokens if node.device and node.lock else 0
             assert (node in cache.device_lru) == (node.device and node.lock == 0)
             assert (node in cache.host_lru) == (node.host and not node.device and node.lock == 0)
         for child in (node.children or {}).values():
-            stack.append((child, node.device))
+            assert child.parent is node and child.keys
+            stack.append((child, present, node.device))
     assert cache.host_used == host <= cache.host_capacity
-    assert cache.device_used >= device
+    assert cache.device_used >= device and cache.pinned_tokens >= pinned_nodes
     assert cache.device_used <= cache.device_capacity
 
 
-def test_device_hit_then_lru_eviction():
-    cache = TieredCache(device_tokens=4)
+def test_device_hit_then_lru_eviction_of_whole_leaf_nodes():
+    cache = TieredCache(device_tokens=3)
     assert serve(cache, ["a", "b"]) == (0, 0)
-    assert serve(cache, ["a", "b", "c"]) == (2, 0)
-    # 3 new pages with 1 free: the LRU leaf "c" goes first, then "b" (never "a" before "b").
-    assert serve(cache, ["d", "e", "f"]) == (0, 0)
-    assert cache.match_tokens(["a", "b", "c"]) == (1, 0)
+    assert serve(cache, ["a", "c"]) == (1, 0)  # splits [a b] into [a] -> [b], [c]
+    # one new page, none free: the least recently used leaf [b] goes, never its parent [a]
+    assert serve(cache, ["d"]) == (0, 0)
+    assert cache.match_tokens(["a", "b"]) == (1, 0)
+    assert cache.match_tokens(["a", "c"]) == (2, 0)
+    check_invariants(cache)
+
+
+def test_eviction_takes_whole_nodes_like_sglang():
+    cache = TieredCache(device_tokens=4)
+    serve(cache, ["x", "y", "z"])
+    serve(cache, ["w"])
+    serve(cache, ["v"])  # needs one page; the LRU leaf [x y z] goes whole
+    assert cache.match_tokens(["x"]) == (0, 0)
+    assert cache.device_used == 2
     check_invariants(cache)
 
 

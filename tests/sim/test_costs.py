@@ -71,3 +71,30 @@ def test_from_profiles_splits_weights_and_flops_over_tp():
     assert costs.flops_per_token_per_rank == 8e9
     assert costs.flops_per_s == h200.flops("bf16")
     assert costs.h2d_bytes_per_s == h200.h2d_bandwidth
+
+
+def test_real_profiles_from_the_planner():
+    from kvbench.sim.sizing import gpu_tier_tokens, resolve_costs
+
+    llama = resolve_costs("llama-3.1-8b", "h200", 1)
+    reference = resolve_costs("reference-8b", "h200", 1)
+    assert llama.kv_bytes_per_token_per_rank == reference.kv_bytes_per_token_per_rank == 131072
+    assert llama.flops_per_token_per_rank == pytest.approx(reference.flops_per_token_per_rank)
+    assert llama.attention_flops_per_token_per_context_token_per_rank == pytest.approx(
+        reference.attention_flops_per_token_per_context_token_per_rank)
+    # 141 GB x 0.88 - 16.06 GB of weights over 128 KiB per token
+    assert gpu_tier_tokens(llama, "h200") == int((141e9 * 0.88 - 16.06e9) // 131072)
+    # Qwen3.5's gated-delta-net state per request is reserved as token-equivalents
+    qwen = resolve_costs("Qwen/Qwen3.5-397B-A17B-FP8", "h200", 8, "fp8")
+    assert qwen.request_state_tokens > 1000
+    assert qwen.weight_bytes_per_rank < llama.weight_bytes_per_rank * 4
+
+
+def test_unknown_model_names_the_way_out():
+    from kvbench.errors import KvbenchError
+    from kvbench.sim.sizing import resolve_costs
+
+    with pytest.raises(KvbenchError):
+        resolve_costs("no-such-model", "h200", 1)
+    with pytest.raises(SimError, match="tp 1"):
+        resolve_costs("reference-8b", "h200", 2)

@@ -57,6 +57,7 @@ def serve_sim(
     model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
     hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
     tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
+    precision: Annotated[str, typer.Option(help="Weight precision: bf16 | fp8 | fp4.")] = "bf16",
     host_cache_gb: Annotated[float | None, typer.Option(
         help="Host KV pool per rank in GB (1e9), like --hicache-size; 0 = no host tier.")] = None,
     gpu_tokens: Annotated[str | None, typer.Option(
@@ -82,7 +83,7 @@ def serve_sim(
 
     if time_scale <= 0 or page_size < 1 or chars_per_token < 1:
         raise SimError("--time-scale must be > 0; --page-size and --chars-per-token >= 1")
-    costs = resolve_costs(model, hardware, tp)
+    costs = resolve_costs(model, hardware, tp, precision)
     config = ServerConfig(
         served_model_name=served_model_name or model,
         gpu_tokens=_gpu_tokens(gpu_tokens, costs, hardware),
@@ -103,6 +104,7 @@ def simulate(
     model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
     hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
     tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
+    precision: Annotated[str, typer.Option(help="Weight precision: bf16 | fp8 | fp4.")] = "bf16",
     gpu_tokens: Annotated[str | None, typer.Option(
         help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")] = None,
     host_tokens: Annotated[int | None, typer.Option(help="Host KV pool tokens per rank.")] = None,
@@ -129,7 +131,7 @@ def simulate(
 
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
-    costs = resolve_costs(model, hardware, tp)
+    costs = resolve_costs(model, hardware, tp, precision)
     traces = load_traces(trace)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:

@@ -1,17 +1,25 @@
 """A paged radix prefix cache with a GPU (device) tier and a host tier, HiCache semantics.
 
-Each tree node is one page (a block of up to `page_tokens` tokens) keyed by its content key
-under its parent, so a node stands for the whole prefix that leads to it. Invariants:
-- the device-resident nodes form a prefix-closed set (a node's parent is on device too), and
-  the tree itself is prefix-closed (a node is on device, on host, or gone);
+A node holds a run of pages (each `page` tokens; a partial last page takes a whole page),
+keyed under its parent by its first page's content key, so a node stands for the whole
+prefix that leads to it. As in SGLang's radix tree, a node is split where two requests
+diverge, and eviction, backup and load-back work on whole nodes. The tree also keeps the
+nodes that no tier holds any more ("absent"): node boundaries then depend only on the
+requests seen, never on the tier sizes, so that a run with a host tier evicts exactly the
+device pages that the same run without one evicts (adding a host tier can only add hits).
+
+Invariants:
+- presence and device residency are prefix-closed (a present node's parent is present, a
+  device node's parent is on device);
 - the device LRU holds exactly the unpinned device nodes, each more recent than its device
   descendants, so its oldest entry is always a device leaf (touches go leaf first);
-- the host LRU holds the host-only nodes (evicted from device, backed up), oldest first.
+- the host LRU holds exactly the unpinned host-only nodes (evicted from device, backed up).
 
-Write policies (kvoffload.md 1.1): `write_through` backs a page up when it is inserted,
+Write policies (kvoffload.md 1.1): `write_through` backs a node up when it is inserted,
 `write_through_selective` when it is hit for the second time, `write_back` only when the
-device evicts it. A device page evicted without a backup is dropped. Running requests pin
-their pages (`lock`), so eviction never takes them."""
+device evicts it. A device node evicted without a backup is dropped. Running requests pin
+their path (`lock`, counted along the parent chain as SGLang's lock refs), so eviction
+never takes it."""
 
 from __future__ import annotations
 
@@ -26,27 +34,37 @@ _SELECTIVE_HITS = 2
 
 
 class Node:
-    """One page of the tree. A plain slotted class: hundreds of thousands are created per
-    simulated hour, and a dataclass with a default factory costs twice as much to build."""
+    """A run of pages. A plain slotted class: tens of thousands are made per simulated hour."""
 
-    __slots__ = ("children", "device", "hits", "host", "key", "lock", "parent", "tokens")
+    __slots__ = ("children", "device", "hits", "host", "keys", "lock", "page", "parent",
+                 "tokens")
 
-    def __init__(self, key: Hashable, parent: Node | None, tokens: int, lock: int) -> None:
-        self.key = key
+    def __init__(self, keys: list, page: int, parent: Node | None) -> None:
+        self.keys = keys
+        self.page = page
+        self.tokens = len(keys) * page
         self.parent = parent
-        self.tokens = tokens
         self.children: dict[Hashable, Node] | None = None  # created with the first child
         self.device = True
         self.host = False
-        self.lock = lock
+        self.lock = 0
         self.hits = 1
+
+
+def _common_prefix(a: list, b: Sequence, start: int) -> int:
+    """Number of leading entries of `a` equal to b[start:]."""
+    n = min(len(a), len(b) - start)
+    i = 0
+    while i < n and a[i] == b[start + i]:
+        i += 1
+    return i
 
 
 @dataclass(slots=True)
 class Admission:
     """What admitting one request did to the cache (returned by `TieredCache.admit`)."""
 
-    path: list[Node]
+    node: Node  # the deepest node of the request's path
     device_hit_tokens: int
     host_hit_tokens: int
     new_tokens: int
@@ -66,7 +84,7 @@ class CacheCounters:
 
 
 class TieredCache:
-    """Device tier of `device_tokens` (float('inf') = unlimited), host tier of `host_tokens`."""
+    """Device tier of `device_tokens` (math.inf = unlimited), host tier of `host_tokens`."""
 
     def __init__(self, device_tokens: float, host_tokens: int = 0,
                  write_policy: str = "write_through") -> None:
@@ -82,154 +100,208 @@ class TieredCache:
         self.device_capacity = device_tokens
         self.host_capacity = host_tokens
         self.write_policy = write_policy
-        self.root = Node(None, None, 0, 1)
-        self.root.host = True  # so that first-level pages may be backed up
-        self.epoch = 0  # bumps whenever pages are released: a refused admission may now fit
-        self.device_used = 0  # tree pages on device + private tokens of running requests
+        self.root = Node([], 0, None)
+        self.root.host = True  # so that first-level nodes may be backed up
+        self.root.lock = 1
+        self.device_used = 0  # device nodes + private tokens of running requests
         self.host_used = 0
         self.pinned_tokens = 0  # device tokens that eviction cannot take
         self.device_lru: OrderedDict[Node, None] = OrderedDict()
         self.host_lru: OrderedDict[Node, None] = OrderedDict()
         self.counters = CacheCounters()
+        # What the last refused admission needed: until something else is admitted, the same
+        # request needs the same again, and cannot fit while need + pinned > capacity.
+        self.refused_need = 0
 
     # -- queries ---------------------------------------------------------------------------
     def match_tokens(self, keys: Sequence[Hashable]) -> tuple[int, int]:
         """(device, host) tokens of the longest cached prefix of `keys`; changes nothing."""
-        node, dev, host = self.root, 0, 0
-        for key in keys:
-            node = node.children.get(key) if node.children else None
-            if node is None:
+        node, i, dev, host = self.root, 0, 0, 0
+        while i < len(keys):
+            child = node.children.get(keys[i]) if node.children else None
+            if child is None or not (child.device or child.host):
                 break
-            if node.device:
-                dev += node.tokens
+            m = _common_prefix(child.keys, keys, i)
+            if child.device:
+                dev += m * child.page
             else:
-                host += node.tokens
+                host += m * child.page
+            if m < len(child.keys):
+                break
+            i += m
+            node = child
         return dev, host
 
-    @property
-    def evictable_tokens(self) -> int:
-        return self.device_used - self.pinned_tokens
+    def cannot_fit(self, need: int) -> bool:
+        """True when a request needing `need` device tokens surely cannot be admitted now."""
+        return need + self.pinned_tokens > self.device_capacity
 
     # -- admission and release -------------------------------------------------------------
     def admit(self, keys: Sequence[Hashable], page_tokens: int,
               private_tokens: int) -> Admission | None:
-        """Match `keys` (one page of `page_tokens` each; a partial last page still takes a
-        whole page), pin the match, load host pages back, insert the missing pages and
-        reserve `private_tokens` (unpaged tail + decode KV). None when the device tier cannot
-        make room even after evicting every unpinned page; nothing changes then."""
-        # The hot path of the simulator: one pass matches and pins, one pass inserts.
-        path: list[Node] = []
-        node = self.root
-        dev = host = pinned = 0
-        lru, host_lru = self.device_lru, self.host_lru
-        for key in keys:
+        """Match `keys` (one per page of `page_tokens`), pin the match, load its host nodes
+        back, insert the missing pages and reserve `private_tokens` (unpaged tail + decode
+        KV). None when the device tier cannot make room even after evicting every unpinned
+        node; the cache is then as before (but for node splits, which change no content)."""
+        node, i, n = self.root, 0, len(keys)
+        dev = host = 0
+        while i < n:
             children = node.children
-            child = children.get(key) if children else None
-            if child is None:
+            child = children.get(keys[i]) if children else None
+            if child is None or not (child.device or child.host):
                 break
-            path.append(child)
+            size = len(child.keys)
+            if keys[i:i + size] != child.keys:
+                size = _common_prefix(child.keys, keys, i)
+                child = self._split(child, size)
             if child.device:
                 dev += child.tokens
-                if not child.lock:
-                    del lru[child]
-                    pinned += child.tokens
             else:
                 host += child.tokens
-                if not child.lock:  # about to be loaded: host eviction must not take it
-                    del host_lru[child]
-            child.lock += 1
+            i += size
             node = child
-        matched = len(path)
-        num_keys = len(keys)
-        new_tokens = (num_keys - matched) * page_tokens
+        new_tokens = (n - i) * page_tokens
         need = host + new_tokens + private_tokens
-        self.pinned_tokens += pinned
+        self._pin(node)
         free = self.device_capacity - self.device_used
         if need > free + self.device_used - self.pinned_tokens:
-            self._unpin(path)
+            self._unpin(node)
+            self.refused_need = need
             return None
         counters = self.counters
         sync_before = counters.sync_backup_tokens
         if need > free:
             self._evict_device(need - free)
-        if host:
-            for n in path:
-                if not n.device:  # load back; the host copy stays (the page is now backed)
-                    n.device = True
+        if host:  # load back; the host copies stay (those nodes are now backed)
+            x = node
+            while not x.device:
+                x.device = True
+                x = x.parent
             counters.load_tokens += host
         if self.write_policy == "write_through_selective" and self.host_capacity > 0:
-            for n in path:
-                n.hits += 1
-                if not n.host and n.hits >= _SELECTIVE_HITS:
-                    self._backup(n)
-        if matched < num_keys:
-            backup_new = self.write_policy == "write_through" and self.host_capacity > 0
-            parent = node
-            for i in range(matched, num_keys):
-                key = keys[i]
-                child = Node(key, parent, page_tokens, 1)
-                if parent.children is None:
-                    parent.children = {key: child}
-                else:
-                    parent.children[key] = child
-                if backup_new:
-                    self._backup(child)
-                path.append(child)
-                parent = child
+            self._count_hits(node)
+        if i < n:
+            node = self._insert(node, keys, i, page_tokens)
         added = host + new_tokens + private_tokens
         self.device_used += added
         self.pinned_tokens += added
-        return Admission(path, dev, host, new_tokens, private_tokens,
+        return Admission(node, dev, host, new_tokens, private_tokens,
                          counters.sync_backup_tokens - sync_before)
 
     def release(self, adm: Admission) -> None:
-        """A request finished: unpin its pages (touching them, leaf first) and free its
+        """A request finished: unpin its path (touching it, leaf first) and free its
         private tokens."""
-        self._unpin(adm.path)
-        self.epoch += 1
+        self._unpin(adm.node)
         self.device_used -= adm.private_tokens
         self.pinned_tokens -= adm.private_tokens
 
-    # -- internals -------------------------------------------------------------------------
-    def _unpin(self, path: list[Node]) -> None:
-        lru = self.device_lru
-        unpinned = 0
-        for n in reversed(path):
-            n.lock -= 1
-            if not n.lock:
-                if n.device:
-                    unpinned += n.tokens
-                    lru[n] = None
+    # -- tree surgery ----------------------------------------------------------------------
+    def _split(self, node: Node, size: int) -> Node:
+        """Cut `node` after `size` pages; returns the new upper part, which inherits the
+        state (and the LRU membership, to be taken out by the pin that follows)."""
+        upper = Node(node.keys[:size], node.page, node.parent)
+        upper.device, upper.host, upper.lock, upper.hits = (node.device, node.host, node.lock,
+                                                            node.hits)
+        node.keys = node.keys[size:]
+        node.tokens = len(node.keys) * node.page
+        upper.children = {node.keys[0]: node}
+        upper.parent.children[upper.keys[0]] = upper
+        node.parent = upper
+        if not node.lock:
+            if node.device:
+                self.device_lru[upper] = None
+            elif node.host:
+                self.host_lru[upper] = None
+        return upper
+
+    def _insert(self, parent: Node, keys: Sequence[Hashable], i: int, page: int) -> Node:
+        """Insert keys[i:] under `parent` as pinned device nodes, reviving absent ones."""
+        backup_new = self.write_policy == "write_through" and self.host_capacity > 0
+        n = len(keys)
+        while i < n:
+            children = parent.children
+            child = children.get(keys[i]) if children else None
+            if child is None:
+                child = Node(list(keys[i:]), page, parent)
+                if children is None:
+                    parent.children = {keys[i]: child}
+                else:
+                    children[keys[i]] = child
+                i = n
+            else:  # absent: present ones were matched
+                size = len(child.keys)
+                if keys[i:i + size] != child.keys:
+                    size = _common_prefix(child.keys, keys, i)
+                    child = self._split(child, size)
+                child.device, child.hits = True, 1
+                i += size
+            child.lock = 1
+            if backup_new:
+                self._backup(child)
+            parent = child
+        return parent
+
+    def _count_hits(self, node: Node) -> None:
+        path = []
+        while node is not self.root:
+            path.append(node)
+            node = node.parent
+        for x in reversed(path):  # root first: a backup needs a backed parent
+            x.hits += 1
+            if not x.host and x.hits >= _SELECTIVE_HITS:
+                self._backup(x)
+
+    def _pin(self, node: Node) -> None:
+        lru, pinned = self.device_lru, 0
+        while node.parent is not None:
+            if not node.lock:
+                if node.device:
+                    del lru[node]
+                    pinned += node.tokens
+                else:  # about to be loaded: host eviction must not take it
+                    del self.host_lru[node]
+            node.lock += 1
+            node = node.parent
+        self.pinned_tokens += pinned
+
+    def _unpin(self, node: Node) -> None:
+        lru, unpinned = self.device_lru, 0
+        while node.parent is not None:
+            node.lock -= 1
+            if not node.lock:
+                if node.device:
+                    unpinned += node.tokens
+                    lru[node] = None
                 else:  # only after a refused admission
-                    self.host_lru[n] = None
+                    self.host_lru[node] = None
+            node = node.parent
         self.pinned_tokens -= unpinned
 
+    # -- eviction and backup ---------------------------------------------------------------
     def _evict_device(self, want: float) -> int:
-        freed = 0
-        lru = self.device_lru
-        counters = self.counters
+        freed = dropped = 0
+        lru, host_lru = self.device_lru, self.host_lru
         write_back = self.write_policy == "write_back" and self.host_capacity > 0
         while freed < want and lru:
-            n, _ = lru.popitem(last=False)
+            n = lru.popitem(last=False)[0]
             n.device = False
-            self.device_used -= n.tokens
             freed += n.tokens
-            counters.device_evicted_tokens += n.tokens
             if n.host or (write_back and self._backup(n, sync=True)):
-                self.host_lru[n] = None
-            elif not n.children:  # the common case of _drop, inlined
-                del n.parent.children[n.key]
-                counters.dropped_tokens += n.tokens
-            else:
+                host_lru[n] = None
+            elif write_back:  # host-only descendants (backed up first) go with it
                 self._drop(n)
+            else:
+                dropped += n.tokens
+        self.device_used -= freed
+        self.counters.device_evicted_tokens += freed
+        self.counters.dropped_tokens += dropped
         return freed
 
     def _backup(self, n: Node, sync: bool = False) -> bool:
-        """Copy a page to host, evicting host-only pages if needed. Backups keep the backed
-        set prefix-closed (a page is backed only under a backed parent), except write-back,
-        which backs up leaves first and whose parents follow when they are evicted."""
-        parent = n.parent
-        if not sync and parent is not None and not parent.host:
+        """Copy a node to host, evicting host-only nodes if needed. Write-through backups
+        keep the backed set prefix-closed (a node is backed only under a backed parent);
+        write-back backs up leaves first and their parents follow when evicted."""
+        if not sync and not n.parent.host:
             self.counters.backup_failed_tokens += n.tokens
             return False
         room = self.host_capacity - self.host_used
@@ -250,28 +322,26 @@ class TieredCache:
         freed = 0
         lru = self.host_lru
         while freed < want and lru:
-            n, _ = lru.popitem(last=False)
-            freed += self._drop(n)
+            n = lru.popitem(last=False)[0]
+            n.host = False  # its descendants were evicted before it (oldest first)
+            freed += n.tokens
+        self.host_used -= freed
         self.counters.host_evicted_tokens += freed
         return freed
 
-    def _drop(self, n: Node) -> int:
-        """Remove a page that is off the device, and its subtree, from the tree; returns the
-        host tokens freed. The subtree is empty but for host-only pages (write-back)."""
-        freed = 0
+    def _drop(self, n: Node) -> None:
+        """Make an off-device node and its present subtree absent (write-back only, when the
+        node's own backup failed: its host-only descendants cannot be reached any more)."""
         stack = [n]
         while stack:
             x = stack.pop()
-            if x.children:
-                stack.extend(x.children.values())
-            if x.device:  # impossible by the invariants; refuse silently corrupt accounting
-                raise SimError("internal: dropping a device-resident page")
+            if x.device:  # impossible by the invariants; refuse to corrupt the accounting
+                raise SimError("internal: dropping a device-resident node")
             if x.host:
                 x.host = False
                 self.host_used -= x.tokens
-                freed += x.tokens
                 self.host_lru.pop(x, None)
             else:
                 self.counters.dropped_tokens += x.tokens
-        del n.parent.children[n.key]
-        return freed
+            if x.children:
+                stack.extend(c for c in x.children.values() if c.device or c.host)

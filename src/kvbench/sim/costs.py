@@ -34,6 +34,9 @@ class CostModel:
     verify_tokens: int = 1
     # Draft-model cost as a fraction of a target decode step.
     draft_overhead_fraction: float = 0.0
+    # Fixed per-request state (linear-attention/Mamba state, sliding-window KV), in tokens of
+    # the per-token pool; a running request reserves it on the GPU tier.
+    request_state_tokens: int = 0
     label: str = "custom"
 
     def __post_init__(self) -> None:
@@ -134,15 +137,23 @@ class CostModel:
 
     @classmethod
     def from_profiles(cls, model: Any, hardware: Any, tp: int = 1, *,
-                      precision: str = "bf16", kv_dtype: str = "bf16") -> CostModel:
+                      precision: str = "bf16", kv_dtype: str | None = None) -> CostModel:
         """From a `kvbench.models.ModelProfile` and a `kvbench.hardware.HardwareProfile`
         (CONTRACTS.md section 2): weights and dense FLOPs split over TP ranks; KV bytes per
-        rank as the model reports them (MLA latents are replicated, GQA heads split)."""
+        rank as the model reports them (MLA latents are replicated, GQA heads split). The
+        KV dtype defaults to the model's for that precision."""
         if tp < 1:
             raise SimError(f"tp must be >= 1, got {tp}")
+        if kv_dtype is None:
+            kv_dtype_for = getattr(model, "kv_dtype_for", None)
+            kv_dtype = kv_dtype_for(precision) if kv_dtype_for else "bf16"
+        kv_per_token = float(model.kv_bytes_per_token(tp, kv_dtype=kv_dtype))
+        pools = model.kv_pools(tp, kv_dtype=kv_dtype) if hasattr(model, "kv_pools") else []
+        state_bytes = sum(p.fixed_bytes_per_request_per_rank for p in pools)
         return cls(
             weight_bytes_per_rank=model.weight_bytes(precision) / tp,
-            kv_bytes_per_token_per_rank=float(model.kv_bytes_per_token(tp, kv_dtype=kv_dtype)),
+            kv_bytes_per_token_per_rank=kv_per_token,
+            request_state_tokens=math.ceil(state_bytes / kv_per_token),
             flops_per_token_per_rank=model.dense_flops_per_token() / tp,
             attention_flops_per_token_per_context_token_per_rank=(
                 model.attention_flops_per_token_per_context_token() / tp
@@ -151,7 +162,7 @@ class CostModel:
             hbm_bytes_per_s=hardware.hbm_bandwidth,
             h2d_bytes_per_s=hardware.h2d_bandwidth,
             d2h_bytes_per_s=hardware.d2h_bandwidth,
-            label=f"{model.name} tp{tp} on {hardware.name}",
+            label=f"{model.name} {precision} tp{tp} on {hardware.name}",
         )
 
     @classmethod

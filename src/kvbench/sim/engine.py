@@ -127,16 +127,16 @@ class Engine:
         load_tokens = sync_tokens = 0
         while self.waiting and budget > 0 and self.num_running < cfg.max_running_requests:
             req = self.waiting[0]
-            if req.blocked_epoch == cache.epoch:  # refused before and nothing freed since
-                break
-            adm = cache.admit(req.keys, req.page_tokens,
-                              req.input_tokens - req.paged_tokens + req.output_tokens)
+            if req.blocked_need and cache.cannot_fit(req.blocked_need):
+                break  # refused before, and not enough has been released since
+            adm = cache.admit(req.keys, req.page_tokens, req.input_tokens - req.paged_tokens
+                              + req.output_tokens + costs.request_state_tokens)
             if adm is None:
                 if self.num_running == 0:  # nothing will ever free room for it
                     self.waiting.popleft()
                     self._reject(req, "request needs more KV tokens than the GPU tier holds")
                     continue
-                req.blocked_epoch = cache.epoch
+                req.blocked_need = cache.refused_need
                 break
             self.waiting.popleft()
             self._start(req, adm)

@@ -33,7 +33,7 @@ class SimRequest:
     decode_join_step: int = 0
     decode_steps: int = 0
     emitted: int = 0
-    blocked_epoch: int = -1
+    blocked_need: int = 0
     admit_s: float = -1.0
     first_s: float = -1.0
     finish_s: float = -1.0
