@@ -36,6 +36,9 @@ def test_sglang_hicache_tp2_collapses_rank_copies_and_counts_late_host_series():
     assert s["scheduler"]["running_requests_max"] == 16
     assert s["engine_reported"] == {"page_size_tokens": 64, "offload_enabled": True,
                                     "spec_decoding": False}
+    assert s["tiers"]["host"] == {"cached_tokens": 25_000, "hit_rate": pytest.approx(0.25),
+                                  "capacity_tokens": 2_097_152,
+                                  "usage_pct_max": pytest.approx(100 * 400_000 / 2_097_152)}
     assert s["timeline"]["gpu_kv_usage"] == [0.01, 0.6, 0.9]
     assert s["timeline"]["t_s"] == [0, 30, 60]
     assert s["window_s"] == 60
@@ -108,12 +111,15 @@ def test_trtllm_tiers_capacity_and_offload():
 
 
 def test_embedded_engine_uses_sglang_names():
+    # golden text rendered by prometheus_client exactly as `kvbench serve-sim` exports it
     s = summarize_snapshots(golden_snapshots("sim"), "sim")
     assert s["adapter"] == "sim"
     assert s["cache"]["cached_tokens_by_tier"] == {"device": 18_000, "host": 15_000,
                                                    "external": 0}
-    assert s["kv_offload"]["bytes_gpu_to_cpu"] == 9e9
-    assert s["kv_offload"]["bytes_cpu_to_gpu"] == 4e9
+    assert s["kv_offload"] == {"bytes_gpu_to_cpu": None, "bytes_cpu_to_gpu": None,
+                               "tokens_gpu_to_cpu": 160_000, "tokens_cpu_to_gpu": 15_000}
+    assert s["sources"]["offload_tokens_gpu_to_cpu"] == "sglang:hicache_backup_tokens_total"
+    assert s["engine_reported"]["offload_enabled"] is True
     assert s["kv_cache"]["cpu_usage_pct_max"] == pytest.approx(100 * 250_000 / 262_144)
     assert s["timeline"]["host_pool_usage"][1] == pytest.approx(120_000 / 262_144)
 
@@ -147,3 +153,11 @@ def test_unknown_engine_lists_known_ones():
     with pytest.raises(MetricsError) as e:
         summarize_snapshots([], "tgi")
     assert "sglang" in str(e.value) and "vllm" in str(e.value)
+
+
+def test_recipe_framework_names_resolve_to_adapters():
+    from kvbench.metrics import load_adapter
+
+    assert load_adapter("trt").engine == "trtllm"
+    assert load_adapter("dynamo-vllm").engine == "vllm"
+    assert load_adapter("sglang-disagg").engine == "sglang"

@@ -43,6 +43,7 @@ class Signal(_Strict):
 
 class Adapter(_Strict):
     engine: str
+    aliases: list[str] = []
     replica_labels: list[str] = []
     fields: dict[str, list[Source]] = {}
     offload_signals: list[Signal] = []
@@ -73,13 +74,26 @@ def known_engines() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
+def _aliases() -> dict[str, str]:
+    out = {}
+    for name in known_engines():
+        path = resources.files("kvbench.metrics") / "adapters" / f"{name}.yaml"
+        for alias in (yaml.safe_load(path.read_text()) or {}).get("aliases") or []:
+            out[alias] = name
+    return out
+
+
 @cache
 def load_adapter(engine: str) -> Adapter:
-    """The adapter for `engine` (sglang, vllm, trtllm, sim); unknown names list known ones."""
+    """The adapter for `engine` (sglang, vllm, trtllm, sim, or a recipe framework name such
+    as trt or dynamo-vllm); unknown names list the known ones."""
     known = known_engines()
     if engine not in known:
+        aliases = _aliases()
+        if engine in aliases:
+            return load_adapter(aliases[engine])
         raise MetricsError(f"no metric adapter for engine {engine!r}",
-                           hint=f"known engines: {', '.join(known)}")
+                           hint=f"known engines: {', '.join(known + sorted(aliases))}")
     path = resources.files("kvbench.metrics") / "adapters" / f"{engine}.yaml"
     raw = yaml.safe_load(path.read_text())
     if isinstance(raw, dict) and "same_as" in raw:

@@ -85,7 +85,7 @@ def throughput_vs_interactivity(results: list[Result], colors: dict[str, str]) -
         front = pareto_front([(p[0], p[1]) for p in pts])
         fig.add_trace(go.Scatter(
             x=[p[0] for p in front], y=[p[1] for p in front], mode="lines",
-            line={"color": c, "width": 2, "shape": "hv"}, name=esc(arm) + " front",
+            line={"color": c, "width": 2}, name=esc(arm) + " front",
             legendgroup=esc(arm), showlegend=False, hoverinfo="skip"))
     _layout(fig, "interactivity p50 (tokens/s per user)", "output throughput (tokens/s per GPU)")
     return fig if by_arm else _empty(fig, "no successful runs with request metrics")

@@ -37,11 +37,12 @@ input[type=search] { width:320px; }
 table { border-collapse:collapse; width:100%; font-size:12.5px; }
 th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line);
   vertical-align:top; white-space:nowrap; }
-td:last-child { white-space:normal; min-width:90px; }
+td:last-child { white-space:normal; min-width:260px; max-width:420px; }
+.arm { color:var(--muted); font-size:11.5px; }
 th { position:sticky; top:0; background:var(--bg); cursor:pointer; user-select:none;
   white-space:nowrap; }
-td:nth-child(n+4):nth-child(-n+12),
-th:nth-child(n+4):nth-child(-n+12) { font-variant-numeric:tabular-nums; text-align:right; }
+td:nth-child(n+3):nth-child(-n+11),
+th:nth-child(n+3):nth-child(-n+11) { font-variant-numeric:tabular-nums; text-align:right; }
 tr:hover td { background:#fafbfc; }
 .st { padding:1px 7px; border-radius:10px; font-size:11.5px; font-weight:600; }
 .st-ok { background:#dafbe1; color:#116329; }
@@ -93,7 +94,9 @@ for (const [id, fig] of Object.entries(FIGURES)) {
 def _script_json(obj: object) -> str:
     # JSON inside <script>: "<", ">" and "&" only occur inside strings, where \\u escapes
     # are equivalent, so no result text can close the script element.
-    return (json.dumps(obj, separators=(",", ":"))
+    from plotly.utils import PlotlyJSONEncoder
+
+    return (json.dumps(obj, separators=(",", ":"), cls=PlotlyJSONEncoder)
             .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
@@ -102,7 +105,7 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
     c = F.arm_colors(results)
     return [
         ("p-pareto", "Throughput per GPU vs interactivity",
-         "Each point is a run (label = concurrency); the step line is each arm's Pareto "
+         "Each point is a run (label = concurrency); the line joins each arm's Pareto "
          "front. Up and to the right is better.", F.throughput_vs_interactivity(results, c),
          True),
         ("p-ttft", "Time to first token vs concurrency",
@@ -159,8 +162,10 @@ def render(results: list[Result]) -> str:
 {esc(__version__)}</div><div class="stats">{stats}</div></header>
 <main><div class="grid">{cards}
 <section class="card wide"><h2>Runs</h2>
-<p>Every result with its plan (projected host GB / budget GB; hover for the offload flags)
-and warnings. Click a column to sort.</p>
+<p>Every result with its plan and warnings. tok/s/user: interactivity p50; tok/s/GPU: output
+throughput per GPU; hit %: prompt tokens from device / host / external tier; host GB: planned
+host footprint / budget (hover for the offload flags); J/tok: GPU energy per output token.
+Click a column to sort.</p>
 <div class="controls"><input id="q" type="search" placeholder="filter: text in any column">
 <select id="status"><option value="">all statuses</option><option value="ok">ok</option>
 <option value="failed">failed</option><option value="skipped">skipped</option></select>

@@ -23,9 +23,8 @@ def _get(d: Any, *keys: str) -> Any:
     return d
 
 
-COLUMNS = ["status", "run", "arm", "conc", "TTFT p50 ms", "E2E p50 ms", "tok/s/user p50",
-           "out tok/s/GPU", "hit % (dev/host/ext)", "host pool GB (plan)", "J/token",
-           "errors", "warnings"]
+COLUMNS = ["status", "run / arm", "conc", "TTFT p50 ms", "E2E p50 ms", "tok/s/user",
+           "tok/s/GPU", "hit % d/h/x", "host GB", "J/tok", "errors", "warnings"]
 
 
 def _plan_cell(plan: dict | None) -> str:
@@ -64,8 +63,9 @@ def run_rows(results: list[Result]) -> str:
         errors = r.request_accounting.get("records_error_dropped", 0)
         cells = [
             f"<span class='st st-{esc(r.status)}'>{esc(status)}</span>",
-            esc(r.exp_name) + (f" <span class='muted'>r{r.repeat}</span>" if r.repeat else ""),
-            esc(r.arm), str(r.conc),
+            esc(r.exp_name) + (f" <span class='muted'>r{r.repeat}</span>" if r.repeat else "")
+            + f"<div class='arm'>{esc(r.arm)}</div>",
+            str(r.conc),
             _fmt(_get(rm, "latency", "ttft_ms", "p50"), ".0f"),
             _fmt(_get(rm, "latency", "e2e_ms", "p50"), ".0f"),
             _fmt(_get(rm, "latency", "interactivity_tok_s", "p50")),
