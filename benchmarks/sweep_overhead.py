@@ -50,7 +50,7 @@ def bare(spec, work: Path) -> float:
                 time.sleep(0.05)
         opts = spec.options
         run_replay(ReplayConfig(url=f"http://127.0.0.1:{port}", model=spec.row["model"],
-                                trace=opts.trace, concurrency=spec.row["conc"],
+                                trace=opts.trace_paths(), concurrency=spec.row["conc"],
                                 max_requests=opts.max_requests,
                                 think_time_scale=opts.think_time_scale,
                                 output_dir=work / "bare"))

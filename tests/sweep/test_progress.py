@@ -39,3 +39,15 @@ def test_plain_lines_without_terminal():
                                         elapsed_s=1.25))
     lines = buf.getvalue().splitlines()
     assert lines == ["[1/2] a: start", "[1/2] a: ready", "[1/2] a: failed at ready: boom (1.2 s)"]
+
+
+def test_finished_jobs_keep_their_final_counts():
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=140, color_system=None)
+    display = SweepDisplay(1, console, live=True)
+    display.job_started("a")
+    display.replay_progress(SimpleNamespace(sent=5, done=5, errors=0, in_tokens=1000,
+                                            out_tokens=50, inflight=0), 1.0)
+    display.job_finished(JobOutcome("a", "ok", elapsed_s=2.0))
+    console.print(display._render())
+    assert "5/5" in buf.getvalue() and "1,000/50" in buf.getvalue()

@@ -113,3 +113,14 @@ def test_fingerprint_counts_traces_by_content(tmp_path: Path):
     (b / "t.json").write_text('{"x": 2}')
     assert job_fingerprint(ROW, RunOptions(trace=[a])) != job_fingerprint(
         ROW, RunOptions(trace=[b]))
+
+
+def test_bundled_traces_are_resolved_where_the_job_runs():
+    from kvbench.sweep import bundled_traces
+
+    options = RunOptions(bundled_traces=True)
+    assert options.trace_paths() == bundled_traces()
+    assert len(bundled_traces()) == 8
+    assert "bundled_traces" not in options.measurement_identity()
+    assert options.measurement_identity()["trace"][0].startswith("trace_0076.json.gz:")
+    assert RunOptions().trace_paths() is None  # synthetic

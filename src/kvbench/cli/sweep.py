@@ -85,7 +85,7 @@ def run(
 ) -> None:
     """Run a sweep: for each selected job plan, launch, replay with scraping, stop, and write
     result.json. Rerunning the same command resumes: finished jobs are skipped."""
-    from kvbench.sweep import PhaseTimeouts, RunOptions, bundled_traces
+    from kvbench.sweep import PhaseTimeouts, RunOptions
 
     if recipes:
         selection = dataclasses.replace(
@@ -95,9 +95,11 @@ def run(
     engine_args = list(engine_arg or [])
     if time_scale is not None:
         engine_args += ["--time-scale", str(time_scale)]
-    traces = None if synthetic else (list(trace) if trace else bundled_traces())
+    if synthetic and trace:
+        raise SweepError("give --trace or --synthetic, not both")
     options = RunOptions(
-        trace=traces, duration_s=duration, max_requests=max_requests,
+        trace=list(trace) if trace else None, bundled_traces=not synthetic and not trace,
+        duration_s=duration, max_requests=max_requests,
         warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer,
         max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
         think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,

@@ -104,7 +104,7 @@ class _Run:
             duration = float(self.spec.row.get("duration", 0)) or None
         cfg = ReplayConfig(
             url=launch.base_url, model=launch.served_model_name, endpoint=opts.endpoint,
-            trace=opts.trace, concurrency=self.spec.job().conc, duration_s=duration,
+            trace=opts.trace_paths(), concurrency=self.spec.job().conc, duration_s=duration,
             max_requests=opts.max_requests, warmup_requests=opts.warmup_requests,
             seed=opts.seed, correlation_header=launch.correlation_header,
             output_dir=self.job_dir, tokenizer=opts.tokenizer,

@@ -29,7 +29,10 @@ class PhaseTimeouts(BaseModel):
 class RunOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    trace: list[Path] | None = None  # None: synthetic sessions
+    trace: list[Path] | None = None  # files or directories; None and not bundled: synthetic
+    # kvbench's own Claude Code sessions, resolved where the job runs (a job spec sent to a
+    # CI runner or Slurm node then needs no path that exists only on this machine)
+    bundled_traces: bool = False
     endpoint: Literal["chat", "completions"] = "chat"
     duration_s: float | None = Field(None, gt=0, description="default: the row's duration")
     max_requests: int | None = Field(None, ge=1)
@@ -49,9 +52,17 @@ class RunOptions(BaseModel):
         and scrape cadence do not. Traces count by content, not path, so a results directory
         resumes from another checkout or node."""
         identity = self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
-                                                         "model_path", "trace"})
-        identity["trace"] = None if self.trace is None else _trace_digests(self.trace)
+                                                         "model_path", "trace",
+                                                         "bundled_traces"})
+        paths = self.trace_paths()
+        identity["trace"] = None if paths is None else _trace_digests(paths)
         return identity
+
+    def trace_paths(self) -> list[Path] | None:
+        """The traces to replay, or None for synthetic sessions."""
+        if self.bundled_traces:
+            return [*bundled_traces(), *(self.trace or [])]
+        return self.trace
 
 
 def _trace_digests(paths: list[Path]) -> list[str]:

@@ -22,6 +22,14 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
+def _cells(c: dict[str, int]) -> tuple[str, str, str]:
+    """requests done/sent, tokens in/out, errors (blank before the replay starts)."""
+    if not c:
+        return "", "", ""
+    return (f"{c.get('done', 0)}/{c.get('sent', 0)}",
+            f"{c.get('in_tokens', 0):,}/{c.get('out_tokens', 0):,}", str(c.get("errors", 0)))
+
+
 class SweepDisplay:
     """Context manager; `job_events()` gives the JobEvents of the job now running."""
 
@@ -67,6 +75,8 @@ class SweepDisplay:
         self._refresh(None)
 
     def job_finished(self, outcome: JobOutcome) -> None:
+        if self.current == outcome.dir_name and self.counters:
+            outcome.extra.setdefault("counters", dict(self.counters))
         self.finished.append(outcome)
         self.current = None
         why = f" at {outcome.phase}: {outcome.reason}" if outcome.status == "failed" else ""
@@ -100,14 +110,10 @@ class SweepDisplay:
             table.add_column(col, justify="left" if col in ("job", "phase") else "right")
         for o in self.finished[-6:]:
             table.add_row(Text(o.dir_name, style=_STYLE.get(o.status, "")), o.status,
-                          "", "", "", _clock(o.elapsed_s))
+                          *_cells(o.extra.get("counters") or {}), _clock(o.elapsed_s))
         if self.current is not None:
-            c = self.counters
             table.add_row(Text(self.current, style="bold"), self.phase_name,
-                          f"{c.get('done', 0)}/{c.get('sent', 0)}" if c else "",
-                          f"{c.get('in_tokens', 0):,}/{c.get('out_tokens', 0):,}" if c else "",
-                          str(c.get("errors", 0)) if c else "",
-                          _clock(time.monotonic() - self.current_t0))
+                          *_cells(self.counters), _clock(time.monotonic() - self.current_t0))
         return Group(head, table)
 
 

@@ -19,7 +19,7 @@ REPLAY_TIMEOUT_S = 90.0
 def quickstart_options(time_scale: float) -> RunOptions:
     # Think times are dropped: at a 50x clock a 60 s pause would still cost a second each.
     return RunOptions(
-        trace=bundled_traces(), max_requests=MAX_REQUESTS_PER_JOB, think_time_scale=0.0,
+        bundled_traces=True, max_requests=MAX_REQUESTS_PER_JOB, think_time_scale=0.0,
         engine_args=["--time-scale", str(time_scale)],
         timeouts=PhaseTimeouts(ready_s=READY_TIMEOUT_S, replay_s=REPLAY_TIMEOUT_S),
     )
