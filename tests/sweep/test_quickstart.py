@@ -28,7 +28,7 @@ def test_quickstart_runs_and_ends_with_table_and_dashboard(tmp_path):
     assert "none (n=1)" in out.stdout and "dram (n=1)" in out.stdout
     assert "cache hit rate (host)" in out.stdout
     last = out.stdout.strip().splitlines()[-1]
-    assert last == f"dashboard: {tmp_path / 'qs' / 'dashboard.html'}"
+    assert last == f"dashboard: {(tmp_path / 'qs' / 'dashboard.html').resolve()}"
     assert (tmp_path / "qs" / "dashboard.html").stat().st_size > 10_000
     results = sorted((tmp_path / "qs").glob("*/result.json"))
     assert len(results) == 6

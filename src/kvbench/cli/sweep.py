@@ -211,7 +211,7 @@ def _final_report(results: Path, outcomes: list, dashboard: bool) -> None:
     if dashboard:
         path = _write_dashboard(results)
         if path is not None:
-            out.print(f"dashboard: [bold]{path}[/]", highlight=False)
+            out.print(f"dashboard: [bold]{path.resolve()}[/]", highlight=False, soft_wrap=True)
 
 
 @app.command("run-job")
