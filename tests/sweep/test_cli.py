@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 RECIPE = REPO / "examples" / "quickstart.yaml"
@@ -54,3 +55,18 @@ def test_run_job_needs_one_spec_source(tmp_path):
     assert out.returncode == 3 and "exactly one of --job-file or --job-json" in out.stderr
     out = kvbench("run-job", "--job-json", "{}", "--results", str(tmp_path))
     assert out.returncode == 3 and "not a valid job spec" in out.stderr
+
+
+@pytest.mark.slow
+def test_github_matrix_entry_runs_with_run_job(tmp_path):
+    """What a CI matrix job does: take one entry's spec and run it with --job-json."""
+    out = kvbench("run", str(RECIPE), "--emit", "github-matrix", "--max-conc", "2",
+                  "--max-requests", "3", "--time-scale", "100", "--think-time-scale", "0")
+    entry = json.loads(out.stdout)["include"][1]
+    ran = kvbench("run-job", "--job-json", json.dumps(entry["job"]), "--results", str(tmp_path))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith(f"{entry['name']}: ok")
+    result = json.loads((tmp_path / entry["name"] / "result.json").read_text())
+    assert result["fingerprint"] == entry["fingerprint"] and result["status"] == "ok"
+    again = kvbench("run-job", "--job-json", json.dumps(entry["job"]), "--results", str(tmp_path))
+    assert "done already" in again.stdout
