@@ -64,13 +64,15 @@ def start_server(delay: float, log: Path) -> tuple[subprocess.Popen, str]:
 
 
 def steady_rate(log: Path, skip_s: int = 2) -> float:
-    """Median per-second growth of the chunk counter over seconds with traffic, minus the
-    ramp-up and the tail."""
+    """Chunks per second over the log intervals with traffic, minus the ramp-up and the tail:
+    total chunks over total time (a starved server logs late, so each interval is divided by
+    its own length, and a stall followed by a catch-up burst is not rewarded)."""
     rows = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
-    deltas = [b["chunks"] - a["chunks"] for a, b in itertools.pairwise(rows)]
-    busy = [d for d in deltas if d > 0]
+    spans = [(b["chunks"] - a["chunks"], b["t"] - a["t"]) for a, b in itertools.pairwise(rows)]
+    busy = [s for s in spans if s[0] > 0]
     core = busy[skip_s:-1] if len(busy) > skip_s + 2 else busy
-    return float(statistics.median(core)) if core else 0.0
+    chunks, secs = sum(c for c, _ in core), sum(t for _, t in core)
+    return chunks / secs if secs > 0 else 0.0
 
 
 def run_kvbench(url: str, conc: int, duration: float, out: Path) -> dict:
@@ -112,6 +114,7 @@ def client_only(args: argparse.Namespace) -> None:
         "chunk_gap_p99_ms": gaps[int(0.99 * (len(gaps) - 1))] if gaps else None,
         "saturated": summary["client"]["saturated"],
         "loop_lag_ms_p99": summary["client"]["loop_lag_ms_p99"],
+        "send_lateness_ms_p99": summary["client"]["send_lateness_ms_p99"],
     }))
 
 
