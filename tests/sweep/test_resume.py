@@ -85,11 +85,11 @@ def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path: Path):
     assert not [k for k in kids if Path(f"/proc/{k}").exists()
                 and "zombie" not in Path(f"/proc/{k}/status").read_text()], "server leaked"
     after_int = snapshot(results)
-    assert len(after_int) == 1
+    assert 1 <= len(after_int) <= 2  # 2 only if the signal landed as job 2 wrote its result
 
     # 2. SIGKILL in the middle of the third job (nothing can clean up).
     proc = start(results)
-    wait_mid_job(proc, results, done=2)
+    wait_mid_job(proc, results, done=len(after_int) + 1)
     kids = descendants(proc.pid)
     proc.kill()
     proc.communicate(timeout=30)
@@ -97,15 +97,16 @@ def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path: Path):
         with contextlib.suppress(ProcessLookupError):
             os.kill(k, signal.SIGKILL)
     after_kill = snapshot(results)
-    assert len(after_kill) == 2
-    assert after_kill.items() >= after_int.items()  # the first result was not redone
+    assert len(after_int) < len(after_kill) < JOBS
+    assert after_kill.items() >= after_int.items()  # earlier results were not redone
 
     # 3. Resume to the end.
     proc = start(results)
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err.decode()
     outcomes = orjson.loads(out)
-    assert sorted(o["status"] for o in outcomes) == ["ok", "ok", "skipped", "skipped"]
+    statuses = sorted(o["status"] for o in outcomes)
+    assert statuses == ["ok"] * (JOBS - len(after_kill)) + ["skipped"] * len(after_kill)
     final = snapshot(results)
     assert len(final) == JOBS
     for name, raw in after_kill.items():
