@@ -84,3 +84,13 @@ def test_refs_and_files_are_exclusive(tmp_path):
     out = kvbench("changelog", "check", "--base", "main", "--head-file", str(tmp_path))
     assert out.returncode == 2
     assert "not both" in out.stderr
+
+
+def test_broken_master_config_is_reported(tmp_path, real_raw):
+    bad = tmp_path / "bad-master.yaml"
+    bad.write_text("k:\n  image: x\n  model: m\n")
+    base = path_of(tmp_path, "old.yaml", real_raw)
+    out = kvbench("changelog", "check", "--base-file", str(base), "--head-file", str(base),
+                  "--config-files", str(bad))
+    assert out.returncode == 2
+    assert "bad-master.yaml" in out.stderr and "Traceback" not in out.stderr

@@ -29,19 +29,11 @@ def default_config_files(changelog: Path | None) -> list[Path]:
 
 
 def known_config_keys(paths: Sequence[Path]) -> set[str]:
-    """Every config key the master configs define (top-level keys of each YAML file)."""
-    import yaml
+    """Every config key the master configs define, validated by the recipe loader (so a change
+    that breaks a master config fails here too, with every error listed)."""
+    from kvbench.recipe import load_master_configs
 
-    keys: set[str] = set()
-    for path in paths:
-        try:
-            data = yaml.safe_load(Path(path).read_text())
-        except (OSError, yaml.YAMLError) as e:
-            raise ChangelogError(f"cannot read master config {path}: {e}") from None
-        if not isinstance(data, dict):
-            raise ChangelogError(f"master config {path} must be a mapping of config keys")
-        keys.update(data)
-    return keys
+    return set(load_master_configs([Path(p) for p in paths]))
 
 
 def key_problem(pattern: str, known: Collection[str]) -> str | None:
