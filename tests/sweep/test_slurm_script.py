@@ -51,3 +51,15 @@ def test_github_matrix_carries_whole_spec():
     assert [e["name"] for e in out["include"]] == ["a", "b"]
     assert out["include"][1]["gpus"] == 8
     assert out["include"][0]["job"]["row"] == SIM
+
+
+def test_multinode_rows_are_reported_not_submitted(tmp_path: Path):
+    row = {**SGL, "exp-name": "mn", "conc": [8],
+           "prefill": {"num-worker": 1, "tp": 8, "pp": 1, "pcp-size": 1},
+           "decode": {"num-worker": 1, "tp": 8, "pp": 1, "pcp-size": 1}}
+    [spec] = build_specs([Job("k", row, "agentic-coding")], RunOptions())
+    ex = SlurmExecutor()
+    [outcome] = ex.run([spec], tmp_path)
+    assert ex.submitted == []  # sbatch was never called
+    assert outcome.status == "failed" and outcome.phase == "slurm"
+    assert "multi-node" in outcome.reason

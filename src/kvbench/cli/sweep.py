@@ -142,6 +142,7 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
         return []
     results = Path(results)
+    _banner(specs, options, results, executor)
     if executor == "slurm":
         from rich.console import Console
 
@@ -171,6 +172,24 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     if (error := failures_error(outcomes)) is not None:
         raise error
     return outcomes
+
+
+def _banner(specs: list, options, results: Path, executor: str) -> None:
+    """What is about to run, so an hour-long default duration is never a surprise."""
+    from kvbench.sweep.layout import is_done
+
+    done = sum(1 for s in specs if is_done(results / s.dir_name, s.fingerprint))
+    if options.max_requests is not None:
+        per_job = f"{options.max_requests} requests"
+    elif options.duration_s is not None:
+        per_job = f"{options.duration_s:g} s"
+    else:
+        durations = sorted({int(s.row.get("duration", 0)) for s in specs})
+        per_job = f"{'/'.join(map(str, durations))} s (the rows' duration)"
+    workload = ("bundled Claude Code sessions" if options.bundled_traces else
+                f"{len(options.trace)} trace path(s)" if options.trace else "synthetic sessions")
+    print(f"{len(specs)} jobs ({done} done already) -> {results} [{executor}]; replay per job: "
+          f"{per_job} of {workload}", file=sys.stderr)
 
 
 def _write_dashboard(results: Path) -> Path | None:

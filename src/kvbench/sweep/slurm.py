@@ -22,6 +22,8 @@ from kvbench.sweep.events import JobOutcome
 from kvbench.sweep.spec import JobSpec
 
 CPU_ONLY_FRAMEWORKS = ("sim",)
+MULTINODE_REASON = ("multi-node (prefill/decode) rows are not submitted: one array task runs "
+                    "one single-node server; run them through their cluster launcher")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +131,14 @@ class SlurmExecutor:
             on_poll: Callable[[int, int], None] | None = None) -> list[JobOutcome]:
         """Submit the jobs not yet done, wait for every array task, collect outcomes."""
         results = Path(results)
+        # One array task runs one server on one node; a multi-node row would ask Slurm for
+        # more GPUs than a node has and the whole array would be refused.
+        unsupported = {s.dir_name for s in specs if s.job().is_multinode}
         todo = [s for s in specs
-                if not layout.is_done(results / s.dir_name, s.fingerprint,
-                                      rerun_failed=rerun_failed)]
-        skipped = {s.dir_name for s in specs} - {s.dir_name for s in todo}
+                if s.dir_name not in unsupported
+                and not layout.is_done(results / s.dir_name, s.fingerprint,
+                                       rerun_failed=rerun_failed)]
+        skipped = {s.dir_name for s in specs} - {s.dir_name for s in todo} - unsupported
         arrays = self.submit(todo, results) if todo else []
         ids = [a[0] for a in arrays]
         t0 = time.monotonic()
@@ -150,7 +156,9 @@ class SlurmExecutor:
             raise
         task_logs = {s.dir_name: a[1] / f"task-{i}.log"
                      for a in arrays for i, s in enumerate(a[2])}
-        return [self._collect(s, results, s.dir_name in skipped, task_logs.get(s.dir_name))
+        return [JobOutcome(s.dir_name, "failed", phase="slurm", reason=MULTINODE_REASON)
+                if s.dir_name in unsupported else
+                self._collect(s, results, s.dir_name in skipped, task_logs.get(s.dir_name))
                 for s in specs]
 
     @staticmethod
