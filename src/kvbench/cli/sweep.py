@@ -193,17 +193,12 @@ def _banner(specs: list, options, results: Path, executor: str) -> None:
 
 
 def _write_dashboard(results: Path) -> Path | None:
+    from kvbench.errors import KvbenchError
     from kvbench.report import write_dashboard
 
     try:
         return write_dashboard([results], results / "dashboard.html")
-    except SweepError:
-        raise
-    except Exception as e:  # a dashboard problem must not hide the sweep's outcome
-        from kvbench.errors import KvbenchError
-
-        if not isinstance(e, KvbenchError):
-            raise
+    except KvbenchError as e:  # a dashboard problem must not hide the sweep's outcome
         print(f"dashboard not written: {e.message}", file=sys.stderr)
         return None
 
@@ -212,6 +207,7 @@ def _final_report(results: Path, outcomes: list, dashboard: bool) -> None:
     from rich.console import Console
 
     from kvbench.cli.results import compare as compare_command
+    from kvbench.errors import KvbenchError
 
     out = Console()
     ok = [o for o in outcomes if o.status in ("ok", "skipped")]
@@ -221,11 +217,7 @@ def _final_report(results: Path, outcomes: list, dashboard: bool) -> None:
     if ok:
         try:
             compare_command([results], by="kv_offloading", a=None, b=None, format="table")
-        except Exception as e:
-            from kvbench.errors import KvbenchError
-
-            if not isinstance(e, KvbenchError):
-                raise
+        except KvbenchError as e:  # e.g. a single arm: nothing to compare
             out.print(f"no comparison table: {e.message}", highlight=False)
     if dashboard:
         path = _write_dashboard(results)

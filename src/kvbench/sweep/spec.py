@@ -47,10 +47,6 @@ class JobSpec(BaseModel):
     def exp_name(self) -> str:
         return str(self.row.get("exp-name", self.config_key))
 
-    @property
-    def label(self) -> str:
-        return self.dir_name
-
     def job(self):
         """The matrix Job this spec runs."""
         from kvbench.matrix import Job
