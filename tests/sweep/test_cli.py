@@ -70,3 +70,13 @@ def test_github_matrix_entry_runs_with_run_job(tmp_path):
     assert result["fingerprint"] == entry["fingerprint"] and result["status"] == "ok"
     again = kvbench("run-job", "--job-json", json.dumps(entry["job"]), "--results", str(tmp_path))
     assert "done already" in again.stdout
+
+
+def test_time_scale_is_for_the_embedded_engine_only(tmp_path):
+    configs = REPO.parent / "shared" / "data" / "inferencex"
+    out = kvbench("run", str(configs / "nvidia-master.yaml"), "--config-keys",
+                  "dsv4-fp4-b200-vllm-agentic-mtp", "--time-scale", "10", "--results",
+                  str(tmp_path))
+    assert out.returncode == 3
+    assert "--time-scale is for the embedded engine only" in out.stderr
+    assert "vllm" in out.stderr

@@ -134,6 +134,10 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     if not jobs:
         raise SweepError("the selection matched no jobs",
                          hint="check the recipe files and the selection flags")
+    real = sorted({j.framework for j in jobs if j.framework != "sim"})
+    if "--time-scale" in options.engine_args and real:
+        raise SweepError(f"--time-scale is for the embedded engine only; the selection also "
+                         f"has {', '.join(real)} jobs", hint="select --framework sim")
     specs = build_specs(jobs, options, repeats=repeat,
                         runner_config=runner_config_path(selection))
     if emit == "github-matrix":
