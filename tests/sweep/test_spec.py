@@ -50,9 +50,16 @@ def test_dir_names_repeats_and_collisions():
     names = [s.dir_name for s in specs]
     assert len(set(names)) == 6
     assert "x_conc4" in names and "x_conc4__r1" in names
-    fp0 = job_fingerprint(jobs[0].row)
+    fp0 = job_fingerprint(jobs[0].row, RunOptions(), "k")
     assert f"{ROW['exp-name']}__{fp0[:8]}" in names
     assert [s.repeat for s in specs] == [0, 1, 0, 1, 0, 1]
+
+
+def test_identical_rows_of_two_config_keys_are_two_jobs():
+    twin = Job(config_key="k-power-ab", row=dict(ROW), scenario="agentic-coding")
+    specs = build_specs([job(), twin], RunOptions())
+    assert specs[0].fingerprint != specs[1].fingerprint
+    assert len({s.dir_name for s in specs}) == 2
 
 
 def test_same_job_twice_is_an_error():
@@ -124,3 +131,16 @@ def test_bundled_traces_are_resolved_where_the_job_runs():
     assert "bundled_traces" not in options.measurement_identity()
     assert options.measurement_identity()["trace"][0].startswith("trace_0076.json.gz:")
     assert RunOptions().trace_paths() is None  # synthetic
+
+
+def test_whole_real_catalog_gets_unique_directories():
+    from conftest import INFERENCEX
+
+    from kvbench.matrix import Selection, select_jobs
+
+    jobs = select_jobs(Selection(config_files=(INFERENCEX / "nvidia-master.yaml",
+                                               INFERENCEX / "amd-master.yaml")))
+    specs = build_specs(jobs, RunOptions())
+    assert len(specs) == 746
+    assert len({s.dir_name for s in specs}) == 746
+    assert len({s.fingerprint for s in specs}) == 746

@@ -17,10 +17,13 @@ from kvbench.files import read_json, write_json_atomic
 from kvbench.sweep.options import RunOptions
 
 
-def job_fingerprint(row: dict[str, Any], options: RunOptions | None = None) -> str:
+def job_fingerprint(row: dict[str, Any], options: RunOptions | None = None,
+                    config_key: str | None = None) -> str:
     """Stable hash of the row, kvbench's result schema version and the workload options: a
-    result with this fingerprint measured exactly this job."""
+    result with this fingerprint measured exactly this job. The config key counts too: the
+    real catalog has identical rows under two keys (power A/B twins) that are distinct jobs."""
     identity = {
+        "config-key": config_key,
         "row": row,
         "schema-version": SCHEMA_VERSION,
         "workload": (options or RunOptions()).measurement_identity(),
@@ -70,11 +73,11 @@ class JobSpec(BaseModel):
 def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
                 runner_config: Path | None = None) -> list[JobSpec]:
     """One spec per (job, repeat). Directory names are the exp-name; exp-names that collide
-    within the sweep (the reference's exp-name omits ep, dp-attn, runner) get a short
-    fingerprint suffix; repeats after the first get `__r<n>`."""
+    within the sweep (the reference's exp-name omits ep, dp-attn, runner and the config key)
+    get a short fingerprint suffix; repeats after the first get `__r<n>`."""
     if repeats < 1:
         raise SweepError(f"repeats must be >= 1, got {repeats}")
-    prints = [job_fingerprint(j.row, options) for j in jobs]
+    prints = [job_fingerprint(j.row, options, j.config_key) for j in jobs]
     if len(set(prints)) != len(prints):
         dup = Counter(prints).most_common(1)[0][0]
         name = jobs[prints.index(dup)].exp_name
