@@ -1,10 +1,10 @@
 """vLLM and TRT-LLM command lines for the real rows, checked against a schema.
 
-vLLM's own parser is not used: vllm is not installed on CI's CPU machine (its wheels require a
-CUDA build of torch; a --no-deps install with CPU substitutes was not attempted). Instead
-every flag and value is checked against the flag list and value sets gathered from vLLM's
-docs and the InferenceX launchers in ../shared/reference (kvoffload.md section 4,
-inferencex.md section 5)."""
+vLLM's own parser also checks them (test_vllm_parser.py), but it does not restrict values
+such as --block-size; this schema adds the value sets from vLLM's docs and the InferenceX
+launchers (../shared/reference/kvoffload.md section 4, inferencex.md section 5) and the
+sizing invariants. TRT-LLM is not installable on a CPU machine: its flags and YAML config are
+checked against this schema only."""
 
 from __future__ import annotations
 
