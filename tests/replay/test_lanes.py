@@ -20,8 +20,9 @@ EVENTS = [b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n'] + [
 class Scripted:
     """Answers each request with EVENTS, framed and written in the given style."""
 
-    def __init__(self, style: str, status: int = 200) -> None:
+    def __init__(self, style: str, status: int = 200, events: list[bytes] | None = None) -> None:
         self.style = style
+        self.events = events or EVENTS
         self.status = status
         self.heads: list[str] = []
         self.bodies: list[dict] = []
@@ -47,12 +48,13 @@ class Scripted:
             return
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n")
-        payload = b"".join(EVENTS)
+        payload = b"".join(self.events)
         if self.style == "one_frame":  # several events per read
             raw = b"%x\r\n" % len(payload) + payload + b"\r\n0\r\n\r\n"
             w.write(raw)
         else:  # one frame per event, written a few bytes at a time
-            raw = b"".join(b"%x\r\n" % len(e) + e + b"\r\n" for e in EVENTS) + b"0\r\n\r\n"
+            raw = b"".join(b"%x\r\n" % len(e) + e + b"\r\n" for e in self.events)
+            raw += b"0\r\n\r\n"
             for i in range(0, len(raw), 7):
                 w.write(raw[i:i + 7])
                 await w.drain()
@@ -117,3 +119,14 @@ def test_sampled_start_replays_earlier_turns_as_warmup(tmp_path):
         assert all(x["turn"] > r["turn"] for x in later)
     sessions = generate_sessions(SyntheticSpec(num_sessions=3, scale=0.002, max_turns=4))
     assert len(recs) == sum(s.num_turns for s in sessions)  # every turn was sent once
+
+
+def test_a_huge_sse_line_needs_no_buffer_tuning(tmp_path):
+    # 1 MiB of content in one event: aiohttp's 128 KiB line limit and 64 KiB read buffer
+    # broke peers on long contexts; here there is no limit to hit
+    big = b'data: {"choices":[{"delta":{"content":"' + b"x" * (1 << 20) + b'"}}]}\n\n'
+    events = [big, b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n']
+    summary, recs = asyncio.run(_run(Scripted("one_frame", events=events), tmp_path,
+                                     max_requests=2, keep_text=True))
+    assert [len(r["text"]) for r in recs] == [1 << 20, 1 << 20]
+    assert summary["requests"]["errors"] == 0

@@ -14,7 +14,7 @@ from time import perf_counter_ns
 
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
-from kvbench.replay.http import Connection, Endpoint, open_connection
+from kvbench.replay.http import Connection, Endpoint, Response, open_connection
 from kvbench.replay.request import RequestFactory, build_record
 from kvbench.workload.prompt import PromptBuilder
 from kvbench.workload.session import Session, Turn
@@ -157,7 +157,8 @@ class Lanes:
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens}
         body = self.factory.body(prompt, max_tokens)
         self.c.inflight += 1
-        t_send, resp, err = perf_counter_ns(), None, None
+        t_send, err = perf_counter_ns(), None
+        resp: Response | None = None
         try:
             for _attempt in range(2):
                 if conn is None or conn.closed:
@@ -171,11 +172,12 @@ class Lanes:
                 self.c.notes.append(f"server rejected {', '.join(rejected)}: sent without it")
                 body = self.factory.body(prompt, max_tokens)
             assert resp is not None
-            rec = await self.digest.record(resp)
         except ConnectionError as e:
+            resp = None
             rec, err = build_record(None, chat=True, keep_text=False, error=str(e),
                                     error_kind="connect"), e
         except TimeoutError:
+            resp = None
             rec = build_record(None, chat=True, keep_text=False, error_kind="timeout",
                                error=f"no complete response in {cfg.request_timeout_s} s")
         except asyncio.CancelledError:
@@ -188,7 +190,14 @@ class Lanes:
             raise
         finally:
             self.c.inflight -= 1
-        if rec["status"] != "ok" and conn is not None:
+        if resp is not None:
+            # the lane goes on to its next turn now; the record is built by the digest task
+            if (resp.status != 200 or not resp.complete) and conn is not None:
+                conn.close()
+                conn = None
+            self.digest.submit(resp, lambda rec: self._finish(base, t_send, rec))
+            return conn
+        if conn is not None:
             conn.close()
             conn = None
         self._finish(base, t_send, rec)

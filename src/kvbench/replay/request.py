@@ -6,7 +6,7 @@ import orjson
 
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.http import Endpoint, Response
-from kvbench.replay.stream import parse_stream, split_tokens
+from kvbench.replay.stream import StreamResult, parse_stream, split_tokens
 from kvbench.workload.prompt import Prompt
 
 # fields some servers reject (HTTP 400/422); dropped once for the whole run if they do
@@ -62,8 +62,9 @@ class RequestFactory:
 
 
 def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: str | None = None,
-                 error_kind: str | None = None) -> dict:
-    """The measured part of a record (the lane adds ids, times and the prompt facts)."""
+                 error_kind: str | None = None, parsed: StreamResult | None = None) -> dict:
+    """The measured part of a record (the lane adds ids, times and the prompt facts).
+    `parsed` is the stream already parsed (by the digest, in steps)."""
     rec: dict = {"t_first_ns": None, "t_last_ns": None, "chunk_ns": [], "chunk_tokens": [],
                  "chunk_tokens_source": "none", "prompt_tokens": None, "completion_tokens": None,
                  "cached_tokens": None, "http_status": None, "finish_reason": None,
@@ -76,7 +77,7 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
         rec["error"] = resp.error or f"HTTP {resp.status}: {text}"
         rec["error_kind"] = f"http_{resp.status}" if resp.status else "transport"
         return rec
-    res = parse_stream(resp, chat=chat, keep_text=keep_text)
+    res = parsed if parsed is not None else parse_stream(resp, chat=chat, keep_text=keep_text)
     toks, source = split_tokens(res)
     rec.update({
         "t_first_ns": res.chunk_ns[0] if res.chunk_ns else None,

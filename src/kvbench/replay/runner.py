@@ -35,10 +35,13 @@ def load_sessions(cfg: ReplayConfig) -> list[Session]:
     return generate_sessions(spec)
 
 
-async def replay(cfg: ReplayConfig, on_progress: Progress | None = None) -> dict:
-    """Run the replay described by `cfg`; returns the summary (also written to summary.json)."""
+async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
+                 sessions: list[Session] | None = None) -> dict:
+    """Run the replay described by `cfg`; returns the summary (also written to summary.json).
+    `sessions` skips loading the workload again when the caller already has it."""
     ep = Endpoint.parse(cfg.url)
-    sessions = load_sessions(cfg)
+    if sessions is None:
+        sessions = load_sessions(cfg)
     token_ids = cfg.token_ids if cfg.token_ids is not None else (
         cfg.endpoint == "completions" and cfg.tokenizer is not None)
     marker = cfg.run_marker or secrets.token_hex(8)
@@ -73,8 +76,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None) -> dict
             if ticker is not None:
                 ticker.cancel()
                 on_progress(counters, (perf_counter_ns() - t0) / 1e9)  # type: ignore[misc]
+            await lanes.digest.drain()
             await monitor.stop()
-            await lanes.digest.stop()
     records = read_jsonl(records_path)
     summary = summarize(records, num_gpus=cfg.num_gpus, client=monitor.report())
     summary["run"] = {
@@ -117,6 +120,8 @@ def run_replay(config: ReplayConfig, progress: bool = False) -> dict:
     """Synchronous wrapper: runs `replay` on uvloop when available."""
     on_progress = None
     bar = None
+    Endpoint.parse(config.url)
+    sessions = load_sessions(config)  # bad input fails here, before any progress bar
     if progress:
         from kvbench.replay.progress import ProgressBar
 
@@ -126,8 +131,8 @@ def run_replay(config: ReplayConfig, progress: bool = False) -> dict:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             if bar is not None:
                 with bar:
-                    return runner.run(replay(config, on_progress))
-            return runner.run(replay(config, on_progress))
+                    return runner.run(replay(config, on_progress, sessions))
+            return runner.run(replay(config, on_progress, sessions))
     except OSError as e:
         raise ReplayError(f"replay failed: {e}") from e
 
