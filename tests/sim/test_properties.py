@@ -71,3 +71,16 @@ def test_random_traces(trace, gpu_pages, host_pages, policy, budget, cap):
     one_lane = [run([trace], COSTS, SimSetup(gpu, h * PAGE, policy, 1, engine))
                 for h in (0, host_pages)]
     assert one_lane[0]["cached_tokens"]["total"] <= one_lane[1]["cached_tokens"]["total"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(trace=random_traces(), gpu_pages=st.integers(1, 8), cap=st.sampled_from([1, 4, 256]),
+       lanes=st.sampled_from([None, 1, 3]))
+def test_requests_larger_than_the_gpu_tier_fail_without_stalling_the_rest(trace, gpu_pages,
+                                                                          cap, lanes):
+    engine = EngineConfig(max_running_requests=cap, chunked_prefill_tokens=32)
+    s = run([trace], COSTS, SimSetup(gpu_pages * PAGE, 2 * PAGE, "write_back", lanes, engine))
+    fits = [r for (r,) in trace.sessions
+            if len(r.keys) * PAGE + r.output_tokens <= gpu_pages * PAGE]
+    assert s["requests"] == len(fits)
+    assert s["requests"] + s["errors"] == len(trace.sessions)

@@ -101,7 +101,9 @@ class Engine:
                     continue
                 self._step = self._compose(horizon_s)
                 if self._step is None:
-                    continue
+                    if self.num_running or not self.waiting:
+                        continue
+                    raise SimError("internal: requests wait but nothing runs to free room")
             if self._step.end_s > horizon_s:
                 return
             step, self._step = self._step, None
@@ -127,7 +129,7 @@ class Engine:
         load_tokens = sync_tokens = 0
         while self.waiting and budget > 0 and self.num_running < cfg.max_running_requests:
             req = self.waiting[0]
-            if req.blocked_need and cache.cannot_fit(req.blocked_need):
+            if req.blocked_need and self.num_running and cache.cannot_fit(req.blocked_need):
                 break  # refused before, and not enough has been released since
             adm = cache.admit(req.keys, req.page_tokens, req.input_tokens - req.paged_tokens
                               + req.output_tokens + costs.request_state_tokens)

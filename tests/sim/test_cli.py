@@ -1,0 +1,125 @@
+"""`kvbench simulate` and `kvbench serve-sim` through the real command line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from sim.conftest import MOONCAKE
+
+from kvbench.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def small_trace(tmp_path: Path) -> Path:
+    """The first 1,000 requests (about 5 minutes) of the Mooncake conversation trace."""
+    with gzip.open(MOONCAKE, "rt") as f:
+        lines = [next(f) for _ in range(1000)]
+    path = tmp_path / "mooncake-1000.jsonl"
+    path.write_text("".join(lines))
+    return path
+
+
+def simulate_json(capsys, *args: str) -> dict:
+    main(["simulate", *args, "--format", "json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_simulate_json_has_the_contract_keys(small_trace, capsys, tmp_path):
+    out = tmp_path / "sim.json"
+    doc = simulate_json(capsys, "--trace", str(small_trace), "--gpu-tokens", "inf",
+                        "--output", str(out))
+    assert doc["requests"] == 1000 and doc["errors"] == 0
+    assert doc["prompt_tokens"] > 0
+    assert set(doc["hit_rate"]) == {"device", "host", "total"}
+    assert doc["hit_rate"]["total"] == doc["hit_rate"]["device"] > 0
+    for key in ("ttft_ms", "e2e_ms"):
+        assert doc[key]["p50"] <= doc[key]["p99"]
+    assert doc["throughput"]["input_tok_s"] > 0
+    assert json.loads(out.read_text()) == doc
+
+
+def test_simulate_compare_runs_both_arms(small_trace, capsys):
+    doc = simulate_json(capsys, "--trace", str(small_trace), "--gpu-tokens", "150000",
+                        "--host-tokens", "2000000", "--compare")
+    resident, offload = doc["arms"]["resident"], doc["arms"]["offload"]
+    assert resident["hit_rate"]["host"] == 0 < offload["hit_rate"]["host"]
+    assert offload["hit_rate"]["total"] >= resident["hit_rate"]["total"]
+    assert offload["setup"]["host_tokens"] == 2000000
+    # closed loop: eight session lanes
+    lanes = simulate_json(capsys, "--trace", str(small_trace), "--gpu-tokens", "150000",
+                          "--host-tokens", "2000000", "--compare", "--concurrency", "8")
+    assert lanes["arms"]["offload"]["requests"] == 1000
+
+
+def test_simulate_bad_policy_names_the_allowed_values(small_trace, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--trace", str(small_trace), "--write-policy", "write_around"])
+    assert exc.value.code == 2
+    assert "write_through_selective" in capsys.readouterr().err
+
+
+def test_simulate_table_output(small_trace, capsys):
+    main(["simulate", "--trace", str(small_trace), "--host-cache-gb", "10", "--compare"])
+    out = capsys.readouterr().out
+    assert "hit rate host" in out and "resident" in out and "offload" in out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvbench", "serve-sim", "--model", "llama-3.1-8b",
+         "--hardware", "h200", "--tp", "1", "--host-cache-gb", "2", "--port", str(port),
+         "--time-scale", "50", "--served-model-name", "sim-8b"],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((tmp_path / "server.log").read_text()) from None
+                time.sleep(0.2)
+        body = json.dumps({"model": "sim-8b", "prompt": "hello " * 2000, "max_tokens": 4})
+        usage = []
+        for _ in range(2):
+            req = urllib.request.Request(f"{base}/v1/completions", data=body.encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as r:
+                usage.append(json.loads(r.read())["usage"])
+        assert usage[0]["prompt_tokens"] == 3000  # 12,000 characters at 4 per pseudo-token
+        assert usage[1]["prompt_tokens_details"]["cached_tokens"] == 46 * 64  # full pages
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        names = {f.name for f in text_string_to_metric_families(text)}
+        assert {"sglang:prompt_tokens", "sglang:hicache_host_total_tokens",
+                "sglang:max_total_num_tokens"} <= names
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
