@@ -206,3 +206,11 @@ def test_every_data_file_loads_and_every_rule_is_reachable_by_some_fact():
         data = load_engine_data(path.stem)
         assert data.engine == path.stem
         assert len({r.name for r in data.rules}) == len(data.rules), "rule names must differ"
+
+
+def test_a_refused_plan_is_the_first_warning():
+    plan = make_plan(within_budget=False, errors=["projected 2,683 GB > budget 2,399 GB"],
+                     warnings=["pinning may round up"])
+    spec = get_adapter("sglang").build(make_job(), plan, port=1)
+    assert spec.warnings[:2] == ["plan refused: projected 2,683 GB > budget 2,399 GB",
+                                 "pinning may round up"]

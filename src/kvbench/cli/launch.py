@@ -90,7 +90,24 @@ def launch(
             + (f" ({names}{', ...' if len(built) > 8 else ''})" if built else ""),
             hint="narrow the selection, e.g. --exp-name NAME (see --dry-run for the names)",
         )
-    run_server(built[0], ready_timeout_s=ready_timeout, grace_s=grace, follow_log=follow_log)
+    refused = built[0].plan_json and built[0].plan_json.get("errors")
+    if refused:
+        from kvbench.errors import PlanError
+
+        raise PlanError(f"{built[0].job.exp_name}: the plan refuses this job: {refused[0]}",
+                        hint="kvbench plan --details shows the arithmetic; lower the row's "
+                        "dram-utilization or change its offload backend")
+    try:
+        run_server(built[0], ready_timeout_s=ready_timeout, grace_s=grace,
+                   follow_log=follow_log)
+    except KeyboardInterrupt:
+        # The server tree is already down (ServerProcess.__exit__). typer turns a
+        # KeyboardInterrupt into a *returned* 130 in non-standalone mode, which main()
+        # drops, so leave with the conventional status ourselves.
+        import sys
+
+        print("interrupted: server stopped", file=sys.stderr)
+        sys.exit(130)
 
 
 def _split(arg: str) -> list[str]:

@@ -94,7 +94,8 @@ class EngineAdapter:
             served_model_name=ctx.served_model_name,
             correlation_header=data.routers[router].correlation_header if router else None,
             sources=sources,
-            warnings=warnings + (list(plan.warnings) if plan is not None else []),
+            warnings=(([f"plan refused: {e}" for e in plan.errors] + list(plan.warnings))
+                      if plan is not None else []) + warnings,
         )
 
     # -- hooks ---------------------------------------------------------------------------

@@ -54,6 +54,13 @@ class BuildContext:
         return int(self.job.conc)
 
 
+def host_source(ctx: BuildContext) -> tuple[str, str]:
+    """Servers bind to localhost unless the caller asked for another address."""
+    if ctx.host == "127.0.0.1":
+        return "default", "kvbench binds servers to localhost"
+    return "override", "--host"
+
+
 def single_node_row(job: Job, engine: str) -> None:
     if job.is_multinode:
         raise EngineError(

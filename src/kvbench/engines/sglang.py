@@ -7,7 +7,7 @@ from typing import Any
 
 from kvbench.engines.argv import Settings
 from kvbench.engines.base import EngineAdapter
-from kvbench.engines.context import BuildContext
+from kvbench.engines.context import BuildContext, host_source
 from kvbench.engines.spec import ArgSource
 
 
@@ -20,7 +20,7 @@ class SGLangAdapter(EngineAdapter):
         args.set("--model-path", ctx.model_path, src,
                  "--model-path" if src == "override" else "row.model")
         args.set("--served-model-name", ctx.served_model_name, "job", "row.model")
-        args.set("--host", ctx.host, "default", "kvbench binds servers to localhost")
+        args.set("--host", ctx.host, *host_source(ctx))
         port_why = ("router's port + 1 (the router takes the client port)" if ctx.router
                     else "--port")
         args.set("--port", ctx.engine_port, "default" if ctx.router else "override", port_why)

@@ -8,7 +8,7 @@ from typing import Any
 
 from kvbench.engines.argv import Settings
 from kvbench.engines.base import EngineAdapter
-from kvbench.engines.context import BuildContext
+from kvbench.engines.context import BuildContext, host_source
 from kvbench.engines.spec import ArgSource
 from kvbench.units import GB
 
@@ -32,7 +32,7 @@ class SimAdapter(EngineAdapter):
         args.set("--served-model-name", ctx.served_model_name, "job", "row.model")
         args.set("--hardware", ctx.facts["hardware"], "job", f"row.runner={ctx.job.runner}")
         args.set("--tp", ctx.tp, "job", "row.tp")
-        args.set("--host", ctx.host, "default", "kvbench binds servers to localhost")
+        args.set("--host", ctx.host, *host_source(ctx))
         args.set("--port", ctx.engine_port, "override", "--port")
 
     def plan_args(self, ctx: BuildContext, args: Settings, env: Settings,

@@ -9,7 +9,7 @@ from typing import Any
 
 from kvbench.engines.argv import Settings
 from kvbench.engines.base import EngineAdapter, dump_file, merge_config
-from kvbench.engines.context import BuildContext
+from kvbench.engines.context import BuildContext, host_source
 from kvbench.engines.spec import ArgSource
 
 
@@ -18,7 +18,7 @@ class TRTLLMAdapter(EngineAdapter):
     data_name = "trtllm"
 
     def job_args(self, ctx: BuildContext, args: Settings) -> None:
-        args.set("--host", ctx.host, "default", "kvbench binds servers to localhost")
+        args.set("--host", ctx.host, *host_source(ctx))
         args.set("--port", ctx.engine_port, "override", "--port")
         args.set("--tp_size", ctx.tp, "job", "row.tp")
         if ctx.ep > 1:
