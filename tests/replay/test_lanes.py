@@ -130,3 +130,22 @@ def test_a_huge_sse_line_needs_no_buffer_tuning(tmp_path):
                                      max_requests=2, keep_text=True))
     assert [len(r["text"]) for r in recs] == [1 << 20, 1 << 20]
     assert summary["requests"]["errors"] == 0
+
+
+def test_completions_send_token_ids_of_exact_length(tmp_path):
+    from fixtures.tiny_model import build_tokenizer
+
+    tok_dir = tmp_path / "tok"
+    build_tokenizer(tok_dir)
+    server = Scripted("one_frame", events=[
+        b'data: {"choices":[{"text":" a"}]}\n\n',
+        b'data: {"choices":[{"text":" b","finish_reason":"length"}],'
+        b'"usage":{"prompt_tokens":5,"completion_tokens":2}}\n\n'])
+    summary, recs = asyncio.run(_run(server, tmp_path / "out", endpoint="completions",
+                                     tokenizer=str(tok_dir), max_requests=3))
+    assert summary["run"]["prompt_token_ids"] is True
+    for body, rec in zip(server.bodies, recs, strict=True):
+        assert all(isinstance(t, int) for t in body["prompt"])
+        assert len(body["prompt"]) == rec["sent_prompt_tokens"]
+        assert rec["status"] == "ok" and len(rec["chunk_ns"]) == 2
+        assert rec["finish_reason"] == "length"

@@ -2,8 +2,8 @@
 
 The read path takes `perf_counter_ns()` first, then only undoes the chunked framing (a few
 operations per read, see chunked.py); SSE and JSON are parsed after the response completes,
-off the read path. There is no line-length limit and no
-fixed read buffer to outgrow, so 100K-token contexts and huge SSE lines cost nothing extra."""
+off the read path. There is no line-length limit and no fixed read buffer to outgrow, so
+100K-token contexts and huge SSE lines cost nothing extra."""
 
 from __future__ import annotations
 

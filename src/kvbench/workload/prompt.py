@@ -24,101 +24,14 @@ from kvbench.workload.session import Turn
 
 MARKER_TOKENS = 8
 _WORD_RE = re.compile(r"^ [a-z]{2,12}$")
-_FALLBACK_WORDS = [
-    "the",
-    "of",
-    "and",
-    "to",
-    "in",
-    "is",
-    "it",
-    "that",
-    "for",
-    "on",
-    "with",
-    "as",
-    "was",
-    "at",
-    "by",
-    "be",
-    "this",
-    "are",
-    "from",
-    "or",
-    "have",
-    "an",
-    "they",
-    "which",
-    "one",
-    "you",
-    "had",
-    "not",
-    "but",
-    "what",
-    "all",
-    "were",
-    "when",
-    "we",
-    "there",
-    "can",
-    "said",
-    "each",
-    "she",
-    "do",
-    "how",
-    "their",
-    "if",
-    "will",
-    "up",
-    "other",
-    "about",
-    "out",
-    "many",
-    "then",
-    "them",
-    "these",
-    "so",
-    "some",
-    "her",
-    "would",
-    "make",
-    "like",
-    "him",
-    "into",
-    "time",
-    "has",
-    "look",
-    "two",
-    "more",
-    "write",
-    "go",
-    "see",
-    "number",
-    "no",
-    "way",
-    "could",
-    "people",
-    "my",
-    "than",
-    "first",
-    "water",
-    "been",
-    "call",
-    "who",
-    "oil",
-    "its",
-    "now",
-    "find",
-    "long",
-    "down",
-    "day",
-    "did",
-    "get",
-    "come",
-    "made",
-    "may",
-    "part",
-]
+_FALLBACK_TEXT = (
+    "the of and to in is it that for on with as was at by be this are from or have an they "
+    "which one you had not but what all were when we there can said each she do how their "
+    "if will up other about out many then them these so some her would make like him into "
+    "time has look two more write go see number no way could people my than first water "
+    "been call who oil its now find long down day did get come made may part"
+)
+_FALLBACK_WORDS = _FALLBACK_TEXT.split()
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +66,10 @@ class Vocabulary:
             ) from e
         words: list[str] = []
         ids: list[int] = []
-        for tid in sorted(tok.get_vocab().values()):
-            text = tok.decode([tid])
+        for piece, tid in sorted(tok.get_vocab().items(), key=lambda kv: kv[1]):
+            # byte-level BPE spells a leading space "Ġ", SentencePiece "▁" (and its decode of
+            # a lone token drops the space), so build the text from the piece itself
+            text = " " + piece[1:] if piece[:1] in ("Ġ", "▁") else tok.decode([tid])
             if _WORD_RE.match(text) and tok.encode(text, add_special_tokens=False) == [tid]:
                 words.append(text)
                 ids.append(tid)
