@@ -159,7 +159,6 @@ def total_hits(seqs, device, host, policy, page=4) -> int:
     return hit
 
 
-@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(seqs=request_sequences(), device_pages=st.integers(1, 12), host_pages=st.integers(0, 24),
        policy=st.sampled_from(WRITE_POLICIES))
@@ -174,7 +173,6 @@ def test_host_tier_never_lowers_hits_and_never_beats_unlimited(seqs, device_page
     assert without <= with_host <= unlimited
 
 
-@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(seqs=request_sequences())
 def test_unlimited_device_tier_reuses_every_seen_prefix(seqs):

@@ -85,7 +85,8 @@ def test_real_profiles_from_the_planner():
     # 141 GB x 0.88 - 16.06 GB of weights over 128 KiB per token
     assert gpu_tier_tokens(llama, "h200") == int((141e9 * 0.88 - 16.06e9) // 131072)
     # Qwen3.5's gated-delta-net state per request is reserved as token-equivalents
-    qwen = resolve_costs("Qwen/Qwen3.5-397B-A17B-FP8", "h200", 8, "fp8")
+    qwen = resolve_costs("Qwen/Qwen3.5-397B-A17B-FP8", "h200", 8)  # fp8 from the name
+    assert qwen.label.startswith("Qwen3.5-397B-A17B fp8")
     assert qwen.request_state_tokens > 1000
     assert qwen.weight_bytes_per_rank < llama.weight_bytes_per_rank * 4
 

@@ -95,7 +95,6 @@ def test_horizon_stops_before_a_step_that_ends_later(costs):
     assert events == [("first", 1), ("tokens", 1), ("tokens", 1), ("finish", 0)]
 
 
-@pytest.mark.slow
 def test_fast_forward_matches_step_by_step_on_a_real_trace():
     traces = load_traces([MOONCAKE])
     traces[0].sessions[:] = traces[0].sessions[:600]
@@ -110,3 +109,18 @@ def test_fast_forward_matches_step_by_step_on_a_real_trace():
     for key in ("ttft_ms", "e2e_ms"):
         for q in ("mean", "p50", "p99"):
             assert fast[key][q] == pytest.approx(slow[key][q], rel=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+def test_write_back_pays_its_copy_when_evicting_write_through_does_not(costs, policy):
+    done: list[SimRequest] = []
+    eng = Engine(TieredCache(1100, 2000, policy), costs, on_finish=done.append)
+    a = req(0, 1000, 1, keys=list(range(10)))
+    b = req(1, 1000, 1, keys=list(range(100, 110)), at=1.0)
+    eng.submit(a)
+    eng.submit(b)
+    eng.run_until()
+    # b needs 1000 + 1 tokens, 99 are free: a's 10 pages (1000 tokens) are evicted
+    sync = 1000 if policy == "write_back" else 0
+    assert b.ttft_s == pytest.approx(costs.step_s([(1000, 0)], 0, 0, sync_backup_tokens=sync))
+    assert eng.cache.match_tokens(list(range(10))) == (0, 1000)  # on host either way

@@ -51,7 +51,6 @@ def _claude_rows(paths) -> list:
     return out
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", [MOONCAKE, MOONCAKE_SYNTHETIC], ids=["conversation", "synthetic"])
 def test_unlimited_gpu_hits_equal_theoretical_reuse_mooncake(path, costs):
     hit, total = _theoretical(_mooncake_rows(path))
@@ -63,7 +62,6 @@ def test_unlimited_gpu_hits_equal_theoretical_reuse_mooncake(path, costs):
     assert 0.3 < summary["hit_rate"]["total"] < 0.8
 
 
-@pytest.mark.slow
 def test_unlimited_gpu_hits_equal_theoretical_reuse_claude_code(claude_code_paths, costs):
     hit, total = _theoretical(_claude_rows(claude_code_paths))
     traces = load_traces(claude_code_paths)

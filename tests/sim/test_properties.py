@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim.conftest import plain_costs
@@ -44,7 +43,6 @@ def theoretical(trace: Trace) -> int:
 COSTS = plain_costs(step_overhead_s=1e-3, flops_per_s=1e13)
 
 
-@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(trace=random_traces(), gpu_pages=st.integers(0, 20), host_pages=st.integers(0, 40),
        policy=st.sampled_from(["write_through", "write_through_selective", "write_back"]),

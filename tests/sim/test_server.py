@@ -9,7 +9,6 @@ import json
 import math
 
 import aiohttp
-import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from sim.conftest import CLAUDE_CODE
@@ -24,8 +23,9 @@ MAX_TOKENS = 6
 
 
 def block_text(scope: str, hash_id: int) -> str:
-    """One 64-token block at 4 characters per pseudo-token: exactly one page."""
-    return f"{scope}:{hash_id}|".ljust(PAGE * 4, ".")
+    """One 64-token block (one word token each, as the replay client synthesises them):
+    exactly one page."""
+    return "".join(f" w{scope}x{hash_id}y{i}" for i in range(PAGE))
 
 
 def sessions(n: int) -> list[tuple[str, list[list[int]]]]:
@@ -34,7 +34,7 @@ def sessions(n: int) -> list[tuple[str, list[list[int]]]]:
         with gzip.open(path, "rt") as f:
             doc = json.load(f)
         turns = [r["hash_ids"][:BLOCKS_PER_PROMPT] for r in doc["requests"][:3]]
-        out.append((path.stem, turns))
+        out.append((path.name.split(".")[0], turns))  # trace_0001: one word
     return out
 
 
@@ -79,7 +79,6 @@ async def start(config: ServerConfig) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}"
 
 
-@pytest.mark.slow
 def test_64_concurrent_streaming_sessions_from_a_real_trace():
     config = ServerConfig(served_model_name="sim", gpu_tokens=math.inf, host_tokens=100_000,
                           page_tokens=PAGE, time_scale=200.0)
@@ -94,7 +93,7 @@ def test_64_concurrent_streaming_sessions_from_a_real_trace():
                 async def session(scope: str, turns: list[list[int]]) -> list[dict]:
                     results = []
                     for ids in turns:
-                        prompt = "".join(block_text(scope, h) for h in ids) + "tail"
+                        prompt = "".join(block_text(scope, h) for h in ids) + " tail"
                         results.append(await stream_one(http, base, prompt))
                     return results
 
@@ -137,6 +136,9 @@ def test_64_concurrent_streaming_sessions_from_a_real_trace():
     assert value("sglang:cached_tokens", cache_source="device") == cached_total
     assert value("sglang:cached_tokens", cache_source="host") == 0
     assert value("sglang:num_running_reqs") == 0
+    ttft = families["sglang:time_to_first_token_seconds"]
+    count = [s.value for s in ttft.samples if s.name.endswith("_count")]
+    assert count == [64 * 3]
 
 
 def test_non_streaming_chat_reports_usage_and_bad_input_is_a_400():
@@ -147,8 +149,8 @@ def test_non_streaming_chat_reports_usage_and_bad_input_is_a_400():
         runner, base = await start(config)
         try:
             async with aiohttp.ClientSession() as http:
-                messages = [{"role": "system", "content": "x" * 4000},
-                            {"role": "user", "content": "hello"}]
+                messages = [{"role": "system", "content": " hello" * 1000},
+                            {"role": "user", "content": "world"}]
                 bodies = []
                 for _ in range(2):
                     async with http.post(f"{base}/v1/chat/completions", json={
@@ -159,14 +161,35 @@ def test_non_streaming_chat_reports_usage_and_bad_input_is_a_400():
                 assert first["choices"][0]["message"]["content"]
                 assert first["usage"]["completion_tokens"] == 5
                 assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
-                # 4000+ characters = 15 full pages of 64 pseudo-tokens hit the second time
-                assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == 15 * PAGE
+                # every full page of 64 word tokens hits the second time
+                n = first["usage"]["prompt_tokens"]
+                assert n > 1000
+                assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == n // PAGE * PAGE
                 assert second["sim_timing"]["ttft_s"] < first["sim_timing"]["ttft_s"]
                 async with http.post(f"{base}/v1/chat/completions",
                                      json={"model": "sim", "messages": []}) as r:
                     assert r.status == 400
                     assert "messages" in (await r.json())["error"]["message"]
+                too_long = {"model": "sim", "prompt": " w" * 1_000_000, "max_tokens": 1,
+                            "stream": True}
+                async with http.post(f"{base}/v1/completions", json=too_long) as r:
+                    assert r.status == 400
+                    assert "GPU tier" in (await r.json())["error"]["message"]
         finally:
             await runner.cleanup()
 
     asyncio.run(main())
+
+
+def test_prompt_tokens_and_page_keys():
+    from kvbench.sim.tokens import text_prompt, token_prompt
+
+    words = text_prompt(" the cat, sat.", 2)
+    assert words.num_tokens == 5 and len(words.keys) == 2  # ' the',' cat',',',' sat','.'
+    longer = text_prompt(" the cat, sat. Then", 2)
+    assert longer.num_tokens == 6 and longer.keys[:2] == words.keys and len(longer.keys) == 3
+    chars = text_prompt("abcdefgh", 2, chars_per_token=2)
+    assert chars.num_tokens == 4 and len(chars.keys) == 2
+    ids = token_prompt(list(range(10)), 4)
+    assert ids.num_tokens == 10 and len(ids.keys) == 2
+    assert token_prompt(list(range(8)), 4).keys == ids.keys

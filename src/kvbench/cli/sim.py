@@ -12,7 +12,9 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.errors import SimError
+from kvbench.matrix.selection import Selection
 
 _POLICIES = ("write_through", "write_through_selective", "write_back")
 _MODEL_HELP = "Model profile name (kvbench.models) or the built-in 'reference-8b'."
@@ -52,12 +54,23 @@ def _host_tokens(tokens: int | None, gb: float | None, costs) -> int:
     return host_tier_tokens(costs, gb) if gb is not None else 0
 
 
+def _speculate(costs, accept_length: float, verify_tokens: int):
+    if accept_length == 1.0 and verify_tokens == 1:
+        return costs
+    return costs.with_speculation(accept_length, max(verify_tokens, 1))
+
+
 @app.command("serve-sim")
 def serve_sim(
     model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
     hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
     tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
-    precision: Annotated[str, typer.Option(help="Weight precision: bf16 | fp8 | fp4.")] = "bf16",
+    precision: Annotated[str | None, typer.Option(
+        help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")] = None,
+    spec_accept_length: Annotated[float, typer.Option(
+        help="Speculative decoding: tokens accepted per step (1 = off).")] = 1.0,
+    spec_verify_tokens: Annotated[int, typer.Option(
+        help="Speculative decoding: tokens verified per step (drafts + 1).")] = 1,
     host_cache_gb: Annotated[float | None, typer.Option(
         help="Host KV pool per rank in GB (1e9), like --hicache-size; 0 = no host tier.")] = None,
     gpu_tokens: Annotated[str | None, typer.Option(
@@ -73,7 +86,7 @@ def serve_sim(
         help="Model name in /v1/models and responses (default: --model).")] = None,
     max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
     chars_per_token: Annotated[int, typer.Option(
-        help="Characters per pseudo-token of a text prompt.")] = 4,
+        help="Characters per pseudo-token of a text prompt; 0 = one token per word.")] = 0,
 ) -> None:
     """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
     from aiohttp import web
@@ -81,9 +94,10 @@ def serve_sim(
     from kvbench.sim.server import ServerConfig, SimServer, build_app
     from kvbench.sim.sizing import resolve_costs
 
-    if time_scale <= 0 or page_size < 1 or chars_per_token < 1:
-        raise SimError("--time-scale must be > 0; --page-size and --chars-per-token >= 1")
-    costs = resolve_costs(model, hardware, tp, precision)
+    if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
+        raise SimError("--time-scale must be > 0, --page-size >= 1, --chars-per-token >= 0")
+    costs = _speculate(resolve_costs(model, hardware, tp, precision), spec_accept_length,
+                       spec_verify_tokens)
     config = ServerConfig(
         served_model_name=served_model_name or model,
         gpu_tokens=_gpu_tokens(gpu_tokens, costs, hardware),
@@ -104,7 +118,12 @@ def simulate(
     model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
     hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
     tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
-    precision: Annotated[str, typer.Option(help="Weight precision: bf16 | fp8 | fp4.")] = "bf16",
+    precision: Annotated[str | None, typer.Option(
+        help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")] = None,
+    spec_accept_length: Annotated[float, typer.Option(
+        help="Speculative decoding: tokens accepted per step (1 = off).")] = 1.0,
+    spec_verify_tokens: Annotated[int, typer.Option(
+        help="Speculative decoding: tokens verified per step (drafts + 1).")] = 1,
     gpu_tokens: Annotated[str | None, typer.Option(
         help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")] = None,
     host_tokens: Annotated[int | None, typer.Option(help="Host KV pool tokens per rank.")] = None,
@@ -112,6 +131,8 @@ def simulate(
         help="Host KV pool per rank in GB (1e9) instead of --host-tokens.")] = None,
     concurrency: Annotated[int | None, typer.Option(
         help="Session lanes (closed loop); default: open loop at trace times.")] = None,
+    arrival_scale: Annotated[float, typer.Option(
+        help="Open loop: multiply trace times by this (2 = half the request rate).")] = 1.0,
     write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
     max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
     chunked_prefill_tokens: Annotated[int, typer.Option(
@@ -131,7 +152,8 @@ def simulate(
 
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
-    costs = resolve_costs(model, hardware, tp, precision)
+    costs = _speculate(resolve_costs(model, hardware, tp, precision), spec_accept_length,
+                       spec_verify_tokens)
     traces = load_traces(trace)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
@@ -142,7 +164,8 @@ def simulate(
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
     results = {
-        name: run(traces, costs, SimSetup(gpu, h, _policy(write_policy), concurrency, engine))
+        name: run(traces, costs, SimSetup(gpu, h, _policy(write_policy), concurrency, engine,
+                                          arrival_scale))
         for name, h in arms.items()
     }
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
@@ -151,38 +174,71 @@ def simulate(
     if output_format == "json":
         print(json.dumps(doc, indent=2))
     else:
-        _print_table(results, [t.name for t in traces])
+        from kvbench.sim.table import print_arms
+
+        print_arms(results, [t.name for t in traces])
 
 
-def _print_table(results: dict[str, dict], trace_names: list[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _evaluated(fn):
+    """Resolve the string annotations here: `with_selection` rewrites the signature and
+    typer would evaluate them in the selection module's namespace."""
+    import typing
 
-    shown = ", ".join(trace_names[:3]) + (f" (+{len(trace_names) - 3})"
-                                          if len(trace_names) > 3 else "")
-    table = Table(title=f"simulated: {shown}")
-    table.add_column("metric")
-    for name in results:
-        table.add_column(name, justify="right")
+    fn.__annotations__ = typing.get_type_hints(fn, include_extras=True)
+    return fn
 
-    def row(label: str, get) -> None:
-        table.add_row(label, *(get(r) for r in results.values()))
 
-    def ms(x: float | None) -> str:
-        return "-" if x is None else f"{x:,.1f}"
+@app.command("simulate-jobs", cls=SelectionCommand)
+@with_selection
+@_evaluated
+def simulate_jobs(
+    selection: Selection,
+    trace: Annotated[list[Path], typer.Option(
+        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
+    max_jobs: Annotated[int, typer.Option(help="Simulate at most this many jobs.")] = 8,
+    write_policy: Annotated[str, typer.Option(
+        help="write_through | write_through_selective | write_back")] = "write_through",
+    output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
+) -> None:
+    """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
+    GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
+    and with the planned host tier, side by side."""
+    from kvbench.matrix import select_jobs
+    from kvbench.plan import plan_job
+    from kvbench.sim.simulate import SimSetup, run
+    from kvbench.sim.sizing import resolve_costs
+    from kvbench.sim.table import print_jobs
+    from kvbench.sim.trace import load_traces
 
-    row("requests (errors)", lambda r: f"{r['requests']:,} ({r['errors']})")
-    row("prompt tokens", lambda r: f"{r['prompt_tokens']:,}")
-    for tier in ("device", "host", "total"):
-        row(f"hit rate {tier}", lambda r, t=tier: f"{r['hit_rate'][t]:.1%}")
-    for key in ("ttft_ms", "e2e_ms"):
-        for q in ("p50", "p90", "p99"):
-            row(f"{key[:-3]} {q} (ms)", lambda r, k=key, q=q: ms(r[k][q]))
-    row("input tok/s", lambda r: f"{r['throughput']['input_tok_s']:,.0f}")
-    row("output tok/s", lambda r: f"{r['throughput']['output_tok_s']:,.0f}")
-    row("simulated span (s)", lambda r: f"{r['duration_s']:,.1f}")
-    row("wall (s)", lambda r: f"{r['wall_s']:.2f}")
-    Console().print(table)
-    first = next(iter(results.values()))
-    Console().print(f"[dim]{first['setup']['cost_model']}, gpu tier "
-                    f"{first['setup']['gpu_tokens'] or 'unlimited'} tokens[/]")
+    if output_format not in ("json", "table"):
+        raise SimError(f"--format: {output_format!r} is not one of json, table")
+    traces = load_traces(trace)
+    jobs = [j for j in select_jobs(selection) if not j.is_multinode]
+    if not jobs:
+        raise SimError("no single-node job matches the selection",
+                       hint="check --config-files and the filters (multi-node rows are skipped)")
+    out = []
+    for job in jobs[:max_jobs]:
+        plan = plan_job(job)
+        entry = {"exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
+                 "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
+                 "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)}
+        if plan.errors or not plan.within_budget:
+            out.append(entry)
+            continue
+        costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
+                              kv_dtype=plan.kv_dtype,
+                              dp_attention=bool(job.row.get("dp-attn", False)))
+        arms = {"resident": 0}
+        if plan.host_kv_tokens:
+            arms["offload"] = plan.host_kv_tokens
+        entry["arms"] = {
+            name: run(traces, costs, SimSetup(plan.gpu_kv_tokens, host, _policy(write_policy),
+                                              job.conc))
+            for name, host in arms.items()
+        }
+        out.append(entry)
+    if output_format == "json":
+        print(json.dumps(out, indent=1))
+    else:
+        print_jobs(out)

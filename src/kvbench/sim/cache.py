@@ -25,62 +25,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 
 from kvbench.errors import SimError
+from kvbench.sim.node import Admission, CacheCounters, Node, common_prefix
 
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 _SELECTIVE_HITS = 2
-
-
-class Node:
-    """A run of pages. A plain slotted class: tens of thousands are made per simulated hour."""
-
-    __slots__ = ("children", "device", "hits", "host", "keys", "lock", "page", "parent",
-                 "tokens")
-
-    def __init__(self, keys: list, page: int, parent: Node | None) -> None:
-        self.keys = keys
-        self.page = page
-        self.tokens = len(keys) * page
-        self.parent = parent
-        self.children: dict[Hashable, Node] | None = None  # created with the first child
-        self.device = True
-        self.host = False
-        self.lock = 0
-        self.hits = 1
-
-
-def _common_prefix(a: list, b: Sequence, start: int) -> int:
-    """Number of leading entries of `a` equal to b[start:]."""
-    n = min(len(a), len(b) - start)
-    i = 0
-    while i < n and a[i] == b[start + i]:
-        i += 1
-    return i
-
-
-@dataclass(slots=True)
-class Admission:
-    """What admitting one request did to the cache (returned by `TieredCache.admit`)."""
-
-    node: Node  # the deepest node of the request's path
-    device_hit_tokens: int
-    host_hit_tokens: int
-    new_tokens: int
-    private_tokens: int
-    sync_backup_tokens: int  # write-back copies on the critical path of this admission
-
-
-@dataclass(slots=True)
-class CacheCounters:
-    backup_tokens: int = 0  # asynchronous write-through copies device -> host
-    sync_backup_tokens: int = 0  # write-back copies made while evicting
-    load_tokens: int = 0  # host -> device load-backs
-    device_evicted_tokens: int = 0
-    host_evicted_tokens: int = 0
-    dropped_tokens: int = 0  # evicted from device with no host copy
-    backup_failed_tokens: int = 0  # host full of pinned copies: backup skipped
 
 
 class TieredCache:
@@ -121,7 +71,7 @@ class TieredCache:
             child = node.children.get(keys[i]) if node.children else None
             if child is None or not (child.device or child.host):
                 break
-            m = _common_prefix(child.keys, keys, i)
+            m = common_prefix(child.keys, keys, i)
             if child.device:
                 dev += m * child.page
             else:
@@ -152,7 +102,7 @@ class TieredCache:
                 break
             size = len(child.keys)
             if keys[i:i + size] != child.keys:
-                size = _common_prefix(child.keys, keys, i)
+                size = common_prefix(child.keys, keys, i)
                 child = self._split(child, size)
             if child.device:
                 dev += child.tokens
@@ -231,7 +181,7 @@ class TieredCache:
             else:  # absent: present ones were matched
                 size = len(child.keys)
                 if keys[i:i + size] != child.keys:
-                    size = _common_prefix(child.keys, keys, i)
+                    size = common_prefix(child.keys, keys, i)
                     child = self._split(child, size)
                 child.device, child.hits = True, 1
                 i += size

@@ -137,7 +137,8 @@ class CostModel:
 
     @classmethod
     def from_profiles(cls, model: Any, hardware: Any, tp: int = 1, *,
-                      precision: str = "bf16", kv_dtype: str | None = None) -> CostModel:
+                      precision: str = "bf16", kv_dtype: str | None = None,
+                      dp_attention: bool = False) -> CostModel:
         """From a `kvbench.models.ModelProfile` and a `kvbench.hardware.HardwareProfile`
         (CONTRACTS.md section 2): weights and dense FLOPs split over TP ranks; KV bytes per
         rank as the model reports them (MLA latents are replicated, GQA heads split). The
@@ -147,8 +148,10 @@ class CostModel:
         if kv_dtype is None:
             kv_dtype_for = getattr(model, "kv_dtype_for", None)
             kv_dtype = kv_dtype_for(precision) if kv_dtype_for else "bf16"
-        kv_per_token = float(model.kv_bytes_per_token(tp, kv_dtype=kv_dtype))
-        pools = model.kv_pools(tp, kv_dtype=kv_dtype) if hasattr(model, "kv_pools") else []
+        kv_per_token = float(model.kv_bytes_per_token(tp, dp_attention=dp_attention,
+                                                      kv_dtype=kv_dtype))
+        pools = (model.kv_pools(tp, dp_attention=dp_attention, kv_dtype=kv_dtype)
+                 if hasattr(model, "kv_pools") else [])
         state_bytes = sum(p.fixed_bytes_per_request_per_rank for p in pools)
         return cls(
             weight_bytes_per_rank=model.weight_bytes(precision) / tp,

@@ -1,17 +1,19 @@
 """/metrics of the simulated server under SGLang's names (kvoffload.md 2.1), so that the
 same scraper and per-engine mapping read it as they read a real SGLang server.
 
-Values are read from the engine when scraped; counters accumulate as prefills complete.
+Values are read from the engine when scraped; counters accumulate as prefills complete;
+latency histograms (TTFT, E2E, queue time) are in simulated seconds.
 The HiCache L2 gauges exist only when a host tier is configured, as in SGLang, and a
 `cache_source` child exists for both tiers from the start (zero until the first hit)."""
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
@@ -20,6 +22,27 @@ if TYPE_CHECKING:
 
 # sglang:cache_hit_rate is a ratio over recent prefills; SGLang logs it per prefill batch.
 _RECENT = 64
+# Latency buckets in (simulated) seconds, of the order of SGLang's.
+_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0)
+
+
+class _Histogram:
+    def __init__(self) -> None:
+        self.counts = [0] * (len(_BUCKETS) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(_BUCKETS, value)] += 1
+        self.total += value
+
+    def family(self, name: str, doc: str, labels: list[str], values: list[str]):
+        m = HistogramMetricFamily(name, doc, labels=labels)
+        cumulative, buckets = 0, []
+        for bound, count in zip((*_BUCKETS, float("inf")), self.counts, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        m.add_metric(values, buckets, self.total)
+        return m
 
 
 class SimMetrics:
@@ -31,6 +54,9 @@ class SimMetrics:
         self.cached_host = 0
         self.requests = 0
         self._recent: deque[tuple[int, int]] = deque(maxlen=_RECENT)
+        self.ttft = _Histogram()
+        self.e2e = _Histogram()
+        self.queue = _Histogram()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -40,6 +66,12 @@ class SimMetrics:
         self.cached_device += req.device_hit_tokens
         self.cached_host += req.host_hit_tokens
         self._recent.append((req.cached_tokens, req.input_tokens))
+        self.ttft.observe(req.ttft_s)
+        self.queue.observe(req.admit_s - req.arrival_s)
+
+    def on_finish(self, req: SimRequest) -> None:
+        self.generation_tokens += req.output_tokens
+        self.e2e.observe(req.e2e_s)
 
     def collect(self):
         cfg, engine, cache = self.server.config, self.server.engine, self.server.cache
@@ -88,6 +120,13 @@ class SimMetrics:
                         cache.host_capacity)
             yield counter("sglang:hicache_backup_tokens", "Tokens backed up device to host",
                           c.backup_tokens + c.sync_backup_tokens)
+
+        yield self.ttft.family("sglang:time_to_first_token_seconds",
+                               "Time to first token (simulated seconds)", labels, values)
+        yield self.e2e.family("sglang:e2e_request_latency_seconds",
+                              "End-to-end latency (simulated seconds)", labels, values)
+        yield self.queue.family("sglang:queue_time_seconds",
+                                "Time waiting for admission (simulated seconds)", labels, values)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -38,7 +38,7 @@ class ServerConfig:
     seed: int = 0
     max_running_requests: int = 256
     chunked_prefill_tokens: int = 8192
-    chars_per_token: int = 4
+    chars_per_token: int = 0  # 0: word tokens (see tokens.py)
     default_max_tokens: int = 128
     extra: dict = field(default_factory=dict)
 
@@ -60,12 +60,25 @@ class SimServer:
         self._wake = asyncio.Event()
         self._t0 = time.perf_counter()
         self._task: asyncio.Task | None = None
+        self._queues: set[asyncio.Queue] = set()
+        self.failure: str | None = None
 
     # -- simulated clock and the engine task -----------------------------------------------
     def now_s(self) -> float:
         return (time.perf_counter() - self._t0) * self.config.time_scale
 
     async def _drive(self) -> None:
+        try:
+            await self._loop()
+        except Exception as e:  # the engine is broken: say so to every caller, then stop
+            import traceback
+
+            traceback.print_exc()
+            self.failure = f"simulator failed: {e}"
+            for sink_queue in list(self._queues):
+                sink_queue.put_nowait(("error", 0, 0.0))
+
+    async def _loop(self) -> None:
         while True:
             now = self.now_s()
             self.engine.run_until(now)
@@ -94,13 +107,16 @@ class SimServer:
     # -- requests --------------------------------------------------------------------------
     def _submit(self, prompt: Prompt, max_tokens: int) -> tuple[SimRequest, asyncio.Queue]:
         queue: asyncio.Queue = asyncio.Queue()
+        self._queues.add(queue)
 
         def sink(req: SimRequest, event: str, n: int, t: float) -> None:
             if event == "first":
                 self.metrics.on_prefill(req)
             elif event == "finish":
-                self.metrics.generation_tokens += req.output_tokens
+                self.metrics.on_finish(req)
             queue.put_nowait((event, n, t))
+            if event in ("finish", "error"):
+                self._queues.discard(queue)
 
         req = SimRequest(rid=next(self._ids), arrival_s=self.now_s(),
                          input_tokens=prompt.num_tokens, output_tokens=max_tokens,
@@ -155,6 +171,15 @@ class SimServer:
             prompt, max_tokens, stream, include_usage = self._parse(body, chat)
         except (_BadRequest, ValueError) as e:
             return _error(400, str(e))
+        if self.failure:
+            return _error(500, self.failure)
+        need = (len(prompt.keys) * self.config.page_tokens + max(
+            0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
+            + self.costs.request_state_tokens)
+        if need > self.cache.device_capacity:
+            return _error(400, f"the request needs {need} KV tokens (prompt {prompt.num_tokens}"
+                               f" + max_tokens {max_tokens}); the GPU tier holds "
+                               f"{self.cache.device_capacity}")
         req, queue = self._submit(prompt, max_tokens)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-sim{req.rid}"
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
@@ -172,8 +197,8 @@ class SimServer:
         while True:
             event, n, _ = await queue.get()
             if event == "error":
-                await _sse(resp, {"error": {"message": req.error, "type": "server_error",
-                                            "code": 507}})
+                await _sse(resp, {"error": {"message": req.error or self.failure,
+                                            "type": "server_error", "code": 500}})
                 break
             for word in self._words(req.rid, sent, n):
                 choice = {"index": 0, "delta": {"content": word}} if chat else {
@@ -196,7 +221,7 @@ class SimServer:
         while True:
             event, _, _ = await queue.get()
             if event == "error":
-                return _error(507, req.error or "request failed")
+                return _error(500, req.error or self.failure or "request failed")
             if event == "finish":
                 break
         text = "".join(self._words(req.rid, 0, req.output_tokens))

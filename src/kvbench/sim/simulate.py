@@ -27,6 +27,9 @@ class SimSetup:
     write_policy: str = "write_through"
     concurrency: int | None = None
     engine: EngineConfig = field(default_factory=EngineConfig)
+    # Open loop: trace times are multiplied by this (2.0 = half the request rate), e.g. to
+    # give one simulated server its share of a trace recorded on a whole cluster.
+    arrival_scale: float = 1.0
 
 
 def _to_request(rid: int, t: TraceRequest, arrival_s: float, session: int) -> SimRequest:
@@ -57,7 +60,8 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup) -> dict:
     summary["setup"] = {
         "gpu_tokens": None if setup.gpu_tokens == math.inf else int(setup.gpu_tokens),
         "host_tokens": setup.host_tokens, "write_policy": setup.write_policy,
-        "concurrency": setup.concurrency, "cost_model": costs.label,
+        "concurrency": setup.concurrency, "arrival_scale": setup.arrival_scale,
+        "cost_model": costs.label,
         "max_running_requests": setup.engine.max_running_requests,
         "chunked_prefill_tokens": setup.engine.chunked_prefill_tokens,
     }
@@ -66,12 +70,14 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup) -> dict:
 
 def _drive(sessions: list[list[TraceRequest]], cache: TieredCache, costs: CostModel,
            setup: SimSetup, done: list[SimRequest]) -> None:
+    if not setup.arrival_scale > 0:
+        raise SimError(f"arrival_scale must be > 0, got {setup.arrival_scale}")
     if setup.concurrency is None:
         engine = Engine(cache, costs, setup.engine, on_finish=done.append)
         rid = 0
         for sid, sess in enumerate(sessions):
             for t in sess:
-                engine.submit(_to_request(rid, t, t.arrival_s, sid))
+                engine.submit(_to_request(rid, t, t.arrival_s * setup.arrival_scale, sid))
                 rid += 1
         engine.run_until()
     else:

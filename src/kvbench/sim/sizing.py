@@ -14,16 +14,28 @@ REFERENCE_MODEL = "reference-8b"
 DEFAULT_MEM_FRACTION = 0.88
 
 
+def infer_precision(model: str) -> str:
+    """The weight precision a checkpoint name announces (`...-FP8`, `...-NVFP4`), else bf16."""
+    name = model.lower()
+    if "fp4" in name:
+        return "fp4"
+    return "fp8" if "fp8" in name else "bf16"
+
+
 def resolve_costs(model: str, hardware: str | HardwareProfile, tp: int = 1,
-                  precision: str = "bf16") -> CostModel:
-    """`model` is `reference-8b` (built in) or anything `kvbench.models.load_model` knows."""
+                  precision: str | None = None, *, kv_dtype: str | None = None,
+                  dp_attention: bool = False) -> CostModel:
+    """`model` is `reference-8b` (built in) or anything `kvbench.models.load_model` knows;
+    `precision` (bf16 | fp8 | fp4) defaults to what the model name says."""
     hw = hardware if isinstance(hardware, HardwareProfile) else load_hardware(hardware)
+    precision = precision or infer_precision(model)
     if model == REFERENCE_MODEL:
         if tp != 1:
             raise SimError(f"--tp: the built-in {REFERENCE_MODEL} runs at tp 1, got {tp}")
         return CostModel.reference(hw)
     profile = _load_model(model)
-    return CostModel.from_profiles(profile, hw, tp, precision=precision)
+    return CostModel.from_profiles(profile, hw, tp, precision=precision, kv_dtype=kv_dtype,
+                                   dp_attention=dp_attention)
 
 
 def _load_model(name: str) -> Any:

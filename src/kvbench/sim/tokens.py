@@ -1,21 +1,24 @@
 """Prefix identity for the simulated server: requests become pseudo-tokens and page keys.
 
-The simulator has no real tokenizer. A text prompt is cut into pseudo-tokens of
-`chars_per_token` characters (4 by default, the usual English ratio of BPE tokenizers);
-token-id prompts (`prompt: [int, ...]`) are used as they are. Every full page of
-`page_tokens` pseudo-tokens gets a key: the 64-bit BLAKE2b digest of its content. Keys sit in
-the radix tree under their parent page, so a key stands for the whole prefix before it and
-two prompts share exactly the pages of their identical leading text. A partial last page has
-no key and never hits, as in SGLang with a page size above one.
+The simulator has no real tokenizer. By default a text prompt is cut into word tokens: a run
+of word characters with the whitespace before it, or one punctuation character, or trailing
+whitespace. That is exact for the replay client's synthesised prompts (one vocabulary word
+with a leading space per token) and near a BPE count for prose. With `chars_per_token` > 0,
+fixed-size character chunks are used instead. Token-id prompts (`prompt: [int, ...]`) are
+used as they are. Every full page of `page_tokens` tokens gets a key: the 64-bit BLAKE2b
+digest of its content. Keys sit in the radix tree under their parent page, so a key stands
+for the whole prefix before it and two prompts share exactly the pages of their identical
+leading tokens. A partial last page has no key and never hits, as in SGLang with a page size
+above one.
 
-Prompts that the replay client synthesises from trace hash ids repeat identical text for
-identical ids, so their shared leading blocks hit here; a page that straddles the first
-differing block does not."""
+Prompts synthesised from trace hash ids repeat identical text for identical ids, so their
+shared leading blocks hit here; a page that straddles the first differing block does not."""
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,7 +33,15 @@ def _digest(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
-def text_prompt(text: str, page_tokens: int, chars_per_token: int = 4) -> Prompt:
+_WORD_TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
+
+
+def text_prompt(text: str, page_tokens: int, chars_per_token: int = 0) -> Prompt:
+    if chars_per_token <= 0:
+        tokens = _WORD_TOKEN.findall(text)
+        keys = [_digest("".join(tokens[i:i + page_tokens]).encode("utf-8", "surrogatepass"))
+                for i in range(0, len(tokens) - page_tokens + 1, page_tokens)]
+        return Prompt(max(1, len(tokens)), keys)
     num_tokens = max(1, math.ceil(len(text) / chars_per_token))
     page_chars = page_tokens * chars_per_token
     full_pages = len(text) // page_chars
