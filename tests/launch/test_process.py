@@ -208,3 +208,21 @@ def test_missing_program_is_a_launch_error(tmp_path, port):
             ["/nonexistent/engine-binary"], env={}, log_path=tmp_path / "server.log",
             ready_url=f"http://127.0.0.1:{port}/", ready_timeout_s=5):
         pass
+
+
+def test_for_spec_starts_the_router_after_the_engine(tmp_path, port):
+    from types import SimpleNamespace
+
+    router_port = free_port()
+    server = [*script(tmp_path, "ready", READY_SERVER)]
+    spec = SimpleNamespace(
+        argv=[*server, str(port)], env={"A": "1"},
+        health_url=f"http://127.0.0.1:{port}/health",
+        router_argv=[*server, str(router_port), "0.1"],
+        router_health_url=f"http://127.0.0.1:{router_port}/health")
+    with ServerProcess.for_spec(spec, log_path=tmp_path / "server.log", ready_timeout_s=20,
+                                extra_args=["0.1"], grace_s=2, poll_interval_s=0.1) as proc:
+        took = proc.wait_ready()
+        assert proc.wait_ready() == took  # idempotent: the router is not started twice
+        assert [p.name for p in proc._procs] == ["server", "router"]
+        assert proc.argv[-2:] == [str(port), "0.1"]

@@ -17,7 +17,7 @@ from rich.table import Table
 from kvbench.engines import LaunchSpec, get_adapter
 from kvbench.errors import EngineError, KvbenchError, LaunchError
 from kvbench.files import write_atomic, write_json_atomic
-from kvbench.launch import REDACTED, HelperSpec, ServerProcess, redact_argv, redact_env
+from kvbench.launch import REDACTED, ServerProcess, redact_argv, redact_env
 from kvbench.matrix import Job, select_jobs
 from kvbench.matrix.selection import Selection
 
@@ -158,15 +158,11 @@ def run_server(b: Built, *, ready_timeout_s: float, grace_s: float, follow_log: 
     if b.plan_json is not None:
         write_json_atomic(b.work_dir / "plan.json", b.plan_json)
     spec = b.spec
-    helpers = []
-    if spec.router_argv:
-        helpers.append(HelperSpec("router", spec.router_argv, spec.router_health_url))
     echo = (lambda line: err.print(f"[dim]{escape(line)}[/]")) if follow_log else None
     log = b.work_dir / "server.log"
     err.print(f"starting {spec.engine} for {b.job.exp_name}; log {log}")
-    with ServerProcess(spec.argv, env=spec.env, log_path=log, ready_url=spec.health_url,
-                       ready_timeout_s=ready_timeout_s, cwd=b.work_dir, extra_procs=helpers,
-                       grace_s=grace_s, on_log_line=echo) as server:
+    with ServerProcess.for_spec(spec, log_path=log, ready_timeout_s=ready_timeout_s,
+                                cwd=b.work_dir, grace_s=grace_s, on_log_line=echo) as server:
         took = server.wait_ready()
         print(f"ready after {took:.1f} s", flush=True)
         print(f"  base url:    {spec.base_url}")

@@ -23,34 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvbench.errors import LaunchError
+from kvbench.launch.failure import ServerStartError
 from kvbench.launch.logtail import LogTail, read_tail
 from kvbench.launch.records import write_command, write_env
-from kvbench.launch.signatures import Match, cgroup_oom_kills, recognise
+from kvbench.launch.signatures import cgroup_oom_kills, recognise
 from kvbench.launch.tree import MARKER_VAR, ProcessTree, become_subreaper
 
 TAIL_LINES = 40
-
-
-class ServerStartError(LaunchError):
-    """The server died or never became ready. Carries what is needed to explain it."""
-
-    def __init__(self, message: str, *, hint: str | None, signature: Match | None,
-                 log_tail: list[str], returncode: int | None, log_path: Path) -> None:
-        super().__init__(message, hint=hint)
-        self.signature = signature
-        self.log_tail = log_tail
-        self.returncode = returncode
-        self.log_path = log_path
-
-    def to_json(self) -> dict:
-        return {
-            "message": self.message.splitlines()[0],
-            "signature": self.signature.name if self.signature else None,
-            "signature-line": self.signature.line if self.signature else None,
-            "returncode": self.returncode,
-            "log-tail": self.log_tail,
-            "log": str(self.log_path),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +117,22 @@ class ServerProcess:
         self._old_sigterm = None
         self.ready_after_s: float | None = None
 
+    @classmethod
+    def for_spec(cls, spec: object, *, log_path: str | Path, ready_timeout_s: float,
+                 cwd: str | Path | None = None, extra_args: Sequence[str] = (),
+                 **kwargs: object) -> ServerProcess:
+        """The server of an engines `LaunchSpec` (read by attribute: launch does not import
+        engines), with its router, if any, as a helper started once the engine is ready."""
+        helpers = list(kwargs.pop("extra_procs", ()))  # type: ignore[call-overload]
+        router_argv = getattr(spec, "router_argv", None)
+        if router_argv:
+            helpers.append(HelperSpec("router", router_argv,
+                                      getattr(spec, "router_health_url", None)))
+        return cls([*spec.argv, *extra_args], env=spec.env,  # type: ignore[attr-defined]
+                   log_path=log_path, ready_url=spec.health_url,  # type: ignore[attr-defined]
+                   ready_timeout_s=ready_timeout_s, cwd=cwd, extra_procs=helpers,
+                   **kwargs)  # type: ignore[arg-type]
+
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ServerProcess:
         if self._procs:
@@ -182,6 +177,8 @@ class ServerProcess:
         """Block until the server (then each helper) answers its ready URL; returns the seconds
         it took. Raises ServerStartError when a process dies or the deadline passes."""
         main = self._main
+        if self.ready_after_s is not None:
+            return self.ready_after_s  # helpers are already up; never start them twice
         deadline = self._started_at + self.ready_timeout_s
         self._wait_url(main, self.ready_url, deadline)
         for spec in self.extra_procs:
