@@ -13,12 +13,14 @@ from kvbench.errors import KvbenchError
 # Each module attaches its commands to `app` on import.
 from kvbench.cli import (  # noqa: F401  isort: skip
     calibrate,
+    changelog,
     launch,
     plan,
     recipe,
     replay,
     results,
     sim,
+    sweep,
 )
 
 

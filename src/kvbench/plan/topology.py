@@ -20,6 +20,8 @@ ENGINE_OF_FRAMEWORK = {
     "trt": "trtllm",
     "dynamo-trt": "trtllm",
     "atom": "atom",
+    # The embedded engine (kvbench serve-sim) follows SGLang's HiCache sizing semantics.
+    "sim": "sglang",
 }
 
 

@@ -1,0 +1,44 @@
+"""One changelog entry, as the reference pipeline's `ChangelogEntry` defines it."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PR_LINK_PREFIX = "https://github.com/SemiAnalysisAI/InferenceX/pull/"
+PR_LINK_PATTERN = re.compile(r"https://github\.com/SemiAnalysisAI/InferenceX/pull/(\d+)")
+# A new entry may name its own PR before the number is known; a later change corrects it.
+PR_LINK_PLACEHOLDER = PR_LINK_PREFIX + "XXX"
+
+ScenarioType = Literal["fixed-seq-len", "agentic-coding"]
+SCENARIO_TYPES: tuple[str, ...] = ("fixed-seq-len", "agentic-coding")
+
+
+class ChangelogEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    config_keys: list[str] = Field(alias="config-keys", min_length=1)
+    description: list[str] = Field(min_length=1)
+    pr_link: str = Field(alias="pr-link")
+    evals_only: bool = Field(False, alias="evals-only")
+    all_evals: bool = Field(False, alias="all-evals")
+    append_only: bool = Field(False, alias="append-only")
+    eval_min_prefill_ep: int | None = Field(None, alias="eval-min-prefill-ep", ge=1)
+    scenario_type: list[ScenarioType] | None = Field(None, alias="scenario-type", min_length=1)
+
+    def scenarios(self) -> tuple[str, ...]:
+        """The scenarios this entry runs: its own list, or every scenario."""
+        return tuple(self.scenario_type) if self.scenario_type else SCENARIO_TYPES
+
+
+def pr_link_is_canonical(link: str) -> bool:
+    return PR_LINK_PATTERN.fullmatch(link) is not None
+
+
+def pr_link_problem(link: str) -> str | None:
+    """Why `link` is not acceptable in a new entry, or None if it is."""
+    if pr_link_is_canonical(link) or link == PR_LINK_PLACEHOLDER:
+        return None
+    return f"pr-link {link!r} must be {PR_LINK_PREFIX}<number> (or {PR_LINK_PLACEHOLDER!r})"

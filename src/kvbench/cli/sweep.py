@@ -1,0 +1,285 @@
+"""`kvbench run`, `kvbench run-job` and `kvbench quickstart`: sweeps end to end."""
+
+# No `from __future__ import annotations` here: `with_selection` re-wraps `run`, and typer
+# would then evaluate string annotations in selection.py's namespace, where `_opt` is unknown.
+
+import contextlib
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvbench.cli.app import app
+from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.errors import SweepError
+from kvbench.matrix.selection import Selection
+
+_RUN = "Run"
+
+
+@contextlib.contextmanager
+def _interruptible(what: str):
+    """Ctrl-C / SIGTERM end the command with exit code 130 and a resume hint. (typer turns a
+    KeyboardInterrupt into a *returned* 130 in non-standalone mode, which main() ignores.)"""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"interrupted: {what}", file=sys.stderr)
+        raise SystemExit(130) from None
+_WORK = "Workload"
+_SLURM = "Slurm executor"
+
+
+def _opt(help: str, panel: str = _RUN, *names: str):
+    return typer.Option(*names, help=help, rich_help_panel=panel)
+
+
+@app.command(cls=SelectionCommand)
+@with_selection
+def run(
+    selection: Selection,
+    recipes: Annotated[list[Path] | None, typer.Argument(
+        help="Master config YAML files (added to --config-files).")] = None,
+    results: Annotated[Path, _opt("Results directory (one subdirectory per job).")] = Path(
+        "results"),
+    executor: Annotated[str, _opt("local (sequential here) or slurm (one job array).")] = "local",
+    emit: Annotated[str | None, _opt("Print instead of running: github-matrix.")] = None,
+    repeat: Annotated[int, _opt("Run every job this many times (noise estimates).")] = 1,
+    continue_on_error: Annotated[bool, _opt("Keep going past failed jobs; report all at "
+                                            "the end.")] = False,
+    rerun_failed: Annotated[bool, _opt("On resume, run again jobs whose result says failed.")
+                            ] = True,
+    dashboard: Annotated[bool, _opt("Write dashboard.html into the results directory.")] = True,
+    trace: Annotated[list[Path] | None, _opt(
+        "Trace files or directories (default: the bundled Claude Code sessions).", _WORK)] = None,
+    synthetic: Annotated[bool, _opt("Synthetic sessions instead of traces.", _WORK)] = False,
+    duration: Annotated[float | None, _opt("Seconds of replay per job (default: the row's "
+                                           "duration unless --max-requests).", _WORK)] = None,
+    max_requests: Annotated[int | None, _opt("Profiled requests per job.", _WORK)] = None,
+    warmup_requests: Annotated[int, _opt("Warm-up requests per job.", _WORK)] = 0,
+    seed: Annotated[int, _opt("Workload seed.", _WORK)] = 0,
+    think_time_scale: Annotated[float, _opt("Multiply trace think times.", _WORK)] = 1.0,
+    max_input_tokens: Annotated[int | None, _opt("Skip turns with longer prompts.", _WORK)
+                                ] = None,
+    max_tokens_cap: Annotated[int | None, _opt("Cap output tokens per request.", _WORK)] = None,
+    tokenizer: Annotated[str | None, _opt("Tokenizer for prompt synthesis.", _WORK)] = None,
+    engine_arg: Annotated[list[str] | None, _opt("Extra argument appended to the engine argv "
+                                                 "(repeatable).", _WORK)] = None,
+    time_scale: Annotated[float | None, _opt("Embedded engine only: run its clock this many "
+                                             "times faster.", _WORK)] = None,
+    model_path: Annotated[str | None, _opt("Local model weights path for the engine.", _WORK)
+                          ] = None,
+    ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
+    replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
+                                                 "duration + grace + 5 min).")] = None,
+    partition: Annotated[str | None, _opt("sbatch --partition.", _SLURM)] = None,
+    account: Annotated[str | None, _opt("sbatch --account.", _SLURM)] = None,
+    time_limit: Annotated[str | None, _opt("sbatch --time (e.g. 08:00:00).", _SLURM)] = None,
+    max_parallel: Annotated[int | None, _opt("At most this many array tasks at once.", _SLURM)
+                            ] = None,
+    sbatch_arg: Annotated[list[str] | None, _opt("Extra #SBATCH line (repeatable).", _SLURM)
+                          ] = None,
+    format: Annotated[str, _opt("Final report: table or json (outcomes on stdout).")] = "table",
+) -> None:
+    """Run a sweep: for each selected job plan, launch, replay with scraping, stop, and write
+    result.json. Rerunning the same command resumes: finished jobs are skipped."""
+    from kvbench.sweep import PhaseTimeouts, RunOptions
+
+    if recipes:
+        selection = dataclasses.replace(
+            selection, config_files=tuple(recipes) + tuple(selection.config_files))
+    if not selection.config_files:
+        raise SweepError("no recipe given", hint="kvbench run RECIPE.yaml --results DIR")
+    engine_args = list(engine_arg or [])
+    if time_scale is not None:
+        engine_args += ["--time-scale", str(time_scale)]
+    if synthetic and trace:
+        raise SweepError("give --trace or --synthetic, not both")
+    options = RunOptions(
+        trace=list(trace) if trace else None, bundled_traces=not synthetic and not trace,
+        duration_s=duration, max_requests=max_requests,
+        warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer,
+        max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
+        think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
+        timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
+    )
+    with _interruptible("rerun the same command to resume"):
+        run_sweep(selection, options, results=results, executor=executor, emit=emit,
+                  repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
+                  dashboard=dashboard, format=format,
+                  slurm={"partition": partition, "account": account, "time_limit": time_limit,
+                         "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or [])})
+
+
+def run_sweep(selection: Selection, options, *, results: Path, executor: str = "local",
+              emit: str | None = None, repeat: int = 1, continue_on_error: bool = False,
+              rerun_failed: bool = True, dashboard: bool = True, format: str = "table",
+              slurm: dict | None = None) -> list:
+    """The body of `kvbench run` (also used by `kvbench quickstart`)."""
+    import orjson
+
+    from kvbench.matrix import select_jobs
+    from kvbench.matrix.generate import runner_config_path
+    from kvbench.sweep import SlurmExecutor, build_specs, failures_error, run_local
+
+    if executor not in ("local", "slurm"):
+        raise SweepError(f"--executor {executor!r} is not one of local, slurm")
+    if emit not in (None, "github-matrix"):
+        raise SweepError(f"--emit {emit!r} is not one of github-matrix")
+    if format not in ("table", "json"):
+        raise SweepError(f"--format {format!r} is not one of table, json")
+    jobs = select_jobs(selection)
+    if not jobs:
+        raise SweepError("the selection matched no jobs",
+                         hint="check the recipe files and the selection flags")
+    real = sorted({j.framework for j in jobs if j.framework != "sim"})
+    if "--time-scale" in options.engine_args and real:
+        raise SweepError(f"--time-scale is for the embedded engine only; the selection also "
+                         f"has {', '.join(real)} jobs", hint="select --framework sim")
+    specs = build_specs(jobs, options, repeats=repeat,
+                        runner_config=runner_config_path(selection))
+    if emit == "github-matrix":
+        from kvbench.sweep.emit import github_matrix
+
+        sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
+        return []
+    results = Path(results)
+    _banner(specs, options, results, executor)
+    if executor == "slurm":
+        from rich.console import Console
+
+        err = Console(stderr=True)
+        last: list[int] = [-1]
+
+        def on_poll(done: int, total: int) -> None:
+            if done != last[0]:
+                last[0] = done
+                err.print(f"slurm: {done}/{total} array tasks finished", highlight=False)
+
+        ex = SlurmExecutor(**(slurm or {}))
+        outcomes = ex.run(specs, results, rerun_failed=rerun_failed, on_poll=on_poll)
+    else:
+        outcomes = run_local(specs, results, continue_on_error=continue_on_error,
+                             rerun_failed=rerun_failed)
+    if format == "json":
+        sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        _final_report(results, outcomes, dashboard)
+    if len(outcomes) < len(specs):
+        print(f"stopped at the first failure: {len(specs) - len(outcomes)} job(s) not run "
+              f"(--continue-on-error goes on past failures)", file=sys.stderr)
+    if format == "json" and dashboard:
+        _write_dashboard(results)
+    if (error := failures_error(outcomes)) is not None:
+        raise error
+    return outcomes
+
+
+def _banner(specs: list, options, results: Path, executor: str) -> None:
+    """What is about to run, so an hour-long default duration is never a surprise."""
+    from kvbench.sweep.layout import is_done
+
+    done = sum(1 for s in specs if is_done(results / s.dir_name, s.fingerprint))
+    if options.max_requests is not None:
+        per_job = f"{options.max_requests} requests"
+    elif options.duration_s is not None:
+        per_job = f"{options.duration_s:g} s"
+    else:
+        durations = sorted({int(s.row.get("duration", 0)) for s in specs})
+        per_job = f"{'/'.join(map(str, durations))} s (the rows' duration)"
+    workload = ("bundled Claude Code sessions" if options.bundled_traces else
+                f"{len(options.trace)} trace path(s)" if options.trace else "synthetic sessions")
+    print(f"{len(specs)} jobs ({done} done already) -> {results} [{executor}]; replay per job: "
+          f"{per_job} of {workload}", file=sys.stderr)
+
+
+def _write_dashboard(results: Path) -> Path | None:
+    from kvbench.errors import KvbenchError
+    from kvbench.report import write_dashboard
+
+    try:
+        return write_dashboard([results], results / "dashboard.html")
+    except KvbenchError as e:  # a dashboard problem must not hide the sweep's outcome
+        print(f"dashboard not written: {e.message}", file=sys.stderr)
+        return None
+
+
+def _final_report(results: Path, outcomes: list, dashboard: bool) -> None:
+    from rich.console import Console
+
+    from kvbench.cli.results import compare as compare_command
+    from kvbench.errors import KvbenchError
+
+    out = Console()
+    ok = [o for o in outcomes if o.status in ("ok", "skipped")]
+    counts = {s: sum(1 for o in outcomes if o.status == s) for s in ("ok", "skipped", "failed")}
+    out.print(f"\n[bold]{len(outcomes)} jobs[/]: {counts['ok']} ran, {counts['skipped']} "
+              f"resumed (already done), {counts['failed']} failed", highlight=False)
+    if ok:
+        try:
+            compare_command([results], by="kv_offloading", a=None, b=None, format="table")
+        except KvbenchError as e:  # e.g. a single arm: nothing to compare
+            out.print(f"no comparison table: {e.message}", highlight=False)
+    if dashboard:
+        path = _write_dashboard(results)
+        if path is not None:
+            out.print(f"dashboard: [bold]{path.resolve()}[/]", highlight=False, soft_wrap=True)
+
+
+@app.command("run-job")
+def run_job_command(
+    job_file: Annotated[Path | None, typer.Option(help="A job.json written by kvbench run.")
+                        ] = None,
+    job_json: Annotated[str | None, typer.Option(help="The job spec as a JSON string (CI "
+                                                      "matrix entries carry it).")] = None,
+    results: Annotated[Path, typer.Option(help="Results directory.")] = Path("results"),
+    force: Annotated[bool, typer.Option(help="Run even if a result with this fingerprint "
+                                             "exists.")] = False,
+) -> None:
+    """Run one job (what each Slurm array task and CI matrix job does)."""
+    from kvbench.sweep import JobSpec, run_job
+    from kvbench.sweep.layout import RESULT_FILE, is_done
+    from kvbench.sweep.local import _sigterm_as_interrupt
+
+    if (job_file is None) == (job_json is None):
+        raise SweepError("give exactly one of --job-file or --job-json")
+    if job_file is not None:
+        spec = JobSpec.read(job_file)
+    else:
+        try:
+            spec = JobSpec.model_validate_json(job_json)
+        except ValueError as e:
+            raise SweepError(f"--job-json is not a valid job spec: {e}") from None
+    job_dir = results / spec.dir_name
+    if not force and is_done(job_dir, spec.fingerprint):
+        print(f"{spec.dir_name}: done already ({job_dir / RESULT_FILE})")
+        return
+    _sigterm_as_interrupt()
+    with _interruptible(f"job {spec.dir_name} stopped; no result written"):
+        outcome = run_job(spec, results)
+    print(f"{spec.dir_name}: {outcome.status}"
+          + (f" at {outcome.phase}: {outcome.reason}" if outcome.status == "failed" else "")
+          + f" ({outcome.elapsed_s:.1f} s)")
+    if outcome.status == "failed":
+        raise SweepError(f"job {spec.dir_name} failed at {outcome.phase}: {outcome.reason}")
+
+
+QUICKSTART_TIME_SCALE = 50.0
+
+
+@app.command()
+def quickstart(
+    results: Annotated[Path, typer.Option(help="Results directory.")] = Path(
+        "kvbench-quickstart"),
+    time_scale: Annotated[float, typer.Option(help="Embedded engine clock speed-up.")
+                          ] = QUICKSTART_TIME_SCALE,
+) -> None:
+    """Run the embedded-engine quickstart: resident vs HiCache host offload on real Claude
+    Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
+    from kvbench.sweep.quickstart import quickstart_run
+
+    with _interruptible("rerun kvbench quickstart to resume"):
+        quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep)

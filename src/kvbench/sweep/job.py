@@ -1,0 +1,215 @@
+"""One job, end to end: plan -> launch -> wait ready -> replay with scraping -> stop ->
+result. Every failure becomes a result with the phase that failed and the reason (failures
+are data); result.json is written last, so its presence means the job finished."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from kvbench.errors import KvbenchError, LaunchError, SweepError
+from kvbench.files import write_atomic, write_json_atomic
+from kvbench.sweep import layout
+from kvbench.sweep.events import JobEvents, JobOutcome, NullEvents
+from kvbench.sweep.spec import JobSpec
+
+REPLAY_MARGIN_S = 300.0
+NO_DURATION_REPLAY_S = 7200.0
+
+
+class PhaseFailure(SweepError):
+    def __init__(self, phase: str, message: str, *, details: dict | None = None) -> None:
+        super().__init__(f"{phase}: {message}")
+        self.phase = phase
+        self.reason = message
+        self.details = details or {}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def server_env(env: dict[str, str]) -> dict[str, str]:
+    """The server's extra environment. Servers run in the job directory, so relative
+    PYTHONPATH entries (a source checkout run as PYTHONPATH=src) are made absolute."""
+    inherited = os.environ.get("PYTHONPATH")
+    if "PYTHONPATH" in env or not inherited:
+        return dict(env)
+    parts = [str(Path(p).resolve()) if p else p for p in inherited.split(os.pathsep)]
+    return {**env, "PYTHONPATH": os.pathsep.join(parts)}
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, KvbenchError):
+        return e.message
+    return f"{type(e).__name__}: {e}"
+
+
+class _Run:
+    """The state of one attempt, so a failure in any phase can still write its result."""
+
+    def __init__(self, spec: JobSpec, job_dir: Path, events: JobEvents) -> None:
+        self.spec = spec
+        self.job_dir = job_dir
+        self.events = events
+        self.plan_json: dict | None = None
+        self.summary: dict | None = None
+        self.server: dict | None = None
+        self.telemetry: dict | None = None
+        self.engine = spec.row.get("framework", "")
+        self.warnings: list[str] = []
+
+    # -- phases -----------------------------------------------------------------------------
+    def plan(self):
+        from kvbench.plan import plan_job
+
+        runners = None
+        if self.spec.runner_config:
+            from kvbench.recipe import load_runners
+
+            runners = load_runners(Path(self.spec.runner_config))
+        plan = plan_job(self.spec.job(), runners)
+        self.plan_json = plan.to_json()
+        write_json_atomic(self.job_dir / layout.PLAN_FILE, self.plan_json)
+        if plan.errors or not plan.within_budget:
+            raise PhaseFailure("plan", "; ".join(plan.errors) or "plan exceeds the host budget")
+        self.warnings += list(plan.warnings)
+        return plan
+
+    def launch_spec(self, plan):
+        from kvbench.engines import get_adapter
+
+        adapter = get_adapter(self.spec.row["framework"])
+        launch = adapter.build(self.spec.job(), plan, port=free_port(),
+                               model_path=self.spec.options.model_path, work_dir=self.job_dir)
+        for name, content in launch.files.items():
+            write_atomic(self.job_dir / name, content)
+        return launch
+
+    async def measure(self, launch) -> None:
+        from kvbench.metrics import Scraper
+        from kvbench.replay import ReplayConfig, replay
+        from kvbench.telemetry import GpuSampler
+
+        opts = self.spec.options
+        duration = opts.duration_s
+        if duration is None and opts.max_requests is None:
+            duration = float(self.spec.row.get("duration", 0)) or None
+        cfg = ReplayConfig(
+            url=launch.base_url, model=launch.served_model_name, endpoint=opts.endpoint,
+            trace=opts.trace_paths(), concurrency=self.spec.job().conc, duration_s=duration,
+            max_requests=opts.max_requests, warmup_requests=opts.warmup_requests,
+            seed=opts.seed, correlation_header=launch.correlation_header,
+            output_dir=self.job_dir, tokenizer=opts.tokenizer,
+            num_gpus=self.spec.job().gpus, max_tokens_cap=opts.max_tokens_cap,
+            max_input_tokens=opts.max_input_tokens, think_time_scale=opts.think_time_scale,
+        )
+        timeout = opts.timeouts.replay_s or (
+            duration + cfg.grace_s + REPLAY_MARGIN_S if duration else NO_DURATION_REPLAY_S)
+        scraper = Scraper(launch.metrics_url, self.engine, self.job_dir / layout.SCRAPE_FILE,
+                          interval_s=opts.scrape_interval_s)
+        sampler = GpuSampler(interval_s=opts.scrape_interval_s,
+                             out_path=self.job_dir / layout.TELEMETRY_FILE)
+        await scraper.start()
+        sampler.start()
+        try:
+            self.summary = await asyncio.wait_for(
+                replay(cfg, self.events.replay_progress), timeout)
+        except TimeoutError:
+            raise PhaseFailure("replay", f"replay did not finish within {timeout:.0f} s") from None
+        finally:
+            self.telemetry = sampler.stop()
+            await scraper.stop()
+
+    def summarize_server(self) -> None:
+        from kvbench.metrics import summarize_scrape
+
+        path = self.job_dir / layout.SCRAPE_FILE
+        if path.exists():
+            self.server = summarize_scrape(path, self.engine)
+
+    # -- result -----------------------------------------------------------------------------
+    def write_result(self, status: str, failure: dict | None) -> Path:
+        from kvbench.results import build_result, write_result
+
+        result = build_result(
+            job_row=self.spec.row, config_key=self.spec.config_key, plan=self.plan_json,
+            summary=self.summary, server=self.server, telemetry=self.telemetry, status=status,
+            failure=failure, warnings=self.warnings, fingerprint=self.spec.fingerprint,
+            repeat=self.spec.repeat,
+        )
+        return write_result(self.job_dir, result)
+
+
+def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -> JobOutcome:
+    """Run one job into `results_dir/<spec.dir_name>/`; never raises for a job failure (the
+    failure is returned and written as a result), only for KeyboardInterrupt."""
+    events = events or NullEvents()
+    t0 = time.monotonic()
+    job_dir = Path(results_dir) / spec.dir_name
+    job_dir.mkdir(parents=True, exist_ok=True)
+    layout.clear_attempt(job_dir)
+    spec.write(job_dir / layout.JOB_FILE)
+    run = _Run(spec, job_dir, events)
+    phase = "plan"
+    try:
+        events.phase(phase)
+        plan = run.plan()
+        phase = "launch"
+        events.phase(phase)
+        launch = run.launch_spec(plan)
+        from kvbench.launch import ServerProcess
+
+        argv = [*launch.argv, *spec.options.engine_args]
+        server = ServerProcess(argv, env=server_env(launch.env), log_path=job_dir / layout.LOG_FILE,
+                               ready_url=launch.health_url,
+                               ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir)
+        with server:
+            phase = "ready"
+            events.phase(phase)
+            server.wait_ready()
+            phase = "replay"
+            events.phase(phase)
+            asyncio.run(run.measure(launch))
+            phase = "stop"
+            events.phase(phase)
+        phase = "result"
+        events.phase(phase)
+        run.summarize_server()
+        path = run.write_result("ok", None)
+        from kvbench.files import read_json
+
+        data = read_json(path)
+        failure = data.get("failure") or {}
+        return JobOutcome(spec.dir_name, data["status"], phase=failure.get("stage"),
+                          reason=failure.get("reason"), elapsed_s=time.monotonic() - t0,
+                          result_path=str(path))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # any failure of the job becomes its result
+        failed_phase = e.phase if isinstance(e, PhaseFailure) else phase
+        failure: dict[str, Any] = {"stage": failed_phase, "reason": _reason(e)}
+        if isinstance(e, LaunchError) and hasattr(e, "to_json"):
+            failure["launch"] = e.to_json()
+        if not isinstance(e, KvbenchError):
+            failure["traceback"] = traceback.format_exc(limit=8).splitlines()[-12:]
+        try:
+            run.summarize_server()
+        except Exception as scrape_error:  # the failure above is what matters
+            run.warnings.append(f"scrape summary failed: {_reason(scrape_error)}")
+        try:
+            path = run.write_result("failed", failure)
+        except Exception as result_error:  # no result.json: the job simply runs again
+            return JobOutcome(spec.dir_name, "failed", phase=failed_phase,
+                              reason=f"{failure['reason']} (and its result could not be "
+                                     f"written: {_reason(result_error)})",
+                              elapsed_s=time.monotonic() - t0)
+        return JobOutcome(spec.dir_name, "failed", phase=failed_phase, reason=failure["reason"],
+                          elapsed_s=time.monotonic() - t0, result_path=str(path))

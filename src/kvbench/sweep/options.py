@@ -1,0 +1,74 @@
+"""How jobs run: the workload, engine extras and per-phase timeouts, shared by every job of a
+sweep and carried in each job.json so that `kvbench run-job` needs nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Real Claude Code sessions shipped with kvbench (see data/ATTRIBUTION.md).
+BUNDLED_TRACES = Path(__file__).resolve().parents[1] / "workload" / "data" / "claude-code"
+
+
+def bundled_traces() -> list[Path]:
+    return sorted(BUNDLED_TRACES.glob("*.json.gz"))
+
+
+class PhaseTimeouts(BaseModel):
+    """Seconds each phase may take before the job fails with that phase named."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ready_s: float = Field(1800.0, gt=0, description="server start until /health answers")
+    replay_s: float | None = Field(
+        None, gt=0, description="default: duration + grace + 5 min, or 2 h without a duration")
+
+
+class RunOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trace: list[Path] | None = None  # files or directories; None and not bundled: synthetic
+    # kvbench's own Claude Code sessions, resolved where the job runs (a job spec sent to a
+    # CI runner or Slurm node then needs no path that exists only on this machine)
+    bundled_traces: bool = False
+    endpoint: Literal["chat", "completions"] = "chat"
+    duration_s: float | None = Field(None, gt=0, description="default: the row's duration")
+    max_requests: int | None = Field(None, ge=1)
+    warmup_requests: int = Field(0, ge=0)
+    seed: int = 0
+    tokenizer: str | None = None
+    max_tokens_cap: int | None = Field(None, ge=1)
+    max_input_tokens: int | None = Field(None, ge=1)
+    think_time_scale: float = Field(1.0, ge=0)
+    engine_args: list[str] = Field(default_factory=list, description="appended to the argv")
+    model_path: str | None = None
+    scrape_interval_s: float = Field(1.0, gt=0)
+    timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
+
+    def measurement_identity(self) -> dict:
+        """The options that change what a job measures (part of its fingerprint); timeouts
+        and scrape cadence do not. Traces count by content, not path, so a results directory
+        resumes from another checkout or node."""
+        identity = self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
+                                                         "model_path", "trace",
+                                                         "bundled_traces"})
+        paths = self.trace_paths()
+        identity["trace"] = None if paths is None else _trace_digests(paths)
+        return identity
+
+    def trace_paths(self) -> list[Path] | None:
+        """The traces to replay, or None for synthetic sessions."""
+        if self.bundled_traces:
+            return [*bundled_traces(), *(self.trace or [])]
+        return self.trace
+
+
+def _trace_digests(paths: list[Path]) -> list[str]:
+    import hashlib
+
+    from kvbench.workload.loader import trace_files
+
+    return [f"{p.name}:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}"
+            for p in trace_files(paths)]

@@ -1,0 +1,39 @@
+"""`kvbench quickstart`: the examples/quickstart.yaml sweep on the embedded engine, sized to
+finish in well under two minutes on two CPU cores, then the comparison and the dashboard."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kvbench.errors import SweepError
+from kvbench.sweep.options import PhaseTimeouts, RunOptions, bundled_traces
+
+REPO = Path(__file__).resolve().parents[3]
+RECIPE = REPO / "examples" / "quickstart.yaml"
+MAX_REQUESTS_PER_JOB = 85  # every request of the eight bundled sessions, once
+READY_TIMEOUT_S = 60.0
+REPLAY_TIMEOUT_S = 90.0
+
+
+def quickstart_options(time_scale: float) -> RunOptions:
+    # Think times are dropped: at a 50x clock a 60 s pause would still cost a second each.
+    return RunOptions(
+        bundled_traces=True, max_requests=MAX_REQUESTS_PER_JOB, think_time_scale=0.0,
+        engine_args=["--time-scale", str(time_scale)],
+        timeouts=PhaseTimeouts(ready_s=READY_TIMEOUT_S, replay_s=REPLAY_TIMEOUT_S),
+    )
+
+
+def quickstart_run(results: Path, *, time_scale: float, run_sweep: Callable, recipe: Path = RECIPE
+                   ) -> list:
+    from kvbench.matrix.selection import Selection
+
+    if not recipe.is_file():
+        raise SweepError(f"the quickstart recipe is not at {recipe}",
+                         hint="run from a source checkout: pip install -e . && kvbench quickstart")
+    if not bundled_traces():
+        raise SweepError("the bundled Claude Code traces are missing from the installation")
+    selection = Selection(config_files=(recipe,), runner_config=recipe.parent / "runners.yaml")
+    return run_sweep(selection, quickstart_options(time_scale), results=Path(results),
+                     continue_on_error=True)

@@ -1,0 +1,182 @@
+"""The Slurm executor: one job array per resource shape, one array task per job, each task
+running `kvbench run-job --job-file ...`; then waits and collects the result files.
+
+Array tasks share one set of sbatch options, so jobs are grouped by (GPUs, exclusive). Real
+engines get `--gres=gpu:<tp*pp*pcp>` and `--exclusive` (host DRAM budgets assume the node
+is theirs); the embedded engine needs neither."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvbench.errors import SweepError
+from kvbench.sweep import layout
+from kvbench.sweep.events import JobOutcome
+from kvbench.sweep.spec import JobSpec
+
+CPU_ONLY_FRAMEWORKS = ("sim",)
+MULTINODE_REASON = ("multi-node (prefill/decode) rows are not submitted: one array task runs "
+                    "one single-node server; run them through their cluster launcher")
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    gpus: int
+    exclusive: bool
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> Resources:
+        if spec.row.get("framework") in CPU_ONLY_FRAMEWORKS:
+            return cls(gpus=0, exclusive=False)
+        return cls(gpus=spec.job().gpus, exclusive=True)
+
+
+@dataclass
+class SlurmExecutor:
+    partition: str | None = None
+    account: str | None = None
+    time_limit: str | None = None  # sbatch --time, e.g. "08:00:00"
+    max_parallel: int | None = None  # array throttle (%N)
+    sbatch_args: list[str] = field(default_factory=list)
+    poll_interval_s: float = 2.0
+    timeout_s: float | None = None
+    env: dict[str, str] | None = None  # environment for sbatch/squeue (e.g. SLURM_CONF)
+    python: str = sys.executable
+    submitted: list[str] = field(default_factory=list)
+
+    def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                                  env={**os.environ, **(self.env or {})})
+        except FileNotFoundError:
+            raise SweepError(f"{argv[0]} not found: the slurm executor needs the Slurm "
+                             f"client commands on PATH") from None
+        except subprocess.TimeoutExpired:
+            raise SweepError(f"{argv[0]} did not answer within 60 s") from None
+
+    def script(self, specs: Sequence[JobSpec], res: Resources, array_dir: Path,
+               results: Path) -> str:
+        """The sbatch script of one array (written to array_dir/array.sbatch)."""
+        n = len(specs)
+        throttle = f"%{self.max_parallel}" if self.max_parallel else ""
+        lines = ["#!/bin/bash",
+                 f"#SBATCH --job-name=kvbench-{array_dir.name}",
+                 f"#SBATCH --array=0-{n - 1}{throttle}",
+                 f"#SBATCH --output={array_dir}/task-%a.log",
+                 "#SBATCH --nodes=1",
+                 "#SBATCH --ntasks=1"]
+        if res.gpus:
+            lines.append(f"#SBATCH --gres=gpu:{res.gpus}")
+        if res.exclusive:
+            lines.append("#SBATCH --exclusive")
+        for flag, value in (("--partition", self.partition), ("--account", self.account),
+                            ("--time", self.time_limit)):
+            if value:
+                lines.append(f"#SBATCH {flag}={value}")
+        lines += [f"#SBATCH {a}" for a in self.sbatch_args]
+        lines += [
+            "set -euo pipefail",
+            f"exec {shlex.quote(self.python)} -m kvbench run-job "
+            f"--job-file {shlex.quote(str(array_dir / 'jobs'))}/${{SLURM_ARRAY_TASK_ID}}.json "
+            f"--results {shlex.quote(str(results))}",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def submit(self, specs: Sequence[JobSpec], results: Path) -> list[tuple[str, Path,
+                                                                           list[JobSpec]]]:
+        """Write job files and scripts, sbatch one array per resource group."""
+        groups: dict[Resources, list[JobSpec]] = {}
+        for spec in specs:
+            groups.setdefault(Resources.of(spec), []).append(spec)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        arrays = []
+        for g, (res, members) in enumerate(groups.items()):
+            array_dir = (results / layout.SWEEP_DIR / "slurm" / f"{stamp}-{g}").resolve()
+            (array_dir / "jobs").mkdir(parents=True, exist_ok=True)
+            for i, spec in enumerate(members):
+                spec.write(array_dir / "jobs" / f"{i}.json")
+            script = array_dir / "array.sbatch"
+            script.write_text(self.script(members, res, array_dir, results.resolve()))
+            out = self._run(["sbatch", "--parsable", str(script)])
+            if out.returncode != 0:
+                raise SweepError(f"sbatch failed ({out.returncode}): {out.stderr.strip()}",
+                                 hint=f"the script is {script}")
+            job_id = out.stdout.strip().split(";")[0]
+            (array_dir / "slurm-job-id").write_text(job_id + "\n")
+            self.submitted.append(job_id)
+            arrays.append((job_id, array_dir, members))
+        return arrays
+
+    def active(self, job_ids: Sequence[str]) -> int:
+        """How many tasks of these arrays are still pending or running."""
+        out = self._run(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i %T"])
+        if out.returncode != 0:
+            if "Invalid job id" in out.stderr:
+                return 0  # all finished and purged
+            raise SweepError(f"squeue failed: {out.stderr.strip()}")
+        return len([ln for ln in out.stdout.splitlines() if ln.strip()])
+
+    def cancel(self) -> None:
+        if self.submitted:
+            self._run(["scancel", *self.submitted])
+
+    def run(self, specs: Sequence[JobSpec], results: Path, *, rerun_failed: bool = True,
+            on_poll: Callable[[int, int], None] | None = None) -> list[JobOutcome]:
+        """Submit the jobs not yet done, wait for every array task, collect outcomes."""
+        results = Path(results)
+        # One array task runs one server on one node; a multi-node row would ask Slurm for
+        # more GPUs than a node has and the whole array would be refused.
+        unsupported = {s.dir_name for s in specs if s.job().is_multinode}
+        todo = [s for s in specs
+                if s.dir_name not in unsupported
+                and not layout.is_done(results / s.dir_name, s.fingerprint,
+                                       rerun_failed=rerun_failed)]
+        skipped = {s.dir_name for s in specs} - {s.dir_name for s in todo} - unsupported
+        arrays = self.submit(todo, results) if todo else []
+        ids = [a[0] for a in arrays]
+        t0 = time.monotonic()
+        try:
+            while ids and (left := self.active(ids)):
+                if on_poll is not None:
+                    on_poll(len(todo) - left, len(todo))
+                if self.timeout_s is not None and time.monotonic() - t0 > self.timeout_s:
+                    self.cancel()
+                    raise SweepError(f"Slurm arrays {ids} still running after "
+                                     f"{self.timeout_s:.0f} s; cancelled")
+                time.sleep(self.poll_interval_s)
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
+        task_logs = {s.dir_name: a[1] / f"task-{i}.log"
+                     for a in arrays for i, s in enumerate(a[2])}
+        return [JobOutcome(s.dir_name, "failed", phase="slurm", reason=MULTINODE_REASON)
+                if s.dir_name in unsupported else
+                self._collect(s, results, s.dir_name in skipped, task_logs.get(s.dir_name))
+                for s in specs]
+
+    @staticmethod
+    def _collect(spec: JobSpec, results: Path, skipped: bool, log: Path | None) -> JobOutcome:
+        job_dir = results / spec.dir_name
+        path = str(job_dir / layout.RESULT_FILE)
+        if skipped:
+            return JobOutcome(spec.dir_name, "skipped", reason="result exists", result_path=path)
+        status = layout.result_status(job_dir, spec.fingerprint)
+        if status is None:
+            tail = ""
+            if log is not None and log.exists():
+                tail = " | ".join(log.read_text(errors="replace").splitlines()[-5:])
+            return JobOutcome(spec.dir_name, "failed", phase="slurm",
+                              reason=f"the array task wrote no result.json; task log "
+                                     f"{log}: {tail}")
+        from kvbench.files import read_json
+
+        failure = read_json(job_dir / layout.RESULT_FILE).get("failure") or {}
+        return JobOutcome(spec.dir_name, status, phase=failure.get("stage"),
+                          reason=failure.get("reason"), result_path=path)

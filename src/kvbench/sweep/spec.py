@@ -1,0 +1,97 @@
+"""JobSpec: one job of a sweep as a file (job.json), with its fingerprint and directory."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from kvbench import SCHEMA_VERSION
+from kvbench.errors import SweepError
+from kvbench.files import read_json, write_json_atomic
+from kvbench.sweep.options import RunOptions
+
+
+def job_fingerprint(row: dict[str, Any], options: RunOptions | None = None,
+                    config_key: str | None = None) -> str:
+    """Stable hash of the row, kvbench's result schema version and the workload options: a
+    result with this fingerprint measured exactly this job. The config key counts too: the
+    real catalog has identical rows under two keys (power A/B twins) that are distinct jobs."""
+    identity = {
+        "config-key": config_key,
+        "row": row,
+        "schema-version": SCHEMA_VERSION,
+        "workload": (options or RunOptions()).measurement_identity(),
+    }
+    return hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class JobSpec(BaseModel):
+    """Everything `kvbench run-job` needs: the row, where results go, how to run it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    config_key: str
+    scenario: str
+    row: dict[str, Any]
+    repeat: int = Field(0, ge=0)
+    fingerprint: str
+    dir_name: str
+    runner_config: str | None = None
+    options: RunOptions = Field(default_factory=RunOptions)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def exp_name(self) -> str:
+        return str(self.row.get("exp-name", self.config_key))
+
+    def job(self):
+        """The matrix Job this spec runs."""
+        from kvbench.matrix import Job
+
+        return Job(config_key=self.config_key, row=self.row, scenario=self.scenario)
+
+    def to_json(self) -> dict:
+        return self.model_dump(mode="json")
+
+    def write(self, path: Path) -> Path:
+        return write_json_atomic(path, self.to_json())
+
+    @classmethod
+    def read(cls, path: Path) -> JobSpec:
+        try:
+            return cls.model_validate(read_json(path))
+        except (OSError, ValueError) as e:
+            raise SweepError(f"cannot read job file {path}: {e}") from None
+
+
+def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
+                runner_config: Path | None = None) -> list[JobSpec]:
+    """One spec per (job, repeat). Directory names are the exp-name; exp-names that collide
+    within the sweep (the reference's exp-name omits ep, dp-attn, runner and the config key)
+    get a short fingerprint suffix; repeats after the first get `__r<n>`."""
+    if repeats < 1:
+        raise SweepError(f"repeats must be >= 1, got {repeats}")
+    prints = [job_fingerprint(j.row, options, j.config_key) for j in jobs]
+    if len(set(prints)) != len(prints):
+        dup = Counter(prints).most_common(1)[0][0]
+        name = jobs[prints.index(dup)].exp_name
+        raise SweepError(f"the selection contains the same job twice ({name})",
+                         hint="check for duplicate config keys across the recipe files")
+    names = Counter(j.exp_name for j in jobs)
+    specs = []
+    for job, fp in zip(jobs, prints, strict=True):
+        base = job.exp_name if names[job.exp_name] == 1 else f"{job.exp_name}__{fp[:8]}"
+        for r in range(repeats):
+            specs.append(JobSpec(
+                config_key=job.config_key, scenario=job.scenario, row=dict(job.row),
+                repeat=r, fingerprint=fp, dir_name=base if r == 0 else f"{base}__r{r}",
+                runner_config=str(Path(runner_config).resolve()) if runner_config else None,
+                options=options,
+            ))
+    return specs
