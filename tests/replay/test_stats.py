@@ -30,6 +30,24 @@ def test_hand_computed_latencies():
     assert s["cache"]["hit_rate"] == pytest.approx(0.25)
 
 
+def test_time_scale_reports_the_servers_clock():
+    # a server running 50x faster than wall time: 10 ms of wall TTFT is 500 ms of its time
+    wall = summarize([_rec()])
+    s = summarize([_rec()], time_scale=50.0)
+    assert s["time_scale"] == 50.0
+    assert s["ttft_ms"]["mean"] == pytest.approx(500.0)
+    assert s["e2e_ms"]["p99"] == pytest.approx(2000.0)
+    assert s["tpot_ms"]["mean"] == pytest.approx(500.0)
+    assert s["itl_ms"]["n"] == 3  # counts do not scale
+    assert s["interactivity_tok_s"]["mean"] == pytest.approx(2.0)
+    assert s["throughput"]["output_tok_s"] == pytest.approx(
+        wall["throughput"]["output_tok_s"] / 50)
+    assert s["window_s"] == pytest.approx(wall["window_s"] * 50)
+    # the client's own health stays in wall time, where it saturates
+    assert s["client"] == wall["client"]
+    assert s["cache"] == wall["cache"]
+
+
 def test_warmup_and_errors_are_excluded_and_counted():
     recs = [_rec(), _rec(is_warmup=True),
             _rec(status="error", error_kind="http_500", t_first_ns=None, t_last_ns=None),

@@ -45,6 +45,9 @@ def replay_cmd(
     start: Annotated[str, typer.Option(help="beginning | sampled")] = "beginning",
     think_time_cap: Annotated[float, typer.Option(help="longest think time, s")] = 60.0,
     think_time_scale: Annotated[float, typer.Option()] = 1.0,
+    time_scale: Annotated[float, typer.Option(
+        help="the server's clock runs this much faster than wall time (serve-sim "
+        "--time-scale): report timings in the server's time")] = 1.0,
     max_tokens_cap: Annotated[int | None, typer.Option()] = None,
     block_tokens: Annotated[int | None, typer.Option(help="tokens per hash block")] = None,
     correlation_header: Annotated[str, typer.Option(help="'' to disable")] = "X-Session-ID",
@@ -71,6 +74,7 @@ def replay_cmd(
             correlation_header=correlation_header or None, output_dir=output,
             tokenizer=tokenizer, num_gpus=num_gpus, max_tokens_cap=max_tokens_cap,
             think_time_cap_s=think_time_cap, think_time_scale=think_time_scale, start=start,
+            time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
         )
     except ValidationError as e:

@@ -32,6 +32,10 @@ class ReplayConfig(BaseModel):
     # additions beyond the cross-area contract
     think_time_cap_s: float = Field(60.0, ge=0, description="longest idle gap between turns")
     think_time_scale: float = Field(1.0, ge=0)
+    # The embedded engine's --time-scale: its clock runs this many times faster than wall time.
+    # Think times are shortened by it and the summary's timings stretched by it, so a result
+    # is in the server's (simulated) time, never mislabelled compressed wall time.
+    time_scale: float = Field(1.0, gt=0)
     start: Literal["beginning", "sampled"] = "beginning"
     block_tokens: int | None = Field(
         None, ge=1, description="tokens per hash block instead of the trace's (scales prompts)")

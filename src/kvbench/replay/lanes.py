@@ -122,6 +122,7 @@ class Lanes:
             target = perf_counter_ns()
             if prev_end is not None and not warm_turn:
                 think = min(turn.think_time_s * cfg.think_time_scale, cfg.think_time_cap_s)
+                think /= cfg.time_scale
                 target = prev_end + int(think * 1e9)
                 wait = (target - perf_counter_ns()) / 1e9
                 if self.deadline_ns is not None:

@@ -79,7 +79,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
             await lanes.digest.drain()
             await monitor.stop()
     records = read_jsonl(records_path)
-    summary = summarize(records, num_gpus=cfg.num_gpus, client=monitor.report())
+    summary = summarize(records, num_gpus=cfg.num_gpus, client=monitor.report(),
+                        time_scale=cfg.time_scale)
     summary["run"] = {
         "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
         "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",

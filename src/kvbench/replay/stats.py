@@ -40,8 +40,39 @@ def _itl_samples(rec: dict, out: list[float]) -> None:
         out.extend([gap_ms / k] * k)
 
 
-def summarize(records: Iterable[dict], *, num_gpus: int = 1, client: dict | None = None) -> dict:
-    """The summary of one run; `client` is the runner's health report (loop lag, CPU)."""
+def summarize(records: Iterable[dict], *, num_gpus: int = 1, client: dict | None = None,
+              time_scale: float = 1.0) -> dict:
+    """The summary of one run; `client` is the runner's health report (loop lag, CPU).
+
+    `time_scale` > 1 says the server's clock ran that much faster than wall time (the embedded
+    engine's --time-scale): request timings and rates are converted to the server's time. The
+    client's own health figures stay in wall time, where its saturation happens."""
+    summary = _summarize_wall(records, num_gpus=num_gpus, client=client)
+    return rescale_time(summary, time_scale) if time_scale != 1.0 else summary
+
+
+def rescale_time(summary: dict, time_scale: float) -> dict:
+    """Convert a wall-time summary to a server clock running `time_scale` times faster."""
+    out = dict(summary)
+    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        out[key] = _scaled(summary[key], time_scale)
+    for key in ("interactivity_tok_s", "e2e_norm_interactivity_tok_s"):
+        out[key] = _scaled(summary[key], 1 / time_scale)
+    out["throughput"] = _scaled(summary["throughput"], 1 / time_scale)
+    out["qps"] = {**_scaled(summary["qps"], 1 / time_scale),
+                  "window_s": summary["qps"]["window_s"] * time_scale}
+    if summary.get("window_s") is not None:
+        out["window_s"] = summary["window_s"] * time_scale
+    out["time_scale"] = time_scale
+    return out
+
+
+def _scaled(stats: dict, factor: float) -> dict:
+    # means, percentiles and std are floats and scale; the count `n` (an int) and None stay
+    return {k: v * factor if isinstance(v, float) else v for k, v in stats.items()}
+
+
+def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | None) -> dict:
     recs = list(records)
     warm = [r for r in recs if r.get("is_warmup")]
     measured = [r for r in recs if not r.get("is_warmup")]

@@ -64,6 +64,17 @@ class RunOptions(BaseModel):
             return [*bundled_traces(), *(self.trace or [])]
         return self.trace
 
+    @property
+    def time_scale(self) -> float:
+        """The embedded engine's --time-scale among the engine args (1.0 when absent)."""
+        args = self.engine_args
+        for i, arg in enumerate(args):
+            if arg == "--time-scale" and i + 1 < len(args):
+                return float(args[i + 1])
+            if arg.startswith("--time-scale="):
+                return float(arg.partition("=")[2])
+        return 1.0
+
 
 def _trace_digests(paths: list[Path]) -> list[str]:
     import hashlib
