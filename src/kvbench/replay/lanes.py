@@ -119,7 +119,9 @@ class Lanes:
             if cfg.max_input_tokens is not None and turn.input_tokens > cfg.max_input_tokens:
                 continue
             warm_turn = k < start
-            target = perf_counter_ns()
+            # A session's first turn has no schedule to be late against: only turns that follow
+            # a predecessor by a think time carry a target, so lateness measures the client.
+            target: int | None = None
             if prev_end is not None and not warm_turn:
                 think = min(turn.think_time_s * cfg.think_time_scale, cfg.think_time_cap_s)
                 think /= cfg.time_scale
@@ -136,8 +138,9 @@ class Lanes:
             prev_end = perf_counter_ns()
         return conn
 
-    async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str, target: int,
-                   is_warmup: bool, conn: Connection | None) -> Connection | None:
+    async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
+                   target: int | None, is_warmup: bool,
+                   conn: Connection | None) -> Connection | None:
         cfg = self.cfg
         self._seq += 1
         self.c.sent += 1

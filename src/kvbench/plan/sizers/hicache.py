@@ -26,7 +26,10 @@ class HiCacheSizer:
     engines = ("sglang",)
 
     def size(self, ctx: SizingContext) -> Sizing:
-        sem = hicache_semantics(ctx.version)
+        # The embedded engine has no image version and none of a real SGLang's kernel hazards.
+        embedded = ctx.topo.framework == "sim"
+        sem = (HiCacheSemantics("per-pool", False, "the embedded engine sizes each pool")
+               if embedded else hicache_semantics(ctx.version))
         if ctx.model.compressed is not None:
             sizing = self._ratio(ctx, sem)
         else:
@@ -36,7 +39,8 @@ class HiCacheSizer:
         sizing.warnings[:0] = [f"HiCache semantics {sem.name}: {sem.reason}"] if sem.is_guess \
             else []
         sizing.arithmetic.insert(0, f"HiCache semantics {sem.name} ({sem.reason})")
-        sizing.warnings.extend(hicache_warnings(ctx, sem))
+        if not embedded:
+            sizing.warnings.extend(hicache_warnings(ctx, sem))
         page = str(ctx.page_size_tokens)
         sizing.engine_args = [
             "--enable-hierarchical-cache",
