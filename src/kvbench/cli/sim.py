@@ -21,6 +21,20 @@ _MODEL_HELP = "Model profile name (kvbench.models) or the built-in 'reference-8b
 _ENGINE_HELP = ("Engine profile: sglang | vllm | transformers (kvbench/sim/engines) or a YAML "
                 "path; sets step overheads, attention costing and layer efficiency.")
 
+# Options shared by `serve-sim` and `simulate`: one spelling and help text for both.
+ModelOpt = Annotated[str, typer.Option(help=_MODEL_HELP)]
+HardwareOpt = Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")]
+TpOpt = Annotated[int, typer.Option(help="Tensor-parallel ranks.")]
+PrecisionOpt = Annotated[str | None, typer.Option(
+    help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")]
+AcceptOpt = Annotated[float, typer.Option(
+    help="Speculative decoding: tokens accepted per step (1 = off).")]
+VerifyOpt = Annotated[int, typer.Option(
+    help="Speculative decoding: tokens verified per step (drafts + 1).")]
+GpuTokensOpt = Annotated[str | None, typer.Option(
+    help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")]
+
+
 
 def _policy(value: str) -> str:
     if value not in _POLICIES:
@@ -64,19 +78,15 @@ def _speculate(costs, accept_length: float, verify_tokens: int):
 
 @app.command("serve-sim")
 def serve_sim(
-    model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
-    hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
-    tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
-    precision: Annotated[str | None, typer.Option(
-        help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")] = None,
-    spec_accept_length: Annotated[float, typer.Option(
-        help="Speculative decoding: tokens accepted per step (1 = off).")] = 1.0,
-    spec_verify_tokens: Annotated[int, typer.Option(
-        help="Speculative decoding: tokens verified per step (drafts + 1).")] = 1,
+    model: ModelOpt = "reference-8b",
+    hardware: HardwareOpt = "h200",
+    tp: TpOpt = 1,
+    precision: PrecisionOpt = None,
+    spec_accept_length: AcceptOpt = 1.0,
+    spec_verify_tokens: VerifyOpt = 1,
     host_cache_gb: Annotated[float | None, typer.Option(
         help="Host KV pool per rank in GB (1e9), like --hicache-size; 0 = no host tier.")] = None,
-    gpu_tokens: Annotated[str | None, typer.Option(
-        help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")] = None,
+    gpu_tokens: GpuTokensOpt = None,
     page_size: Annotated[int, typer.Option(help="Tokens per KV page.")] = 64,
     write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
     time_scale: Annotated[float, typer.Option(
@@ -119,17 +129,13 @@ def serve_sim(
 def simulate(
     trace: Annotated[list[Path], typer.Option(
         help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
-    model: Annotated[str, typer.Option(help=_MODEL_HELP)] = "reference-8b",
-    hardware: Annotated[str, typer.Option(help="Hardware profile (kvbench.hardware).")] = "h200",
-    tp: Annotated[int, typer.Option(help="Tensor-parallel ranks.")] = 1,
-    precision: Annotated[str | None, typer.Option(
-        help="Weight precision: bf16 | fp8 | fp4 (default: from the model name).")] = None,
-    spec_accept_length: Annotated[float, typer.Option(
-        help="Speculative decoding: tokens accepted per step (1 = off).")] = 1.0,
-    spec_verify_tokens: Annotated[int, typer.Option(
-        help="Speculative decoding: tokens verified per step (drafts + 1).")] = 1,
-    gpu_tokens: Annotated[str | None, typer.Option(
-        help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")] = None,
+    model: ModelOpt = "reference-8b",
+    hardware: HardwareOpt = "h200",
+    tp: TpOpt = 1,
+    precision: PrecisionOpt = None,
+    spec_accept_length: AcceptOpt = 1.0,
+    spec_verify_tokens: VerifyOpt = 1,
+    gpu_tokens: GpuTokensOpt = None,
     host_tokens: Annotated[int | None, typer.Option(help="Host KV pool tokens per rank.")] = None,
     host_cache_gb: Annotated[float | None, typer.Option(
         help="Host KV pool per rank in GB (1e9) instead of --host-tokens.")] = None,
