@@ -10,18 +10,24 @@ import sys
 from kvbench.cli.app import app
 from kvbench.errors import KvbenchError
 
-# Each module attaches its commands to `app` on import.
+# Each module attaches its commands to `app` on import, in pipeline order (as --help lists).
 from kvbench.cli import (  # noqa: F401  isort: skip
-    calibrate,
-    changelog,
-    launch,
-    plan,
     recipe,
+    plan,
+    launch,
     replay,
-    results,
     sim,
     sweep,
+    results,
+    changelog,
+    calibrate,
 )
+
+
+# The command list shows each docstring's first paragraph as one line, not its line breaks.
+for _cmd in app.registered_commands:
+    _doc = _cmd.help or (_cmd.callback.__doc__ if _cmd.callback else None) or ""
+    _cmd.short_help = _cmd.short_help or " ".join(_doc.split("\n\n")[0].split())
 
 
 def _escape(text: str) -> str:
