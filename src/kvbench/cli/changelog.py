@@ -27,7 +27,7 @@ _Configs = Annotated[list[Path] | None, typer.Option(
     "--config-files", help="Master configs whose keys entries may name (default: "
     "configs/*master*.yaml or *-master.yaml beside the changelog).")]
 _Pr = Annotated[int | None, typer.Option("--pr", help="This PR's number: new entries must "
-                                                      "link to it (or XXX).")]
+                                                      "link to it (or the placeholder).")]
 
 
 def _report(base: str | None, head: str | None, base_file: Path | None, head_file: Path | None,
