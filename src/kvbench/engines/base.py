@@ -32,6 +32,9 @@ class EngineAdapter:
 
     name: ClassVar[str]
     data_name: ClassVar[str]
+    # (page size, memory fraction, KV dtype) flag names, or None where the engine takes them
+    # elsewhere (TRT-LLM's YAML config) or not at all
+    sizing_flags: ClassVar[tuple[str, str, str] | None] = None
 
     @property
     def data(self) -> EngineData:
@@ -105,10 +108,16 @@ class EngineAdapter:
     def plan_args(self, ctx: BuildContext, args: Settings, env: Settings,
                   config: dict[str, Any], config_sources: list[ArgSource],
                   warnings: list[str]) -> None:
-        """The plan's offload flags and environment; subclasses add sizing flags first."""
+        """The plan's sizing flags (names in `sizing_flags`), offload flags and environment."""
         plan = ctx.plan
         if plan is None:
             return
+        if self.sizing_flags is not None:
+            page, mem, kv_dtype = self.sizing_flags
+            args.set(page, plan.page_size_tokens, "plan", "plan.page_size_tokens")
+            args.set(mem, plan.mem_fraction_static, "plan", "plan.mem_fraction_static")
+            dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
+            args.set(kv_dtype, dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
         if plan.engine_args:
             args.set_tokens(list(plan.engine_args), "plan", f"plan.engine_args ({plan.backend})")
         for k, v in plan.engine_env.items():

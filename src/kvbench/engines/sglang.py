@@ -3,17 +3,15 @@ parser (tests/engines/test_sglang_parser.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kvbench.engines.argv import Settings
 from kvbench.engines.base import EngineAdapter
 from kvbench.engines.context import BuildContext, host_source
-from kvbench.engines.spec import ArgSource
 
 
 class SGLangAdapter(EngineAdapter):
     name = "sglang"
     data_name = "sglang"
+    sizing_flags = ("--page-size", "--mem-fraction-static", "--kv-cache-dtype")
 
     def job_args(self, ctx: BuildContext, args: Settings) -> None:
         src = "override" if ctx.model_path != ctx.job.model else "job"
@@ -33,15 +31,3 @@ class SGLangAdapter(EngineAdapter):
             # Attention data-parallel across all TP ranks: each rank owns its KV/radix/HiCache.
             args.set("--dp-size", ctx.tp, "job", "row.dp-attn: dp-size = tp")
             args.set("--enable-dp-attention", True, "job", "row.dp-attn")
-
-    def plan_args(self, ctx: BuildContext, args: Settings, env: Settings,
-                  config: dict[str, Any], config_sources: list[ArgSource],
-                  warnings: list[str]) -> None:
-        plan = ctx.plan
-        if plan is not None:
-            args.set("--page-size", plan.page_size_tokens, "plan", "plan.page_size_tokens")
-            args.set("--mem-fraction-static", plan.mem_fraction_static, "plan",
-                     "plan.mem_fraction_static")
-            dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
-            args.set("--kv-cache-dtype", dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
-        super().plan_args(ctx, args, env, config, config_sources, warnings)

@@ -1,5 +1,6 @@
 """vLLM (`vllm serve MODEL`). DP-attention rows run one engine with `--data-parallel-size`
-behind vllm-router. Checked in CI by a schema test (vLLM itself does not install on CPU)."""
+behind vllm-router. Checked in CI by vLLM's own `vllm serve` parser
+(tests/engines/test_vllm_parser.py; vLLM installs on CPU with --no-deps)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kvbench.engines.spec import ArgSource
 class VLLMAdapter(EngineAdapter):
     name = "vllm"
     data_name = "vllm"
+    sizing_flags = ("--block-size", "--gpu-memory-utilization", "--kv-cache-dtype")
 
     def job_args(self, ctx: BuildContext, args: Settings) -> None:
         args.set("--served-model-name", ctx.served_model_name, "job", "row.model")
@@ -36,13 +38,6 @@ class VLLMAdapter(EngineAdapter):
     def plan_args(self, ctx: BuildContext, args: Settings, env: Settings,
                   config: dict[str, Any], config_sources: list[ArgSource],
                   warnings: list[str]) -> None:
-        plan = ctx.plan
-        if plan is not None:
-            args.set("--block-size", plan.page_size_tokens, "plan", "plan.page_size_tokens")
-            args.set("--gpu-memory-utilization", plan.mem_fraction_static, "plan",
-                     "plan.mem_fraction_static")
-            dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
-            args.set("--kv-cache-dtype", dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
         if ctx.dp_attn and (2 * ctx.conc) % ctx.tp:
             warnings.append(
                 f"--max-num-seqs: 2 x conc = {2 * ctx.conc} is not divisible by the "
