@@ -6,6 +6,7 @@ decides whether the plan is accepted: the planner projects the node footprint an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,6 +43,13 @@ class SizingContext:
     def kv_bytes_per_token(self) -> int:
         """Per-token bytes of everything an offloading connector copies for one token."""
         return sum(p.bytes_per_token_per_rank for p in self.pools)
+
+    def explicit_knob(self, unit_bytes: float, ranks: int = 1) -> int | None:
+        """The recipe's explicit size per rank (`size-gb-per-rank`) in a backend knob's unit,
+        rounded down so it never exceeds what was asked; `ranks` for knobs that are totals."""
+        if self.topo.size_gb_per_rank is None:
+            return None
+        return math.floor(self.topo.size_gb_per_rank * GB * ranks / unit_bytes)
 
     @property
     def has_draft(self) -> bool:

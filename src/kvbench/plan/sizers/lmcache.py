@@ -4,7 +4,6 @@ allocator multiplies by 1024**3, so the planner treats the number as GiB (the la
 from __future__ import annotations
 
 import json
-import math
 
 from kvbench.plan.plan import HostPool
 from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
@@ -24,9 +23,7 @@ class LmCacheSizer:
                              inside_configured_size=True,
                              note=f"max_local_cpu_size {tenths / 10:.1f} per worker (x 1024^3)")]
 
-        explicit = None
-        if ctx.topo.size_gb_per_rank is not None:
-            explicit = math.floor(ctx.topo.size_gb_per_rank * GB / TENTH_GIB)
+        explicit = ctx.explicit_knob(TENTH_GIB)
         fit = fit_knob(ctx, pools_of, hi=int(ctx.per_rank_budget_bytes // TENTH_GIB) + 1,
                        explicit=explicit, pin_policy="exact",
                        describe=lambda t: f"LMCACHE_MAX_LOCAL_CPU_SIZE {t / 10:.1f} "

@@ -4,7 +4,6 @@ contributes a `global_segment_size` and pins a separate local transfer buffer.""
 from __future__ import annotations
 
 import json
-import math
 
 from kvbench.plan.plan import HostPool
 from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
@@ -28,9 +27,7 @@ class MooncakeSizer:
                          note="local_buffer_size, pinned beside the segment"),
             ]
 
-        explicit = None
-        if ctx.topo.size_gb_per_rank is not None:
-            explicit = math.floor(ctx.topo.size_gb_per_rank * GB / MB)
+        explicit = ctx.explicit_knob(MB)
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes // MB, explicit=explicit,
                        pin_policy="exact",
                        describe=lambda mb: f"global_segment_size {mb * MB / GB:.2f} GB per rank")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 from kvbench.plan.plan import HostPool
 from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
-from kvbench.units import GB, MB
+from kvbench.units import MB
 
 
 class TrtllmHostCacheSizer:
@@ -18,9 +16,7 @@ class TrtllmHostCacheSizer:
             return [HostPool(name="host_cache", bytes_per_rank=mb * MB,
                              inside_configured_size=True, note="host_cache_size (bytes per rank)")]
 
-        explicit = None
-        if ctx.topo.size_gb_per_rank is not None:
-            explicit = math.floor(ctx.topo.size_gb_per_rank * GB / MB)
+        explicit = ctx.explicit_knob(MB)
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes // MB, explicit=explicit,
                        pin_policy="exact",
                        describe=lambda mb: f"host_cache_size {mb * MB:,} B per rank")

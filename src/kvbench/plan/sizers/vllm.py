@@ -5,8 +5,6 @@ through VLLM_USE_SIMPLE_KV_OFFLOAD=1 (reference/kvoffload.md 4.1)."""
 
 from __future__ import annotations
 
-import math
-
 from kvbench.plan.plan import HostPool
 from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
 from kvbench.units import GB, GiB
@@ -31,9 +29,7 @@ class VllmOffloadSizer:
                              inside_configured_size=True,
                              note=f"{centi / 100:.2f} GiB engine total / {world} rank(s)")]
 
-        explicit = None
-        if ctx.topo.size_gb_per_rank is not None:
-            explicit = math.floor(ctx.topo.size_gb_per_rank * GB * world / CENTI_GIB)
+        explicit = ctx.explicit_knob(CENTI_GIB, ranks=world)
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes * world // int(CENTI_GIB) + 1,
                        explicit=explicit, pin_policy="exact",
                        describe=lambda c: f"--kv-offloading-size {c / 100:.2f} GiB "
