@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "inferencex"
+DATA = REPO / "tests" / "data" / "inferencex"
 
 
 def run(command: str) -> tuple[float, float]:

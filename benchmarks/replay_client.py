@@ -1,5 +1,5 @@
 """Client speed on one core: kvbench's replay client vs the best peer on PyPI (AIPerf), side by
-side against the reference fast SSE server (`../shared/bench/fast_sse_server.py`).
+side against the reference fast SSE server (`tests/data/bench/fast_sse_server.py`).
 
 The server is pinned to CPU 1 and the client to CPU 0 (`taskset`). For each cell (inter-chunk
 delay x concurrency) the server runs fresh with `--stats-log`; the delivered rate is the median
@@ -31,7 +31,7 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SERVER = REPO.parent / "shared" / "bench" / "fast_sse_server.py"
+SERVER = REPO / "tests" / "data" / "bench" / "fast_sse_server.py"
 OUTPUT_TOKENS = 256
 
 

@@ -8,17 +8,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-DATA = SHARED / "data"
+# Real data the tests need, committed with its attribution (tests/data/README.md), so that a
+# fresh clone runs the suite with nothing beside it.
+DATA = REPO / "tests" / "data"
 INFERENCEX = DATA / "inferencex"
 TRACES = DATA / "traces"
+FAST_SSE_SERVER = DATA / "bench" / "fast_sse_server.py"
 ARTIFACTS = REPO / "test-artifacts"
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not DATA.is_dir():
-        pytest.fail(f"shared data not found at {DATA}: tests need ../shared beside the repo")
+    """The committed copy of the real data (the fixture keeps its historical name)."""
     return DATA
 
 

@@ -1,4 +1,4 @@
-"""Servers for the replay tests: the shared reference fast SSE server and a real
+"""Servers for the replay tests: the reference fast SSE server (tests/data/bench) and a real
 `transformers serve` with the tiny offline model."""
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import FAST_SSE_SERVER
 from fixtures.tiny_model import build_tiny_model
 from fixtures.transformers_server import free_port, transformers_server, wait_http
-
-FAST_SSE_SERVER = SHARED / "bench" / "fast_sse_server.py"
 
 
 @contextlib.contextmanager

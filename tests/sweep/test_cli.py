@@ -73,7 +73,7 @@ def test_github_matrix_entry_runs_with_run_job(tmp_path):
 
 
 def test_time_scale_is_for_the_embedded_engine_only(tmp_path):
-    configs = REPO.parent / "shared" / "data" / "inferencex"
+    configs = REPO / "tests" / "data" / "inferencex"
     out = kvbench("run", str(configs / "nvidia-master.yaml"), "--config-keys",
                   "dsv4-fp4-b200-vllm-agentic-mtp", "--time-scale", "10", "--results",
                   str(tmp_path))

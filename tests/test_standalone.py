@@ -1,0 +1,26 @@
+"""The suite stands alone: no test reaches outside the repository for data (a fresh clone has
+nothing beside it; the data lives in tests/data with its attribution)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+OUTSIDE = re.compile(r"""\.parent\s*/\s*["']shared["']|["']\.\./shared""")
+
+
+def test_no_test_reads_beside_the_repository():
+    offenders = [f"{p.relative_to(TESTS)}:{n}" for p in TESTS.rglob("*.py")
+                 for n, line in enumerate(p.read_text().splitlines(), 1)
+                 if OUTSIDE.search(line) and p.name != "test_standalone.py"]
+    assert offenders == []
+
+
+def test_the_committed_data_is_attributed():
+    readme = (TESTS / "data" / "README.md").read_text()
+    for path in sorted((TESTS / "data").rglob("*")):
+        if path.is_file() and path.name != "README.md":
+            top = path.relative_to(TESTS / "data").parts
+            named = path.name if top[0] == "inferencex" else "/".join(top[:-1])
+            assert named in readme or path.name in readme, path
