@@ -36,24 +36,28 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
+def _report(message: str, hint: str | None, errors: list[str] | None = None) -> None:
+    from rich.console import Console
+
+    err = Console(stderr=True, soft_wrap=True)
+    # Messages carry YAML paths like `search-space[2]`: never let rich read them as markup.
+    err.print(f"[bold red]error:[/] {_escape(message)}", highlight=False)
+    errors = errors or []
+    for line in errors[1:] if errors and errors[0] == message else errors:
+        err.print(f"  {line}", highlight=False, markup=False)
+    if hint:
+        err.print(f"[yellow]hint:[/] {_escape(hint)}", highlight=False)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn kvbench errors into a clear message and an exit code."""
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="kvbench", standalone_mode=False)
         # typer returns (not raises) 130 on Ctrl-C when not in standalone mode
         if isinstance(code, int) and code:
             sys.exit(code)
     except KvbenchError as e:
-        from rich.console import Console
-
-        err = Console(stderr=True, soft_wrap=True)
-        # Messages carry YAML paths like `search-space[2]`: never let rich read them as markup.
-        err.print(f"[bold red]error:[/] {_escape(e.message)}", highlight=False)
-        errors = getattr(e, "errors", None) or []
-        for line in errors[1:] if errors and errors[0] == e.message else errors:
-            err.print(f"  {line}", highlight=False, markup=False)
-        if e.hint:
-            err.print(f"[yellow]hint:[/] {_escape(e.hint)}", highlight=False)
+        _report(e.message, e.hint, getattr(e, "errors", None))
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -61,14 +65,18 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as e:  # click's usage errors arrive here in non-standalone mode
-        import click
+        from kvbench.cli import usage
 
-        if isinstance(e, click.exceptions.Exit):
-            sys.exit(e.exit_code)
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
+        if usage.is_exit(e):
+            sys.exit(getattr(e, "exit_code", 0))
+        if usage.is_abort(e):
             print("aborted", file=sys.stderr)
             sys.exit(130)
-        raise
+        if usage.is_help_request(e):
+            e.show()
+            sys.exit(2)
+        problem = usage.usage_error(e, list(sys.argv[1:] if argv is None else argv))
+        if problem is None:
+            raise
+        _report(problem.message, problem.hint)
+        sys.exit(2)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from pathlib import Path
 from typing import Any
@@ -40,12 +41,22 @@ def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> set[s
             [pattern] if pattern in available else []
         )
         if not matches:
-            raise MatrixError(
-                f"config key {pattern!r} matches no config key",
-                hint="available keys: " + ", ".join(sorted(available)),
-            )
+            raise MatrixError(f"config key {pattern!r} matches no config key",
+                              hint=_close_keys(pattern, available))
         out.update(matches)
     return out
+
+
+def _close_keys(pattern: str, available: list[str]) -> str:
+    """At most three keys a typo most likely meant; the whole list only when it is short (the
+    real master configs have ~150)."""
+    if len(available) <= 8:
+        return "available keys: " + ", ".join(sorted(available))
+    close = difflib.get_close_matches(pattern, sorted(available), n=3, cutoff=0.6)
+    if close:
+        return "did you mean " + " or ".join(close) + "?"
+    return (f"none of the {len(available)} keys is close; `kvbench matrix --format json` lists "
+            "the rows, and a glob such as 'qwen3.5-*' selects several")
 
 
 def _check(selection: Selection, runners: Runners) -> None:
