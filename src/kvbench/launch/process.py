@@ -28,6 +28,7 @@ from kvbench.launch.logtail import LogTail, read_tail
 from kvbench.launch.records import write_command, write_env
 from kvbench.launch.signatures import cgroup_oom_kills, recognise
 from kvbench.launch.tree import MARKER_VAR, ProcessTree, become_subreaper
+from kvbench.launch.watchdog import Watchdog
 
 TAIL_LINES = 40
 
@@ -58,7 +59,7 @@ class _Proc:
     """One started process with its log and tree."""
 
     def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str],
-                 log_path: Path, cwd: Path | None) -> None:
+                 log_path: Path, cwd: Path | None, watchdog: Watchdog | None = None) -> None:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
@@ -75,6 +76,8 @@ class _Proc:
             raise LaunchError(f"cannot start {name}: {e}",
                               hint=f"is {self.argv[0]!r} installed and on PATH?") from e
         self.tree = ProcessTree(self.popen.pid, marker)
+        if watchdog is not None:
+            watchdog.watch(self.popen.pid, marker)
 
     def close(self) -> None:
         self._log.close()
@@ -114,7 +117,8 @@ class ServerProcess:
         self._procs: list[_Proc] = []
         self._oom_kills_at_start = 0
         self._stopped = False
-        self._old_sigterm = None
+        self._old_handlers: dict[int, object] = {}
+        self._watchdog: Watchdog | None = None
         self.ready_after_s: float | None = None
 
     @classmethod
@@ -143,9 +147,12 @@ class ServerProcess:
                       self.ready_url)
         write_env(self.log_path.with_name("env.json"), self.env)
         become_subreaper()
+        # Outlives a SIGKILLed kvbench and then takes the server tree down (watchdog.py).
+        self._watchdog = Watchdog(self.grace_s)
         self._oom_kills_at_start = cgroup_oom_kills()
         self._started_at = time.monotonic()
-        self._procs.append(_Proc(self.name, self.argv, self.env, self.log_path, self.cwd))
+        self._procs.append(_Proc(self.name, self.argv, self.env, self.log_path, self.cwd,
+                                 self._watchdog))
         # Keep scanning while the caller works: a worker that forks and escapes to its own
         # session is only traceable while its parent lives.
         self._monitor_stop = threading.Event()
@@ -185,7 +192,8 @@ class ServerProcess:
             helper_log = self.log_path.with_name(f"{spec.name}.log")
             write_command(helper_log.with_name(f"{spec.name}.command.json"), spec.argv,
                           spec.env, self.cwd or Path.cwd(), spec.ready_url)
-            proc = _Proc(spec.name, spec.argv, {**self.env, **spec.env}, helper_log, self.cwd)
+            proc = _Proc(spec.name, spec.argv, {**self.env, **spec.env}, helper_log, self.cwd,
+                         self._watchdog)
             self._procs.append(proc)
             if spec.ready_url:
                 self._wait_url(proc, spec.ready_url, deadline)
@@ -230,52 +238,69 @@ class ServerProcess:
         if self._stopped:
             return
         self._stopped = True
-        if self._procs:
+        monitor = getattr(self, "_monitor", None)
+        if monitor is not None:
             self._monitor_stop.set()
-            self._monitor.join(timeout=5)
+            monitor.join(timeout=5)
         for proc in reversed(self._procs):
             proc.tree.terminate(self.grace_s)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=5)
             proc.close()
+        if self._watchdog is not None:
+            self._watchdog.close()
 
     def __enter__(self) -> ServerProcess:
         if threading.current_thread() is threading.main_thread():
-            # A scheduler's SIGTERM (Slurm, CI) must tear down like Ctrl-C does.
-            self._old_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+            # A scheduler's SIGTERM (Slurm, CI) and a closing terminal's SIGHUP must tear
+            # down like Ctrl-C does.
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                self._old_handlers[sig] = signal.signal(sig, _raise_interrupt)
         try:
             return self.start()
         except BaseException:
-            self._restore_signals()
+            # Interrupted half-way through start(): whatever was started goes down too.
+            try:
+                with _deferred_signals():
+                    self.stop()
+            finally:
+                self._restore_signals()
             raise
 
     def __exit__(self, *exc: object) -> None:
         try:
-            # A second Ctrl-C during teardown must not leave orphans behind.
-            with _deferred_sigint():
+            # A second Ctrl-C or SIGTERM during teardown must not cut it short.
+            with _deferred_signals():
                 self.stop()
         finally:
             self._restore_signals()
 
     def _restore_signals(self) -> None:
-        if self._old_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-            self._old_sigterm = None
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+        self._old_handlers.clear()
 
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+_TEARDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
-def _deferred_sigint():
+def _deferred_signals():
+    """Hold interrupting signals while the block runs; raise KeyboardInterrupt after it if any
+    arrived (teardown completes first, then the interruption still counts)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
-    old = signal.signal(signal.SIGINT, lambda s, f: received.append(s))
+    old = {sig: signal.signal(sig, lambda s, f: received.append(s))
+           for sig in _TEARDOWN_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     if received:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(f"signal {received[0]} during teardown")

@@ -128,9 +128,13 @@ class ProcessTree:
             return [pid for pid in self.seen if self._alive_in(procs, pid)]
 
     def signal_all(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.root_pid, sig)
-        for pid in self.alive():
+        alive = self.alive()
+        # The group only while its leader is the process we started: a dead root's pid may
+        # lead someone else's group by now (its own members are tracked one by one).
+        if self.root_pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.root_pid, sig)
+        for pid in alive:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 

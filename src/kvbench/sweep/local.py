@@ -17,7 +17,8 @@ from kvbench.sweep.spec import JobSpec
 
 
 def _sigterm_as_interrupt() -> None:
-    """Slurm and CI stop jobs with SIGTERM: unwind like Ctrl-C so servers are torn down.
+    """Slurm and CI stop jobs with SIGTERM, a closing terminal with SIGHUP: unwind like Ctrl-C
+    so servers are torn down.
     SIGINT is set too, because a process started in the background of a shell inherits it
     ignored and Python then never raises KeyboardInterrupt."""
     if threading.current_thread() is not threading.main_thread():
@@ -27,6 +28,7 @@ def _sigterm_as_interrupt() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
