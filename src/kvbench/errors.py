@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+import reprlib
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A value as an error message quotes it: a repr cut to `limit` characters and a few levels
+    and items (reprlib), so that a huge value (a 400 MB string, an expanded YAML alias bomb)
+    never floods the terminal or takes long to format; an integer too long for `str` is
+    described, not printed."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother, short.maxlong = 3, limit, limit, limit
+    short.maxlist = short.maxtuple = short.maxdict = short.maxset = 6
+    text = short.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 class KvbenchError(Exception):
     """Root of every error kvbench raises on purpose. `hint` says what to do about it."""

@@ -1,25 +1,24 @@
-"""A small reader for the two trace formats the simulator replays.
+"""The simulator's view of a trace, read by the workload's loader (the one that `replay` uses,
+with the same validation and errors: `kvbench.workload.loader.read_trace_file`).
 
-- kv-cache-tester / weka JSON (`.json`, `.json.gz`, one session per file): `block_size`,
-  `hash_id_scope`, `requests[{t, in, out, hash_ids, think_time}]`; subagent entries with
-  nested `requests` are flattened into the session in order.
-- Mooncake JSONL (`.jsonl`, `.jsonl.gz`): `{timestamp (ms), input_length, output_length,
-  hash_ids}` with 512-token blocks; each line is its own session.
+- kv-cache-tester / weka sessions: one simulator session per session, subagent requests
+  inline in order; `t` is the arrival offset, `think_time` the closed-loop gap.
+- Mooncake JSONL rows (512-token blocks): each row is its own session arriving at its
+  timestamp (open loop), as the trace was recorded.
 
 Hash ids are scoped per file (a `global` scope shares them across files), so keys are
 namespaced by file index."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvbench.errors import WorkloadError
+from kvbench.workload.loader import read_trace_file, trace_files
+from kvbench.workload.mooncake import BLOCK_TOKENS as MOONCAKE_BLOCK_TOKENS
+from kvbench.workload.session import Turn
 
-MOONCAKE_BLOCK_TOKENS = 512
 _NAMESPACE = 1 << 40
 
 
@@ -44,80 +43,30 @@ class Trace:
         return sum(len(s) for s in self.sessions)
 
 
-def _open_text(path: Path) -> str:
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt") as f:
-                return f.read()
-        return path.read_text()
-    except OSError as e:
-        raise WorkloadError(f"cannot read trace {path}: {e}") from e
-
-
-def expand_paths(paths: list[Path]) -> list[Path]:
-    """Files as given; a directory stands for its *.json[l][.gz] files, sorted."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.name.endswith(
-                (".json", ".json.gz", ".jsonl", ".jsonl.gz")))
-            if not found:
-                raise WorkloadError(f"trace directory {p} holds no .json/.jsonl(.gz) files")
-            out.extend(found)
-        elif p.exists():
-            out.append(p)
-        else:
-            raise WorkloadError(f"trace {p} does not exist")
-    return out
-
-
-def _request(arrival: float, think: float, n_in: int, n_out: int, ids: list, page: int,
-             offset: int, where: str) -> TraceRequest:
-    if n_in < 1 or n_out < 0:
-        raise WorkloadError(f"{where}: input tokens must be >= 1 and output >= 0, got "
-                            f"{n_in} and {n_out}")
-    ids = ids[: math.ceil(n_in / page)]  # pages past the input hold nothing
-    return TraceRequest(arrival, think, n_in, max(1, n_out), [offset + int(h) for h in ids], page)
+def _request(turn: Turn, arrival_s: float, think_s: float, offset: int) -> TraceRequest:
+    ids = turn.hash_ids[: math.ceil(turn.input_tokens / turn.block_tokens)]  # past the input
+    return TraceRequest(arrival_s, think_s, turn.input_tokens, turn.output_tokens,
+                        [offset + h for h in ids], turn.block_tokens)
 
 
 def load_trace(path: Path, index: int = 0) -> Trace:
-    text = _open_text(path)
-    name = path.name.split(".")[0]
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
-        offset = index * _NAMESPACE
-        sessions = []
-        for i, line in enumerate(text.splitlines()):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-                sessions.append([_request(
-                    r["timestamp"] / 1000.0, 0.0, int(r["input_length"]),
-                    int(r["output_length"]), r["hash_ids"], MOONCAKE_BLOCK_TOKENS, offset,
-                    f"{path}:{i + 1}")])
-            except (KeyError, TypeError, ValueError) as e:
-                raise WorkloadError(f"{path}:{i + 1}: not a Mooncake trace row "
-                                    f"(timestamp, input_length, output_length, hash_ids): {e}"
-                                    ) from e
-        return Trace(name, MOONCAKE_BLOCK_TOKENS, sessions)
-    try:
-        doc = json.loads(text)
-        page = int(doc["block_size"])
-        offset = 0 if doc.get("hash_id_scope") == "global" else index * _NAMESPACE
-        flat: list[dict] = []
-        for r in doc["requests"]:
-            flat.extend(r.get("requests", [r]))
-        session = [
-            _request(float(r.get("t", 0.0)), float(r.get("think_time", 0.0) or 0.0),
-                     int(r["in"]), int(r["out"]), r["hash_ids"], page, offset,
-                     f"{path}: requests[{i}]")
-            for i, r in enumerate(flat)
-        ]
-    except (KeyError, TypeError, ValueError) as e:
-        raise WorkloadError(f"{path}: not a kv-cache-tester trace (block_size, requests[{{t, "
-                            f"in, out, hash_ids}}]): {e}") from e
-    return Trace(doc.get("id", name), page, [session])
+    """One validated trace file; `index` namespaces its local hash ids."""
+    trace = read_trace_file(Path(path))
+    name = trace.path.name.split(".")[0]
+    offset = index * _NAMESPACE
+    sessions: list[list[TraceRequest]] = []
+    page = MOONCAKE_BLOCK_TOKENS
+    for session in trace.sessions:
+        base = 0 if session.namespace == "global" else offset
+        page = session.meta.get("block_size", page)
+        sessions.append([_request(t, t.t_s, t.think_time_s, base) for t in session.turns])
+    for t_s, turn, _where in trace.rows:
+        sessions.append([_request(turn, t_s, 0.0, offset)])
+    only = trace.sessions[0] if len(trace.sessions) == 1 and not trace.rows else None
+    if only is not None and only.session_id != only.source:  # the file's own `id`
+        name = only.session_id
+    return Trace(name, page, sessions)
 
 
 def load_traces(paths: list[Path]) -> list[Trace]:
-    return [load_trace(p, i) for i, p in enumerate(expand_paths(paths))]
+    return [load_trace(p, i) for i, p in enumerate(trace_files(paths))]

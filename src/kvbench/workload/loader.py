@@ -4,12 +4,14 @@ session or one Mooncake row a line). The format is recognised per record."""
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
-from kvbench.errors import WorkloadError
+from kvbench.errors import WorkloadError, shown
 from kvbench.workload import mooncake, weka
 from kvbench.workload.session import Session, Turn
 
@@ -39,8 +41,9 @@ def _read_text(path: Path) -> bytes:
     try:
         raw = path.read_bytes()
         return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise WorkloadError(f"{path}: cannot read trace: {e}") from e
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise WorkloadError(f"{path}: cannot read trace: {e}",
+                            hint="a truncated or corrupt .gz file; download it again") from e
 
 
 def _records(path: Path) -> Iterator[tuple[object, str]]:
@@ -69,28 +72,47 @@ def _records(path: Path) -> Iterator[tuple[object, str]]:
             raise WorkloadError(f"{path}:{lineno}: invalid JSON: {e}") from e
 
 
+@dataclass(frozen=True, slots=True)
+class TraceFile:
+    """One trace file, validated: its kv-cache-tester sessions and its Mooncake rows
+    (`(t_s, turn, where)`, not yet chained). Replay and `simulate` both read files this way."""
+
+    path: Path
+    sessions: list[Session]
+    rows: list[tuple[float, Turn, str]]
+
+
+def read_trace_file(path: Path) -> TraceFile:
+    """Parse and validate every record of one file; an empty file is an error."""
+    sessions: list[Session] = []
+    rows: list[tuple[float, Turn, str]] = []
+    for obj, where in _records(path):
+        if isinstance(obj, dict) and "requests" in obj:
+            sessions.append(weka.parse_session(obj, where))
+        elif isinstance(obj, dict) and ("input_length" in obj or "timestamp" in obj):
+            t_s, turn = mooncake.parse_row(obj, where)
+            rows.append((t_s, turn, where))
+        else:
+            keys = sorted(map(str, obj))[:8] if isinstance(obj, dict) else type(obj).__name__
+            raise WorkloadError(
+                f"{where}: unrecognised trace record (keys {shown(keys)})",
+                hint="expected a kv-cache-tester session {id, requests, ...} or a Mooncake "
+                "row {timestamp, input_length, output_length, hash_ids}",
+            )
+    if not sessions and not rows:
+        raise WorkloadError(f"{path}: the trace holds no records",
+                            hint="a trace is JSON sessions or Mooncake JSONL rows")
+    return TraceFile(path, sessions, rows)
+
+
 def load_trace(paths: Sequence[Path | str] | Path | str) -> list[Session]:
     """Every session of every trace file, in file order (Mooncake rows chained per file)."""
     if isinstance(paths, str | Path):
         paths = [paths]
     sessions: list[Session] = []
     for path in trace_files(paths):
-        rows: list[tuple[float, Turn, str]] = []
-        for obj, where in _records(path):
-            if isinstance(obj, dict) and "requests" in obj:
-                sessions.append(weka.parse_session(obj, where))
-            elif isinstance(obj, dict) and ("input_length" in obj or "timestamp" in obj):
-                t_s, turn = mooncake.parse_row(obj, where)
-                rows.append((t_s, turn, where))
-            else:
-                keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
-                raise WorkloadError(
-                    f"{where}: unrecognised trace record (keys {keys})",
-                    hint="expected a kv-cache-tester session {id, requests, ...} or a Mooncake "
-                    "row {timestamp, input_length, output_length, hash_ids}",
-                )
-        if rows:
-            sessions.extend(mooncake.chain_sessions(rows, path.name))
-    if not sessions:
-        raise WorkloadError(f"no sessions in {', '.join(str(p) for p in paths)}")
+        trace = read_trace_file(path)
+        sessions.extend(trace.sessions)
+        if trace.rows:
+            sessions.extend(mooncake.chain_sessions(trace.rows, path.name))
     return sessions

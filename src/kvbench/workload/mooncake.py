@@ -6,9 +6,10 @@ Other rows start sessions of their own."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from kvbench.errors import WorkloadError
+from kvbench.errors import WorkloadError, shown
 from kvbench.workload.session import Session, Turn
 
 BLOCK_TOKENS = 512
@@ -17,16 +18,16 @@ MS_PER_S = 1000.0
 
 def parse_row(obj: Any, where: str) -> tuple[float, Turn]:
     if not isinstance(obj, dict):
-        raise WorkloadError(f"{where}: a Mooncake row must be a JSON object")
+        raise WorkloadError(f"{where}: a Mooncake row must be a JSON object, got {shown(obj)}")
     values = {}
     for key in ("timestamp", "input_length", "output_length"):
         v = obj.get(key)
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            raise WorkloadError(f"{where}: field {key} = {v!r} must be a number >= 0")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise WorkloadError(f"{where}: field {key} = {shown(v)} must be a finite number >= 0")
         values[key] = v
     ids = obj.get("hash_ids", [])
     if not isinstance(ids, list) or any(isinstance(h, bool) or not isinstance(h, int) for h in ids):
-        raise WorkloadError(f"{where}: field hash_ids = {str(ids)[:60]} must be a list of integers")
+        raise WorkloadError(f"{where}: field hash_ids = {shown(ids)} must be a list of integers")
     n_in = int(values["input_length"])
     if n_in < 1:
         raise WorkloadError(f"{where}: field input_length = {n_in} must be >= 1")

@@ -6,9 +6,10 @@ parent's scope, so prefix reuse between parent and subagent is kept."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from kvbench.errors import WorkloadError
+from kvbench.errors import WorkloadError, shown
 from kvbench.workload.session import Session, Turn
 
 REQUEST_TYPES = ("n", "s", "subagent")
@@ -20,7 +21,7 @@ def _need(obj: dict, key: str, kinds: tuple[type, ...], where: str, path: str) -
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, kinds):
         allowed = " or ".join(k.__name__ for k in kinds)
-        raise WorkloadError(f"{where}: field {path}.{key} = {value!r} must be {allowed}")
+        raise WorkloadError(f"{where}: field {path}.{key} = {shown(value)} must be {allowed}")
     return value
 
 
@@ -28,8 +29,10 @@ def _opt_float(obj: dict, key: str, where: str, path: str) -> float | None:
     value = obj.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise WorkloadError(f"{where}: field {path}.{key} = {value!r} must be a number >= 0")
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or value < 0):
+        raise WorkloadError(f"{where}: field {path}.{key} = {shown(value)} must be a finite "
+                            "number >= 0")
     return float(value)
 
 
@@ -42,7 +45,8 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None) -> Tu
             f"{where}: field {path}.in/out = {n_in}/{n_out}: need in >= 1, out >= 0")
     for i, h in enumerate(ids):
         if isinstance(h, bool) or not isinstance(h, int):
-            raise WorkloadError(f"{where}: field {path}.hash_ids[{i}] = {h!r} must be an integer")
+            raise WorkloadError(
+                f"{where}: field {path}.hash_ids[{i}] = {shown(h)} must be an integer")
     if ids and n_in <= (len(ids) - 1) * block:
         raise WorkloadError(
             f"{where}: field {path}.hash_ids has {len(ids)} blocks of {block} tokens, "
@@ -63,20 +67,22 @@ def parse_session(obj: Any, where: str) -> Session:
     sid = str(obj.get("id", where))
     block = obj.get("block_size", 64)
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-        raise WorkloadError(f"{where}: field block_size = {block!r} must be a positive integer")
+        raise WorkloadError(
+            f"{where}: field block_size = {shown(block)} must be a positive integer")
     scope = obj.get("hash_id_scope", "local")
     if scope not in ("local", "global"):
-        raise WorkloadError(f"{where}: field hash_id_scope = {scope!r}; allowed: local, global")
+        raise WorkloadError(
+            f"{where}: field hash_id_scope = {shown(scope)}; allowed: local, global")
     reqs = _need(obj, "requests", (list,), where, "session")
     turns: list[Turn] = []
     for i, req in enumerate(reqs):
         path = f"requests[{i}]"
         if not isinstance(req, dict):
-            raise WorkloadError(f"{where}: field {path} must be an object")
+            raise WorkloadError(f"{where}: field {path} = {shown(req)} must be an object")
         kind = req.get("type", "n")
         if kind not in REQUEST_TYPES:
             raise WorkloadError(
-                f"{where}: field {path}.type = {kind!r}; allowed: {', '.join(REQUEST_TYPES)}"
+                f"{where}: field {path}.type = {shown(kind)}; allowed: {', '.join(REQUEST_TYPES)}"
             )
         if kind != "subagent":
             turns.append(_turn(req, block, where, path, None))
