@@ -10,6 +10,7 @@ import typer
 
 from kvbench.cli.app import app
 from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.errors import EngineError
 from kvbench.matrix.selection import Selection
 
 
@@ -71,7 +72,7 @@ def launch(
         if not sep or not name:
             raise EngineError(f"--engine-env {item!r}: expected NAME=VALUE")
         env_overrides[name] = value
-    overrides = [tok for arg in engine_arg or [] for tok in _split(arg)]
+    overrides = split_engine_args(engine_arg)
     built, skipped = build_all(
         selection, engine=engine, exp_names=exp_name, port=port, host=host,
         model_path=model_path, overrides=overrides, env_overrides=env_overrides,
@@ -110,7 +111,17 @@ def launch(
         sys.exit(130)
 
 
-def _split(arg: str) -> list[str]:
+def split_engine_args(args: list[str] | None) -> list[str]:
+    """`--engine-arg '--watchdog-timeout 3600'` is two argv tokens, shell-split (launch and
+    run alike); unbalanced quotes are a usage error, not a traceback."""
     import shlex
 
-    return shlex.split(arg)
+    out: list[str] = []
+    for arg in args or []:
+        try:
+            out.extend(shlex.split(arg))
+        except ValueError as e:
+            raise EngineError(f"--engine-arg {arg!r}: {e}",
+                              hint="quote the whole flag and value once, e.g. "
+                              "--engine-arg '--chat-template \"x y\"'") from None
+    return out

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.launch import split_engine_args
 from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.errors import SweepError
 from kvbench.matrix.selection import Selection
@@ -92,7 +93,7 @@ def run(
             selection, config_files=tuple(recipes) + tuple(selection.config_files))
     if not selection.config_files:
         raise SweepError("no recipe given", hint="kvbench run RECIPE.yaml --results DIR")
-    engine_args = list(engine_arg or [])
+    engine_args = split_engine_args(engine_arg)  # as `launch` splits them
     if time_scale is not None:
         engine_args += ["--time-scale", str(time_scale)]
     if synthetic and trace:

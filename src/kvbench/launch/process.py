@@ -29,6 +29,7 @@ from kvbench.launch.records import write_command, write_env
 from kvbench.launch.signatures import cgroup_oom_kills, recognise
 from kvbench.launch.tree import MARKER_VAR, ProcessTree, become_subreaper
 from kvbench.launch.watchdog import Watchdog
+from kvbench.redaction import redact_file, redact_text
 
 TAIL_LINES = 40
 
@@ -220,7 +221,7 @@ class ServerProcess:
 
     def _failure(self, proc: _Proc, what: str, code: int | None, hung: bool = False
                  ) -> ServerStartError:
-        lines = read_tail(proc.log_path, TAIL_LINES)
+        lines = [redact_text(line) for line in read_tail(proc.log_path, TAIL_LINES)]
         oom = cgroup_oom_kills() - self._oom_kills_at_start
         match = recognise(lines, code, oom)
         cause = f": {match.title} ({match.line})" if match else ""
@@ -247,6 +248,7 @@ class ServerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=5)
             proc.close()
+            redact_file(proc.log_path)  # engines print their arguments, API keys included
         if self._watchdog is not None:
             self._watchdog.close()
 

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from kvbench import __version__
+from kvbench.redaction import redact_text
 from kvbench.report import figures as F
 from kvbench.report.figures import esc
 from kvbench.report.table import header_row, run_rows
@@ -152,11 +153,21 @@ def render(results: list[Result]) -> str:
         ("runs", len(results)), ("arms", len(arms)), ("failed", n_failed),
         ("flagged", n_flagged), ("engines", esc(", ".join(engines)))))
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    # Secrets by value (a result written before redaction, a reason quoting a log line): the
+    # page is redacted as a whole, all but the bundled plotly library.
+    return redact_text(_page(cards, stats, now, results, figs)).replace(
+        _PLOTLY_SLOT, get_plotlyjs(), 1)
+
+
+_PLOTLY_SLOT = "/*kvbench:plotly.js*/"
+
+
+def _page(cards: str, stats: str, now: str, results: list[Result], figs: dict) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>kvbench dashboard</title><style>{CSS}</style>
-<script>{get_plotlyjs()}</script></head>
+<script>{_PLOTLY_SLOT}</script></head>
 <body><header><h1>kvbench dashboard</h1>
 <div class="sub">Agentic KV-offload benchmark results · generated {esc(now)} by kvbench
 {esc(__version__)}</div><div class="stats">{stats}</div></header>

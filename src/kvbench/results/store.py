@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from kvbench import SCHEMA_VERSION
 from kvbench.errors import ResultError
 from kvbench.files import read_json, write_json_atomic
+from kvbench.redaction import redact_json
 from kvbench.results.schema import Result
 
 RESULT_FILE = "result.json"
@@ -19,7 +20,9 @@ _REPEAT_RE = re.compile(r"__r(\d+)$")
 
 def write_result(job_dir: Path, result: Result) -> Path:
     """Write `job_dir/result.json` atomically (it is the job's completion marker)."""
-    return write_json_atomic(Path(job_dir) / RESULT_FILE, result.model_dump(mode="json"))
+    # by value too: log tails and failure reasons quote what the server printed
+    return write_json_atomic(Path(job_dir) / RESULT_FILE,
+                             redact_json(result.model_dump(mode="json")))
 
 
 def read_result(path: Path) -> Result:

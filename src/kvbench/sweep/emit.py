@@ -20,6 +20,6 @@ def github_matrix(specs: Sequence[JobSpec]) -> dict:
             "runner": spec.row.get("runner"),
             "gpus": res.gpus,
             "fingerprint": spec.fingerprint,
-            "job": spec.to_json(),
+            "job": spec.portable().to_json(),
         })
     return {"include": include}

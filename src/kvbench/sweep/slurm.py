@@ -101,7 +101,7 @@ class SlurmExecutor:
             array_dir = (results / layout.SWEEP_DIR / "slurm" / f"{stamp}-{g}").resolve()
             (array_dir / "jobs").mkdir(parents=True, exist_ok=True)
             for i, spec in enumerate(members):
-                spec.write(array_dir / "jobs" / f"{i}.json")
+                spec.portable().write(array_dir / "jobs" / f"{i}.json")
             script = array_dir / "array.sbatch"
             script.write_text(self.script(members, res, array_dir, results.resolve()))
             out = self._run(["sbatch", "--parsable", str(script)])

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kvbench import SCHEMA_VERSION
 from kvbench.errors import SweepError
 from kvbench.files import read_json, write_json_atomic
+from kvbench.redaction import REDACTED, redact_json
 from kvbench.sweep.options import RunOptions
 
 
@@ -60,14 +61,31 @@ class JobSpec(BaseModel):
         return self.model_dump(mode="json")
 
     def write(self, path: Path) -> Path:
-        return write_json_atomic(path, self.to_json())
+        """job.json, secrets redacted (by name and value): a record, and what `run-job` reads."""
+        return write_json_atomic(path, redact_json(self.to_json()))
+
+    def portable(self) -> JobSpec:
+        """This spec, checked to survive being written and read elsewhere (a Slurm task file,
+        a CI matrix entry): a secret in it would be redacted there, so it is refused here."""
+        if redact_json(self.to_json()) != self.to_json():
+            raise SweepError(
+                f"job {self.dir_name}: its engine arguments or options hold a secret, which "
+                "is never written to a job file",
+                hint="pass secrets to the engine through the environment (its own variable, "
+                "e.g. HF_TOKEN or the engine's API-key variable), not --engine-arg")
+        return self
 
     @classmethod
     def read(cls, path: Path) -> JobSpec:
         try:
-            return cls.model_validate(read_json(path))
+            spec = cls.model_validate(read_json(path))
         except (OSError, ValueError) as e:
             raise SweepError(f"cannot read job file {path}: {e}") from None
+        if REDACTED in orjson.dumps(spec.to_json()).decode():
+            raise SweepError(f"{path}: the job's arguments hold a redacted secret; it cannot "
+                             "run from this file",
+                             hint="pass secrets through the environment, not --engine-arg")
+        return spec
 
 
 def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
