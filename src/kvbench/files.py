@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -74,3 +76,23 @@ def read_jsonl(path: str | Path) -> list[Any]:
                     break  # torn final line of a killed writer
                 raise
     return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]+")
+
+
+def path_part(name: str, limit: int = 200) -> str:
+    """`name` (an exp-name built from a recipe's model-prefix and other user text) as one safe
+    directory name: separators, `..`, control and shell characters become `_`; never empty,
+    never hidden, never longer than `limit`. A job directory is therefore always inside the
+    results directory."""
+    safe = _UNSAFE.sub("_", str(name)).lstrip(".") or "job"
+    if len(safe) > limit:  # keep it unique: the cut part is summarised by its hash
+        digest = hashlib.sha256(safe.encode()).hexdigest()[:8]
+        safe = f"{safe[: limit - 9]}_{digest}"
+    return safe
+
+
+def inside(path: str | Path, root: str | Path) -> bool:
+    """Whether `path` resolves to `root` or below it (symlinks followed)."""
+    return Path(path).resolve().is_relative_to(Path(root).resolve())

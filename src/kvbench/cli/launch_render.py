@@ -16,7 +16,7 @@ from rich.table import Table
 
 from kvbench.engines import LaunchSpec, get_adapter
 from kvbench.errors import EngineError, KvbenchError, LaunchError
-from kvbench.files import write_atomic, write_json_atomic
+from kvbench.files import path_part, write_atomic, write_json_atomic
 from kvbench.launch import REDACTED, ServerProcess, redact_argv, redact_env
 from kvbench.matrix import Job, select_jobs
 from kvbench.matrix.selection import Selection
@@ -52,7 +52,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
         try:
             adapter = get_adapter(engine or job.framework)
             plan = plan_job(job, runners)
-            job_dir = (work_dir or Path("kvbench-launch") / job.exp_name).absolute()
+            job_dir = (work_dir or Path("kvbench-launch") / path_part(job.exp_name)).absolute()
             spec = adapter.build(job, plan, port=port, host=host, model_path=model_path,
                                  work_dir=job_dir, overrides=overrides,
                                  env_overrides=env_overrides, accuracy=accuracy,

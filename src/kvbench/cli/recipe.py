@@ -15,14 +15,16 @@ from kvbench.matrix.selection import Selection
 
 
 def _is_runners_file(path: Path) -> bool:
-    """runners.yaml has top-level `labels`; master configs never do."""
+    """runners.yaml has top-level `labels` or `hardware`; master configs never do (their
+    top-level keys are config keys). Undecodable text is still sniffed, so that the file's
+    error says which kind of file it is."""
     if path.name.startswith("runners"):
         return True
     try:
-        with path.open() as f:
-            return any(line.startswith("labels:") for line in f)
+        head = path.read_bytes()[:1 << 20].decode("utf-8", errors="replace")
     except OSError:
         return False
+    return any(line.startswith(("labels:", "hardware:")) for line in head.splitlines())
 
 
 def _budget_errors(entries: dict, runners: object) -> list[str]:

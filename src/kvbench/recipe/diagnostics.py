@@ -10,6 +10,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from kvbench.errors import shown as _bounded
 from kvbench.recipe.base import RuleError
 from kvbench.recipe.fields import SCENARIO_TYPES
 
@@ -95,10 +96,7 @@ def allowed_values(root: type[BaseModel], loc: Loc) -> list[Any]:
 def _show(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, dict | list):
-        text = repr(value)
-        return text if len(text) <= 60 else text[:57] + "..."
-    return repr(value)
+    return _bounded(value)  # never the repr of a huge (alias-expanded) value
 
 
 def closest(word: Any, choices: list[Any]) -> str | None:
@@ -134,7 +132,7 @@ def describe(root: type[BaseModel], error: dict[str, Any]) -> tuple[Loc, str]:
         parent, key = loc[:-1], loc[-1]
         keys = allowed_keys(root, parent)
         return loc, (
-            f"unknown key {key!r}{_suggest(key, keys)} (allowed keys: {', '.join(keys)})"
+            f"unknown key {_show(key)}{_suggest(key, keys)} (allowed keys: {', '.join(keys)})"
         )
     if kind == "missing":
         return loc, f"required key {loc[-1]!r} is missing"

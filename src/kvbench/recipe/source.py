@@ -11,6 +11,8 @@ import yaml
 from kvbench.errors import RecipeError
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_INT_DIGITS = 19  # 2**63 has 19 digits
+MAX_NODES = 500_000  # after alias expansion; the real nvidia-master.yaml has about 21,000
 
 
 class _Loader(_Base):  # type: ignore[misc, valid-type]
@@ -30,17 +32,92 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
-def read_yaml(path: Path) -> tuple[Any, list[str]]:
-    """The document and a list of problems (duplicate keys) found while reading."""
+def _int_in_range(loader: yaml.BaseConstructor, node: yaml.ScalarNode) -> int:
+    """YAML ints, refusing absurd lengths before Python converts them (past 4,300 digits
+    `int()` raises; no recipe number needs more than 64 bits)."""
+    digits = sum(c.isalnum() for c in str(node.value))
+    if digits > MAX_INT_DIGITS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {digits} digits is out of range (at most "
+            f"{MAX_INT_DIGITS})", node.start_mark)
+    return loader.construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _int_in_range)
+
+
+def _expanded_size(node: yaml.Node, limit: int) -> int:
+    """Nodes the document would have with every alias expanded (memoised per node, so a
+    billion-laughs document is measured in linear time); stops counting past `limit`."""
+    memo: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        if id(n) in memo:
+            return memo[id(n)]
+        memo[id(n)] = 1  # a recursive alias counts once
+        total = 1
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                total += size(k) + size(v)
+                if total > limit:
+                    break
+        elif isinstance(n, yaml.SequenceNode):
+            for v in n.value:
+                total += size(v)
+                if total > limit:
+                    break
+        memo[id(n)] = total
+        return total
+
+    return size(node)
+
+
+def decode_text(raw: bytes, path: Path) -> str:
+    """UTF-8 text (a UTF-8 BOM is fine); any other encoding is named, with its place."""
+    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                      (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+        if raw.startswith(bom):
+            raise RecipeError(f"{path}: the file is {name}-encoded; recipes are UTF-8",
+                              hint=f"convert it: iconv -f {name} -t UTF-8 {path}")
     try:
-        text = Path(path).read_text()
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise RecipeError(
+            f"{path}:{line}: not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+            "recipes are UTF-8",
+            hint=f"convert it, e.g. from Latin-1: iconv -f LATIN1 -t UTF-8 {path}") from None
+
+
+def read_text(path: Path) -> str:
+    """A recipe file's text, every failure a RecipeError naming the file."""
+    path = Path(path)
+    if path.is_dir():
+        raise RecipeError(f"{path}: is a directory, not a YAML file",
+                          hint=f"name the files in it, e.g. {path}/*.yaml")
+    try:
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise RecipeError(f"{path}: file not found") from None
     except OSError as e:
         raise RecipeError(f"{path}: cannot read: {e.strerror}") from None
-    loader = _Loader(text)
+    if not raw.strip():
+        raise RecipeError(f"{path}: the file is empty",
+                          hint="a master config maps config keys to entries")
+    return decode_text(raw, path)
+
+
+def read_yaml(path: Path) -> tuple[Any, list[str]]:
+    """The document and a list of problems (duplicate keys) found while reading."""
+    loader = _Loader(read_text(path))
     try:
-        data = loader.get_single_data()
+        node = loader.get_single_node()
+        if node is not None and _expanded_size(node, MAX_NODES) > MAX_NODES:
+            raise RecipeError(
+                f"{path}: YAML aliases expand to more than {MAX_NODES:,} nodes",
+                hint="an alias (*name) repeats its anchor's whole value; the real master "
+                "configs expand to about 21,000 nodes")
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -64,8 +141,8 @@ class LineFinder:
     def line(self, loc: tuple[str | int, ...]) -> int | None:
         if self._root is None:
             try:
-                self._root = yaml.compose(self.path.read_text(), Loader=_Base)
-            except (OSError, yaml.YAMLError):
+                self._root = yaml.compose(read_text(self.path), Loader=_Base)
+            except (RecipeError, yaml.YAMLError):
                 return None
         node = self._root
         line = None

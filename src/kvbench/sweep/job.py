@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.errors import KvbenchError, LaunchError, SweepError
-from kvbench.files import write_atomic, write_json_atomic
+from kvbench.files import inside, write_atomic, write_json_atomic
 from kvbench.sweep import layout
 from kvbench.sweep.events import JobEvents, JobOutcome, NullEvents
 from kvbench.sweep.spec import JobSpec
@@ -155,6 +155,10 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
     events = events or NullEvents()
     t0 = time.monotonic()
     job_dir = Path(results_dir) / spec.dir_name
+    if not inside(job_dir, results_dir) or Path(job_dir).resolve() == Path(results_dir).resolve():
+        # resume deletes an attempt's files: never anywhere but a job directory in --results
+        raise SweepError(f"job directory {job_dir} is not inside the results directory "
+                         f"{results_dir}", hint="is the job directory a symlink?")
     job_dir.mkdir(parents=True, exist_ok=True)
     layout.clear_attempt(job_dir)
     spec.write(job_dir / layout.JOB_FILE)

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kvbench import SCHEMA_VERSION
 from kvbench.errors import SweepError
-from kvbench.files import read_json, write_json_atomic
+from kvbench.files import path_part, read_json, write_json_atomic
 from kvbench.redaction import REDACTED, redact_json
 from kvbench.sweep.options import RunOptions
 
@@ -46,6 +46,15 @@ class JobSpec(BaseModel):
     runner_config: str | None = None
     options: RunOptions = Field(default_factory=RunOptions)
     schema_version: int = SCHEMA_VERSION
+
+    @field_validator("dir_name")
+    @classmethod
+    def _one_path_part(cls, name: str) -> str:
+        # a job file or --job-json from elsewhere must not aim run-job outside --results
+        if name != path_part(name):
+            raise ValueError(f"dir_name {name!r} is not a plain directory name (allowed: "
+                             "letters, digits and ._+=@,-; no path separators, no leading dot)")
+        return name
 
     @property
     def exp_name(self) -> str:
@@ -104,7 +113,8 @@ def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
     names = Counter(j.exp_name for j in jobs)
     specs = []
     for job, fp in zip(jobs, prints, strict=True):
-        base = job.exp_name if names[job.exp_name] == 1 else f"{job.exp_name}__{fp[:8]}"
+        name = path_part(job.exp_name)  # the exp-name holds recipe text (model-prefix)
+        base = name if names[job.exp_name] == 1 else f"{name}__{fp[:8]}"
         for r in range(repeats):
             specs.append(JobSpec(
                 config_key=job.config_key, scenario=job.scenario, row=dict(job.row),
