@@ -14,13 +14,22 @@ import orjson
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | Path, data: bytes | str) -> Path:
-    """Write to a temporary file in the same directory, fsync, then rename over `path`."""
+    """Write to a temporary file in the same directory, fsync, then rename over `path`. The
+    file gets the mode a plain `open()` would give it (0644 under the usual umask 022), not
+    the temporary file's private 0600: results and dashboards are for sharing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()

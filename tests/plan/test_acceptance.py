@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fixtures.jobs import make_job
 
 from kvbench.plan import plan_job
@@ -86,8 +87,10 @@ def test_explicit_size_from_a_recipe_flows_through_the_matrix(tmp_path, shared_d
         "          kv-offload-backend: { name: hicache, size-gb-per-rank: 270 },\n"
         "          conc-list: [12] }\n"
     )
-    main(["plan", "--config-files", str(recipe), "--runner-config",
-          str(shared_data / "inferencex" / "runners.yaml"), "--format", "json"])
+    with pytest.raises(SystemExit) as refused:  # every plan refused: a non-zero exit
+        main(["plan", "--config-files", str(recipe), "--runner-config",
+              str(shared_data / "inferencex" / "runners.yaml"), "--format", "json"])
+    assert refused.value.code == 2
     (plan,) = json.loads(capsys.readouterr().out)
     assert plan["total-cpu-dram-gb"] == 2399  # 2,861,022 MiB x 2^20 x 0.8 x 8/8 / 1e9
     assert not plan["within-budget"]

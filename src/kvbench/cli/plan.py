@@ -94,3 +94,7 @@ def plan(
         print(json.dumps([p.to_json() for p in plans], indent=1))
     else:
         _print_table(plans, details)
+    if plans and not any(p.within_budget for p in plans):
+        # printed in full above; the exit status says that nothing here can run
+        raise PlanError(f"every one of the {len(plans)} selected plans is refused",
+                        hint="--details shows each one's arithmetic")

@@ -75,8 +75,21 @@ def _check(selection: Selection, runners: Runners) -> None:
     if bad:
         raise MatrixError(f"unknown --runner-type {bad}",
                           hint="valid runner types: " + ", ".join(sorted(runners.labels)))
+    if selection.single_node and selection.multi_node:
+        raise MatrixError("--single-node and --multi-node cannot be combined",
+                          hint="give neither for both kinds of rows")
     if selection.no_evals and (selection.evals_only or selection.all_evals):
         raise MatrixError("--no-evals cannot be combined with --evals-only or --all-evals")
+
+
+def _check_values(flag: str, given: tuple[str, ...], known: set[str]) -> None:
+    """A filter value no row of the configs has selects nothing: a typo, refused."""
+    bad = [v for v in given if v not in known]
+    if bad:
+        close = difflib.get_close_matches(bad[0], sorted(known), n=1, cutoff=0.6)
+        also = f"; did you mean {close[0]!r}?" if close else ""
+        raise MatrixError(f"unknown {flag} {bad[0]!r} (allowed: {', '.join(sorted(known))})"
+                          f"{also}")
 
 
 def _wanted(key: str, raw: dict[str, Any], sel: Selection, keys: set[str] | None) -> bool:
@@ -98,6 +111,10 @@ def keyed_rows(selection: Selection) -> Keyed:
     _check(selection, runners)
     keys = expand_config_keys(selection.config_keys, list(entries)) if selection.config_keys \
         else None
+    _check_values("--precision", selection.precisions, {e.raw["precision"] for e in
+                                                         entries.values()})
+    _check_values("--framework", selection.frameworks, {e.raw["framework"] for e in
+                                                        entries.values()})
     both = not selection.single_node and not selection.multi_node
     single, multi = selection.single_node or both, selection.multi_node or both
     seq_filter = {SEQ_LENS[s] for s in selection.seq_lens} or None
