@@ -35,7 +35,8 @@ if [ "$arm" = probe ]; then
   vllm serve $M --served-model-name Qwen/Qwen3-8B --host 127.0.0.1 --port 8000 \
     --load-format dummy --enable-prompt-tokens-details --max-num-seqs 24 --block-size 16 \
     --kv-cache-memory-bytes $KV_BYTES --max-model-len 40960 > "$W/$arm/server.log" 2>&1 & SP=$!
-  for _ in $(seq 1 300); do curl -sf 127.0.0.1:8000/health > /dev/null && break; sleep 1; done
+  for _ in $(seq 1 300); do curl -sf 127.0.0.1:8000/health > /dev/null && break
+    kill -0 $SP 2>/dev/null || break; sleep 1; done
   echo "ready after $((SECONDS - t0)) s" | tee -a "$W/$arm/call.log"
   curl -s 127.0.0.1:8000/metrics > "$W/$arm/metrics-idle.txt"
   timeout 240 python3 benchmarks/gpu/probe.py --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B \
