@@ -139,7 +139,7 @@ def _field_names(path: tuple) -> tuple[str, ...]:
 @SETTINGS
 @given(data=st.data())
 def test_mutated_recipes(data, tmp_path, capsys):
-    doc, path, how = mutate(QUICKSTART, data)
+    doc, path, _how = mutate(QUICKSTART, data)
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(dump_yaml(doc))
     (tmp_path / "runners.yaml").write_text(dump_yaml(RUNNERS))
@@ -152,7 +152,7 @@ def test_mutated_recipes(data, tmp_path, capsys):
 @settings(SETTINGS, max_examples=100)
 @given(data=st.data())
 def test_mutated_runners_files(data, tmp_path, capsys):
-    doc, path, how = mutate(RUNNERS, data)
+    doc, path, _how = mutate(RUNNERS, data)
     runners = tmp_path / "runners.yaml"
     runners.write_text(dump_yaml(doc))
     code, err = run_cli(capsys, ["validate", str(runners)])
