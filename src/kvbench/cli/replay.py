@@ -53,6 +53,12 @@ def replay_cmd(
     correlation_header: Annotated[str, typer.Option(help="'' to disable")] = "X-Session-ID",
     num_gpus: Annotated[int, typer.Option(help="for per-GPU throughput")] = 1,
     ignore_eos: Annotated[bool, typer.Option(help="pin output lengths")] = True,
+    request_timeout: Annotated[float, typer.Option(
+        help="seconds for one complete response")] = 600.0,
+    grace: Annotated[float, typer.Option(
+        help="seconds in-flight requests may finish after --duration")] = 30.0,
+    max_failed_ratio: Annotated[float, typer.Option(
+        help="exit 3 when more than this share of measured requests failed")] = 0.1,
     fmt: Annotated[str, typer.Option("--format", help="human | json")] = "human",
 ) -> None:
     """Replay agentic sessions closed-loop; concurrency is the number of live sessions."""
@@ -76,16 +82,33 @@ def replay_cmd(
             think_time_cap_s=think_time_cap, think_time_scale=think_time_scale, start=start,
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
+            request_timeout_s=request_timeout, grace_s=grace,
         )
     except ValidationError as e:
         lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err['input']!r})"
                  for err in e.errors()]
         raise ReplayError("invalid replay options: " + "; ".join(lines)) from e
+    if not 0 <= max_failed_ratio <= 1:
+        raise ReplayError(f"--max-failed-ratio {max_failed_ratio} must be within 0..1")
     summary = run_replay(cfg, progress=fmt == "human")
     if fmt == "json":
         print(json.dumps(summary, indent=2))
-        return
-    _print_human(summary, output)
+    else:
+        _print_human(summary, output)
+    _check_failed_ratio(summary["requests"], max_failed_ratio, output)
+
+
+def _check_failed_ratio(req: dict, limit: float, output: Path) -> None:
+    """A run whose requests mostly failed (every connect refused, say) is a failed run, not
+    a result: exit non-zero. Cancelled requests (cut off by the end of the run) do not count."""
+    measured = req["profiled"] + req["errors"]
+    ratio = req["errors"] / measured if measured else 0.0
+    if ratio > limit:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(req["errors_by_kind"].items()))
+        raise ReplayError(
+            f"{req['errors']} of {measured} measured requests failed ({ratio:.0%} > "
+            f"--max-failed-ratio {limit:g}): {kinds}",
+            hint=f"records with each error are in {output / 'records.jsonl'}")
 
 
 def _print_human(s: dict, output: Path) -> None:

@@ -42,7 +42,7 @@ class Digest:
             try:
                 try:
                     parsed = None
-                    if resp.status == 200:
+                    if resp.status == 200 and resp.pieces:
                         parsed = StreamResult()
                         for _ in parse_stream_steps(parsed, resp, chat=self.chat,
                                                     keep_text=self.keep_text):

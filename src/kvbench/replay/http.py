@@ -22,6 +22,10 @@ RCVBUF_BYTES = 4 << 20
 # `Keep-Alive: timeout=N`: below the 5 s that uvicorn, aiohttp and nginx-style servers close
 # idle connections at, so the client never writes into a connection the server is closing.
 DEFAULT_IDLE_S = 4.0
+# One response's bytes are kept until it completes (to be timed and parsed); past this it is
+# a per-request error. The longest legitimate stream (32K tokens of ~200-byte SSE chunks) is
+# about 6 MiB.
+MAX_RESPONSE_BYTES = 64 << 20
 # Margin kept below an advertised keep-alive timeout (the server's timer and ours are not one).
 IDLE_MARGIN_S = 0.5
 UNANSWERED = "connection closed before a response"
@@ -100,6 +104,7 @@ class Connection(asyncio.Protocol):
         self._length = 0
         self._got = 0
         self._error: str | None = None
+        self._received = 0
 
     # --- protocol callbacks (the hot path) ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -114,6 +119,14 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = perf_counter_ns()
+        self._received += len(data)
+        if self._received > MAX_RESPONSE_BYTES and self._waiter is not None:
+            # a runaway body (a 400 MB event with no newline) is this request's error, not
+            # the client's memory: stop reading it and drop the connection
+            self._error = f"response larger than {MAX_RESPONSE_BYTES >> 20} MiB"
+            self._chunked = None
+            self._finish("done")
+            return
         dec = self._chunked
         if dec is not None:
             if dec.feed(t, data):

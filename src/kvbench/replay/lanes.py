@@ -7,7 +7,9 @@ its previous pass filled."""
 from __future__ import annotations
 
 import asyncio
+import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter_ns
@@ -21,6 +23,29 @@ from kvbench.workload.session import Session, Turn
 
 RECONNECT_BACKOFF_S = 0.5
 WARM_SLICE_BLOCKS = 32
+
+
+RETRY_AFTER_CAP_S = 60.0
+
+
+def retry_after_s(status: int, headers: dict[str, str]) -> float:
+    """Seconds a 429/503 response's Retry-After asks for (delta-seconds or an HTTP date,
+    RFC 9110 §10.2.3), capped; 0 when there is none."""
+    if status not in (429, 503):
+        return 0.0
+    value = headers.get("retry-after", "").strip()
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return 0.0
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP_S) if math.isfinite(seconds) else 0.0
 
 
 @dataclass(slots=True)
@@ -213,6 +238,11 @@ class Lanes:
                 conn.close()
                 conn = None
             self.digest.submit(resp, lambda rec: self._finish(base, t_send, rec))
+            wait_s = retry_after_s(resp.status, resp.headers)
+            if wait_s:
+                # an overloaded server (429/503) said when to come back: this lane waits
+                self.c.notes.append(f"HTTP {resp.status} with Retry-After: the lane waited")
+                await asyncio.sleep(wait_s)
             return conn
         if conn is not None:
             conn.close()

@@ -77,6 +77,9 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
         rec["error"] = resp.error or f"HTTP {resp.status}: {text}"
         rec["error_kind"] = f"http_{resp.status}" if resp.status else "transport"
         return rec
+    if resp.error and not resp.pieces:  # nothing was kept to parse (a runaway body, dropped)
+        rec["error"], rec["error_kind"] = resp.error, "too_large"
+        return rec
     res = parsed if parsed is not None else parse_stream(resp, chat=chat, keep_text=keep_text)
     if not res.chunk_ns and res.completion_tokens and res.t_usage_ns is not None:
         # tokens the server counted but streamed in no event of their own: they arrived, at
