@@ -3,6 +3,7 @@ the same core in virtual time, no HTTP)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import sys
@@ -104,7 +105,7 @@ def serve_sim(
     """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
     from aiohttp import web
 
-    from kvbench.sim.server import ServerConfig, SimServer, build_app
+    from kvbench.sim.server import ServerConfig, SimServer, build_app, quiet_logging
     from kvbench.sim.sizing import resolve_costs
 
     if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
@@ -117,12 +118,41 @@ def serve_sim(
         host_tokens=_host_tokens(None, host_cache_gb, costs), page_tokens=page_size,
         write_policy=_policy(write_policy), time_scale=time_scale, seed=seed,
         max_running_requests=max_running_requests, chars_per_token=chars_per_token)
+    sock = _listen(host, port)  # a bad address is a clean error before anything starts
+    quiet_logging()
     server = SimServer(config, costs)
     print(f"kvbench serve-sim: {costs.label} ({costs.engine} engine), gpu tier "
           f"{config.gpu_tokens} tokens, host tier "
           f"{config.host_tokens} tokens ({config.write_policy}), time x{time_scale}; "
           f"listening on http://{host}:{port}", file=sys.stderr, flush=True)
-    web.run_app(build_app(server), host=host, port=port, print=None, access_log=None)
+    # handler_cancellation: a client that disconnects cancels its request (queue and running
+    # set); shutdown_timeout: SIGTERM stops the server promptly even with streams open.
+    web.run_app(build_app(server), sock=sock, print=None, access_log=None,
+                handler_cancellation=True, shutdown_timeout=1.0)
+
+
+def _listen(host: str, port: int):
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise SimError(f"--port {port} is not a TCP port (allowed: 1..65535)")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise SimError(f"--host {host!r} does not resolve: {e}",
+                       hint="an address such as 127.0.0.1 or 0.0.0.0") from None
+    family, kind, proto, _, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+        sock.listen(1024)
+    except OSError as e:
+        sock.close()
+        hint = ("another server holds it: pick another --port" if e.errno == errno.EADDRINUSE
+                else None)
+        raise SimError(f"cannot listen on {host}:{port}: {e.strerror}", hint=hint) from None
+    return sock
 
 
 @app.command("simulate")

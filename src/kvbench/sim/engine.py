@@ -36,6 +36,9 @@ class _Step:
     decode_steps: int
 
 
+CANCELLED = "cancelled: the client went away"
+
+
 class Engine:
     def __init__(self, cache: TieredCache, costs: CostModel,
                  config: EngineConfig | None = None,
@@ -68,6 +71,33 @@ class Engine:
         req.arrival_s = max(self.now_s, req.arrival_s if at_s is None else at_s)
         self._seq += 1
         heapq.heappush(self._arrivals, (req.arrival_s, self._seq, req))
+
+    def cancel(self, req: SimRequest) -> None:
+        """Withdraw a request whose client went away (serve-sim): from the arrivals or the
+        waiting queue at once; from the running set at once when decoding (its KV is
+        released), at the end of its prefill otherwise (a step in flight may hold its chunk).
+        It counts as neither completed nor rejected, and its sink hears nothing more."""
+        if req.finish_s >= 0 or req.error == CANCELLED:
+            return
+        req.error, req.sink = CANCELLED, None
+        if req in self.waiting:
+            self.waiting.remove(req)
+        elif any(r is req for _, _, r in self._arrivals):
+            self._arrivals = [a for a in self._arrivals if a[2] is not req]
+            heapq.heapify(self._arrivals)
+        elif req in self._decoders:
+            self._release(req, self.now_s)
+        else:
+            return  # prefilling: _apply ends it when its prefill completes
+        req.finish_s = self.now_s
+
+    def _release(self, req: SimRequest, now: float) -> None:
+        del self._decoders[req]
+        self.decode_batch -= 1
+        self._decode_base -= req.context_tokens - self.costs.accept_length * req.decode_join_step
+        self.cache.release(req.admission)
+        self.num_running -= 1
+        req.finish_s = now
 
     @property
     def num_queued(self) -> int:
@@ -208,12 +238,19 @@ class Engine:
                 self._emit_decoded(now)
             fin = self._finishing
             while fin and fin[0][0] <= self.decode_step:
-                self._finish(heapq.heappop(fin)[2], now)
+                req = heapq.heappop(fin)[2]
+                if req.error != CANCELLED:  # a cancelled decoder was released already
+                    self._finish(req, now)
         for req, n in step.chunks:
             req.prefill_left -= n
             req.context_tokens += n
             if req.prefill_left == 0:
                 self.prefilling.popleft()
+                if req.error == CANCELLED:  # its client left while it prefilled
+                    req.finish_s = now
+                    self.cache.release(req.admission)
+                    self.num_running -= 1
+                    continue
                 req.first_s = now
                 req.emitted = 1
                 if req.sink:

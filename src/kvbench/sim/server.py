@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -62,6 +64,8 @@ class SimServer:
         self._task: asyncio.Task | None = None
         self._queues: set[asyncio.Queue] = set()
         self.failure: str | None = None
+        self.cancelled = 0  # requests whose client disconnected
+        self._transports: set[asyncio.Transport] = set()
 
     # -- simulated clock and the engine task -----------------------------------------------
     def now_s(self) -> float:
@@ -71,10 +75,8 @@ class SimServer:
         try:
             await self._loop()
         except Exception as e:  # the engine is broken: say so to every caller, then stop
-            import traceback
-
-            traceback.print_exc()
-            self.failure = f"simulator failed: {e}"
+            self.failure = f"simulator failed: {e!r}"
+            print(f"error: {self.failure}", file=sys.stderr, flush=True)
             for sink_queue in list(self._queues):
                 sink_queue.put_nowait(("error", 0, 0.0))
 
@@ -184,8 +186,38 @@ class SimServer:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-sim{req.rid}"
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()), "model": self.config.served_model_name}
-        if not stream:
-            return await self._complete(req, queue, head, chat)
+        transport = request.transport
+        if transport is not None:
+            self._transports.add(transport)
+        try:
+            if not stream:
+                return await self._complete(req, queue, head, chat)
+            return await self._stream(request, req, queue, head, chat, include_usage)
+        except asyncio.CancelledError:  # the client went away (handler cancellation)
+            self._abandon(req, queue)
+            raise
+        except ConnectionError:  # the client went away while we wrote: not a server error
+            self._abandon(req, queue)
+            return web.Response(status=499)
+        finally:
+            self._transports.discard(transport)
+
+    def close_streams(self) -> None:
+        """Shutting down: drop every connection with a request in flight. A client that does
+        not read would otherwise hold the server's writes (and SIGTERM) indefinitely."""
+        for transport in list(self._transports):
+            transport.abort()
+        self._transports.clear()
+
+    def _abandon(self, req: SimRequest, queue: asyncio.Queue) -> None:
+        """Take a request whose client left out of the queue or the running set."""
+        self.engine.cancel(req)
+        self._queues.discard(queue)
+        self.cancelled += 1
+        self._wake.set()
+
+    async def _stream(self, request: web.Request, req: SimRequest, queue: asyncio.Queue,
+                      head: dict, chat: bool, include_usage: bool) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -243,6 +275,24 @@ def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
+class _OneLine(logging.Formatter):
+    """aiohttp logs a malformed request or a dropped connection with its traceback; for a
+    server facing arbitrary clients that is noise: one line with the cause."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        cause = f" ({record.exc_info[1]!r})" if record.exc_info and record.exc_info[1] else ""
+        return f"{record.levelname.lower()}: {record.getMessage()}{cause}"
+
+
+def quiet_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    for name in ("aiohttp.server", "aiohttp.web", "asyncio"):
+        log = logging.getLogger(name)
+        log.handlers[:] = [handler]
+        log.propagate = False
+
+
 def build_app(server: SimServer) -> web.Application:
     app = web.Application(client_max_size=256 * 1024 * 1024)
 
@@ -262,6 +312,9 @@ def build_app(server: SimServer) -> web.Application:
     async def on_startup(_: web.Application) -> None:
         await server.start()
 
+    async def on_shutdown(_: web.Application) -> None:
+        server.close_streams()
+
     async def on_cleanup(_: web.Application) -> None:
         await server.stop()
 
@@ -277,5 +330,6 @@ def build_app(server: SimServer) -> web.Application:
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)
     app.on_startup.append(on_startup)
+    app.on_shutdown.append(on_shutdown)
     app.on_cleanup.append(on_cleanup)
     return app
