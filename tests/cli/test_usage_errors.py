@@ -91,3 +91,10 @@ def test_plain_click_errors_are_recognised_too():
     assert problem.message == "kvbench: no such option --bogus"
     assert problem.hint.startswith("did you mean `--bogs`?")
     assert usage_error(ValueError("not a usage error"), []) is None
+
+
+def test_a_path_the_system_refuses_is_a_clean_error(capsys, tmp_path):
+    code, err = run_cli(capsys, "report", "x" * 5000, "-o", str(tmp_path / "d.html"))
+    assert code == 2
+    assert err.startswith("error: cannot access 'xxx") and "File name too long" in err
+    assert "Traceback" not in err and len(err) < 400

@@ -98,16 +98,15 @@ def dump_yaml(doc) -> str:
         sys.set_int_max_str_digits(limit)
 
 
-def run_cli(capsys, argv: list[str]) -> tuple[int, str]:
-    """The CLI's exit status and stderr; any exception other than SystemExit is a
-    traceback (re-raised, failing the test)."""
+def run_cli(capsys, argv: list[str]):
+    """The CLI's exit status and captured (out, err); any exception other than SystemExit
+    is a traceback (re-raised, failing the test)."""
     try:
         main(argv)
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.err
+    return code, capsys.readouterr()
 
 
 def check_clean(kind: str, code: int, err: str, *, names: tuple[str, ...] = ()) -> None:
@@ -143,7 +142,8 @@ def test_mutated_recipes(data, tmp_path, capsys):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(dump_yaml(doc))
     (tmp_path / "runners.yaml").write_text(dump_yaml(RUNNERS))
-    code, err = run_cli(capsys, ["validate", str(recipe)])
+    code, out = run_cli(capsys, ["validate", str(recipe)])
+    err = out.err
     check_clean("recipe", code, err, names=_field_names(path) if code else ())
     if code:
         assert f"error: {recipe}" in err
@@ -155,7 +155,8 @@ def test_mutated_runners_files(data, tmp_path, capsys):
     doc, path, _how = mutate(RUNNERS, data)
     runners = tmp_path / "runners.yaml"
     runners.write_text(dump_yaml(doc))
-    code, err = run_cli(capsys, ["validate", str(runners)])
+    code, out = run_cli(capsys, ["validate", str(runners)])
+    err = out.err
     check_clean("runners", code, err, names=_field_names(path) if code else ())
 
 
@@ -239,12 +240,7 @@ def test_random_argv(data, tmp_path, capsys):
         argv.append("--dry-run")  # never start a server here
     if command == "replay":
         argv += ["--duration", "0.5", "--url", "http://127.0.0.1:9", "--model", "m"]
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
+    code, out = run_cli(capsys, argv)
     FIGURES["argv inputs"] += 1
     assert "Traceback" not in out.err
     assert code in (0, 2, 3), (argv, code, out.err)

@@ -45,9 +45,9 @@ def truncated_gzip(tmp_path) -> str:
 CASES = {
     "truncated gzip": (truncated_gzip, "cannot read trace"),
     "block_size 0": (lambda d: write(d, "t.json", session(block_size=0)),
-                     "field block_size = 0 must be a positive integer"),
+                     "field block_size = 0 must be an integer in 1..1048576"),
     "block_size -64": (lambda d: write(d, "t.json", session(block_size=-64)),
-                       "field block_size = -64 must be a positive integer"),
+                       "field block_size = -64 must be an integer in 1..1048576"),
     "requests as a dict": (lambda d: write(d, "t.json", session(requests={"0": {}})),
                            "field session.requests = {'0': {}} must be list"),
     "negative think time": (lambda d: write(d, "t.json", request(think_time=-1)),

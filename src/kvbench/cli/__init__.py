@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
+    except OSError as e:  # a path the system refuses (too long, a loop, no permission)
+        from kvbench.errors import shown
+
+        where = f" {shown(e.filename, 80)}" if e.filename else ""
+        _report(f"cannot access{where}: {e.strerror or e}", "check the path given")
+        sys.exit(2)
     except Exception as e:  # click's usage errors arrive here in non-standalone mode
         from kvbench.cli import usage
 

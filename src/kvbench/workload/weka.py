@@ -13,6 +13,7 @@ from kvbench.errors import WorkloadError, shown
 from kvbench.workload.session import Session, Turn
 
 REQUEST_TYPES = ("n", "s", "subagent")
+MAX_BLOCK = 1 << 20  # tokens per hash block; real traces use 64 (Mooncake: 512)
 
 
 def _need(obj: dict, key: str, kinds: tuple[type, ...], where: str, path: str) -> Any:
@@ -66,9 +67,9 @@ def parse_session(obj: Any, where: str) -> Session:
         raise WorkloadError(f"{where}: a session must be a JSON object, got {type(obj).__name__}")
     sid = str(obj.get("id", where))
     block = obj.get("block_size", 64)
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-        raise WorkloadError(
-            f"{where}: field block_size = {shown(block)} must be a positive integer")
+    if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_BLOCK:
+        raise WorkloadError(f"{where}: field block_size = {shown(block)} must be an integer "
+                            f"in 1..{MAX_BLOCK}")
     scope = obj.get("hash_id_scope", "local")
     if scope not in ("local", "global"):
         raise WorkloadError(
