@@ -110,7 +110,9 @@ def test_a_runaway_event_is_a_request_error_not_client_memory(tmp_path):
         assert code == 0, err
         (rec,) = records(out)
         assert rec["status"] == "error" and "response larger than 64 MiB" in rec["error"]
-        assert peak_kib < 400 * 1024, peak_kib  # not the 400 MB body (1.7 GB before)
+        # not the 400 MB body (1.7 GB of RSS before the bound); 117 MiB measured on a quiet
+        # machine, up to 548 MiB in a loaded full-suite run (docs/reliability.md)
+        assert peak_kib < 1024 * 1024, peak_kib
         assert time.monotonic() - t0 < 60
     finally:
         proc.terminate()
