@@ -17,6 +17,7 @@ from kvbench.cli import (  # noqa: F401  isort: skip
     launch,
     replay,
     sim,
+    capacity,
     sweep,
     results,
     changelog,

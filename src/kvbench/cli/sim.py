@@ -206,17 +206,10 @@ def simulate_jobs(
     and with the planned host tier, side by side."""
     from kvbench.matrix import select_jobs
     from kvbench.plan import plan_job
-    from kvbench.sim.engine_profile import engine_profile_names
+    from kvbench.sim.engine_profile import engine_profile_for as _engine_of
     from kvbench.sim.simulate import SimSetup, run
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.table import print_jobs
-
-    def _engine_of(framework: str) -> str | None:
-        """The engine profile a framework runs on (`dynamo-vllm` -> vllm), else None
-        (the default)."""
-        known = engine_profile_names()
-        return next((p for p in framework.lower().split("-") if p in known), None)
-
     from kvbench.sim.trace import load_traces
 
     if output_format not in ("json", "table"):
