@@ -49,6 +49,14 @@ class Target:
                                     else _direct_tier(self, host_gb))
         return self._tiers[host_gb]
 
+    def planned_tier(self) -> Tier:
+        """The row as written (the planner's own size for its budget)."""
+        plan = _plan(self.job, self.job.row, self.runners)
+        top = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size) / _GB
+        return Tier(top, plan.gpu_kv_tokens, plan.host_kv_tokens,
+                    _write_policy(list(plan.engine_args)), list(plan.engine_args),
+                    plan.to_json())
+
     def row_for(self, host_gb: float, conc: int) -> dict:
         """The matrix row a measured step at this size and concurrency reports."""
         if self.job is not None:

@@ -200,6 +200,11 @@ def simulate_jobs(
     write_policy: Annotated[str, typer.Option(
         help="write_through | write_through_selective | write_back")] = "write_through",
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
+    prune: Annotated[bool, typer.Option(
+        "--prune", help="Print the CI matrix (github-matrix) of only the rows whose predicted "
+        "offload benefit is within --noise or above --threshold.")] = False,
+    noise: Annotated[float, typer.Option(help="--prune: |benefit| at most this.")] = 0.05,
+    threshold: Annotated[float, typer.Option(help="--prune: benefit at least this.")] = 0.2,
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
@@ -212,6 +217,12 @@ def simulate_jobs(
     from kvbench.sim.table import print_jobs
     from kvbench.sim.trace import load_traces
 
+    if prune:
+        from kvbench.cli.capacity import predict_matrix
+
+        predict_matrix(selection, trace=trace, noise=noise, threshold=threshold,
+                       emit="github-matrix", output_format=output_format)
+        return
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
     traces = load_traces(trace)
