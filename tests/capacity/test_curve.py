@@ -32,6 +32,7 @@ def _capacity(tmp_path, capsys, *args: str) -> dict:
     printed = json.loads(capsys.readouterr().out)
     written = json.loads((out / "capacity.json").read_text())
     assert printed == written
+    assert "p-capacity" in (out / "capacity.html").read_text()
     return written
 
 

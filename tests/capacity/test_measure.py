@@ -82,3 +82,5 @@ def test_measured_maximum_is_within_one_step_of_the_simulated(tmp_path, capsys):
         assert result.num_requests_total == 6 * 20  # every session once, every turn
         assert (Path(step["result_path"]).parent / "records.jsonl").is_file()
     assert "measured at host" in capsys.readouterr().out
+    # the dashboard of the measured steps carries the capacity panel beside the runs
+    assert "p-capacity" in (out / "dashboard.html").read_text()

@@ -131,7 +131,8 @@ def capacity(
         help="--url: the server's clock runs this much faster (serve-sim --time-scale).")
     ] = 1.0,
     output: Annotated[Path | None, typer.Option(
-        help="Directory for capacity.json (and the measured steps' result.json files).")
+        help="Directory for capacity.json and capacity.html (with --url: each step's "
+        "result.json and dashboard.html).")
     ] = None,
     output_format: Annotated[str, typer.Option("--format", help="table | json")] = "table",
 ) -> None:
@@ -215,7 +216,14 @@ def capacity(
         from kvbench.capacity.curve import CAPACITY_FILE
         from kvbench.files import write_json_atomic
 
+        from kvbench.report.capacity import write_capacity_page
+
         write_json_atomic(output / CAPACITY_FILE, doc.model_dump(mode="json"))
+        write_capacity_page([output / CAPACITY_FILE], output / "capacity.html")
+        if doc.measured:
+            from kvbench.report import write_dashboard
+
+            write_dashboard([output], output / "dashboard.html")
     if output_format == "json":
         print(json.dumps(doc.model_dump(mode="json"), indent=1))
     else:
