@@ -215,7 +215,6 @@ def capacity(
     if output is not None:
         from kvbench.capacity.curve import CAPACITY_FILE
         from kvbench.files import write_json_atomic
-
         from kvbench.report.capacity import write_capacity_page
 
         write_json_atomic(output / CAPACITY_FILE, doc.model_dump(mode="json"))
