@@ -71,7 +71,7 @@ def measure_point(target: Target, host_gb: float, *, url: str, model: str,
         result = build_result(
             job_row=row, config_key=str(target.describe.get("config-key", target.label)),
             plan=tier.plan, summary=summary, server=server, telemetry=None, status="ok",
-            fingerprint=_fingerprint(row, url, workload), failed_request_threshold=1.0)
+            fingerprint=_fingerprint(row, url, workload))
         path = write_result(step_dir, result)
         step = Step(concurrency=c, passed=not violations, violations=violations,
                     metrics=m.to_json() | {"hit_rate": (summary.get("cache") or {}).get(
