@@ -119,3 +119,13 @@ def test_a_selection_without_a_host_tier_is_refused(tmp_path, capsys):
         main(["capacity", "--config-files", str(recipe)])
     assert e.value.code == 2
     assert "the selection has 0 (none)" in capsys.readouterr().err
+
+
+def test_max_turns_shortens_every_session_in_the_simulation(tmp_path, capsys):
+    traces = write_sessions(tmp_path / "t", sessions=6)
+    doc = _capacity(tmp_path, capsys, "--trace", str(traces), "--gpu-tokens",
+                    str(7 * CONTEXT_TOKENS), "--budget-gb", "0", "--max-turns", "5", *SLO)
+    [point] = doc["predicted"]
+    # every probe ran all 6 sessions, each cut to its first 5 of 20 turns
+    assert {s["metrics"]["requests"] for s in point["steps"]} == {6 * 5}
+    assert doc["workload"]["bounds"]["max_turns"] == 5

@@ -18,6 +18,19 @@ _S = "SLO"
 _T = "Target without a recipe"
 
 
+def _first_turns(sessions: list, max_turns: int | None) -> list:
+    """Each session's first `max_turns` turns: a shorter replay of the same requests in both
+    executors (the replay's own bounds would recycle sessions, which the simulator does not)."""
+    if max_turns is None:
+        return sessions
+    if max_turns < 1:
+        raise CapacityError(f"--max-turns must be >= 1, got {max_turns}")
+    from kvbench.workload import Session
+
+    return [Session(s.session_id, s.turns[:max_turns], s.namespace, s.source, dict(s.meta))
+            for s in sessions]
+
+
 def load_workload(trace: list[Path] | None, bundled: bool, sessions: int, scale: float,
                   seed: int):
     """(sessions, description, trace paths or None, synthetic spec or None)."""
@@ -96,6 +109,9 @@ def capacity(
     max_tokens_cap: Annotated[int | None, typer.Option(rich_help_panel=_W)] = None,
     max_input_tokens: Annotated[int | None, typer.Option(
         help="Turns with longer prompts are skipped.", rich_help_panel=_W)] = None,
+    max_turns: Annotated[int | None, typer.Option(
+        help="Only each session's first N turns (shorter steps, same requests in both "
+        "executors).", rich_help_panel=_W)] = None,
     ttft_p90_ms: Annotated[float | None, typer.Option(rich_help_panel=_S)] = 2000.0,
     itl_p99_ms: Annotated[float | None, typer.Option(
         help="Per-request mean inter-token latency (TPOT) p99.", rich_help_panel=_S)] = None,
@@ -174,11 +190,12 @@ def capacity(
                      write_policy=write_policy, engine=engine)
     sessions, workload, paths, spec = load_workload(trace, bundled_traces, synthetic_sessions,
                                                     synthetic_scale, seed)
+    sessions = _first_turns(sessions, max_turns)
     bounds = WorkloadBounds(think_time_scale=think_time_scale, think_time_cap_s=think_time_cap,
                             max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens)
     workload["bounds"] = {"think_time_scale": think_time_scale,
                           "think_time_cap_s": think_time_cap, "max_tokens_cap": max_tokens_cap,
-                          "max_input_tokens": max_input_tokens}
+                          "max_input_tokens": max_input_tokens, "max_turns": max_turns}
     traces = sessions_to_traces(sessions, bounds)
     if not traces:
         raise CapacityError("the workload has no request within the bounds",
