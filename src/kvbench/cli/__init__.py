@@ -18,6 +18,7 @@ from kvbench.cli import (  # noqa: F401  isort: skip
     launch,
     replay,
     sim,
+    capacity,
     sweep,
     results,
     changelog,
