@@ -25,6 +25,7 @@ ALLOWED: dict[str, set[str]] = {
                 "telemetry"},
     "report": {"results"},
     "changelog": {"recipe", "matrix"},
+    "authoring": {"recipe", "matrix", "models", "hardware", "plan"},
     "sim": {"models", "hardware", "workload"},
     "calibrate": {"models", "hardware"},
     "sweep": {"recipe", "matrix", "models", "hardware", "plan", "engines", "launch", "workload",
