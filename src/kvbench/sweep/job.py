@@ -65,6 +65,7 @@ class _Run:
         self.telemetry: dict | None = None
         self.engine = spec.row.get("framework", "")
         self.warnings: list[str] = []
+        self.patches: list[dict] | None = None  # engine-image patches, as applied
 
     # -- phases -----------------------------------------------------------------------------
     def plan(self):
@@ -144,7 +145,7 @@ class _Run:
             job_row=self.spec.row, config_key=self.spec.config_key, plan=self.plan_json,
             summary=self.summary, server=self.server, telemetry=self.telemetry, status=status,
             failure=failure, warnings=self.warnings, fingerprint=self.spec.fingerprint,
-            repeat=self.spec.repeat,
+            repeat=self.spec.repeat, engine_patches=self.patches,
         )
         return write_result(self.job_dir, result)
 
@@ -171,8 +172,10 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
         argv = [*launch.argv, *spec.options.engine_args]
         server = ServerProcess(argv, env=server_env(launch.env), log_path=job_dir / layout.LOG_FILE,
                                ready_url=launch.health_url,
-                               ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir)
+                               ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir,
+                               patches=spec.row.get("patches") or ())
         with server:
+            run.patches = server.patch_outcomes
             phase = "ready"
             events.phase(phase)
             server.wait_ready()
