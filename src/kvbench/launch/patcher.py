@@ -128,3 +128,23 @@ def apply_patches(patches: Sequence[Mapping[str, Any]] | None,
         package = str(patch["file"]).split("/", 1)[0]
         out.append(apply_patch(patch, (roots or {}).get(package)))
     return out
+
+
+def main(argv: Sequence[str]) -> int:
+    """`python -m kvbench.launch.patcher PATCHES_JSON`: apply on this host (a multi-node
+    worker's node), print the outcomes as JSON; exit 2 with one line on a PatchError."""
+    import json
+    import sys
+
+    try:
+        print(json.dumps(apply_patches(json.loads(argv[0]))))
+    except PatchError as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
