@@ -50,6 +50,8 @@ class SlurmExecutor:
     timeout_s: float | None = None
     env: dict[str, str] | None = None  # environment for sbatch/squeue (e.g. SLURM_CONF)
     python: str = sys.executable
+    # multi-node rows of CPU-only engines: one node per worker instead of all on one node
+    spread_cpu_workers: bool = False
     submitted: list[str] = field(default_factory=list)
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
@@ -101,7 +103,7 @@ class SlurmExecutor:
         cpu_only = spec.row.get("framework") in CPU_ONLY_FRAMEWORKS
         gpn = _gpus_per_node(spec)
         lines = [*self._header(job_dir.name, job_dir / "task.log"),
-                 f"#SBATCH --nodes={nodes_needed(workers, gpn, cpu_only)}",
+                 f"#SBATCH --nodes={nodes_needed(workers, gpn, cpu_only, self.spread_cpu_workers)}",
                  f"#SBATCH --ntasks={len(workers)}"]
         if not cpu_only:
             lines += [f"#SBATCH --gres=gpu:{min(gpn, max(w.gpus for w in workers))}",

@@ -56,19 +56,22 @@ def workers_of(row: dict[str, Any]) -> list[Worker]:
     return out
 
 
-def nodes_needed(workers: list[Worker], gpus_per_node: int, cpu_only: bool) -> int:
+def nodes_needed(workers: list[Worker], gpus_per_node: int, cpu_only: bool,
+                 spread: bool = False) -> int:
     """Each GPU worker gets whole nodes of its own (ceil(gpus / gpus per node)); CPU-only
-    workers (the embedded engine) share one node."""
+    workers (the embedded engine) share one node unless spread one per node."""
     if cpu_only:
-        return 1
+        return len(workers) if spread else 1
     return sum(-(-w.gpus // gpus_per_node) for w in workers)
 
 
 def placement(workers: list[Worker], nodes: list[str], gpus_per_node: int,
               cpu_only: bool) -> dict[str, str]:
-    """Worker name -> the node it runs on (its first node when it spans several)."""
+    """Worker name -> the node it runs on (its first node when it spans several). CPU-only
+    workers go one per node when the allocation has a node for each, else all on the first."""
     if cpu_only:
-        return {w.name: nodes[0] for w in workers}
+        spread = len(nodes) >= len(workers)
+        return {w.name: nodes[i if spread else 0] for i, w in enumerate(workers)}
     out, at = {}, 0
     for w in workers:
         out[w.name] = nodes[min(at, len(nodes) - 1)]
