@@ -95,7 +95,8 @@ class Endpoint:
     workers: list[dict[str, Any]] = field(default_factory=list)
 
 
-def router_argv(engine: str, prefill: list[str], decode: list[str], port: int) -> list[str]:
+def router_argv(engine: str, prefill: list[str], decode: list[str], port: int,
+                metrics_port: int) -> list[str]:
     argv = [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
     for url in prefill:
         argv += ["--prefill", url, *PREFILL_BOOTSTRAP.get(engine, [])]
@@ -103,7 +104,7 @@ def router_argv(engine: str, prefill: list[str], decode: list[str], port: int) -
         argv += ["--decode", url]
     # agentic prefills run for minutes: never time a request out early
     return [*argv, "--host", "127.0.0.1", "--port", str(port),
-            "--prometheus-port", str(port + 10000), "--request-timeout-secs", "14400",
+            "--prometheus-port", str(metrics_port), "--request-timeout-secs", "14400",
             "--disable-retries"]
 
 
@@ -163,7 +164,9 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
         port = free_port()
         rdir = job_dir / ROUTER_DIR
         rdir.mkdir(parents=True, exist_ok=True)
-        router = ServerProcess(router_argv(adapter.name, urls["prefill"], urls["decode"], port),
+        # its own free port for metrics: port + 10000 runs past 65535 for high free ports
+        router = ServerProcess(router_argv(adapter.name, urls["prefill"], urls["decode"], port,
+                                           free_port()),
                                env=server_env({}), log_path=rdir / "server.log",
                                ready_url=f"http://127.0.0.1:{port}/health",
                                ready_timeout_s=opts.timeouts.ready_s, cwd=rdir, name="router")
