@@ -107,6 +107,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         router=row.get("router") if isinstance(row.get("router"), dict) else None,
         duration_s=row.get("duration"),
         plan=plan,
+        engine_patches=list(engine_patches) if engine_patches is not None else None,
         num_requests_total=accounting["records_total"],
         num_requests_successful=accounting["records_successful"],
         request_accounting=accounting,
@@ -114,5 +115,4 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         server_metrics=server, telemetry=telemetry,
         energy=_energy(telemetry, server, summary), client=client,
         validation=check, warnings=all_warnings,
-        engine_patches=list(engine_patches) if engine_patches is not None else None,
     )
