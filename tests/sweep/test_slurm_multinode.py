@@ -6,8 +6,10 @@ worker per node, engine patches applied on each worker's node)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from conftest import REPO
@@ -47,6 +49,11 @@ def check_result(job_dir: Path) -> dict:
     for name in ("prefill-0", "decode-0"):
         assert read_json(job_dir / "workers" / name / "command.json")["argv"] == \
             next(w["argv"] for w in workers if w["name"] == name)
+    # teardown: no worker answers any more once the job has its result
+    for w in workers:
+        url = urlsplit(w["url"])
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((url.hostname, url.port), timeout=2).close()
     router = read_json(job_dir / "router" / "command.json")
     assert router["argv"][router["argv"].index("--prefill") + 1] == workers[0]["url"]
     assert router["argv"][router["argv"].index("--decode") + 1] == workers[1]["url"]
