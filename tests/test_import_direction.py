@@ -25,6 +25,7 @@ ALLOWED: dict[str, set[str]] = {
                 "telemetry"},
     "report": {"results"},
     "changelog": {"recipe", "matrix"},
+    "authoring": {"recipe", "matrix", "models", "hardware", "plan"},
     "sim": {"models", "hardware", "workload"},
     "calibrate": {"models", "hardware"},
     # capacity runs the simulator in-process (virtual time) and a server through replay

@@ -13,6 +13,7 @@ from kvbench.errors import KvbenchError
 # Each module attaches its commands to `app` on import, in pipeline order (as --help lists).
 from kvbench.cli import (  # noqa: F401  isort: skip
     recipe,
+    mirror,
     plan,
     model,
     launch,
