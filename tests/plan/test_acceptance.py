@@ -14,12 +14,14 @@ def test_qwen35_fp8_b300_tp2_gets_144_gb_per_rank_within_599():
     assert plan.semantics == "per-pool"  # v0.5.16: --hicache-size applies to KV and Mamba
     assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "144"
     pools = {p.name: p for p in plan.host_pools}
-    # KV: 144e9 // 15,360 B = 9,375,000 tokens, + one 64-token page -> 9,375,040 tokens
-    assert pools["kv"].bytes_per_rank == 9_375_040 * 15_360
+    # KV dtype fp8_e4m3 as qwen3.5_fp8_b300_sglang_mtp.sh runs it: 15 layers x 2 x 256 x 1 B
+    # = 7,680 B/token; 144e9 // 7,680 = 18,750,000 tokens -> (292,968 + 1) pages of 64
+    assert plan.kv_dtype == "fp8"
+    assert pools["kv"].bytes_per_rank == 18_750_016 * 7_680
     # Mamba: 144e9 // 96,030,720 B per request state = 1,499, + 1 slot -> 1,500 states
     assert pools["mamba"].bytes_per_rank == 1_500 * 96_030_720
     # NEXTN draft: one attention layer = 1/15 of the target KV, outside --hicache-size
-    assert pools["draft_kv"].bytes_per_rank == 9_375_040 * 1_024
+    assert pools["draft_kv"].bytes_per_rank == 18_750_016 * 512
     assert not pools["draft_kv"].inside_configured_size
     # per rank 144.00 + 144.05 + 9.60 = 297.65 GB; x 2 ranks = 595.29 GB <= 599 GB
     assert plan.projected_host_bytes == 2 * sum(p.bytes_per_rank for p in plan.host_pools)

@@ -113,13 +113,15 @@ def test_g1_pins_through_torch_and_pays_power_of_two():
 
 def test_deepseek_v4_is_ratio_only_and_bounded():
     job = make_job(image="lmsysorg/sglang:v0.5.17-cu130", model="deepseek-ai/DeepSeek-V4-Pro",
-                   precision="fp4", tp=8, **{"total-cpu-dram-gb": 2399})
+                   precision="fp4", tp=8, **{"total-cpu-dram-gb": 2399, "model-prefix": "dsv4"})
     plan = plan_job(job)
     assert "--hicache-size" not in plan.engine_args
     ratio = float(arg(plan, "--hicache-ratio"))
-    # bound: 288 GB x 0.82 - 0.8 x weights/rank; ratio = floor10(299.875 GB / bound)
+    # bound: 288 GB x 0.88 (dsv4_fp4_b300_sglang_mtp.sh) - 0.8 x weights/rank;
+    # ratio = floor10(299.875 GB / bound)
+    assert plan.mem_fraction_static == 0.88
     weights = 900e9 / 8  # published-size estimate of the fp4-expert checkpoint
-    bound = int(288e9 * 0.82) - int(0.8 * weights)
+    bound = int(288e9 * 0.88) - int(0.8 * weights)
     assert ratio == int(2399e9 / 8 / bound * 10) / 10
     assert plan.projected_host_bytes <= 2399 * GB and plan.within_budget
 

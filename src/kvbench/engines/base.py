@@ -113,11 +113,14 @@ class EngineAdapter:
         if plan is None:
             return
         if self.sizing_flags is not None:
+            # values the recipe leaves to the engine (plan.engine_defaults) get no flag
             page, mem, kv_dtype = self.sizing_flags
-            args.set(page, plan.page_size_tokens, "plan", "plan.page_size_tokens")
+            if "page-size" not in plan.engine_defaults:
+                args.set(page, plan.page_size_tokens, "plan", "plan.page_size_tokens")
             args.set(mem, plan.mem_fraction_static, "plan", "plan.mem_fraction_static")
-            dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
-            args.set(kv_dtype, dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
+            if "kv-dtype" not in plan.engine_defaults:
+                dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
+                args.set(kv_dtype, dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
         if plan.engine_args:
             args.set_tokens(list(plan.engine_args), "plan", f"plan.engine_args ({plan.backend})")
         for k, v in plan.engine_env.items():

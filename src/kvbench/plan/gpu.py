@@ -41,10 +41,16 @@ def estimate_gpu(
     hardware: str,
     *,
     hicache: bool,
+    recipe_fraction: float | None = None,
 ) -> GpuEstimate:
-    fraction = MEM_FRACTION.get(topo.engine, 0.9)
-    if hicache:
-        fraction = round(fraction - HICACHE_FRACTION_CUT, 2)
+    """`recipe_fraction`: the fraction the recipe's launcher passes (plan/settings.py); the
+    engine default, less the HiCache staging cut, where it names none."""
+    if recipe_fraction is not None:
+        fraction = recipe_fraction
+    else:
+        fraction = MEM_FRACTION.get(topo.engine, 0.9)
+        if hicache:
+            fraction = round(fraction - HICACHE_FRACTION_CUT, 2)
     weights = model.weight_bytes(topo.precision) // topo.weight_shards
     if topo.engine == "trtllm":  # free_gpu_memory_fraction applies after weights load
         pool = int((hbm_bytes - weights) * fraction)

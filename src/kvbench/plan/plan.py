@@ -52,6 +52,10 @@ class Plan(BaseModel):
     model: str = ""
     ranks_on_node: int = 0
     semantics: str | None = None
+    # Sizing values the recipe leaves to the engine ("page-size", "kv-dtype"): sized with the
+    # value the engine resolves, passed as no flag. `settings_sources`: the launchers read.
+    engine_defaults: list[str] = Field(default_factory=list)
+    settings_sources: list[str] = Field(default_factory=list)
 
     @property
     def is_refused(self) -> bool:
@@ -75,6 +79,8 @@ class Plan(BaseModel):
             "gpu-kv-tokens": self.gpu_kv_tokens,
             "host-kv-tokens": self.host_kv_tokens,
             "semantics": self.semantics,
+            "engine-defaults": list(self.engine_defaults),
+            "settings-sources": list(self.settings_sources),
             "host-pools": [
                 {
                     "name": p.name,

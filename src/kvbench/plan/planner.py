@@ -17,6 +17,7 @@ from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
 from kvbench.plan.gpu import GpuEstimate, estimate_gpu
 from kvbench.plan.plan import Plan
+from kvbench.plan.settings import RecipeSettings, recipe_settings
 from kvbench.plan.sizers import SIZERS, SizingContext
 from kvbench.plan.topology import JobLike, Topology, topology_of
 from kvbench.plan.version import image_version
@@ -89,21 +90,25 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
     model = _model(topo.model)
     hardware = _hardware(topo.runner)
     ranks = topo.ranks_on_node(_gpus_per_node(topo, runners, hardware.gpus_per_node))
-    kv_dtype = model.kv_dtype_for(topo.precision)
-    pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype), topo)
     offload = topo.kv_offloading == "dram" and topo.backend is not None
+    settings = _settings(job, topo, hardware.name, offload)
+    kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
+    pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype), topo)
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
-                       hicache=offload and topo.backend == "hicache")
+                       hicache=offload and topo.backend == "hicache",
+                       recipe_fraction=settings.mem_fraction)
     common = dict(
         base,
         model=model.name,
         hardware=hardware.name,
         gpus=topo.engine_gpus,
         kv_dtype=kv_dtype,
-        page_size_tokens=page_size_tokens(topo.engine, model),
+        page_size_tokens=settings.page_size_tokens or page_size_tokens(topo.engine, model),
         mem_fraction_static=gpu.mem_fraction,
         gpu_kv_tokens=gpu.kv_tokens,
         ranks_on_node=ranks,
+        engine_defaults=list(settings.unset),
+        settings_sources=list(settings.sources),
     )
     warnings = [*gpu.notes, *_row_warnings(topo, model)]
     gpn = _gpus_per_node(topo, runners, hardware.gpus_per_node)
@@ -122,7 +127,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
     ctx = SizingContext(topo=topo, model=model, kv_dtype=kv_dtype, pools=pools,
                         ranks_on_node=ranks, budget_bytes=topo.budget_gb * GB, gpu=gpu,
                         page_size_tokens=common["page_size_tokens"],
-                        version=image_version(topo.image))
+                        version=image_version(topo.image), hicache_options=settings.hicache)
     sizing = sizer.size(ctx)
     per_rank = per_rank_bytes(sizing.pools, sizing.pin_policy)
     projected = per_rank * ranks
@@ -153,6 +158,18 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
         arithmetic=arithmetic,
         semantics=sizing.semantics,
     )
+
+
+def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> RecipeSettings:
+    """The recipe's launcher settings; the embedded engine has none (it is no launcher)."""
+    if topo.framework == "sim":
+        return RecipeSettings()
+    return recipe_settings({
+        "engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
+        "hardware": hardware, "precision": topo.precision,
+        "offload": topo.backend if offload else "none", "dp_attn": topo.dp_attention,
+        "tp": topo.tp, "conc": topo.conc,
+    })
 
 
 def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology) -> str:

@@ -31,6 +31,8 @@ class SizingContext:
     gpu: GpuEstimate
     page_size_tokens: int
     version: ImageVersion
+    # HiCache write-policy / io-backend / mem-layout the recipe runs (plan/settings.py)
+    hicache_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def per_rank_budget_bytes(self) -> int:

@@ -15,6 +15,10 @@ from kvbench.plan.sizers.hicache_semantics import HiCacheSemantics, hicache_sema
 from kvbench.plan.sizers.hicache_warnings import hicache_warnings
 from kvbench.units import GB
 
+# Where the recipe names none (plan/settings.py): SGLang's own defaults.
+DEFAULT_OPTIONS = {"write-policy": "write_through", "io-backend": "kernel",
+                   "mem-layout": "page_first"}
+
 
 def aligned_tokens(tokens: int, page: int) -> int:
     """SGLang always adds one page: (tokens // page + 1) * page."""
@@ -41,14 +45,13 @@ class HiCacheSizer:
         sizing.arithmetic.insert(0, f"HiCache semantics {sem.name} ({sem.reason})")
         if not embedded:
             sizing.warnings.extend(hicache_warnings(ctx, sem))
-        page = str(ctx.page_size_tokens)
+        opts = {**DEFAULT_OPTIONS, **ctx.hicache_options}
         sizing.engine_args = [
             "--enable-hierarchical-cache",
             *sizing.engine_args,
-            "--hicache-write-policy", "write_through",
-            "--hicache-io-backend", "kernel",
-            "--hicache-mem-layout", "page_first",
-            "--page-size", page,
+            "--hicache-write-policy", opts["write-policy"],
+            "--hicache-io-backend", opts["io-backend"],
+            "--hicache-mem-layout", opts["mem-layout"],
         ]
         return sizing
 
