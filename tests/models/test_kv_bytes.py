@@ -122,3 +122,15 @@ def test_kv_bytes_per_token_sums_token_pools(dtype):
     m = load_model("glm5.2")
     assert m.kv_bytes_per_token(8, kv_dtype=dtype) == sum(
         p.bytes_per_token_per_rank for p in m.kv_pools(8, kv_dtype=dtype))
+
+
+def test_qwen35_mamba_state_follows_the_engines_ssm_dtype():
+    """--mamba-ssm-dtype bfloat16 (every InferenceX Qwen3.5 SGLang launcher) halves the SSM
+    part: 45 GDN layers x (64 x 128 x 128 x 2 B + (2x16x128 + 64x128) x 3 x 2 B) / TP2."""
+    from kvbench.models import load_model
+
+    m = load_model("Qwen/Qwen3.5-397B-A17B-FP8")
+    bf16 = {p.name: p for p in m.kv_pools(2, kv_dtype="fp8", state_dtype="bf16")}
+    fp32 = {p.name: p for p in m.kv_pools(2, kv_dtype="fp8")}
+    assert bf16["mamba"].fixed_bytes_per_request_per_rank == 48_844_800  # 48.8 MB
+    assert fp32["mamba"].fixed_bytes_per_request_per_rank == 96_030_720  # profile default

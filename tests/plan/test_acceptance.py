@@ -18,8 +18,10 @@ def test_qwen35_fp8_b300_tp2_gets_144_gb_per_rank_within_599():
     # = 7,680 B/token; 144e9 // 7,680 = 18,750,000 tokens -> (292,968 + 1) pages of 64
     assert plan.kv_dtype == "fp8"
     assert pools["kv"].bytes_per_rank == 18_750_016 * 7_680
-    # Mamba: 144e9 // 96,030,720 B per request state = 1,499, + 1 slot -> 1,500 states
-    assert pools["mamba"].bytes_per_rank == 1_500 * 96_030_720
+    # Mamba state in bf16 (--mamba-ssm-dtype bfloat16): 45 layers x (64x128x128 x 2 B SSM +
+    # 12,288 conv channels x 3 x 2 B) / TP2 = 48,844,800 B per request per rank;
+    # 144e9 // 48,844,800 = 2,948, + 1 slot -> 2,949 states
+    assert pools["mamba"].bytes_per_rank == 2_949 * 48_844_800
     # NEXTN draft: one attention layer = 1/15 of the target KV, outside --hicache-size
     assert pools["draft_kv"].bytes_per_rank == 18_750_016 * 512
     assert not pools["draft_kv"].inside_configured_size

@@ -69,25 +69,48 @@ def test_trtllm_host_cache_is_bytes_per_rank():
     assert plan.page_size_tokens == 32 and plan.engine_args == []
 
 
-def test_split_semantics_packs_draft_layers_and_splits_hybrid_pools():
+def test_split_semantics_before_0518_keeps_the_draft_a_sidecar():
     plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.17-cu130"))
     assert plan.semantics == "split"
     pools = {p.name: p for p in plan.host_pools}
-    assert set(pools) == {"kv", "mamba"}  # draft packed into kv: (15,360 + 1,024) B per token
-    assert pools["kv"].bytes_per_rank % (15_360 + 1_024) == 0
+    assert set(pools) == {"kv", "mamba", "draft_kv"}
+    assert not pools["draft_kv"].inside_configured_size
+    # fp8 KV 7,680 B/token; the draft mirrors its tokens at 512 B (one attention layer)
+    assert pools["kv"].bytes_per_rank % 7_680 == 0
+    tokens = pools["kv"].bytes_per_rank // 7_680
+    assert pools["draft_kv"].bytes_per_rank == tokens * 512
     size = int(arg(plan, "--hicache-size")) * GB
-    # proportional split: both pools together stay within one --hicache-size (+1 page, +1 slot)
-    assert sum(p.bytes_per_rank for p in pools.values()) <= size + 64 * 16_384 + 96_030_720
+    # proportional split: KV and Mamba together stay within one --hicache-size (+1 page of
+    # 64 tokens, +1 bf16 state of 48,844,800 B)
+    assert pools["kv"].bytes_per_rank + pools["mamba"].bytes_per_rank <= (
+        size + 64 * 7_680 + 48_844_800)
     assert plan.within_budget
 
 
-def test_indexer_covers_owning_layers_only_in_split_semantics():
+def test_split_semantics_from_0518_packs_the_draft_layers():
+    plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.18-cu130"))
+    pools = {p.name: p for p in plan.host_pools}
+    assert set(pools) == {"kv", "mamba"}  # draft packed into kv: (7,680 + 512) B per token
+    assert pools["kv"].bytes_per_rank % (7_680 + 512) == 0
+
+
+def test_indexer_covers_every_layer_in_split_semantics():
+    """GLM-5.2 TP8 on a split image (nightly 2026-08-05): the DSA indexer host pool has one
+    buffer per KV layer (78 x 132 B), and the MTP draft is a sidecar (1 x 576 B)."""
     job = make_job(image="lmsysorg/sglang:nightly-dev-cu13-20260805-211ee642",
                    model="nvidia/GLM-5.2-NVFP4", precision="fp4", tp=8,
-                   **{"total-cpu-dram-gb": 2399})
-    pools = {p.name: p for p in plan_job(job).host_pools}
-    tokens = pools["kv"].bytes_per_rank // (44_928 + 576)  # packed draft layer
-    assert pools["indexer"].bytes_per_rank == tokens * 21 * 132
+                   **{"total-cpu-dram-gb": 2399, "model-prefix": "glm5.2"})
+    plan = plan_job(job)
+    pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
+    # per rank 299.875 GB; per GB of --hicache-size: 1 + 10,296/44,928 + 576/44,928 = 1.2420
+    # -> 241 GB: 241e9 // 44,928 = 5,364,137 tokens -> 83,815 pages of 64 = 5,364,160
+    assert arg(plan, "--hicache-size") == "241"
+    assert pools["kv"] == 5_364_160 * 44_928
+    assert pools["indexer"] == 5_364_160 * 78 * 132  # 55.23 GB, not 21 layers' 14.87 GB
+    assert pools["draft_kv"] == 5_364_160 * 576
+    # 8 x (241.00 + 55.23 + 3.09) = 2,394.56 GB <= 2,399 GB
+    assert plan.projected_host_bytes == 8 * sum(pools.values()) == 2_394_561_024_000
+    assert plan.within_budget
 
 
 @pytest.mark.parametrize(("image", "expected"), [
@@ -103,12 +126,11 @@ def test_semantics_from_image_tag(image, expected):
     assert (sem.name, sem.is_g1) == expected
 
 
-def test_g1_pins_through_torch_and_pays_power_of_two():
+def test_v0512_pins_the_exact_size():
+    """v0.5.12 allocates with torch.empty and pins with cudaHostRegister: no power-of-two."""
     plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.12-cu130"))
     assert plan.within_budget
-    # every pool is one torch pin_memory allocation rounded up to a power of two
-    rounded = sum(1 << (p.bytes_per_rank - 1).bit_length() for p in plan.host_pools)
-    assert plan.projected_host_bytes == 2 * rounded <= 599 * GB
+    assert plan.projected_host_bytes == 2 * sum(p.bytes_per_rank for p in plan.host_pools)
 
 
 def test_deepseek_v4_is_ratio_only_and_bounded():

@@ -46,7 +46,8 @@ def _per_layer_bytes(m: ModelProfile, attn_tp: int, kv_dtype: str) -> tuple[int,
     )
 
 
-def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str) -> list[KvPool]:
+def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str,
+             state_dtype: str | None = None) -> list[KvPool]:
     attn_tp = 1 if dp_attention else tp
     if m.compressed is not None:
         return _compressed_pools(m, attn_tp, kv_dtype)
@@ -87,7 +88,7 @@ def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str) -> 
             )
         )
     if m.linear_layers and m.linear is not None:
-        pools.append(_linear_pool(m, attn_tp))
+        pools.append(_linear_pool(m, attn_tp, state_dtype or m.linear.state_dtype))
     if m.mtp_layers:
         pools.append(
             KvPool(
@@ -102,24 +103,26 @@ def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str) -> 
     return pools
 
 
-def linear_state_bytes_per_layer(m: ModelProfile, attn_tp: int) -> int:
+def linear_state_bytes_per_layer(m: ModelProfile, attn_tp: int,
+                                 state_dtype: str | None = None) -> int:
     """One request's recurrent state of one linear-attention layer on one rank."""
     from kvbench.models.profile import dtype_bytes
 
     s = m.linear
     assert s is not None
+    state_dtype = state_dtype or s.state_dtype
     if s.kind == "kda":  # q, k, v share num_value_heads x head_dim channels
         v_heads = k_heads = s.num_value_heads
     else:
         v_heads, k_heads = s.num_value_heads, s.num_key_heads
-    temporal = v_heads * s.key_head_dim * s.value_head_dim * dtype_bytes(s.state_dtype)
+    temporal = v_heads * s.key_head_dim * s.value_head_dim * dtype_bytes(state_dtype)
     conv_channels = 2 * k_heads * s.key_head_dim + v_heads * s.value_head_dim
     conv = conv_channels * (s.conv_kernel - 1) * dtype_bytes(s.conv_dtype)
     return math.ceil((temporal + conv) / attn_tp)
 
 
-def _linear_pool(m: ModelProfile, attn_tp: int) -> KvPool:
-    per_layer = linear_state_bytes_per_layer(m, attn_tp)
+def _linear_pool(m: ModelProfile, attn_tp: int, state_dtype: str) -> KvPool:
+    per_layer = linear_state_bytes_per_layer(m, attn_tp, state_dtype)
     s = m.linear
     assert s is not None
     return KvPool(
@@ -128,7 +131,7 @@ def _linear_pool(m: ModelProfile, attn_tp: int) -> KvPool:
         m.linear_layers * per_layer,
         False,
         f"{m.linear_layers} {s.kind} layers x {per_layer} B state per request per rank "
-        f"({s.state_dtype} SSM {s.num_value_heads}x{s.key_head_dim}x{s.value_head_dim} + "
+        f"({state_dtype} SSM {s.num_value_heads}x{s.key_head_dim}x{s.value_head_dim} + "
         f"{s.conv_dtype} conv, split over {attn_tp} rank(s))",
     )
 

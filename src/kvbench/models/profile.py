@@ -151,11 +151,15 @@ class ModelProfile(BaseModel):
         return int(self.total_params * PARAM_BYTES[precision])
 
     def kv_pools(
-        self, tp: int, dp_attention: bool = False, kv_dtype: str = "bf16"
+        self, tp: int, dp_attention: bool = False, kv_dtype: str = "bf16",
+        state_dtype: str | None = None,
     ) -> list[KvPool]:
+        """`state_dtype`: the engine's linear-attention SSM state dtype when the launch sets
+        one (SGLang --mamba-ssm-dtype); the profile's otherwise."""
         from kvbench.models.kv import kv_pools
 
-        return kv_pools(self, tp=tp, dp_attention=dp_attention, kv_dtype=kv_dtype)
+        return kv_pools(self, tp=tp, dp_attention=dp_attention, kv_dtype=kv_dtype,
+                        state_dtype=state_dtype)
 
     def kv_bytes_per_token(
         self, tp: int, dp_attention: bool = False, kv_dtype: str = "bf16"

@@ -93,7 +93,8 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
     offload = topo.kv_offloading == "dram" and topo.backend is not None
     settings = _settings(job, topo, hardware.name, offload)
     kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
-    pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype), topo)
+    pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype,
+                                        state_dtype=settings.mamba_ssm_dtype), topo)
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
                        hicache=offload and topo.backend == "hicache",
                        recipe_fraction=settings.mem_fraction)

@@ -55,6 +55,7 @@ class _Set(BaseModel):
     mem_fraction: float | None = Field(None, alias="mem-fraction", gt=0, le=1)
     kv_dtype: str | None = Field(None, alias="kv-dtype")
     page_size: int | None = Field(None, alias="page-size", ge=1)
+    mamba_ssm_dtype: str | None = Field(None, alias="mamba-ssm-dtype")
     unset: list[str] = Field(default_factory=list)
     hicache: _HiCache | None = None
 
@@ -78,6 +79,7 @@ class RecipeSettings:
     mem_fraction: float | None = None
     kv_dtype: str | None = None
     page_size_tokens: int | None = None
+    mamba_ssm_dtype: str | None = None
     unset: tuple[str, ...] = ()
     hicache: dict[str, str] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
@@ -116,6 +118,7 @@ def recipe_settings(facts: dict[str, Any]) -> RecipeSettings:
         mem_fraction=values.get("mem_fraction"),
         kv_dtype=values.get("kv_dtype"),
         page_size_tokens=values.get("page_size"),
+        mamba_ssm_dtype=values.get("mamba_ssm_dtype"),
         unset=tuple(values.get("unset", ())),
         hicache=hicache,
         sources=tuple(sources),

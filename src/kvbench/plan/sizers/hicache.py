@@ -64,8 +64,8 @@ class HiCacheSizer:
         mamba, swa = ctx.pool("mamba"), ctx.pool("swa")
         page = ctx.page_size_tokens
         anchor_bpt = kv.bytes_per_token_per_rank
-        if sem.name == "split" and draft is not None:
-            anchor_bpt += draft.bytes_per_token_per_rank  # packed tail layers
+        if sem.draft_packed and draft is not None:
+            anchor_bpt += draft.bytes_per_token_per_rank  # packed tail layers (v0.5.18+)
         shares = self._shares(ctx, sem, anchor_bpt)
         tokens = aligned_tokens(int(size_bytes * shares["kv"]) // anchor_bpt, page)
         pools = [HostPool(name="kv", bytes_per_rank=tokens * anchor_bpt,
@@ -88,13 +88,13 @@ class HiCacheSizer:
         if ctx.pool("indexer") is not None and ctx.model.indexer is not None:
             ix = ctx.model.indexer
             per_layer = ix.head_dim + ix.head_dim // ix.quant_block * 4
-            layers = ctx.model.num_layers if sem.name == "per-pool" else ix.num_layers
+            layers = ctx.model.num_layers  # every KV layer, not only the indexer owners
             bpt = per_layer * layers
             pools.append(HostPool(name="indexer", bytes_per_rank=tokens * bpt,
                                   inside_configured_size=False,
                                   note=f"{tokens:,} tokens x {layers} layers x {per_layer} B, "
                                   "mirrors the KV pool outside --hicache-size"))
-        if draft is not None and sem.name == "per-pool":
+        if draft is not None and not sem.draft_packed:
             bpt = draft.bytes_per_token_per_rank
             pools.append(HostPool(name="draft_kv", bytes_per_rank=tokens * bpt,
                                   inside_configured_size=False,
