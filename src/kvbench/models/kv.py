@@ -136,19 +136,35 @@ def _linear_pool(m: ModelProfile, attn_tp: int, state_dtype: str) -> KvPool:
     )
 
 
+def _entry_bytes(m: ModelProfile, kv_dtype: str, entries_per_page: int) -> float:
+    """Bytes of one shared K=V entry in a pool page of `entries_per_page` entries: the
+    engine's padded layout for an fp8 store (584 B, pages rounded up to 576-byte multiples),
+    else head_dim x dtype."""
+    c = m.compressed
+    assert c is not None
+    if c.entry_bytes is None or c.page_align_bytes is None or kv_dtype not in (
+            "fp8", "fp8_e4m3"):
+        return float(_bytes(m.head_dim, kv_dtype))
+    page = math.ceil(entries_per_page * c.entry_bytes / c.page_align_bytes) * c.page_align_bytes
+    return page / entries_per_page
+
+
 def _compressed_pools(m: ModelProfile, attn_tp: int, kv_dtype: str) -> list[KvPool]:
     c = m.compressed
     assert c is not None
-    entry = _bytes(m.head_dim, kv_dtype)  # shared K=V, one head
-    per_token = math.ceil(c.csa_layers * entry / c.csa_rate + c.hca_layers * entry / c.hca_rate)
+    csa = _entry_bytes(m, kv_dtype, max(1, c.page_tokens // c.csa_rate))
+    hca = _entry_bytes(m, kv_dtype, max(1, c.page_tokens // c.hca_rate))
+    entry = _entry_bytes(m, kv_dtype, c.page_tokens)  # the sliding window's pages
+    per_token = math.ceil(c.csa_layers * csa / c.csa_rate + c.hca_layers * hca / c.hca_rate)
     pools = [
         KvPool(
             "kv",
             per_token,
             0,
             attn_tp > 1,
-            f"{c.csa_layers} CSA layers x {entry} B / {c.csa_rate} + {c.hca_layers} HCA layers x "
-            f"{entry} B / {c.hca_rate} (compressed entries, amortised per token)",
+            f"{c.csa_layers} CSA layers x {csa:g} B / {c.csa_rate} + {c.hca_layers} HCA layers "
+            f"x {hca:g} B / {c.hca_rate} (compressed entries incl. page padding, amortised per "
+            "token)",
         )
     ]
     if m.indexer is not None:
@@ -168,9 +184,9 @@ def _compressed_pools(m: ModelProfile, attn_tp: int, kv_dtype: str) -> list[KvPo
         KvPool(
             "swa",
             0,
-            layers * window * entry,
+            math.ceil(layers * window * entry),
             attn_tp > 1,
-            f"{layers} layers (incl. {m.mtp_layers} MTP) x sliding window {window} x {entry} B",
+            f"{layers} layers (incl. {m.mtp_layers} MTP) x sliding window {window} x {entry:g} B",
         )
     )
     return pools

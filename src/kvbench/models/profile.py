@@ -65,6 +65,12 @@ class CompressedSpec(BaseModel):
     csa_rate: int
     hca_layers: int
     hca_rate: int
+    # The engine's fp8 entry layout: bytes per entry and the page alignment of a pool page
+    # (SGLang DeepSeekV4 KV pool: 584 B per entry, pages padded to 576-byte multiples).
+    # `page_tokens` is the logical page; a ratio-r pool holds page_tokens / r entries a page.
+    entry_bytes: int | None = None
+    page_align_bytes: int | None = None
+    page_tokens: int = 256
 
 
 class ModelProfile(BaseModel):
