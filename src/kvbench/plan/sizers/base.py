@@ -98,9 +98,35 @@ def fit_knob(
     explicit: int | None,
     pin_policy: str,
     describe: Callable[[int], str],
+    zero_means: str | None = None,
 ) -> Fit:
     """The largest knob value whose pools fit the per-rank share of the budget, or the
-    explicit one if it fits. A refusal names the arithmetic and what would fit."""
+    explicit one if it fits. A refusal names the arithmetic and what would fit.
+    `zero_means`: what the engine does with a knob of 0 (never "no host pool"); a plan whose
+    knob rounds to 0 is refused with it."""
+    fit = _fit_knob(ctx, pools_of, hi=hi, explicit=explicit, pin_policy=pin_policy,
+                    describe=describe)
+    if fit.value != 0 or zero_means is None:
+        return fit
+    if explicit is not None:
+        origin = (f"kv-offload-backend.size-gb-per-rank {ctx.topo.size_gb_per_rank:g} rounds "
+                  "down to")
+    else:
+        origin = (f"total-cpu-dram-gb {ctx.topo.budget_gb:,} over {ctx.ranks_on_node} rank(s) "
+                  f"= {ctx.per_rank_budget_bytes / GB:,.2f} GB per rank fits only")
+    return Fit(None, fit.pools, [f"{origin} {describe(0)}, which is refused: {zero_means}"],
+               fit.arithmetic)
+
+
+def _fit_knob(
+    ctx: SizingContext,
+    pools_of: Callable[[int], list[HostPool]],
+    *,
+    hi: int,
+    explicit: int | None,
+    pin_policy: str,
+    describe: Callable[[int], str],
+) -> Fit:
     limit = ctx.per_rank_budget_bytes
 
     def per_rank(x: int) -> int:

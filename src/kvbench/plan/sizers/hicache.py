@@ -127,6 +127,11 @@ class HiCacheSizer:
             explicit=int(explicit) if explicit is not None else None,
             pin_policy=sem.pin_policy,
             describe=lambda h: f"--hicache-size {h} GB per rank",
+            zero_means=(
+                "SGLang reads --hicache-size 0 as unset and sizes the host pool by "
+                "--hicache-ratio (default 2.0), twice the device pool: ~2 x "
+                f"{ctx.gpu.pool_bytes / GB:,.1f} GB = {2 * ctx.gpu.pool_bytes / GB:,.1f} GB per "
+                "rank (device estimate), not an empty pool"),
         )
         size_gb = fit.value if fit.value is not None else int(explicit or 0)
         tokens = fit.pools[0].bytes_per_rank // max(1, ctx.pool("kv").bytes_per_token_per_rank)

@@ -30,7 +30,9 @@ class MooncakeSizer:
         explicit = ctx.explicit_knob(MB)
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes // MB, explicit=explicit,
                        pin_policy="exact",
-                       describe=lambda mb: f"global_segment_size {mb * MB / GB:.2f} GB per rank")
+                       describe=lambda mb: f"global_segment_size {mb * MB / GB:.2f} GB per rank",
+                       zero_means="a Mooncake global_segment_size of 0 mounts no memory into the "
+                       "store, so every put fails for lack of space")
         segment = fit.pools[0].bytes_per_rank
         config = {
             "local_hostname": "127.0.0.1",

@@ -33,7 +33,10 @@ class VllmOffloadSizer:
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes * world // int(CENTI_GIB) + 1,
                        explicit=explicit, pin_policy="exact",
                        describe=lambda c: f"--kv-offloading-size {c / 100:.2f} GiB "
-                       f"({c * CENTI_GIB / world / GB:.2f} GB per rank)")
+                       f"({c * CENTI_GIB / world / GB:.2f} GB per rank)",
+                       zero_means="vLLM takes --kv-offloading-size 0 as a CPU tier of zero "
+                       "bytes (an offload arm that offloads nothing); run the row GPU-resident "
+                       "(kv-offloading: none) instead")
         centi = fit.value if fit.value is not None else (explicit or 0)
         per_rank = fit.pools[0].bytes_per_rank
         sizing = Sizing(
