@@ -52,11 +52,14 @@ def test_glm52_fp4_b300_tp8_explicit_270_is_refused():
     assert round(plan.projected_host_bytes / GB) == 2683
     assert not plan.within_budget
     assert "needs 335.34 GB per rank" in plan.errors[0]
-    assert "x 8 = 2,683 GB > 2,399 GB budget" in plan.errors[0]
-    assert "largest that fits: --hicache-size 241 GB per rank" in plan.errors[0]
+    # usable: 2,399 GB less the default host headroom of 1 GB per rank = 2,391 GB
+    assert "x 8 = 2,683 GB > 2,391 GB usable (budget less host headroom)" in plan.errors[0]
+    # (2,391 GB / 8 = 298.875 GB per rank) / (1 + 132/576 + 1/78 per GB) -> 240 GB
+    assert "largest that fits: --hicache-size 240 GB per rank" in plan.errors[0]
     assert any("270.00 (kv) + 61.88 (indexer, outside) + 3.46 (draft_kv, outside) = 335.34 GB"
                in line for line in plan.arithmetic)
-    assert any("2,683 GB > 2,399 GB" in line for line in plan.arithmetic)
+    assert any("2,683 GB > 2,391 GB usable of the 2,399 GB budget" in line
+               for line in plan.arithmetic)
 
 
 def test_an_explicit_size_that_fits_is_honoured():

@@ -16,12 +16,17 @@ MINIMAX_B300 = {"image": "vllm/vllm-openai:v0.27.1", "model": "nvidia/MiniMax-M3
                 "precision": "fp4", "framework": "vllm", "tp": 4, "ep": 1}
 
 
+def plan0(job):
+    """A knob's unit arithmetic alone: no host headroom (test_headroom.py covers it)."""
+    return plan_job(job, host_headroom_gb=0)
+
+
 def arg(plan, flag):
     return plan.engine_args[plan.engine_args.index(flag) + 1]
 
 
 def test_vllm_native_size_is_gib_for_the_whole_engine():
-    plan = plan_job(make_job(**MINIMAX_B300, **{
+    plan = plan0(make_job(**MINIMAX_B300, **{
         "total-cpu-dram-gb": 1024, "kv-offload-backend": {"name": "vllm-native"}}))
     # per rank 1,024e9 / 4 = 256e9 B; engine total 4 x 256e9 / 2^30 = 953.67 GiB (floor 0.01)
     assert arg(plan, "--kv-offloading-size") == "953.67"
@@ -32,7 +37,7 @@ def test_vllm_native_size_is_gib_for_the_whole_engine():
 
 
 def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_size():
-    plan = plan_job(make_job(**MINIMAX_B300, **{
+    plan = plan0(make_job(**MINIMAX_B300, **{
         "dp-attn": True, "total-cpu-dram-gb": 1199,
         "kv-offload-backend": {"name": "vllm-simple"}}))
     assert plan.engine_env["VLLM_USE_SIMPLE_KV_OFFLOAD"] == "1"
@@ -41,7 +46,7 @@ def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_siz
 
 
 def test_lmcache_is_per_worker_and_read_as_gib():
-    plan = plan_job(make_job(**MINIMAX_B300, **{
+    plan = plan0(make_job(**MINIMAX_B300, **{
         "total-cpu-dram-gb": 299, "kv-offload-backend": {"name": "lmcache", "version": "0.5.3"}}))
     # 299e9 / 4 ranks = 74.75e9 B per rank = 69.6 GiB -> 69.6 (x 1024^3 B) per worker
     assert plan.engine_env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == "69.6"
@@ -50,7 +55,7 @@ def test_lmcache_is_per_worker_and_read_as_gib():
 
 
 def test_mooncake_segment_leaves_room_for_the_local_buffer():
-    plan = plan_job(make_job(**MINIMAX_B300, **{
+    plan = plan0(make_job(**MINIMAX_B300, **{
         "total-cpu-dram-gb": 1199, "kv-offload-backend": {"name": "mooncake"}}))
     seg, buf = plan.host_pools
     # 1,199e9 / 4 = 299.75e9 per rank - 4e9 local buffer = 295.75e9 segment (MB granularity)
@@ -62,7 +67,7 @@ def test_mooncake_segment_leaves_room_for_the_local_buffer():
 def test_trtllm_host_cache_is_bytes_per_rank():
     trt = {**MINIMAX_B300, "framework": "trt",
            "image": "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc23.post1"}
-    plan = plan_job(make_job(**trt, **{"total-cpu-dram-gb": 599,
+    plan = plan0(make_job(**trt, **{"total-cpu-dram-gb": 599,
                                        "kv-offload-backend": {"name": "native"}}))
     # 599e9 / 4 = 149.75e9 B per rank
     assert plan.engine_config["kv_cache_config"]["host_cache_size"] == 149_750 * 10**6
@@ -102,14 +107,15 @@ def test_indexer_covers_every_layer_in_split_semantics():
                    **{"total-cpu-dram-gb": 2399, "model-prefix": "glm5.2"})
     plan = plan_job(job)
     pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
-    # per rank 299.875 GB; per GB of --hicache-size: 1 + 10,296/44,928 + 576/44,928 = 1.2420
-    # -> 241 GB: 241e9 // 44,928 = 5,364,137 tokens -> 83,815 pages of 64 = 5,364,160
-    assert arg(plan, "--hicache-size") == "241"
-    assert pools["kv"] == 5_364_160 * 44_928
-    assert pools["indexer"] == 5_364_160 * 78 * 132  # 55.23 GB, not 21 layers' 14.87 GB
-    assert pools["draft_kv"] == 5_364_160 * 576
-    # 8 x (241.00 + 55.23 + 3.09) = 2,394.56 GB <= 2,399 GB
-    assert plan.projected_host_bytes == 8 * sum(pools.values()) == 2_394_561_024_000
+    # per rank (2,399 GB - 8 x 1 GB host headroom) / 8 = 298.875 GB; per GB of --hicache-size:
+    # 1 + 10,296/44,928 + 576/44,928 = 1.2420 -> 240 GB (241 would need 299.32 GB)
+    # 240e9 // 44,928 = 5,341,880 tokens -> 83,467 pages of 64 = 5,341,888
+    assert arg(plan, "--hicache-size") == "240"
+    assert pools["kv"] == 5_341_888 * 44_928
+    assert pools["indexer"] == 5_341_888 * 78 * 132  # 55.00 GB, not 21 layers' 14.81 GB
+    assert pools["draft_kv"] == 5_341_888 * 576
+    # 8 x 5,341,888 x (44,928 + 10,296 + 576) B = 2,384.62 GB <= 2,391 GB usable
+    assert plan.projected_host_bytes == 8 * sum(pools.values()) == 2_384_618_803_200
     assert plan.within_budget
 
 

@@ -37,10 +37,12 @@ def test_plan_cli_refuses_hicache_size_zero_with_sglangs_meaning(tmp_path, capsy
 
 
 def test_a_budget_that_fits_under_one_gb_is_refused_not_sized_to_zero():
-    # total-cpu-dram-gb 1 over TP2 = 0.50 GB per rank: the largest whole-GB size is 0
-    plan = plan_job(make_job(**{"total-cpu-dram-gb": 1}))
+    # total-cpu-dram-gb 3 - 2 x 1 GB host headroom over TP2 = 0.50 GB per rank: the largest
+    # whole-GB size is 0
+    plan = plan_job(make_job(**{"total-cpu-dram-gb": 3}))
     assert not plan.within_budget
-    assert plan.errors[0].startswith("total-cpu-dram-gb 1 over 2 rank(s) = 0.50 GB per rank "
+    assert plan.errors[0].startswith("total-cpu-dram-gb 3 (1.00 GB after host headroom) over 2 "
+                                     "rank(s) = 0.50 GB per rank "
                                      "fits only --hicache-size 0 GB per rank")
 
 

@@ -112,8 +112,9 @@ def fit_knob(
         origin = (f"kv-offload-backend.size-gb-per-rank {ctx.topo.size_gb_per_rank:g} rounds "
                   "down to")
     else:
-        origin = (f"total-cpu-dram-gb {ctx.topo.budget_gb:,} over {ctx.ranks_on_node} rank(s) "
-                  f"= {ctx.per_rank_budget_bytes / GB:,.2f} GB per rank fits only")
+        origin = (f"total-cpu-dram-gb {ctx.topo.budget_gb:,} ({ctx.budget_bytes / GB:,.2f} GB "
+                  f"after host headroom) over {ctx.ranks_on_node} rank(s) = "
+                  f"{ctx.per_rank_budget_bytes / GB:,.2f} GB per rank fits only")
     return Fit(None, fit.pools, [f"{origin} {describe(0)}, which is refused: {zero_means}"],
                fit.arithmetic)
 
@@ -144,7 +145,7 @@ def _fit_knob(
             pools,
             [f"explicit {describe(explicit)} needs {need / GB:,.2f} GB per rank with the pools "
              f"outside it, x {ctx.ranks_on_node} = {need * ctx.ranks_on_node / GB:,.0f} GB > "
-             f"{ctx.budget_bytes / GB:,.0f} GB budget; {fits}"],
+             f"{ctx.budget_bytes / GB:,.0f} GB usable (budget less host headroom); {fits}"],
             [f"explicit {describe(explicit)} requested in kv-offload-backend.size-gb-per-rank"],
         )
     if best is None:
