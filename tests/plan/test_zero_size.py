@@ -53,7 +53,7 @@ def test_vllm_kv_offloading_size_zero_is_refused():
     assert not plan.within_budget
     assert plan.errors[0].startswith(
         "kv-offload-backend.size-gb-per-rank 0.001 rounds down to --kv-offloading-size 0.00 GiB")
-    assert "a CPU tier of zero bytes" in plan.errors[0]
+    assert "cpu_bytes_to_use 0, which its CPU offloading spec rejects" in plan.errors[0]
 
 
 def test_mooncake_segment_zero_is_refused():

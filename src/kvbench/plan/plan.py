@@ -21,6 +21,12 @@ class HostPool(BaseModel):
     bytes_per_rank: int
     inside_configured_size: bool
     note: str = ""
+    # The engine's own units where the sizer knows them: `units` tokens (or request slots) of
+    # `unit_bytes` each, sized from `configured_gb` (this pool's part of the configured size;
+    # None for a sidecar that mirrors the KV pool's token count).
+    units: int = 0
+    unit_bytes: int = 0
+    configured_gb: float | None = None
 
 
 class Plan(BaseModel):
@@ -87,6 +93,9 @@ class Plan(BaseModel):
                     "bytes-per-rank": p.bytes_per_rank,
                     "inside-configured-size": p.inside_configured_size,
                     "note": p.note,
+                    "units": p.units,
+                    "unit-bytes": p.unit_bytes,
+                    "configured-gb": p.configured_gb,
                 }
                 for p in self.host_pools
             ],

@@ -5,6 +5,8 @@ through VLLM_USE_SIMPLE_KV_OFFLOAD=1 (reference/kvoffload.md 4.1)."""
 
 from __future__ import annotations
 
+import math
+
 from kvbench.plan.plan import HostPool
 from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
 from kvbench.units import GB, GiB
@@ -24,7 +26,9 @@ class VllmOffloadSizer:
         world = 1 if ctx.topo.dp_attention else ctx.topo.tp * ctx.topo.pp
 
         def pools_of(centi: int) -> list[HostPool]:
-            per_rank = int(centi * CENTI_GIB) // world
+            # vLLM parses the flag as a float and pins cpu_bytes_to_use = size * 2^30 over
+            # the engine's ranks (config/vllm.py _post_init_kv_transfer_config): round up
+            per_rank = math.ceil(float(f"{centi / 100:.2f}") * (1 << 30) / world)
             return [HostPool(name="kv_offload", bytes_per_rank=per_rank,
                              inside_configured_size=True,
                              note=f"{centi / 100:.2f} GiB engine total / {world} rank(s)")]
@@ -34,9 +38,10 @@ class VllmOffloadSizer:
                        explicit=explicit, pin_policy="exact",
                        describe=lambda c: f"--kv-offloading-size {c / 100:.2f} GiB "
                        f"({c * CENTI_GIB / world / GB:.2f} GB per rank)",
-                       zero_means="vLLM takes --kv-offloading-size 0 as a CPU tier of zero "
-                       "bytes (an offload arm that offloads nothing); run the row GPU-resident "
-                       "(kv-offloading: none) instead")
+                       zero_means="vLLM turns --kv-offloading-size 0 into cpu_bytes_to_use 0, "
+                       "which its CPU offloading spec rejects at start-up ('cpu_bytes_to_use "
+                       "must be specified', vllm/v1/kv_offload/cpu/spec.py); run the row "
+                       "GPU-resident (kv-offloading: none) instead")
         centi = fit.value if fit.value is not None else (explicit or 0)
         per_rank = fit.pools[0].bytes_per_rank
         sizing = Sizing(
