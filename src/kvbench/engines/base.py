@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
+from kvbench.engines import mooncake
 from kvbench.engines.argv import Settings, render_value
 from kvbench.engines.context import BuildContext, make_context
 from kvbench.engines.expr import expand
 from kvbench.engines.rules import EngineData, Rule, load_engine_data
-from kvbench.engines.spec import ArgSource, LaunchSpec, Source
+from kvbench.engines.spec import ArgSource, LaunchSpec, ServiceSpec, Source
 from kvbench.errors import EngineError
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class EngineAdapter:
         for k, v in (env_overrides or {}).items():
             env.set(k, v, "override", "--engine-env")
         files = self.files(ctx, args, config, work_dir, warnings)
+        services = self.services(ctx)
         program = list(data.program)
         argv = program + self.positional(ctx) + args.argv()
         router_argv, router_sources = self.router_argv(ctx, data)
@@ -89,6 +91,7 @@ class EngineAdapter:
             env=env.env(),
             files=files,
             router_argv=router_argv,
+            services=services,
             base_url=f"http://{host}:{port}",
             metrics_url=engine_url + data.metrics_path,
             health_url=engine_url + data.health_path,
@@ -138,8 +141,17 @@ class EngineAdapter:
             return out
         for name, content in plan.engine_config.items():
             if name.endswith(_FILE_SUFFIXES):
+                if name == mooncake.CONFIG_FILE:
+                    content = mooncake.with_master_address(content, ctx)
                 out[name] = dump_file(name, content)
         return out
+
+    def services(self, ctx: BuildContext) -> list[ServiceSpec]:
+        """Processes the engine needs before it starts: a Mooncake plan's master."""
+        plan = ctx.plan
+        if plan is None or mooncake.CONFIG_FILE not in plan.engine_config:
+            return []
+        return [mooncake.master_service(ctx, plan.engine_config.get(mooncake.MASTER_KEY, {}))]
 
     def router_name(self, job: Job, data: EngineData) -> str | None:
         """DP-attention rows get a router that pins each session to one DP rank."""
