@@ -48,11 +48,22 @@ def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_siz
 
 def test_lmcache_is_per_worker_and_read_as_gib():
     plan = plan0(make_job(**MINIMAX_B300, **{
-        "total-cpu-dram-gb": 299, "kv-offload-backend": {"name": "lmcache", "version": "0.5.3"}}))
+        "total-cpu-dram-gb": 299, "kv-offload-backend": {"name": "lmcache", "version": "0.4.5"}}))
     # 299e9 / 4 ranks = 74.75e9 B per rank = 69.6 GiB -> 69.6 (x 1024^3 B) per worker
     assert plan.engine_env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == "69.6"
     assert plan.host_pools[0].bytes_per_rank == int(696 * GiB / 10)
     assert json.loads(arg(plan, "--kv-transfer-config"))["kv_connector"] == "LMCacheConnectorV1"
+
+
+def test_lmcache_05_runs_one_server_per_rank_with_an_l1_in_gib():
+    plan = plan0(make_job(**MINIMAX_B300, **{
+        "total-cpu-dram-gb": 299, "kv-offload-backend": {"name": "lmcache", "version": "0.5.3"}}))
+    # the same 69.6 GiB per rank, now each server's --l1-size-gb (x 2^30 B)
+    assert plan.engine_config["lmcache-mp"] == {"servers": 4, "l1_size_gb": "69.6",
+                                                "l1_init_size_gb": "10", "chunk_size": 256}
+    assert plan.host_pools[0].name == "lmcache_l1"
+    assert plan.host_pools[0].bytes_per_rank == int(696 * GiB / 10)
+    assert plan.engine_args == [] and plan.engine_env == {}  # the adapter wires the servers
 
 
 def test_mooncake_segment_leaves_room_for_the_local_buffer():

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
-from kvbench.engines import mooncake
+from kvbench.engines import lmcache, mooncake
 from kvbench.engines.argv import Settings, render_value
 from kvbench.engines.context import BuildContext, make_context
 from kvbench.engines.expr import expand
@@ -126,6 +126,10 @@ class EngineAdapter:
                 args.set(kv_dtype, dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
         if plan.engine_args:
             args.set_tokens(list(plan.engine_args), "plan", f"plan.engine_args ({plan.backend})")
+        if lmcache.MP_KEY in plan.engine_config:
+            args.set("--kv-transfer-config",
+                     lmcache.connector_config(ctx, plan.engine_config[lmcache.MP_KEY]), "plan",
+                     "plan.engine_config lmcache-mp: one LMCache server per rank")
         for k, v in plan.engine_env.items():
             env.set(k, v, "plan", f"plan.engine_env ({plan.backend})")
 
@@ -147,9 +151,14 @@ class EngineAdapter:
         return out
 
     def services(self, ctx: BuildContext) -> list[ServiceSpec]:
-        """Processes the engine needs before it starts: a Mooncake plan's master."""
+        """Processes the engine needs before it starts: a Mooncake plan's master, an LMCache
+        MP plan's servers."""
         plan = ctx.plan
-        if plan is None or mooncake.CONFIG_FILE not in plan.engine_config:
+        if plan is None:
+            return []
+        if lmcache.MP_KEY in plan.engine_config:
+            return lmcache.server_services(ctx, plan.engine_config[lmcache.MP_KEY])
+        if mooncake.CONFIG_FILE not in plan.engine_config:
             return []
         return [mooncake.master_service(ctx, plan.engine_config.get(mooncake.MASTER_KEY, {}))]
 
