@@ -100,3 +100,27 @@ def test_explicit_size_from_a_recipe_flows_through_the_matrix(tmp_path, shared_d
     assert not plan["within-budget"]
     assert round(plan["projected-host-gb"]) == 2683
     assert [p["name"] for p in plan["host-pools"]] == ["kv", "indexer", "draft_kv"]
+
+
+def test_glm52_split_rows_are_sized_as_sglang_allocates():
+    """The GLM-5.2 GB200/GB300 rows on v0.5.17 and the 2026-08-05 nightly (split semantics,
+    4 ranks per node, 721 GB): the DSA indexer covers all 78 layers and the MTP draft is a
+    sidecar, so the old 169 GB/rank (717 GB projected, ~840 GB pinned) becomes 144 GB."""
+    from fixtures.inferencex import CONFIGS, RUNNERS
+
+    from kvbench.matrix import Selection, select_jobs
+
+    jobs = [j for j in select_jobs(Selection(config_files=CONFIGS, runner_config=RUNNERS))
+            if j.config_key == "glm5.2-fp4-gb200-dynamo-sglang-agentic-agg"
+            and "hicache" in str(j.row.get("kv-offload-backend"))]
+    assert jobs
+    plan = plan_job(jobs[0])
+    assert plan.semantics == "split" and plan.ranks_on_node == 4 and plan.budget_gb == 721
+    # usable (721 - 4 x 1) / 4 = 179.25 GB per rank; per GB of size 1 + 10,296/44,928 +
+    # 576/44,928 = 1.2420 -> 144 GB; 144e9 // 44,928 = 3,205,128 -> 50,081 pages of 64
+    assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "144"
+    pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
+    assert pools == {"kv": 3_205_184 * 44_928, "indexer": 3_205_184 * 78 * 132,
+                     "draft_kv": 3_205_184 * 576}
+    # 4 x 3,205,184 x 55,800 B = 715.40 GB <= 717 GB usable (145 GB would need 720.35 GB)
+    assert plan.projected_host_bytes == 715_397_068_800 and plan.within_budget
