@@ -104,40 +104,30 @@ def fit_knob(
     explicit one if it fits. A refusal names the arithmetic and what would fit.
     `zero_means`: what the engine does with a knob of 0 (never "no host pool"); a plan whose
     knob rounds to 0 is refused with it."""
-    fit = _fit_knob(ctx, pools_of, hi=hi, explicit=explicit, pin_policy=pin_policy,
-                    describe=describe)
-    if fit.value != 0 or zero_means is None:
-        return fit
-    if explicit is not None:
-        origin = (f"kv-offload-backend.size-gb-per-rank {ctx.topo.size_gb_per_rank:g} rounds "
-                  "down to")
-    else:
-        origin = (f"total-cpu-dram-gb {ctx.topo.budget_gb:,} ({ctx.budget_bytes / GB:,.2f} GB "
-                  f"after host headroom) over {ctx.ranks_on_node} rank(s) = "
-                  f"{ctx.per_rank_budget_bytes / GB:,.2f} GB per rank fits only")
-    return Fit(None, fit.pools, [f"{origin} {describe(0)}, which is refused: {zero_means}"],
-               fit.arithmetic)
-
-
-def _fit_knob(
-    ctx: SizingContext,
-    pools_of: Callable[[int], list[HostPool]],
-    *,
-    hi: int,
-    explicit: int | None,
-    pin_policy: str,
-    describe: Callable[[int], str],
-) -> Fit:
     limit = ctx.per_rank_budget_bytes
 
     def per_rank(x: int) -> int:
         return per_rank_bytes(pools_of(x), pin_policy)
 
+    def checked(fit: Fit) -> Fit:
+        if fit.value != 0 or zero_means is None:
+            return fit
+        if explicit is not None:
+            origin = (f"kv-offload-backend.size-gb-per-rank {ctx.topo.size_gb_per_rank:g} "
+                      "rounds down to")
+        else:
+            origin = (f"total-cpu-dram-gb {ctx.topo.budget_gb:,} ({ctx.budget_bytes / GB:,.2f} "
+                      f"GB after host headroom) over {ctx.ranks_on_node} rank(s) = "
+                      f"{limit / GB:,.2f} GB per rank fits only")
+        return Fit(None, fit.pools, [f"{origin} {describe(0)}, which is refused: {zero_means}"],
+                   fit.arithmetic)
+
     best = largest_fitting(per_rank, hi, limit)
     if explicit is not None:
         pools = pools_of(explicit)
         if per_rank(explicit) <= limit:
-            return Fit(explicit, pools, [], [f"explicit {describe(explicit)} fits the budget"])
+            return checked(Fit(explicit, pools, [],
+                               [f"explicit {describe(explicit)} fits the budget"]))
         fits = f"largest that fits: {describe(best)}" if best is not None else "nothing fits"
         need = per_rank(explicit)
         return Fit(
@@ -155,4 +145,5 @@ def _fit_knob(
             [f"even the smallest host pools exceed the per-rank budget of {limit / GB:.2f} GB"],
             [],
         )
-    return Fit(best, pools_of(best), [], [f"chosen: {describe(best)} (largest that fits)"])
+    return checked(Fit(best, pools_of(best), [],
+                       [f"chosen: {describe(best)} (largest that fits)"]))
