@@ -27,6 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     "changelog": {"recipe", "matrix"},
     "sim": {"models", "hardware", "workload"},
     "calibrate": {"models", "hardware"},
+    # capacity runs the simulator in-process (virtual time) and a server through replay
+    "capacity": {"recipe", "matrix", "models", "hardware", "plan", "workload", "replay",
+                 "metrics", "results", "sim"},
     "sweep": {"recipe", "matrix", "models", "hardware", "plan", "engines", "launch", "workload",
               "replay", "metrics", "telemetry", "results", "report", "changelog"},
     "cli": {"*"},

@@ -81,3 +81,7 @@ class SimError(KvbenchError):
 
 class CalibrateError(KvbenchError):
     """Hardware calibration could not run."""
+
+
+class CapacityError(KvbenchError):
+    """A capacity search was asked something it cannot answer (bad SLO, bad host grid)."""

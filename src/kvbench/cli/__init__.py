@@ -14,9 +14,11 @@ from kvbench.errors import KvbenchError
 from kvbench.cli import (  # noqa: F401  isort: skip
     recipe,
     plan,
+    model,
     launch,
     replay,
     sim,
+    capacity,
     sweep,
     results,
     changelog,
