@@ -80,6 +80,18 @@ def plan(
     details: Annotated[
         bool, typer.Option("--details", help="Table: print arithmetic and warnings of every job.")
     ] = False,
+    host_headroom_gb: Annotated[
+        float | None, typer.Option(
+            "--host-headroom-gb",
+            help="Host memory per node kept free of KV pools (engine processes, weight page "
+                 "cache); default 1 GB per rank.")
+    ] = None,
+    trust_runner_dram: Annotated[
+        bool, typer.Option(
+            "--trust-runner-dram",
+            help="Accept a runners.yaml that claims more DRAM than the hardware profile "
+                 "installs (refused otherwise).")
+    ] = False,
     predict: Annotated[bool, typer.Option(
         "--predict", help="Rank rows by the simulator's predicted offload benefit instead.",
         rich_help_panel=_PREDICT)] = False,
@@ -113,7 +125,8 @@ def plan(
     if format not in ("json", "table"):
         raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
     runners = _runners(selection)
-    plans = [plan_job(job, runners) for job in select_jobs(selection)]
+    plans = [plan_job(job, runners, host_headroom_gb=host_headroom_gb,
+                      trust_runner_dram=trust_runner_dram) for job in select_jobs(selection)]
     if format == "json":
         print(json.dumps([p.to_json() for p in plans], indent=1))
     else:
