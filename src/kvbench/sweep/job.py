@@ -30,10 +30,32 @@ class PhaseFailure(SweepError):
         self.details = details or {}
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+# A job's other ports are offsets from its base port (engines/data/*.yaml and services: engine
+# +1, dist-init +2000, router metrics +10000, Mooncake master +12000); the base is drawn where
+# every one of them stays below 65536 (an OS-assigned port near 61000 would overflow).
+PORT_SPAN = 12_001
+PORT_LOW = 10_000
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1", span: int = PORT_SPAN) -> int:
+    """A free base port whose derived ports fit; the base and base + 1 are checked free."""
+    import random
+
+    rng = random.SystemRandom()
+    for _ in range(500):
+        base = rng.randrange(PORT_LOW, 65_536 - span)
+        if _bindable(host, base) and _bindable(host, base + 1):
+            return base
+    raise SweepError(f"no free port pair on {host} in {PORT_LOW}..{65_535 - span}")
 
 
 def server_env(env: dict[str, str]) -> dict[str, str]:
