@@ -276,10 +276,12 @@ def quickstart(
         "kvbench-quickstart"),
     time_scale: Annotated[float, typer.Option(help="Embedded engine clock speed-up.")
                           ] = QUICKSTART_TIME_SCALE,
+    repeats: Annotated[int, typer.Option(help="Runs per point: deltas come with their noise "
+                                              "from these.")] = 3,
 ) -> None:
     """Run the embedded-engine quickstart: resident vs HiCache host offload on real Claude
     Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
     from kvbench.sweep.quickstart import quickstart_run
 
     with _interruptible("rerun kvbench quickstart to resume"):
-        quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep)
+        quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats)
