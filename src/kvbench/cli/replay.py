@@ -45,9 +45,10 @@ def replay_cmd(
     start: Annotated[str, typer.Option(help="beginning | sampled")] = "beginning",
     think_time_cap: Annotated[float, typer.Option(help="longest think time, s")] = 60.0,
     think_time_scale: Annotated[float, typer.Option()] = 1.0,
-    time_scale: Annotated[float, typer.Option(
-        help="the server's clock runs this much faster than wall time (serve-sim "
-        "--time-scale): report timings in the server's time")] = 1.0,
+    time_scale: Annotated[float | None, typer.Option(
+        help="the server's clock runs this much faster than wall time (default: what the "
+        "server advertises, serve-sim does; else 1); timings are in the server's clock")
+    ] = None,
     max_tokens_cap: Annotated[int | None, typer.Option()] = None,
     block_tokens: Annotated[int | None, typer.Option(help="tokens per hash block")] = None,
     correlation_header: Annotated[str, typer.Option(help="'' to disable")] = "X-Session-ID",

@@ -95,7 +95,7 @@ def _print_tables(out: dict) -> None:
               if len({c["key"][k] for c in out["cells"]}) == 1}
     console.print("[bold]comparing[/] " + " vs ".join(out["arms"]))
     console.print("[dim]common: " + " ".join(f"{k}={v}" for k, v in common.items()) + "[/]")
-    reasons: dict[str, set[str]] = {}
+    reasons: dict[str, dict[str, str]] = {}  # check -> where -> its first reason
     for cell in out["cells"]:
         varying = " ".join(f"{k}={v}" for k, v in cell["key"].items() if k not in common)
         table = Table(title=varying or None, title_justify="left", title_style="bold")
@@ -112,7 +112,9 @@ def _print_tables(out: dict) -> None:
             table.add_row("valid", *vals, *[""] * (2 * (len(cell["arms"]) - 1)))
             for arm in cell["arms"]:
                 for why in validity[arm]["reasons"]:
-                    reasons.setdefault(why, set()).add(f"{varying} {_short(arm, by_mode)}")
+                    check, _, detail = why.partition(": ")
+                    reasons.setdefault(check, {}).setdefault(
+                        f"{varying} {_short(arm, by_mode)}".strip(), detail)
         for row in cell["metrics"]:
             vals = []
             for arm in cell["arms"]:
@@ -130,8 +132,10 @@ def _print_tables(out: dict) -> None:
                   "interval; better/worse: the interval excludes zero (significant); within "
                   "noise: it does not; offload not exercised: host tier never hit and equal "
                   "hit rates, so the delta is no offload effect[/]")
-    for why, where in sorted(reasons.items()):
-        console.print(f"[red]⚑[/] {why} [dim]({'; '.join(sorted(where))})[/]")
+    for check, where in sorted(reasons.items()):
+        example = next(iter(where.values()))
+        console.print(f"[red]⚑ {check}[/] in {len(where)} arm cell(s) "
+                      f"[dim]({'; '.join(sorted(where))})[/], e.g. {example}")
     if out["unpaired_cells"]:
         console.print(f"[dim]{out['unpaired_cells']} configuration(s) had only one arm and "
                       "are not shown[/]")
