@@ -5,22 +5,18 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from fixtures.sim_server import ENV, REPO, serve_sim
 
 from kvbench.errors import ReplayError
 from kvbench.replay.clock import TIME_SCALE_HEADER, resolve_time_scale
 
-REPO = Path(__file__).resolve().parents[2]
 TRACE = REPO / "src" / "kvbench" / "workload" / "data" / "claude-code" / "trace_0076.json.gz"
-ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
 
 
 def test_resolution_rules():
@@ -40,29 +36,8 @@ def test_the_server_sends_the_header_replay_reads():
 
 @pytest.fixture(scope="module")
 def sim20(tmp_path_factory):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = (tmp_path_factory.mktemp("sim") / "server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvbench", "serve-sim", "--model", "llama-3.1-8b", "--hardware",
-         "h200", "--tp", "1", "--port", str(port), "--time-scale", "20"],
-        env=ENV, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=1):
-                break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "serve-sim did not start"
-            time.sleep(0.1)
-    try:
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+    with serve_sim(tmp_path_factory.mktemp("sim") / "server.log", "--time-scale", "20") as url:
+        yield url
 
 
 def _replay(base: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
