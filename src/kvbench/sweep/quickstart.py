@@ -15,6 +15,7 @@ MAX_REQUESTS_PER_JOB = 85  # every request of the eight bundled sessions, once
 # Output capped: decode time dominates a turn and the comparison is about the prompt's KV;
 # this is what lets three repeats of six jobs finish within the minute on two cores.
 MAX_TOKENS_CAP = 64
+SCRAPE_INTERVAL_S = 0.1
 REPEATS = 3  # a delta needs a noise estimate: three runs per point
 READY_TIMEOUT_S = 60.0
 REPLAY_TIMEOUT_S = 90.0
@@ -25,6 +26,8 @@ def quickstart_options(time_scale: float) -> RunOptions:
     return RunOptions(
         bundled_traces=True, max_requests=MAX_REQUESTS_PER_JOB, think_time_scale=0.0,
         max_tokens_cap=MAX_TOKENS_CAP,
+        # a second of wall time is 50 s of the engine's: scrape often enough for a timeline
+        scrape_interval_s=SCRAPE_INTERVAL_S,
         engine_args=["--time-scale", str(time_scale)],
         timeouts=PhaseTimeouts(ready_s=READY_TIMEOUT_S, replay_s=REPLAY_TIMEOUT_S),
     )
