@@ -196,16 +196,6 @@ def simulate(
         print_arms(results, [t.name for t in traces])
 
 
-def _job_id(job) -> str:
-    """A short id unique within a selection: exp-names repeat across keys and runners."""
-    import hashlib
-
-    import orjson
-
-    key = orjson.dumps({"k": job.config_key, "row": job.row}, option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(key).hexdigest()[:8]
-
-
 def _progress(jobs: list):
     """The jobs, with a progress bar on stderr when it is a terminal."""
     if not sys.stderr.isatty():
@@ -301,7 +291,7 @@ def simulate_jobs(
     out = []
     for job in _progress(jobs):
         plan = plan_job(job)
-        entry = {"id": _job_id(job), "hw": plan.hardware,
+        entry = {"id": job.short_id, "hw": plan.hardware,
                  "exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
                  "engine-profile": _engine_of(job.framework) or "sglang",
                  "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
