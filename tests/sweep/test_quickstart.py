@@ -74,3 +74,24 @@ def test_quickstart_runs_repeats_and_prints_deltas_with_their_noise(tmp_path):
         # (16 GB / 3.35 TB/s = 4.8 ms per token), so interactivity stays under ~210 tok/s.
         inter = r["request_metrics"]["latency"]["interactivity_tok_s"]["p50"]
         assert 5 < inter < 210, (r["exp_name"], inter)
+
+
+def test_run_of_the_quickstart_recipe_takes_the_quickstarts_minute(tmp_path):
+    """The recipe's rows are the embedded engine's: its clock scale comes with the engine
+    (engines/data/sim.yaml), replay learns it from the server, and with no workload bound
+    the run takes the quickstart's workload instead of the rows' hour."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "kvbench", "run",
+                          str(REPO / "examples" / "quickstart.yaml"), "--results",
+                          str(tmp_path / "r"), "--no-dashboard"], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=170)
+    elapsed = time.monotonic() - t0
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "85 requests per job" in out.stderr and "6 jobs: 6 ran" in out.stdout
+    assert elapsed < 60, f"kvbench run examples/quickstart.yaml took {elapsed:.0f} s"
+    for path in (tmp_path / "r").glob("*/result.json"):
+        r = read_json(path)
+        assert r["request_metrics"]["time_scale"] == 50.0
+        assert read_json(path.parent / "summary.json")["run"]["time_scale_source"] == "server"
+        assert "--time-scale" in read_json(path.parent / "command.json")["argv"]
