@@ -43,7 +43,7 @@ def run(
     recipes: Annotated[list[Path] | None, typer.Argument(
         help="Master config YAML files (added to --config-files).")] = None,
     results: Annotated[Path, _opt("Results directory (one subdirectory per job).")] = Path(
-        "results"),
+        "kvbench-results"),
     executor: Annotated[str, _opt("local (sequential here) or slurm (one job array).")] = "local",
     emit: Annotated[str | None, _opt("Print instead of running: github-matrix.")] = None,
     repeat: Annotated[int, _opt("Run every job this many times (noise estimates).")] = 1,
@@ -245,7 +245,7 @@ def run_job_command(
                         ] = None,
     job_json: Annotated[str | None, typer.Option(help="The job spec as a JSON string (CI "
                                                       "matrix entries carry it).")] = None,
-    results: Annotated[Path, typer.Option(help="Results directory.")] = Path("results"),
+    results: Annotated[Path, typer.Option(help="Results directory.")] = Path("kvbench-results"),
     force: Annotated[bool, typer.Option(help="Run even if a result with this fingerprint "
                                              "exists.")] = False,
 ) -> None:
@@ -283,7 +283,7 @@ QUICKSTART_TIME_SCALE = 50.0
 @app.command()
 def quickstart(
     results: Annotated[Path, typer.Option(help="Results directory.")] = Path(
-        "kvbench-quickstart"),
+        "kvbench-results/quickstart"),
     time_scale: Annotated[float, typer.Option(help="Embedded engine clock speed-up.")
                           ] = QUICKSTART_TIME_SCALE,
     repeats: Annotated[int, typer.Option(help="Runs per point: deltas come with their noise "
