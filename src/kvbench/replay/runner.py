@@ -49,7 +49,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     token_ids = cfg.token_ids if cfg.token_ids is not None else (
         cfg.endpoint == "completions" and cfg.tokenizer is not None)
     marker = cfg.run_marker or secrets.token_hex(8)
-    prompts = PromptBuilder(Vocabulary(cfg.tokenizer), marker, token_ids=token_ids)
+    vocab = Vocabulary(cfg.tokenizer, token_ids=token_ids)
+    prompts = PromptBuilder(vocab, marker, token_ids=token_ids)
     bounded = cfg.duration_s is not None or cfg.max_requests is not None
     pool = SessionPool(sessions, recycle=bounded, start=cfg.start, seed=cfg.seed)
 
@@ -95,7 +96,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         "time_scale": scale, "time_scale_source": scale_source,
         "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
         "connections": counters.connections(),
-        "notes": sorted(set(counters.notes)),
+        "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else set())),
     }
     write_json_atomic(out / "summary.json", summary)
     return summary
