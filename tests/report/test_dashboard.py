@@ -54,6 +54,21 @@ def test_html_is_self_contained_and_escaped(dashboard):
     assert "<script src" not in text and "<link" not in text
 
 
+def _open(browser, html: Path, problems: list[str]):
+    """A page with the dashboard loaded and every plot drawn; console errors, page errors and
+    any network request land in `problems`."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("request", lambda r: problems.append(f"network: {r.url}")
+            if not r.url.startswith(("file:", "data:", "blob:")) else None)
+    page.goto(html.as_uri(), wait_until="load")
+    page.wait_for_function("document.querySelectorAll('.plot .main-svg').length"
+                           " >= document.querySelectorAll('.plot').length")
+    return page
+
+
 @pytest.mark.slow
 def test_dashboard_renders_in_headless_chromium(dashboard, artifacts_dir):
     from playwright.sync_api import sync_playwright
@@ -63,15 +78,7 @@ def test_dashboard_renders_in_headless_chromium(dashboard, artifacts_dir):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-                    if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on("request", lambda r: problems.append(f"network: {r.url}")
-                    if not r.url.startswith(("file:", "data:", "blob:")) else None)
-            page.goto(dashboard.as_uri(), wait_until="load")
-            page.wait_for_function("document.querySelectorAll('.plot .main-svg').length"
-                                   " >= document.querySelectorAll('.plot').length")
+            page = _open(browser, dashboard, problems)
             plots = page.eval_on_selector_all(
                 ".plot", "els => els.map(e => [e.id, (e.data || []).length, "
                          "e.querySelectorAll('.main-svg').length])")
@@ -149,12 +156,8 @@ def test_doubled_report_in_chromium_has_hit_rates_at_most_one(doubled, artifacts
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
             errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(doubled.as_uri(), wait_until="load")
-            page.wait_for_function("document.querySelectorAll('.plot .main-svg').length"
-                                   " >= document.querySelectorAll('.plot').length")
+            page = _open(browser, doubled, errors)
             plots = page.eval_on_selector_all(
                 ".plot", "els => els.map(e => [e.id, (e.data || []).filter(t => "
                          "(t.x || []).length > 0).length])")

@@ -52,6 +52,7 @@ METRICS = (
                                        "p50"), True),
     Metric("TTFT p50 ms", ("request_metrics", "latency", "ttft_ms", "p50"), False),
     Metric("TTFT p90 ms", ("request_metrics", "latency", "ttft_ms", "p90"), False),
+    Metric("ITL p50 ms", ("request_metrics", "latency", "itl_ms", "p50"), False),
     Metric("E2E p50 ms", ("request_metrics", "latency", "e2e_ms", "p50"), False),
     Metric("cache hit rate (all tiers)", ("server_metrics", "cache", "overall_cache_hit_rate"),
            True),
