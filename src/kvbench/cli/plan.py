@@ -32,7 +32,6 @@ def _pools_cell(plan) -> str:
 
 
 def _print_table(jobs: list, plans: list, details: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     refused = [p for p in plans if not p.within_budget]
@@ -55,9 +54,9 @@ def _print_table(jobs: list, plans: list, details: bool) -> None:
             f"{p.headroom_bytes / _GB:,.0f}" if offload else "-",
             "ok" if p.within_budget else "[bold red]REFUSED[/]",
         )
-    import sys
+    from kvbench.cli.console import table_console
 
-    console = Console(width=None if sys.stdout.isatty() else 400)
+    console = table_console()
     console.print(table)
     for p in plans if details else refused:
         console.print(f"\n[bold]{p.exp_name}[/] ({p.config_key}, {p.hardware})",
