@@ -27,7 +27,7 @@ def _check(passed: bool | None, message: str, **detail: Any) -> dict[str, Any]:
 
 def _ideal(summary: dict, server: dict) -> dict[str, Any]:
     ideal = (summary.get("cache") or {}).get("ideal_hit_rate")
-    cache = server.get("cache") or {} if server.get("present") else {}
+    cache = (server.get("cache") or {}) if server.get("present") else {}
     achieved = {"device": cache.get("gpu_cache_hit_rate"), "host": cache.get("cpu_cache_hit_rate"),
                 "external": cache.get("external_cache_hit_rate"),
                 "total": cache.get("overall_cache_hit_rate")}
