@@ -109,7 +109,7 @@ class Vocabulary:
                 f"tokenizer {tokenizer!r} {problem}: text prompts would not have the sizes "
                 "and reuse of the trace",
                 hint="--endpoint completions sends token ids, exact for any tokenizer")
-        special = set(tok.all_special_ids)
+        special = set(tok.all_special_ids) | set(added.values())
         plain = [t for t in sorted(tok.get_vocab().values()) if t not in special][:4096]
         self.words, self.ids = [tok.decode([t]) for t in plain], plain
         self.switched = f"tokenizer {tokenizer!r} {problem}: prompts are plain token ids"
