@@ -18,7 +18,8 @@ from kvbench.results.compare import _delta
 def result_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     for conc in (4, 8):
-        make_job(root, "sglang", conc, offload=False)
+        for rep in (0, 1, 2):  # both arms repeated: the 95% interval has 4 degrees of freedom
+            make_job(root, "sglang", conc, offload=False, repeat=rep)
         for rep in (1, 2, 3):
             make_job(root, "sglang", conc, offload=True, repeat=rep)
     make_job(root, "vllm", 4, offload=False)
