@@ -258,25 +258,29 @@ def simulate_jobs(
     write_policy: Annotated[str, typer.Option(
         help="write_through | write_through_selective | write_back")] = "write_through",
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
+    prune: Annotated[bool, typer.Option(
+        "--prune", help="Print the CI matrix (github-matrix) of only the rows whose predicted "
+        "offload benefit is within --noise or above --threshold.")] = False,
+    noise: Annotated[float, typer.Option(help="--prune: |benefit| at most this.")] = 0.05,
+    threshold: Annotated[float, typer.Option(help="--prune: benefit at least this.")] = 0.2,
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
     and with the planned host tier, side by side."""
     from kvbench.matrix import select_jobs
     from kvbench.plan import plan_job
-    from kvbench.sim.engine_profile import engine_profile_names
+    from kvbench.sim.engine_profile import engine_profile_for as _engine_of
     from kvbench.sim.simulate import SimSetup, run
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.table import print_jobs
-
-    def _engine_of(framework: str) -> str | None:
-        """The engine profile a framework runs on (`dynamo-vllm` -> vllm), else None
-        (the default)."""
-        known = engine_profile_names()
-        return next((p for p in framework.lower().split("-") if p in known), None)
-
     from kvbench.sim.trace import load_traces
 
+    if prune:
+        from kvbench.cli.capacity import predict_matrix
+
+        predict_matrix(selection, trace=trace, noise=noise, threshold=threshold,
+                       emit="github-matrix", output_format=output_format)
+        return
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
     traces = load_traces(trace)

@@ -145,10 +145,10 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
     ]
 
 
-def render(results: list[Result]) -> str:
+def render(results: list[Result], extra_panels: list | None = None) -> str:
     from plotly.offline import get_plotlyjs
 
-    every = panels(results)
+    every = panels(results) + list(extra_panels or [])
     ps = [p for p in every if F.is_empty(p[3]) is None]
     hidden = [f"{title} ({F.is_empty(fig)})" for _, title, _, fig, _ in every
               if F.is_empty(fig) is not None]

@@ -66,6 +66,8 @@ class Result(BaseModel):
     # {valid, reasons, checks}: results/validity.py (absent in results written before it)
     validity: dict[str, Any] | None = None
     warnings: list[str] = []
+    # engine-image patches checked at server start and what each did (launch/patcher.py)
+    engine_patches: list[dict[str, Any]] | None = None
 
     @field_validator("status")
     @classmethod
