@@ -151,16 +151,15 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     if "--time-scale" in options.engine_args and real:
         raise SweepError(f"--time-scale is for the embedded engine only; the selection also "
                          f"has {', '.join(real)} jobs", hint="select --framework sim")
-    if all(j.framework == "sim" for j in jobs):
-        from kvbench.sweep.quickstart import embedded_defaults
+    from kvbench.sweep.quickstart import embedded_defaults
 
-        bounded = embedded_defaults(options)
-        if bounded is not None:
-            print(f"embedded engine only and no --duration/--max-requests: "
-                  f"{bounded.max_requests} requests per job, think time x"
-                  f"{bounded.think_time_scale:g}, output cap {bounded.max_tokens_cap} (the "
-                  "quickstart's workload)", file=sys.stderr)
-            options = bounded
+    bounded = embedded_defaults(jobs, options)
+    if bounded is not None:
+        print(f"embedded engine only and no --duration/--max-requests: "
+              f"{bounded.max_requests} requests per job, think time x"
+              f"{bounded.think_time_scale:g}, output cap {bounded.max_tokens_cap} (the "
+              "quickstart's workload)", file=sys.stderr)
+        options = bounded
     specs = build_specs(jobs, options, repeats=repeat,
                         runner_config=runner_config_path(selection))
     if emit == "github-matrix":

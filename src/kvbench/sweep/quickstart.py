@@ -3,7 +3,7 @@ finish in well under two minutes on two CPU cores, then the comparison and the d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kvbench.errors import SweepError
@@ -21,11 +21,15 @@ READY_TIMEOUT_S = 60.0
 REPLAY_TIMEOUT_S = 90.0
 
 
-def embedded_defaults(options: RunOptions) -> RunOptions | None:
+def embedded_defaults(jobs: Sequence, options: RunOptions) -> RunOptions | None:
     """`kvbench run` on embedded-engine rows only, with no workload bound given: the
     quickstart's workload instead of the rows' hour (the reference's default for GPUs), so
     `kvbench run examples/quickstart.yaml` finishes in the quickstart's minute. None when
-    the user bounded the run. (The clock scale comes with the engine: engines/data/sim.yaml.)"""
+    a job is not the embedded engine's or the user bounded the run. Whatever emits the same
+    jobs' matrix calls it too, so fingerprints agree. (The clock scale comes with the
+    engine: engines/data/sim.yaml.)"""
+    if not jobs or any(j.framework != "sim" for j in jobs):
+        return None
     if options.duration_s is not None or options.max_requests is not None:
         return None
     update: dict = {"max_requests": MAX_REQUESTS_PER_JOB, "scrape_interval_s": SCRAPE_INTERVAL_S}
