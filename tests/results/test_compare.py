@@ -18,7 +18,8 @@ from kvbench.results.compare import _delta
 def result_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     for conc in (4, 8):
-        make_job(root, "sglang", conc, offload=False)
+        for rep in (0, 1, 2):  # both arms repeated: the 95% interval has 4 degrees of freedom
+            make_job(root, "sglang", conc, offload=False, repeat=rep)
         for rep in (1, 2, 3):
             make_job(root, "sglang", conc, offload=True, repeat=rep)
     make_job(root, "vllm", 4, offload=False)
@@ -61,9 +62,14 @@ def test_noise_verdicts_by_hand():
     a = {"mean": 100.0, "std": 10.0, "n": 3}
     b = {"mean": 105.0, "std": 10.0, "n": 3}
     d = _delta(a, b, True)
-    # pooled sd 10, se = 10 * sqrt(2/3) = 8.165, noise = 2 se = 16.33 > 5
-    assert d["noise"] == pytest.approx(16.3299, rel=1e-4) and d["verdict"] == "within noise"
-    assert _delta(a, {"mean": 130.0, "std": 10.0, "n": 3}, False)["verdict"] == "worse"
+    # pooled sd 10, se = 10 * sqrt(2/3) = 8.165; df 4: t = 2.776, noise = 22.67 > 5
+    assert d["noise"] == pytest.approx(22.666, rel=1e-4) and d["verdict"] == "within noise"
+    assert d["significant"] is False and d["noise_pct"] == pytest.approx(22.666, rel=1e-4)
+    worse = _delta(a, {"mean": 130.0, "std": 10.0, "n": 3}, False)
+    assert worse["verdict"] == "worse" and worse["significant"] is True
+    # one arm without repeats: df from the other (2), t = 4.303, se = 10 * sqrt(1 + 1/3)
+    d = _delta({"mean": 100.0, "std": None, "n": 1}, b, True)
+    assert d["noise"] == pytest.approx(4.303 * 11.547, rel=1e-3)
 
 
 def test_bad_selections_are_clear_errors(result_root):

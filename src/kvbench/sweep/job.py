@@ -68,6 +68,13 @@ def server_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(parts)}
 
 
+def _ready_poll_s(row: dict) -> float:
+    # The embedded engine is up in well under a second and the quickstart runs 18 of them:
+    # half a second of polling slack each is a tenth of its minute. Real engines load for
+    # minutes; their health endpoints are polled at the launcher's default.
+    return 0.05 if row.get("framework") == "sim" else 0.5
+
+
 def _reason(e: BaseException) -> str:
     if isinstance(e, KvbenchError):
         return e.message
@@ -263,6 +270,7 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
         server = ServerProcess(argv, env=server_env(launch.env), log_path=job_dir / layout.LOG_FILE,
                                ready_url=launch.health_url,
                                ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir,
+                               poll_interval_s=_ready_poll_s(spec.row),
                                patches=spec.row.get("patches") or ())
         with server:
             run.patches = server.patch_outcomes
