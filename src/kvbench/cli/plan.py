@@ -126,13 +126,9 @@ def plan(
     if format not in ("json", "table"):
         raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
     runners = _runners(selection)
-<<<<<<< HEAD
-    plans = [plan_job(job, runners, host_headroom_gb=host_headroom_gb,
-                      trust_runner_dram=trust_runner_dram) for job in select_jobs(selection)]
-=======
     jobs = select_jobs(selection)
-    plans = [plan_job(job, runners) for job in jobs]
->>>>>>> trust
+    plans = [plan_job(job, runners, host_headroom_gb=host_headroom_gb,
+                      trust_runner_dram=trust_runner_dram) for job in jobs]
     if format == "json":
         print(json.dumps([p.to_json() for p in plans], indent=1))
     else:
