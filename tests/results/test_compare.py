@@ -100,3 +100,21 @@ def test_cli_compare_and_report(result_root, tmp_path):
     rep = subprocess.run([*run, "report", str(result_root), "-o", str(out)],
                          capture_output=True, text=True, check=True)
     assert out.is_file() and "wrote" in rep.stdout
+
+
+def test_two_offload_backends_are_two_arms_never_repeats_of_one():
+    """The real H200 runs: native and simple vLLM offload under kv_offloading=dram at conc 4
+    must not be pooled into one arm with a spread (they once were: 'dram (n=2) ±74 ms')."""
+    from pathlib import Path
+
+    runs = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/vllm/runs"
+    out = compare(load_results([runs]))
+    assert out["arms"] == ["kv_offloading=none", "kv_offloading=dram,backend=vllm-native",
+                           "kv_offloading=dram,backend=vllm-simple"]
+    c4 = next(c for c in out["cells"] if c["key"]["conc"] == "4")
+    assert {n: len(r) for n, r in c4["runs"].items()} == {a: 1 for a in out["arms"]}
+    ttft = next(m for m in c4["metrics"] if m["metric"] == "TTFT p50 ms")
+    assert ttft["arms"]["kv_offloading=none"]["mean"] == pytest.approx(1_238, abs=1)
+    assert ttft["arms"]["kv_offloading=dram,backend=vllm-simple"]["mean"] == pytest.approx(
+        712.6, abs=0.1)
+    assert ttft["deltas"]["kv_offloading=dram,backend=vllm-native"]["verdict"] == "no repeats"

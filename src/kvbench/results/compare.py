@@ -184,11 +184,20 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
     else:
         by = (by or "kv_offloading").replace("-", "_")
         compared = {by}
-        values = sorted({field_value(r, by) for r in ok}, key=_sort_key)
-        arm_names = [f"{by}={v}" for v in values]
+        coupled = sorted(COUPLED.get(by, set()))
+        # Results sharing the compared value but not a coupled one (two offload backends
+        # under kv_offloading=dram) are separate arms, never repeats of one another.
+        mixed = {v for v in {field_value(r, by) for r in ok}
+                 if len({tuple(field_value(r, c) for c in coupled)
+                         for r in ok if field_value(r, by) == v}) > 1}
 
         def arm_of(r: Result) -> str | None:
-            return f"{by}={field_value(r, by)}"
+            v = field_value(r, by)
+            extra = "".join(f",{c}={field_value(r, c)}" for c in coupled) if v in mixed else ""
+            return f"{by}={v}{extra}"
+
+        arm_names = sorted({arm_of(r) for r in ok},
+                           key=lambda n: [_sort_key(x.partition("=")[2]) for x in n.split(",")])
 
     for k in list(compared):
         compared |= COUPLED.get(k, set())
