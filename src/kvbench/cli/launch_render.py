@@ -116,6 +116,9 @@ def print_text(built: list[Built], skipped: list[tuple[Job, str]], explain: bool
             out.print("[bold]env[/]")
             for k, v in env.items():
                 out.print(f"  {k}={escape(shlex.quote(v))}")
+        for service in spec.services:  # started before the engine, stopped after it
+            out.print(f"[bold]service[/] {escape(service.name)} (ready: {service.ready_url})")
+            out.print(escape(_shell(redact_argv(service.argv))), soft_wrap=True)
         out.print("[bold]argv[/]")
         out.print(escape(_shell(redact_argv(spec.argv))), soft_wrap=True)
         if spec.router_argv:
@@ -163,7 +166,10 @@ def run_server(b: Built, *, ready_timeout_s: float, grace_s: float, follow_log: 
     log = b.work_dir / "server.log"
     err.print(f"starting {spec.engine} for {b.job.exp_name}; log {log}")
     with ServerProcess.for_spec(spec, log_path=log, ready_timeout_s=ready_timeout_s,
-                                cwd=b.work_dir, grace_s=grace_s, on_log_line=echo) as server:
+                                cwd=b.work_dir, grace_s=grace_s, on_log_line=echo,
+                                patches=b.job.row.get("patches") or ()) as server:
+        for patch in server.patch_outcomes:
+            print(f"patch {patch['id']}: {patch['status']} ({patch['file']})", flush=True)
         took = server.wait_ready()
         print(f"ready after {took:.1f} s", flush=True)
         print(f"  base url:    {spec.base_url}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,6 +12,7 @@ from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.matrix.selection import Selection
 
 _GB = 1_000_000_000
+_PREDICT = "Predicted offload benefit (kvbench capacity)"
 
 
 def _runners(selection: Selection):  # -> Runners | None
@@ -31,8 +33,7 @@ def _pools_cell(plan) -> str:
     ) or "-"
 
 
-def _print_table(plans: list, details: bool) -> None:
-    from rich.console import Console
+def _print_table(jobs: list, plans: list, details: bool) -> None:
     from rich.table import Table
 
     refused = [p for p in plans if not p.within_budget]
@@ -40,13 +41,14 @@ def _print_table(plans: list, details: bool) -> None:
         title=f"{len(plans)} plans, {len(refused)} refused "
         "(host pools in GB per rank; * = outside the configured size)"
     )
-    for column in ("exp-name", "backend", "budget GB", "host pools", "projected GB",
-                   "headroom GB", "verdict"):
+    # exp-names repeat across config keys and runners: the id and key tell rows apart
+    for column in ("id", "config key", "exp-name", "hw", "backend", "budget GB", "host pools",
+                   "projected GB", "headroom GB", "verdict"):
         table.add_column(column, justify="right" if "GB" in column else "left")
-    for p in plans:
+    for job, p in zip(jobs, plans, strict=True):
         offload = p.backend is not None
         table.add_row(
-            p.exp_name,
+            job.short_id, p.config_key, p.exp_name, p.hardware,
             p.backend or "none",
             f"{p.budget_gb:,}" if offload else "-",
             _pools_cell(p),
@@ -54,12 +56,13 @@ def _print_table(plans: list, details: bool) -> None:
             f"{p.headroom_bytes / _GB:,.0f}" if offload else "-",
             "ok" if p.within_budget else "[bold red]REFUSED[/]",
         )
-    import sys
+    from kvbench.cli.console import table_console
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = table_console()
     console.print(table)
     for p in plans if details else refused:
-        console.print(f"\n[bold]{p.exp_name}[/] ({p.config_key})", highlight=False)
+        console.print(f"\n[bold]{p.exp_name}[/] ({p.config_key}, {p.hardware})",
+                      highlight=False)
         for line in p.errors:
             console.print(f"  [red]error:[/] {line}", highlight=False)
         for line in p.arithmetic:
@@ -78,9 +81,43 @@ def plan(
     details: Annotated[
         bool, typer.Option("--details", help="Table: print arithmetic and warnings of every job.")
     ] = False,
+    host_headroom_gb: Annotated[
+        float | None, typer.Option(
+            "--host-headroom-gb",
+            help="Host memory per node kept free of KV pools (engine processes, weight page "
+                 "cache); default 1 GB per rank.")
+    ] = None,
+    trust_runner_dram: Annotated[
+        bool, typer.Option(
+            "--trust-runner-dram",
+            help="Accept a runners.yaml that claims more DRAM than the hardware profile "
+                 "installs (refused otherwise).")
+    ] = False,
+    predict: Annotated[bool, typer.Option(
+        "--predict", help="Rank rows by the simulator's predicted offload benefit instead.",
+        rich_help_panel=_PREDICT)] = False,
+    trace: Annotated[list[Path] | None, typer.Option(
+        help="--predict: traces (default: the bundled Claude Code sessions).",
+        rich_help_panel=_PREDICT)] = None,
+    noise: Annotated[float, typer.Option(
+        help="--predict: keep pairs whose |benefit| is at most this.",
+        rich_help_panel=_PREDICT)] = 0.05,
+    threshold: Annotated[float, typer.Option(
+        help="--predict: keep pairs whose benefit is at least this.",
+        rich_help_panel=_PREDICT)] = 0.2,
+    emit: Annotated[str | None, typer.Option(
+        help="--predict: print the CI matrix of the kept rows: github-matrix.",
+        rich_help_panel=_PREDICT)] = None,
 ) -> None:
     """Size the host KV pools of each selected job from its DRAM budget, or refuse it."""
     import json
+
+    if predict:
+        from kvbench.cli.capacity import predict_matrix
+
+        predict_matrix(selection, trace=trace, noise=noise, threshold=threshold, emit=emit,
+                       output_format=format)
+        return
 
     from kvbench.errors import PlanError
     from kvbench.matrix import select_jobs
@@ -89,11 +126,13 @@ def plan(
     if format not in ("json", "table"):
         raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
     runners = _runners(selection)
-    plans = [plan_job(job, runners) for job in select_jobs(selection)]
+    jobs = select_jobs(selection)
+    plans = [plan_job(job, runners, host_headroom_gb=host_headroom_gb,
+                      trust_runner_dram=trust_runner_dram) for job in jobs]
     if format == "json":
         print(json.dumps([p.to_json() for p in plans], indent=1))
     else:
-        _print_table(plans, details)
+        _print_table(jobs, plans, details)
     if plans and not any(p.within_budget for p in plans):
         # printed in full above; the exit status says that nothing here can run
         raise PlanError(f"every one of the {len(plans)} selected plans is refused",

@@ -170,7 +170,9 @@ def simulate(
     host_cache_gb: Annotated[float | None, typer.Option(
         help="Host KV pool per rank in GB (1e9) instead of --host-tokens.")] = None,
     concurrency: Annotated[int | None, typer.Option(
-        help="Session lanes (closed loop); default: open loop at trace times.")] = None,
+        help=f"Session lanes (closed loop; default {DEFAULT_SIM_CONCURRENCY}).")] = None,
+    open_loop: Annotated[bool, typer.Option(
+        "--open-loop", help="Send at the trace's own times instead (no lanes).")] = False,
     arrival_scale: Annotated[float, typer.Option(
         help="Open loop: multiply trace times by this (2 = half the request rate).")] = 1.0,
     write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
@@ -201,6 +203,7 @@ def simulate(
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
     engine = EngineConfig(max_running_requests=max_running_requests,
                           chunked_prefill_tokens=chunked_prefill_tokens)
+    concurrency = _loop_mode(concurrency, open_loop, arrival_scale)
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
@@ -209,6 +212,9 @@ def simulate(
                                           arrival_scale))
         for name, h in arms.items()
     }
+    if concurrency is None:
+        for summary in results.values():
+            _judge_open_loop(summary, traces, arrival_scale)
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
         write_json_atomic(output, doc)
@@ -220,35 +226,91 @@ def simulate(
         print_arms(results, [t.name for t in traces])
 
 
+def _progress(jobs: list):
+    """The jobs, with a progress bar on stderr when it is a terminal."""
+    if not sys.stderr.isatty():
+        yield from jobs
+        return
+    from rich.progress import track
+
+    yield from track(jobs, description="simulating jobs", console=None, transient=True)
+
+
+DEFAULT_SIM_CONCURRENCY = 8
+# An open-loop run "keeps up" when requests are admitted within this median wait and the last
+# one finishes within this share of the trace's span (plus a minute) after the last arrival.
+KEEP_UP_QUEUE_S = 10.0
+KEEP_UP_TAIL = 0.2
+
+
+def _loop_mode(concurrency: int | None, open_loop: bool, arrival_scale: float) -> int | None:
+    """Closed loop at a stated concurrency unless --open-loop; said on stderr either way."""
+    if open_loop and concurrency is not None:
+        raise SimError("give --concurrency (closed loop) or --open-loop, not both")
+    if not open_loop and arrival_scale != 1.0:
+        raise SimError("--arrival-scale is for --open-loop runs")
+    if open_loop:
+        print(f"open loop: requests at the trace's times x{arrival_scale:g}", file=sys.stderr)
+        return None
+    lanes = concurrency if concurrency is not None else DEFAULT_SIM_CONCURRENCY
+    print(f"closed loop: {lanes} session lanes (--concurrency N to change, --open-loop for the "
+          "trace's own times)", file=sys.stderr)
+    return lanes
+
+
+def _judge_open_loop(summary: dict, traces: list, arrival_scale: float) -> None:
+    """Mark (and say) an open-loop run whose server fell behind the trace: its latencies are
+    a growing backlog, not the engine's."""
+    arrivals = [t.arrival_s * arrival_scale for tr in traces for sess in tr.sessions
+                for t in sess]
+    span = (max(arrivals) - min(arrivals)) if arrivals else 0.0
+    tail = summary["duration_s"] - span
+    queue_p50 = (summary["queue_ms"]["p50"] or 0) / 1e3
+    behind = queue_p50 > KEEP_UP_QUEUE_S or tail > KEEP_UP_TAIL * span + 60
+    summary["open_loop"] = {"kept_up": not behind, "arrival_span_s": span,
+                            "finished_after_last_arrival_s": tail, "queue_p50_s": queue_p50}
+    if behind:
+        print(f"open loop fell behind the trace: the median request waited {queue_p50:,.0f} s "
+              f"for admission and the last finished {tail:,.0f} s after the last arrival "
+              f"(trace span {span:,.0f} s); latencies are a backlog. Stretch arrivals "
+              "(--arrival-scale > 1) or run closed loop (--concurrency N)", file=sys.stderr)
+
+
 @app.command("simulate-jobs", cls=SelectionCommand)
 @with_selection
 def simulate_jobs(
     selection: Selection,
     trace: Annotated[list[Path], typer.Option(
         help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
-    max_jobs: Annotated[int, typer.Option(help="Simulate at most this many jobs.")] = 8,
+    max_jobs: Annotated[int | None, typer.Option(
+        help="Simulate at most this many of the selected jobs (default: all; says so when "
+             "it cuts).")] = None,
     write_policy: Annotated[str, typer.Option(
         help="write_through | write_through_selective | write_back")] = "write_through",
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
+    prune: Annotated[bool, typer.Option(
+        "--prune", help="Print the CI matrix (github-matrix) of only the rows whose predicted "
+        "offload benefit is within --noise or above --threshold.")] = False,
+    noise: Annotated[float, typer.Option(help="--prune: |benefit| at most this.")] = 0.05,
+    threshold: Annotated[float, typer.Option(help="--prune: benefit at least this.")] = 0.2,
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
     and with the planned host tier, side by side."""
     from kvbench.matrix import select_jobs
     from kvbench.plan import plan_job
-    from kvbench.sim.engine_profile import engine_profile_names
+    from kvbench.sim.engine_profile import engine_profile_for as _engine_of
     from kvbench.sim.simulate import SimSetup, run
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.table import print_jobs
-
-    def _engine_of(framework: str) -> str | None:
-        """The engine profile a framework runs on (`dynamo-vllm` -> vllm), else None
-        (the default)."""
-        known = engine_profile_names()
-        return next((p for p in framework.lower().split("-") if p in known), None)
-
     from kvbench.sim.trace import load_traces
 
+    if prune:
+        from kvbench.cli.capacity import predict_matrix
+
+        predict_matrix(selection, trace=trace, noise=noise, threshold=threshold,
+                       emit="github-matrix", output_format=output_format)
+        return
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
     traces = load_traces(trace)
@@ -256,10 +318,15 @@ def simulate_jobs(
     if not jobs:
         raise SimError("no single-node job matches the selection",
                        hint="check --config-files and the filters (multi-node rows are skipped)")
+    if max_jobs is not None and max_jobs < len(jobs):
+        print(f"simulating {max_jobs} of the {len(jobs)} selected jobs (--max-jobs)",
+              file=sys.stderr)
+        jobs = jobs[:max_jobs]
     out = []
-    for job in jobs[:max_jobs]:
+    for job in _progress(jobs):
         plan = plan_job(job)
-        entry = {"exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
+        entry = {"id": job.short_id, "hw": plan.hardware,
+                 "exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
                  "engine-profile": _engine_of(job.framework) or "sglang",
                  "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
                  "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)}

@@ -25,6 +25,7 @@ from pathlib import Path
 from kvbench.errors import LaunchError
 from kvbench.launch.failure import ServerStartError
 from kvbench.launch.logtail import LogTail, read_tail
+from kvbench.launch.patcher import apply_patches
 from kvbench.launch.records import write_command, write_env
 from kvbench.launch.signatures import cgroup_oom_kills, recognise
 from kvbench.launch.tree import MARKER_VAR, ProcessTree, become_subreaper
@@ -36,12 +37,15 @@ TAIL_LINES = 40
 
 @dataclass(frozen=True, slots=True)
 class HelperSpec:
-    """A process started after the server is ready (a router, for example)."""
+    """A process started after the server is ready (a router, for example), or, with
+    `before_server`, one the server needs first (a Mooncake master): started and waited for
+    before the server, stopped after it."""
 
     name: str
     argv: Sequence[str]
     ready_url: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    before_server: bool = False
 
 
 # Readiness probes go straight to the local server, never through an http_proxy.
@@ -101,6 +105,8 @@ class ServerProcess:
         poll_interval_s: float = 0.5,
         on_log_line: Callable[[str], None] | None = None,
         name: str = "server",
+        patches: Sequence[Mapping[str, object]] = (),
+        patch_roots: Mapping[str, Path] | None = None,
     ) -> None:
         if not argv:
             raise LaunchError("empty server command line")
@@ -121,6 +127,9 @@ class ServerProcess:
         self._old_handlers: dict[int, object] = {}
         self._watchdog: Watchdog | None = None
         self.ready_after_s: float | None = None
+        self.patches = list(patches)
+        self.patch_roots = patch_roots
+        self.patch_outcomes: list[dict] = []
 
     @classmethod
     def for_spec(cls, spec: object, *, log_path: str | Path, ready_timeout_s: float,
@@ -129,6 +138,9 @@ class ServerProcess:
         """The server of an engines `LaunchSpec` (read by attribute: launch does not import
         engines), with its router, if any, as a helper started once the engine is ready."""
         helpers = list(kwargs.pop("extra_procs", ()))  # type: ignore[call-overload]
+        for service in getattr(spec, "services", None) or ():
+            helpers.append(HelperSpec(service.name, service.argv, service.ready_url,
+                                      before_server=True))
         router_argv = getattr(spec, "router_argv", None)
         if router_argv:
             helpers.append(HelperSpec("router", router_argv,
@@ -144,22 +156,32 @@ class ServerProcess:
             raise LaunchError(f"{self.name} already started")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cwd = self.cwd or Path.cwd()
+        # Patch the engine image before the engine imports it (launch/patcher.py).
+        self.patch_outcomes = apply_patches(self.patches, self.patch_roots)
         write_command(self.log_path.with_name("command.json"), self.argv, self.env, cwd,
-                      self.ready_url)
+                      self.ready_url, self.patch_outcomes)
         write_env(self.log_path.with_name("env.json"), self.env)
         become_subreaper()
         # Outlives a SIGKILLed kvbench and then takes the server tree down (watchdog.py).
         self._watchdog = Watchdog(self.grace_s)
         self._oom_kills_at_start = cgroup_oom_kills()
         self._started_at = time.monotonic()
-        self._procs.append(_Proc(self.name, self.argv, self.env, self.log_path, self.cwd,
-                                 self._watchdog))
         # Keep scanning while the caller works: a worker that forks and escapes to its own
         # session is only traceable while its parent lives.
         self._monitor_stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch_trees, name=f"{self.name}-tree",
                                          daemon=True)
         self._monitor.start()
+        try:
+            for spec in self.extra_procs:
+                if spec.before_server:  # listed first, so stop() tears them down last
+                    self._start_helper(spec, self._started_at + self.ready_timeout_s)
+            self._server = _Proc(self.name, self.argv, self.env, self.log_path, self.cwd,
+                                 self._watchdog)
+        except BaseException:
+            self.stop()  # a service that started must not outlive a failed start
+            raise
+        self._procs.append(self._server)
         return self
 
     def _watch_trees(self) -> None:
@@ -173,9 +195,10 @@ class ServerProcess:
 
     @property
     def _main(self) -> _Proc:
-        if not self._procs:
+        server = getattr(self, "_server", None)
+        if server is None:
             raise LaunchError(f"{self.name} was not started")
-        return self._procs[0]
+        return server
 
     def poll(self) -> int | None:
         """The exit code of the server if it has exited."""
@@ -190,16 +213,20 @@ class ServerProcess:
         deadline = self._started_at + self.ready_timeout_s
         self._wait_url(main, self.ready_url, deadline)
         for spec in self.extra_procs:
-            helper_log = self.log_path.with_name(f"{spec.name}.log")
-            write_command(helper_log.with_name(f"{spec.name}.command.json"), spec.argv,
-                          spec.env, self.cwd or Path.cwd(), spec.ready_url)
-            proc = _Proc(spec.name, spec.argv, {**self.env, **spec.env}, helper_log, self.cwd,
-                         self._watchdog)
-            self._procs.append(proc)
-            if spec.ready_url:
-                self._wait_url(proc, spec.ready_url, deadline)
+            if not spec.before_server:
+                self._start_helper(spec, deadline)
         self.ready_after_s = time.monotonic() - self._started_at
         return self.ready_after_s
+
+    def _start_helper(self, spec: HelperSpec, deadline: float) -> None:
+        helper_log = self.log_path.with_name(f"{spec.name}.log")
+        write_command(helper_log.with_name(f"{spec.name}.command.json"), spec.argv,
+                      spec.env, self.cwd or Path.cwd(), spec.ready_url)
+        proc = _Proc(spec.name, spec.argv, {**self.env, **spec.env}, helper_log, self.cwd,
+                     self._watchdog)
+        self._procs.append(proc)
+        if spec.ready_url:
+            self._wait_url(proc, spec.ready_url, deadline)
 
     def _wait_url(self, proc: _Proc, url: str, deadline: float) -> None:
         tail = LogTail(proc.log_path, self.on_log_line)
@@ -239,10 +266,9 @@ class ServerProcess:
         if self._stopped:
             return
         self._stopped = True
-        monitor = getattr(self, "_monitor", None)
-        if monitor is not None:
+        if getattr(self, "_monitor", None) is not None:
             self._monitor_stop.set()
-            monitor.join(timeout=5)
+            self._monitor.join(timeout=5)
         for proc in reversed(self._procs):
             proc.tree.terminate(self.grace_s)
             with contextlib.suppress(subprocess.TimeoutExpired):
