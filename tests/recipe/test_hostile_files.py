@@ -38,7 +38,7 @@ CASES = {
                  .encode(), "agentic-coding[0].dram-utilization: must be <= 1, got 1e+308"),
     "4,300-digit int": (QUICKSTART.replace("tp: 1, kv-offloading: none",
                                            "tp: " + "9" * 4300 + ", kv-offloading: none").encode(),
-                        ":20: not valid YAML: an integer of 4300 digits is out of range"),
+                        ": not valid YAML: an integer of 4300 digits is out of range"),
     "5,000-digit int": (QUICKSTART.replace("conc-list: [2, 4, 8] }",
                                            "conc-list: [" + "7" * 5000 + "] }", 1).encode(),
                         "not valid YAML: an integer of 5000 digits is out of range"),

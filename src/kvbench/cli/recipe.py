@@ -32,8 +32,8 @@ def _is_changelog_file(path: Path) -> bool:
     top-level list, where a master config and a runners file are mappings."""
     if path.name.startswith("perf-changelog"):
         return True
-    try:
-        with path.open() as f:
+    try:  # any encoding: the file's own reader names a bad one
+        with path.open(encoding="utf-8", errors="replace") as f:
             first = next((ln for ln in f if ln.strip() and not ln.lstrip().startswith("#")), "")
     except OSError:
         return False
