@@ -33,6 +33,23 @@ VerifyOpt = Annotated[int, typer.Option(
     help="Speculative decoding: tokens verified per step (drafts + 1).")]
 GpuTokensOpt = Annotated[str | None, typer.Option(
     help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")]
+# The replay's workload bounds (`kvbench replay`, kvbench.workload.bounds): same names, same
+# meaning, so one command line describes a replay and a simulation of the same requests.
+DurationOpt = Annotated[float | None, typer.Option(
+    help="Closed loop: seconds (simulated) to keep sending, as replay --duration.")]
+MaxRequestsOpt = Annotated[int | None, typer.Option(
+    help="Closed loop: profiled requests to send, as replay --max-requests.")]
+WarmupOpt = Annotated[int, typer.Option(help="Closed loop: first requests excluded.")]
+MaxTokensCapOpt = Annotated[int | None, typer.Option(help="Cap on output tokens per request.")]
+ThinkCapOpt = Annotated[float, typer.Option(help="Closed loop: longest think time, s.")]
+ThinkScaleOpt = Annotated[float, typer.Option(help="Closed loop: think times times this.")]
+StartOpt = Annotated[str, typer.Option(
+    help="beginning | sampled (a lane's first session starts at a random turn).")]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the sampled start and synthetic sessions.")]
+BlockTokensOpt = Annotated[int | None, typer.Option(
+    help="Tokens per hash block instead of the trace's (scales prompts).")]
+MaxInputOpt = Annotated[int | None, typer.Option(help="Turns with more input tokens are skipped.")]
+SessionsOpt = Annotated[int, typer.Option(help="Synthetic sessions (--trace synthetic).")]
 
 
 
@@ -68,6 +85,40 @@ def _host_tokens(tokens: int | None, gb: float | None, costs) -> int:
             raise SimError(f"--host-tokens must be >= 0, got {tokens}")
         return tokens
     return host_tier_tokens(costs, gb) if gb is not None else 0
+
+
+def _bounds(concurrency: int | None, **opts):
+    """The replay's workload bounds for a closed-loop run; None for open loop (which takes
+    no bounds: every request at its trace time)."""
+    from kvbench.workload.bounds import WorkloadBounds
+
+    defaults = {"duration": None, "max_requests": None, "warmup_requests": 0,
+                "max_tokens_cap": None, "think_time_cap": 60.0, "think_time_scale": 1.0,
+                "start": "beginning", "seed": 0, "block_tokens": None, "max_input_tokens": None}
+    if concurrency is None:
+        given = [k for k, v in opts.items() if v != defaults[k]]
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise SimError(f"{flags}: workload bounds apply to closed-loop lanes",
+                           hint="add --concurrency N (session lanes, as kvbench replay)")
+        return None
+    return WorkloadBounds(
+        concurrency=concurrency, duration_s=opts["duration"], max_requests=opts["max_requests"],
+        warmup_requests=opts["warmup_requests"], max_tokens_cap=opts["max_tokens_cap"],
+        think_time_cap_s=opts["think_time_cap"], think_time_scale=opts["think_time_scale"],
+        start=opts["start"], seed=opts["seed"], block_tokens=opts["block_tokens"],
+        max_input_tokens=opts["max_input_tokens"])
+
+
+def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
+    """The replay's sessions: the workload loader, or its synthetic generator."""
+    from kvbench.workload import SyntheticSpec, generate_sessions, load_trace
+
+    if synthetic:
+        if num_sessions < 1:
+            raise SimError(f"--sessions: {num_sessions} synthetic sessions; allowed: >= 1")
+        return generate_sessions(SyntheticSpec(num_sessions=num_sessions, seed=seed))
+    return load_trace(trace)
 
 
 def _speculate(costs, accept_length: float, verify_tokens: int):
@@ -152,12 +203,25 @@ def simulate(
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
     output: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
     engine_profile: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "sglang",
+    duration: DurationOpt = None,
+    max_requests: MaxRequestsOpt = None,
+    warmup_requests: WarmupOpt = 0,
+    max_tokens_cap: MaxTokensCapOpt = None,
+    think_time_cap: ThinkCapOpt = 60.0,
+    think_time_scale: ThinkScaleOpt = 1.0,
+    start: StartOpt = "beginning",
+    seed: SeedOpt = 0,
+    block_tokens: BlockTokensOpt = None,
+    max_input_tokens: MaxInputOpt = None,
+    sessions: SessionsOpt = 64,
 ) -> None:
     """Replay traces through the simulator in virtual time; per-tier hit rates, TTFT/E2E
-    percentiles and throughput."""
+    percentiles and throughput. With --concurrency, the lanes follow the replay's workload
+    bounds (--duration, --max-requests, --max-tokens-cap, --think-time-cap, --start, ...):
+    the same requests `kvbench replay` sends with the same options."""
     from kvbench.files import write_json_atomic
     from kvbench.sim.engine import EngineConfig
-    from kvbench.sim.simulate import SimSetup, run
+    from kvbench.sim.simulate import SimSetup, run, run_sessions
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.trace import load_traces
 
@@ -165,7 +229,16 @@ def simulate(
         raise SimError(f"--format: {output_format!r} is not one of json, table")
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
-    traces = load_traces(trace)
+    bounds = _bounds(concurrency, duration=duration, max_requests=max_requests,
+                     warmup_requests=warmup_requests, max_tokens_cap=max_tokens_cap,
+                     think_time_cap=think_time_cap, think_time_scale=think_time_scale,
+                     start=start, seed=seed, block_tokens=block_tokens,
+                     max_input_tokens=max_input_tokens)
+    synthetic = [str(p) for p in trace] == ["synthetic"]
+    if synthetic and bounds is None:
+        raise SimError("--trace synthetic needs --concurrency (closed loop)")
+    traces = [] if bounds is not None else load_traces(trace)
+    workload = None if bounds is None else _sessions(trace, synthetic, sessions, seed)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
@@ -174,11 +247,11 @@ def simulate(
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
-    results = {
-        name: run(traces, costs, SimSetup(gpu, h, _policy(write_policy), concurrency, engine,
-                                          arrival_scale))
-        for name, h in arms.items()
-    }
+    results = {}
+    for name, h in arms.items():
+        setup = SimSetup(gpu, h, _policy(write_policy), concurrency, engine, arrival_scale)
+        results[name] = (run(traces, costs, setup) if workload is None
+                         else run_sessions(workload, costs, setup, bounds))
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
         write_json_atomic(output, doc)
@@ -187,7 +260,8 @@ def simulate(
     else:
         from kvbench.sim.table import print_arms
 
-        print_arms(results, [t.name for t in traces])
+        names = [t.name for t in traces] or [str(p) for p in trace]
+        print_arms(results, names)
 
 
 @app.command("simulate-jobs", cls=SelectionCommand)

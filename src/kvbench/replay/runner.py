@@ -14,11 +14,12 @@ from kvbench.files import JsonlWriter, read_jsonl, write_json_atomic
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
 from kvbench.replay.http import Endpoint
-from kvbench.replay.lanes import Counters, Lanes, SessionPool
+from kvbench.replay.lanes import Counters, Lanes
 from kvbench.replay.stats import summarize
 from kvbench.workload import (
     PromptBuilder,
     Session,
+    SessionPool,
     SyntheticSpec,
     Vocabulary,
     generate_sessions,
@@ -46,8 +47,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         cfg.endpoint == "completions" and cfg.tokenizer is not None)
     marker = cfg.run_marker or secrets.token_hex(8)
     prompts = PromptBuilder(Vocabulary(cfg.tokenizer), marker, token_ids=token_ids)
-    bounded = cfg.duration_s is not None or cfg.max_requests is not None
-    pool = SessionPool(sessions, recycle=bounded, start=cfg.start, seed=cfg.seed)
+    pool = SessionPool.for_bounds(sessions, cfg.bounds)
 
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)

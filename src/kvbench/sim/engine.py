@@ -39,13 +39,17 @@ class _Step:
 class Engine:
     def __init__(self, cache: TieredCache, costs: CostModel,
                  config: EngineConfig | None = None,
-                 on_finish: Callable[[SimRequest], None] | None = None) -> None:
+                 on_finish: Callable[[SimRequest], None] | None = None,
+                 on_arrival: Callable[[SimRequest], bool] | None = None) -> None:
         self.cache = cache
         self.costs = costs
         self.config = config or EngineConfig()
         if self.config.max_running_requests < 1 or self.config.chunked_prefill_tokens < 1:
             raise SimError("max_running_requests and chunked_prefill_tokens must be >= 1")
         self.on_finish = on_finish
+        # Called as each request arrives, in arrival order; False drops it (the closed-loop
+        # driver decides there whether a send happens, as the replay does at send time).
+        self.on_arrival = on_arrival
         self.now_s = 0.0
         self._arrivals: list[tuple[float, int, SimRequest]] = []
         self._seq = 0
@@ -111,9 +115,11 @@ class Engine:
             self._apply(step)
 
     def _take_arrivals(self) -> None:
-        arrivals, now = self._arrivals, self.now_s
+        arrivals, now, hook = self._arrivals, self.now_s, self.on_arrival
         while arrivals and arrivals[0][0] <= now:
-            self.waiting.append(heapq.heappop(arrivals)[2])
+            req = heapq.heappop(arrivals)[2]
+            if hook is None or hook(req):
+                self.waiting.append(req)
 
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:

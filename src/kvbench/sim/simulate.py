@@ -16,8 +16,11 @@ from kvbench.errors import SimError
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import Engine, EngineConfig
+from kvbench.sim.lanes import LaneDriver
 from kvbench.sim.request import SimRequest
 from kvbench.sim.trace import Trace, TraceRequest
+from kvbench.workload.bounds import WorkloadBounds
+from kvbench.workload.session import Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,20 +50,52 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
     cache = TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)
     done: list[SimRequest] = [] if requests is None else requests
     sessions = [s for tr in traces for s in tr.sessions if s]
+    wall_s = _timed(lambda: _drive(sessions, cache, costs, setup, done))
+    return _finish_summary(summarize(done, cache), wall_s, len(done), costs, setup)
+
+
+def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
+                 bounds: WorkloadBounds, requests: list[SimRequest] | None = None) -> dict:
+    """Closed loop over workload sessions by the replay's workload bounds (`sim/lanes.py`):
+    `bounds.concurrency` lanes (setup.concurrency is not used). Warm-up requests run but are
+    left out of the summary, as the replay leaves them out; `requests` receives every
+    finished request, warm-up included (`meta`: session_id, turn, lane, is_warmup)."""
+    cache = TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)
+    done: list[SimRequest] = [] if requests is None else requests
+
+    def make_engine(**hooks) -> Engine:
+        return Engine(cache, costs, setup.engine, **hooks)
+
+    driver = LaneDriver(sessions, bounds, make_engine, done)
+    wall_s = _timed(driver.run)
+    profiled = [r for r in done if not r.meta.get("is_warmup")]
+    summary = summarize(profiled, cache)
+    summary["warmup_requests"] = len(done) - len(profiled)
+    summary["cancelled"] = driver.sent - len(done)
+    summary = _finish_summary(summary, wall_s, len(done), costs, setup)
+    summary["setup"]["concurrency"] = bounds.concurrency
+    summary["setup"]["bounds"] = {f: getattr(bounds, f) for f in bounds.__slots__}
+    return summary
+
+
+def _timed(fn) -> float:
     wall0 = time.perf_counter()
     # The cache tree is a large, long-lived object graph: generational GC passes over it
     # would double the run time, and nothing it could free is garbage before the run ends.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        _drive(sessions, cache, costs, setup, done)
+        fn()
     finally:
         if gc_was_enabled:
             gc.enable()
-    wall_s = time.perf_counter() - wall0
-    summary = summarize(done, cache)
+    return time.perf_counter() - wall0
+
+
+def _finish_summary(summary: dict, wall_s: float, n: int, costs: CostModel,
+                    setup: SimSetup) -> dict:
     summary["wall_s"] = wall_s
-    summary["requests_per_wall_s"] = len(done) / wall_s if wall_s > 0 else math.inf
+    summary["requests_per_wall_s"] = n / wall_s if wall_s > 0 else math.inf
     summary["setup"] = {
         "gpu_tokens": None if setup.gpu_tokens == math.inf else int(setup.gpu_tokens),
         "host_tokens": setup.host_tokens, "write_policy": setup.write_policy,
