@@ -87,6 +87,17 @@ def _host_tokens(tokens: int | None, gb: float | None, costs) -> int:
     return host_tier_tokens(costs, gb) if gb is not None else 0
 
 
+def _engine_config(profile: str | None, block_tokens: int | None = None, **kw):
+    """The engine's scheduler settings, with the KV manager its profile names (and its block
+    size unless the plan gives one)."""
+    from kvbench.sim.engine import EngineConfig
+    from kvbench.sim.engine_profile import load_engine_profile
+
+    p = load_engine_profile(profile)
+    return EngineConfig(kv_manager=p.kv_manager,
+                        block_tokens=int(block_tokens or p.block_tokens.value), **kw)
+
+
 def _bounds(concurrency: int | None, **opts):
     """The replay's workload bounds for a closed-loop run; None for open loop (which takes
     no bounds: every request at its trace time)."""
@@ -220,7 +231,6 @@ def simulate(
     bounds (--duration, --max-requests, --max-tokens-cap, --think-time-cap, --start, ...):
     the same requests `kvbench replay` sends with the same options."""
     from kvbench.files import write_json_atomic
-    from kvbench.sim.engine import EngineConfig
     from kvbench.sim.simulate import SimSetup, run, run_sessions
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.trace import load_traces
@@ -242,8 +252,8 @@ def simulate(
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
-    engine = EngineConfig(max_running_requests=max_running_requests,
-                          chunked_prefill_tokens=chunked_prefill_tokens)
+    engine = _engine_config(engine_profile, max_running_requests=max_running_requests,
+                            chunked_prefill_tokens=chunked_prefill_tokens)
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}

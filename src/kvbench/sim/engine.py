@@ -27,6 +27,10 @@ class EngineConfig:
     max_running_requests: int = 256
     chunked_prefill_tokens: int = 8192  # prefill token budget per step
     fast_forward: bool = True  # False: one decode step per event (streaming servers)
+    # KV manager: `radix` (SGLang's radix tree over TieredCache) or `vllm_blocks` (vLLM's
+    # block pool and scheduler, sim/vllm.py), with its block size in tokens.
+    kv_manager: str = "radix"
+    block_tokens: int = 16
 
 
 @dataclass(slots=True)
@@ -214,21 +218,26 @@ class Engine:
                 self._emit_decoded(now)
             fin = self._finishing
             while fin and fin[0][0] <= self.decode_step:
-                self._finish(heapq.heappop(fin)[2], now)
+                _, seq, req = heapq.heappop(fin)
+                if req.finish_seq == seq:  # else: preempted since (sim/vllm.py)
+                    self._finish(req, now)
         for req, n in step.chunks:
             req.prefill_left -= n
             req.context_tokens += n
             if req.prefill_left == 0:
                 self.prefilling.popleft()
-                req.first_s = now
-                req.emitted = 1
-                if req.sink:
-                    req.sink(req, "first", 1, now)
-                steps = self.costs.decode_steps_needed(req.output_tokens)
-                if steps == 0:
-                    self._finish(req, now)
-                else:
-                    self._join_decode(req, steps)
+                self._prefill_done(req, now)
+
+    def _prefill_done(self, req: SimRequest, now: float) -> None:
+        req.first_s = now
+        req.emitted = 1
+        if req.sink:
+            req.sink(req, "first", 1, now)
+        steps = self.costs.decode_steps_needed(req.output_tokens)
+        if steps == 0:
+            self._finish(req, now)
+        else:
+            self._join_decode(req, steps)
 
     def _join_decode(self, req: SimRequest, steps: int) -> None:
         req.decode_join_step = self.decode_step
@@ -237,6 +246,7 @@ class Engine:
         self._decode_base += req.context_tokens - self.costs.accept_length * self.decode_step
         self._decoders[req] = None
         self._seq += 1
+        req.finish_seq = self._seq
         heapq.heappush(self._finishing, (self.decode_step + steps, self._seq, req))
 
     def _emit_decoded(self, now: float) -> None:
@@ -258,13 +268,16 @@ class Engine:
             req.sink(req, "tokens", req.output_tokens - req.emitted, now)
         req.emitted = req.output_tokens
         req.finish_s = now
-        self.cache.release(req.admission)
+        self._release(req)
         self.num_running -= 1
         self.completed += 1
         if req.sink:
             req.sink(req, "finish", 0, now)
         if self.on_finish:
             self.on_finish(req)
+
+    def _release(self, req: SimRequest) -> None:
+        self.cache.release(req.admission)
 
     def _reject(self, req: SimRequest, why: str) -> None:
         req.error = why

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kvbench.sim.cache import Admission
@@ -32,6 +32,8 @@ class SimRequest:
     context_tokens: int = 0
     decode_join_step: int = 0
     decode_steps: int = 0
+    blocks: Any = None  # vLLM block-table state (sim/vllm.py)
+    finish_seq: int = 0  # the decode-finish heap entry that is current (preemption)
     emitted: int = 0
     blocked_need: int = 0
     admit_s: float = -1.0

@@ -13,12 +13,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kvbench.errors import SimError
+from kvbench.sim.blocks import BlockPool
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import Engine, EngineConfig
 from kvbench.sim.lanes import LaneDriver
 from kvbench.sim.request import SimRequest
 from kvbench.sim.trace import Trace, TraceRequest
+from kvbench.sim.vllm import VllmEngine, vllm_pool
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.session import Session
 
@@ -47,7 +49,7 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
     receives every finished request in completion order, for per-request comparisons; a
     request's `session` indexes the traces' non-empty sessions in order (one per file for
     kv-cache-tester traces)."""
-    cache = TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)
+    cache = make_cache(setup)
     done: list[SimRequest] = [] if requests is None else requests
     sessions = [s for tr in traces for s in tr.sessions if s]
     wall_s = _timed(lambda: _drive(sessions, cache, costs, setup, done))
@@ -60,11 +62,11 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     `bounds.concurrency` lanes (setup.concurrency is not used). Warm-up requests run but are
     left out of the summary, as the replay leaves them out; `requests` receives every
     finished request, warm-up included (`meta`: session_id, turn, lane, is_warmup)."""
-    cache = TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)
+    cache = make_cache(setup)
     done: list[SimRequest] = [] if requests is None else requests
 
     def make_engine(**hooks) -> Engine:
-        return Engine(cache, costs, setup.engine, **hooks)
+        return engine_for(cache, costs, setup, **hooks)
 
     driver = LaneDriver(sessions, bounds, make_engine, done)
     wall_s = _timed(driver.run)
@@ -76,6 +78,25 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     summary["setup"]["concurrency"] = bounds.concurrency
     summary["setup"]["bounds"] = {f: getattr(bounds, f) for f in bounds.__slots__}
     return summary
+
+
+def make_cache(setup: SimSetup):
+    """The KV manager the engine profile names: SGLang's radix `TieredCache` or vLLM's
+    `BlockPool` (whole blocks of `setup.engine.block_tokens`)."""
+    cfg = setup.engine
+    if cfg.kv_manager == "vllm_blocks":
+        if setup.gpu_tokens == math.inf:
+            raise SimError("the vllm_blocks KV manager needs a finite GPU tier (--gpu-tokens)")
+        return vllm_pool(setup.gpu_tokens, setup.host_tokens, cfg.block_tokens)
+    if cfg.kv_manager != "radix":
+        raise SimError(f"kv_manager: {cfg.kv_manager!r}; allowed: radix, vllm_blocks")
+    return TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)
+
+
+def engine_for(cache, costs: CostModel, setup: SimSetup, **hooks) -> Engine:
+    if isinstance(cache, BlockPool):
+        return VllmEngine(cache, costs, setup.engine, **hooks)
+    return Engine(cache, costs, setup.engine, **hooks)
 
 
 def _timed(fn) -> float:
@@ -103,7 +124,10 @@ def _finish_summary(summary: dict, wall_s: float, n: int, costs: CostModel,
         "cost_model": costs.label, "engine_profile": costs.engine,
         "max_running_requests": setup.engine.max_running_requests,
         "chunked_prefill_tokens": setup.engine.chunked_prefill_tokens,
+        "kv_manager": setup.engine.kv_manager,
     }
+    if setup.engine.kv_manager == "vllm_blocks":
+        summary["setup"]["block_tokens"] = setup.engine.block_tokens
     return summary
 
 
@@ -112,7 +136,7 @@ def _drive(sessions: list[list[TraceRequest]], cache: TieredCache, costs: CostMo
     if not setup.arrival_scale > 0:
         raise SimError(f"arrival_scale must be > 0, got {setup.arrival_scale}")
     if setup.concurrency is None:
-        engine = Engine(cache, costs, setup.engine, on_finish=done.append)
+        engine = engine_for(cache, costs, setup, on_finish=done.append)
         rid = 0
         for sid, sess in enumerate(sessions):
             for t in sess:
@@ -143,7 +167,7 @@ def _drive(sessions: list[list[TraceRequest]], cache: TieredCache, costs: CostMo
                 cursor[nxt] = 0
                 send(nxt, engine.now_s)
 
-        engine = Engine(cache, costs, setup.engine, on_finish=on_finish)
+        engine = engine_for(cache, costs, setup, on_finish=on_finish)
         for _ in range(min(setup.concurrency, len(pending))):
             sid, _ = pending.popleft()
             cursor[sid] = 0
@@ -202,5 +226,6 @@ def summarize(done: list[SimRequest], cache: TieredCache) -> dict:
             "host_evicted_tokens": c.host_evicted_tokens, "dropped_tokens": c.dropped_tokens,
             "backup_failed_tokens": c.backup_failed_tokens,
             "host_used_tokens": cache.host_used,
+            "preemptions": getattr(cache, "preemptions", 0),
         },
     }
