@@ -37,6 +37,11 @@ class BlockPool:
         self.host: OrderedDict[int, None] = OrderedDict()  # LRU, oldest first
         self.counters = CacheCounters()
         self.preemptions = 0  # counted by the scheduler (vllm.py)
+        # The host link (link.HostLink), set by the engine: stores queue on its D2H
+        # direction. vLLM's connector keeps a block referenced until its store is done, so
+        # a queued store is never lost; the queue shows as link time and utilisation.
+        self.link = None
+        self.sync_until_s = 0.0
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -95,6 +100,7 @@ class BlockPool:
         cached first is shared instead (its new block goes back to the pool: vLLM would
         keep the duplicate until the request ends, a block's worth of difference)."""
         refs, free = self.refs, self.free_cached
+        stored = 0
         for i in range(start, stop):
             h = chain[i]
             r = refs.get(h)
@@ -106,7 +112,9 @@ class BlockPool:
                 continue
             refs[h] = 1
             if self.host_capacity:
-                self._store(h)
+                stored += self._store(h)
+        if stored and self.link is not None:
+            self.link.async_d2h(stored * self.block_tokens)
 
     def release(self, chain: list[int], cached: int, plain: int) -> None:
         """Free a request's blocks, last first: `plain` uncached blocks (its tail) to the
@@ -126,16 +134,18 @@ class BlockPool:
         self.release(chain[start:stop], stop - start, 0)
 
     # -- host tier -------------------------------------------------------------------------
-    def _store(self, h: int) -> None:
+    def _store(self, h: int) -> int:
+        """1 when the block is copied to the host, 0 when the host has it already."""
         host = self.host
         if h in host:
             host.move_to_end(h)
-            return
+            return 0
         if len(host) >= self.host_capacity:
             host.popitem(last=False)
             self.counters.host_evicted_tokens += self.block_tokens
         host[h] = None
         self.counters.backup_tokens += self.block_tokens
+        return 1
 
     def load(self, chain: list[int], start: int, stop: int) -> None:
         """Host hits chain[start:stop] are loaded into GPU blocks (allocated by the caller)

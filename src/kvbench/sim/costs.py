@@ -161,9 +161,13 @@ class CostModel:
         decode_context: float,
         load_tokens: int = 0,
         sync_backup_tokens: int = 0,
+        load_time_s: float | None = None,
+        sync_time_s: float | None = None,
     ) -> float:
         """One forward pass over prefill chunks (new, context) and a decode batch. Load-back
-        overlaps the compute layer by layer; write-back backups on eviction do not."""
+        overlaps the compute layer by layer; write-back backups on eviction do not. The
+        transfer times default to an idle link; `link.HostLink` gives them with the queue
+        of their direction (`load_time_s`, `sync_time_s`)."""
         read_tokens = sum(c + n for n, c in prefill_chunks) + decode_context
         if self.attention == "packed_dense" and prefill_chunks:
             # One attention call over the packed batch: every query token (prefill chunks and
@@ -185,13 +189,15 @@ class CostModel:
         memory = (
             self.weight_bytes_read(step_tokens) + read_tokens * self.kv_bytes_per_token_per_rank
         ) / self.hbm_bytes_per_s
-        body = max(compute, memory, self.load_s(load_tokens))
+        load = self.load_s(load_tokens) if load_time_s is None else load_time_s
+        body = max(compute, memory, load)
         if decode_batch:
             body *= 1 + self.draft_overhead_fraction
         overhead = self.decode_overhead_s(len(prefill_chunks) + decode_batch)
         if prefill_chunks:
             overhead += self.prefill_overhead_s
-        return overhead + body + self.backup_s(sync_backup_tokens)
+        sync = self.backup_s(sync_backup_tokens) if sync_time_s is None else sync_time_s
+        return overhead + body + sync
 
     # -- constructors ----------------------------------------------------------------------
     def with_speculation(self, accept_length: float, verify_tokens: int,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from kvbench.errors import SimError
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
+from kvbench.sim.link import HostLink
 from kvbench.sim.request import SimRequest
 
 
@@ -69,6 +70,9 @@ class Engine:
         self._finishing: list[tuple[int, int, SimRequest]] = []
         self.completed = 0
         self.rejected = 0
+        # one queue per direction of the host link, shared by every transfer (link.py)
+        self.link = HostLink.for_costs(costs)
+        cache.link = self.link
 
     # -- input -----------------------------------------------------------------------------
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
@@ -128,6 +132,8 @@ class Engine:
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
         cfg, cache, costs = self.config, self.cache, self.costs
+        link = self.link
+        link.now_s = cache.sync_until_s = self.now_s
         budget = cfg.chunked_prefill_tokens
         chunks: list[tuple[SimRequest, int]] = []
         for req in self.prefilling:
@@ -162,7 +168,9 @@ class Engine:
         context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
         if chunks:
             dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
-                               context, load_tokens, sync_tokens)
+                               context, load_tokens, sync_tokens,
+                               load_time_s=link.load_s(load_tokens),
+                               sync_time_s=cache.sync_until_s - self.now_s)
             return _Step(self.now_s + dur, chunks, 1 if self.decode_batch else 0)
         return self._decode_stretch(context, horizon_s)
 

@@ -227,5 +227,7 @@ def summarize(done: list[SimRequest], cache: TieredCache) -> dict:
             "backup_failed_tokens": c.backup_failed_tokens,
             "host_used_tokens": cache.host_used,
             "preemptions": getattr(cache, "preemptions", 0),
+            "backup_late_tokens": c.backup_late_tokens,
         },
+        "link": cache.link.summary(span) if cache.link is not None else None,
     }

@@ -72,6 +72,7 @@ class VllmEngine(Engine):
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
         cfg, costs = self.config, self.costs
+        self.link.now_s = self.now_s
         budget = cfg.chunked_prefill_tokens - self.decode_batch * costs.verify_tokens
         chunks: list[tuple[SimRequest, int]] = []
         load_tokens = 0
@@ -108,7 +109,8 @@ class VllmEngine(Engine):
         context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
         if chunks:
             dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
-                               context, load_tokens, 0)
+                               context, load_tokens, 0,
+                               load_time_s=self.link.load_s(load_tokens))
             return _Step(self.now_s + dur, chunks, 1 if self.decode_batch else 0)
         return self._decode_stretch(context, horizon_s)
 
