@@ -225,6 +225,10 @@ def simulate(
     block_tokens: BlockTokensOpt = None,
     max_input_tokens: MaxInputOpt = None,
     sessions: SessionsOpt = 64,
+    dp: Annotated[int, typer.Option(
+        help="DP-attention ranks, each with its own GPU and host tier (closed loop).")] = 1,
+    router: Annotated[str, typer.Option(
+        help="DP router: round_robin | consistent_hash | sticky.")] = "round_robin",
 ) -> None:
     """Replay traces through the simulator in virtual time; per-tier hit rates, TTFT/E2E
     percentiles and throughput. With --concurrency, the lanes follow the replay's workload
@@ -257,9 +261,13 @@ def simulate(
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
+    if dp != 1 and bounds is None:
+        raise SimError("--dp: DP-attention ranks need closed-loop lanes",
+                       hint="add --concurrency N")
     results = {}
     for name, h in arms.items():
-        setup = SimSetup(gpu, h, _policy(write_policy), concurrency, engine, arrival_scale)
+        setup = SimSetup(gpu, h, _policy(write_policy), concurrency, engine, arrival_scale,
+                         dp=dp, router=router)
         results[name] = (run(traces, costs, setup) if workload is None
                          else run_sessions(workload, costs, setup, bounds))
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}

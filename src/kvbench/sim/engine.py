@@ -80,6 +80,14 @@ class Engine:
         req.arrival_s = max(self.now_s, req.arrival_s if at_s is None else at_s)
         self._seq += 1
         heapq.heappush(self._arrivals, (req.arrival_s, self._seq, req))
+        step = self._step
+        if step is not None and step.decode_steps > 1 and not step.chunks and (
+                step.end_s > req.arrival_s):
+            # A decode stretch in flight was planned to the next arrival known then: end it
+            # at the first step boundary after this one (arrivals from another rank).
+            context = self._decode_base + self.decode_batch * self.costs.accept_length * (
+                self.decode_step)
+            self._step = self._decode_stretch(context, math.inf)
 
     @property
     def num_queued(self) -> int:

@@ -18,6 +18,7 @@ from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import Engine, EngineConfig
 from kvbench.sim.lanes import LaneDriver
+from kvbench.sim.ranks import RankedEngines
 from kvbench.sim.request import SimRequest
 from kvbench.sim.trace import Trace, TraceRequest
 from kvbench.sim.vllm import VllmEngine, vllm_pool
@@ -35,6 +36,10 @@ class SimSetup:
     # Open loop: trace times are multiplied by this (2.0 = half the request rate), e.g. to
     # give one simulated server its share of a trace recorded on a whole cluster.
     arrival_scale: float = 1.0
+    # DP attention: ranks, each with its own tiers of the sizes above, behind a router
+    # (ranks.ROUTERS); closed loop (run_sessions) only.
+    dp: int = 1
+    router: str = "round_robin"
 
 
 def _to_request(rid: int, t: TraceRequest, arrival_s: float, session: int) -> SimRequest:
@@ -62,22 +67,44 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     `bounds.concurrency` lanes (setup.concurrency is not used). Warm-up requests run but are
     left out of the summary, as the replay leaves them out; `requests` receives every
     finished request, warm-up included (`meta`: session_id, turn, lane, is_warmup)."""
-    cache = make_cache(setup)
     done: list[SimRequest] = [] if requests is None else requests
+    caches = [make_cache(setup) for _ in range(setup.dp)]
 
     def make_engine(**hooks) -> Engine:
-        return engine_for(cache, costs, setup, **hooks)
+        if setup.dp == 1:
+            return engine_for(caches[0], costs, setup, **hooks)
+        ranks = iter(caches)
+        return RankedEngines(lambda **h: engine_for(next(ranks), costs, setup, **h),
+                             setup.dp, setup.router, **hooks)
 
     driver = LaneDriver(sessions, bounds, make_engine, done)
     wall_s = _timed(driver.run)
     profiled = [r for r in done if not r.meta.get("is_warmup")]
-    summary = summarize(profiled, cache)
+    summary = summarize(profiled, caches[0])
+    if setup.dp > 1:
+        summary["cache"] = _sum_caches([summarize([], c)["cache"] for c in caches])
+        summary["link"] = None
+        summary["ranks"] = [
+            {"rank": i, "requests": len(mine),
+             "hit_rate": (sr := summarize(mine, c))["hit_rate"],
+             "cached_tokens": sr["cached_tokens"], "prompt_tokens": sr["prompt_tokens"],
+             "host_used_tokens": sr["cache"]["host_used_tokens"],
+             "device_evicted_tokens": sr["cache"]["device_evicted_tokens"]}
+            for i, c in enumerate(caches)
+            for mine in [[r for r in profiled if r.meta.get("rank") == i]]]
     summary["warmup_requests"] = len(done) - len(profiled)
     summary["cancelled"] = driver.sent - len(done)
     summary = _finish_summary(summary, wall_s, len(done), costs, setup)
     summary["setup"]["concurrency"] = bounds.concurrency
     summary["setup"]["bounds"] = {f: getattr(bounds, f) for f in bounds.__slots__}
+    summary["setup"]["dp"] = setup.dp
+    if setup.dp > 1:
+        summary["setup"]["router"] = setup.router
     return summary
+
+
+def _sum_caches(parts: list[dict]) -> dict:
+    return {k: sum(p[k] for p in parts) for k in parts[0]}
 
 
 def make_cache(setup: SimSetup):
