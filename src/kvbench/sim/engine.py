@@ -220,7 +220,7 @@ class Engine:
         req.device_hit_tokens, req.host_hit_tokens = adm_dev, adm_host
         cached = adm_dev + adm_host
         # At least one token is computed: the logits of the last prompt token.
-        req.prefill_left = max(1, req.input_tokens - cached)
+        req.prefill_left = max(1, req.input_tokens - max(cached, req.prefilled_tokens))
         req.context_tokens = req.input_tokens - req.prefill_left
         self.prefilling.append(req)
         self.num_running += 1

@@ -26,6 +26,9 @@ class SimRequest:
     page_tokens: int
     session: int = 0
     sink: Sink | None = None
+    # KV of this many prompt tokens arrived computed (a decode rank after disaggregated
+    # prefill): only the rest is prefilled, and none of it counts as a cache hit
+    prefilled_tokens: int = 0
     # filled in by the engine
     admission: Admission | None = None
     prefill_left: int = 0

@@ -10,12 +10,13 @@ import gc
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvbench.errors import SimError
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
+from kvbench.sim.disagg import DisaggEngines
 from kvbench.sim.engine import Engine, EngineConfig
 from kvbench.sim.lanes import LaneDriver
 from kvbench.sim.ranks import RankedEngines
@@ -24,6 +25,17 @@ from kvbench.sim.trace import Trace, TraceRequest
 from kvbench.sim.vllm import VllmEngine, vllm_pool
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class DisaggSetup:
+    """Decode ranks of a disaggregated job (the SimSetup's tiers and ranks are prefill's)."""
+
+    decode_ranks: int
+    decode_gpu_tokens: float
+    decode_costs: CostModel
+    transfer_bytes_per_token: float  # KV bytes one prefill rank sends per prompt token
+    transfer_bytes_per_s: float  # its NIC, per direction
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +52,8 @@ class SimSetup:
     # (ranks.ROUTERS); closed loop (run_sessions) only.
     dp: int = 1
     router: str = "round_robin"
+    # Prefill/decode disaggregation: `dp` prefill ranks and these decode ranks.
+    disagg: DisaggSetup | None = None
 
 
 def _to_request(rid: int, t: TraceRequest, arrival_s: float, session: int) -> SimRequest:
@@ -70,10 +84,20 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     done: list[SimRequest] = [] if requests is None else requests
     caches = [make_cache(setup) for _ in range(setup.dp)]
 
+    pd = setup.disagg
+
     def make_engine(**hooks) -> Engine:
+        ranks = iter(caches)
+        if pd is not None:
+            decode_engine = replace(setup.engine, kv_manager="radix")
+            return DisaggEngines(
+                lambda **h: engine_for(next(ranks), costs, setup, **h), setup.dp,
+                lambda **h: Engine(TieredCache(pd.decode_gpu_tokens), pd.decode_costs,
+                                   decode_engine, **h),
+                pd.decode_ranks, setup.router, pd.transfer_bytes_per_token,
+                pd.transfer_bytes_per_s, **hooks)
         if setup.dp == 1:
             return engine_for(caches[0], costs, setup, **hooks)
-        ranks = iter(caches)
         return RankedEngines(lambda **h: engine_for(next(ranks), costs, setup, **h),
                              setup.dp, setup.router, **hooks)
 
@@ -100,6 +124,13 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     summary["setup"]["dp"] = setup.dp
     if setup.dp > 1:
         summary["setup"]["router"] = setup.router
+    if pd is not None:
+        summary["setup"]["disagg"] = {
+            "prefill_ranks": setup.dp, "decode_ranks": pd.decode_ranks,
+            "decode_gpu_tokens": None if pd.decode_gpu_tokens == math.inf
+            else int(pd.decode_gpu_tokens),
+            "transfer_bytes_per_s": pd.transfer_bytes_per_s}
+        summary["kv_transfer_tokens"] = driver.engine.transferred_tokens
     return summary
 
 
