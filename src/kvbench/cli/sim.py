@@ -106,6 +106,7 @@ def _bounds(concurrency: int | None, **opts):
     defaults = {"duration": None, "max_requests": None, "warmup_requests": 0,
                 "max_tokens_cap": None, "think_time_cap": 60.0, "think_time_scale": 1.0,
                 "start": "beginning", "seed": 0, "block_tokens": None, "max_input_tokens": None}
+    opts = {**defaults, **opts}
     if concurrency is None:
         given = [k for k, v in opts.items() if v != defaults[k]]
         if given:
@@ -292,55 +293,35 @@ def simulate_jobs(
     write_policy: Annotated[str, typer.Option(
         help="write_through | write_through_selective | write_back")] = "write_through",
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
+    duration: DurationOpt = None,
+    max_requests: MaxRequestsOpt = None,
+    max_tokens_cap: MaxTokensCapOpt = None,
+    think_time_cap: ThinkCapOpt = 60.0,
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
-    and with the planned host tier, side by side."""
+    and with the planned host tier, side by side. DP-attention rows run one rank per
+    attention group behind the job's router; multi-node rows run their prefill and decode
+    workers; a row that cannot be modelled is listed with the reason."""
+    from kvbench.cli.sim_jobs import simulate_job
     from kvbench.matrix import select_jobs
-    from kvbench.plan import plan_job
-    from kvbench.sim.engine_profile import engine_profile_names
-    from kvbench.sim.simulate import SimSetup, run
-    from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.table import print_jobs
-
-    def _engine_of(framework: str) -> str | None:
-        """The engine profile a framework runs on (`dynamo-vllm` -> vllm), else None
-        (the default)."""
-        known = engine_profile_names()
-        return next((p for p in framework.lower().split("-") if p in known), None)
-
-    from kvbench.sim.trace import load_traces
+    from kvbench.workload import load_trace
 
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
-    traces = load_traces(trace)
-    jobs = [j for j in select_jobs(selection) if not j.is_multinode]
+    policy = _policy(write_policy)
+    sessions = load_trace(trace)
+    jobs = select_jobs(selection)
     if not jobs:
-        raise SimError("no single-node job matches the selection",
-                       hint="check --config-files and the filters (multi-node rows are skipped)")
-    out = []
-    for job in jobs[:max_jobs]:
-        plan = plan_job(job)
-        entry = {"exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
-                 "engine-profile": _engine_of(job.framework) or "sglang",
-                 "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
-                 "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)}
-        if plan.errors or not plan.within_budget:
-            out.append(entry)
-            continue
-        costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
-                              kv_dtype=plan.kv_dtype,
-                              dp_attention=bool(job.row.get("dp-attn", False)),
-                              engine=_engine_of(job.framework))
-        arms = {"resident": 0}
-        if plan.host_kv_tokens:
-            arms["offload"] = plan.host_kv_tokens
-        entry["arms"] = {
-            name: run(traces, costs, SimSetup(plan.gpu_kv_tokens, host, _policy(write_policy),
-                                              job.conc))
-            for name, host in arms.items()
-        }
-        out.append(entry)
+        raise SimError("no job matches the selection",
+                       hint="check --config-files and the filters")
+
+    def bounds_for(conc: int):
+        return _bounds(conc, duration=duration, max_requests=max_requests,
+                       max_tokens_cap=max_tokens_cap, think_time_cap=think_time_cap)
+
+    out = [simulate_job(job, sessions, bounds_for, policy) for job in jobs[:max_jobs]]
     if output_format == "json":
         print(json.dumps(out, indent=1))
     else:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from kvbench.sim.engine import Engine
 from kvbench.sim.link import HostLink
-from kvbench.sim.ranks import RankedEngines, Router, session_key
+from kvbench.sim.ranks import RankedEngines, Router, session_key, side_by_side
 from kvbench.sim.request import SimRequest
 
 
@@ -37,6 +37,7 @@ class DisaggEngines(RankedEngines):
                         for i in range(prefill_ranks)]
         self.decode = [make_decode(on_finish=self._decoded(i)) for i in range(decode_ranks)]
         self.engines = self.prefill + self.decode
+        side_by_side(self.engines)
         self.nics = [HostLink(transfer_bytes_per_token, math.inf, transfer_bytes_per_s)
                      for _ in range(prefill_ranks)]
         self.transferred_tokens = 0

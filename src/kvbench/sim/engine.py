@@ -70,6 +70,10 @@ class Engine:
         self._finishing: list[tuple[int, int, SimRequest]] = []
         self.completed = 0
         self.rejected = 0
+        # Decode stretches end at the caller's horizon (it comes back then). Engines run side
+        # by side (ranks.py) plan to their own next event instead: a request that another
+        # rank sends them mid-stretch cuts the stretch short (`submit`).
+        self.plan_to_horizon = True
         # one queue per direction of the host link, shared by every transfer (link.py)
         self.link = HostLink.for_costs(costs)
         cache.link = self.link
@@ -119,7 +123,7 @@ class Engine:
                         return
                     self.now_s = self._arrivals[0][0]
                     continue
-                self._step = self._compose(horizon_s)
+                self._step = self._compose(horizon_s if self.plan_to_horizon else math.inf)
                 if self._step is None:
                     if self.num_running or not self.waiting:
                         continue

@@ -69,6 +69,12 @@ def session_key(req: SimRequest) -> str:
     return req.meta.get("session_id", str(req.session)) if req.meta else str(req.session)
 
 
+def side_by_side(engines: list[Engine]) -> None:
+    """Engines advanced together plan their steps to their own next event (see Engine)."""
+    for e in engines:
+        e.plan_to_horizon = False
+
+
 class RankedEngines:
     """Looks like one `Engine` to the lane driver (submit, run_until, now_s); routes each
     request to a rank and advances every rank to the next event of any of them."""
@@ -81,6 +87,7 @@ class RankedEngines:
         self.now_s = 0.0
         self.engines = [make_rank(on_finish=self._finisher(i), on_arrival=on_arrival)
                         for i in range(ranks)]
+        side_by_side(self.engines)
 
     def _finisher(self, rank: int) -> Callable[[SimRequest], None]:
         def finished(req: SimRequest) -> None:

@@ -50,7 +50,8 @@ def print_jobs(entries: list[dict]) -> None:
     for e in entries:
         arms = e.get("arms")
         if not arms:
-            table.add_row(e["exp-name"], str(e["conc"]), "-", "[red]not planned[/]", "", "", "")
+            why = e.get("skipped") or "not planned"
+            table.add_row(e["exp-name"], str(e["conc"]), "-", f"[red]{why}[/]", "", "", "")
             continue
         res, off = arms["resident"], arms.get("offload")
         table.add_row(
