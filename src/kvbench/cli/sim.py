@@ -297,31 +297,35 @@ def simulate_jobs(
     max_requests: MaxRequestsOpt = None,
     max_tokens_cap: MaxTokensCapOpt = None,
     think_time_cap: ThinkCapOpt = 60.0,
+    workers: Annotated[int, typer.Option(
+        help="Processes to spread the jobs over; 0 = one per available core.")] = 0,
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
     and with the planned host tier, side by side. DP-attention rows run one rank per
     attention group behind the job's router; multi-node rows run their prefill and decode
     workers; a row that cannot be modelled is listed with the reason."""
-    from kvbench.cli.sim_jobs import simulate_job
+    from kvbench.cli import sim_jobs
     from kvbench.matrix import select_jobs
     from kvbench.sim.table import print_jobs
     from kvbench.workload import load_trace
 
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
+    if workers < 0:
+        raise SimError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
     policy = _policy(write_policy)
-    sessions = load_trace(trace)
+    load_trace(trace)  # bad input fails here, once, before any worker starts
+    _bounds(1, duration=duration, max_requests=max_requests, max_tokens_cap=max_tokens_cap,
+            think_time_cap=think_time_cap)  # and bad bounds
     jobs = select_jobs(selection)
     if not jobs:
         raise SimError("no job matches the selection",
                        hint="check --config-files and the filters")
-
-    def bounds_for(conc: int):
-        return _bounds(conc, duration=duration, max_requests=max_requests,
-                       max_tokens_cap=max_tokens_cap, think_time_cap=think_time_cap)
-
-    out = [simulate_job(job, sessions, bounds_for, policy) for job in jobs[:max_jobs]]
+    bounds = {"duration_s": duration, "max_requests": max_requests,
+              "max_tokens_cap": max_tokens_cap, "think_time_cap_s": think_time_cap}
+    out = sim_jobs.simulate_jobs(jobs[:max_jobs], list(trace), bounds, policy,
+                                 workers or sim_jobs.default_workers())
     if output_format == "json":
         print(json.dumps(out, indent=1))
     else:

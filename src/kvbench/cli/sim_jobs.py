@@ -134,3 +134,43 @@ def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
     except KvbenchError as e:
         entry["skipped"] = f"simulation failed: {e.message}"
     return entry
+
+
+# -- several jobs at once: one process per core, each loading the trace once ------------------
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(trace: list, bounds: dict, write_policy: str) -> None:
+    from kvbench.workload import load_trace
+
+    _WORKER.update(sessions=load_trace(trace), bounds=bounds, policy=write_policy)
+
+
+def _bounds_for(bounds: dict):
+    from kvbench.workload.bounds import WorkloadBounds
+
+    return lambda conc: WorkloadBounds(concurrency=conc, **bounds)
+
+
+def _run_one(job) -> dict:
+    return simulate_job(job, _WORKER["sessions"], _bounds_for(_WORKER["bounds"]),
+                        _WORKER["policy"])
+
+
+def simulate_jobs(jobs: list, trace: list, bounds: dict, write_policy: str,
+                  workers: int) -> list[dict]:
+    """Every job's entry, in order; `workers` > 1 spreads the jobs over processes."""
+    if workers <= 1 or len(jobs) < 2:
+        _init_worker(trace, bounds, write_policy)
+        return [_run_one(j) for j in jobs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, initializer=_init_worker,
+                             initargs=(trace, bounds, write_policy)) as pool:
+        return list(pool.map(_run_one, jobs, chunksize=4))
+
+
+def default_workers() -> int:
+    import os
+
+    return max(1, len(os.sched_getaffinity(0)))
