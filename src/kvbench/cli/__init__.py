@@ -14,6 +14,7 @@ from kvbench.errors import KvbenchError
 from kvbench.cli import (  # noqa: F401  isort: skip
     recipe,
     plan,
+    model,
     launch,
     replay,
     sim,

@@ -38,6 +38,9 @@ def launch(
     host: Annotated[str, typer.Option("--host", help="Address servers bind to.")] = "127.0.0.1",
     model_path: Annotated[str | None, typer.Option(
         "--model-path", help="Local model directory instead of the row's HF id.")] = None,
+    load_format: Annotated[str, typer.Option(
+        "--load-format", help="auto (the model's weights) or dummy (its shape with random "
+        "weights; --model-path a directory from `kvbench dummy-model`).")] = "auto",
     engine_arg: Annotated[list[str] | None, typer.Option(
         "--engine-arg", help="Extra or replacing engine flags, e.g. "
         "--engine-arg '--watchdog-timeout 3600'.")] = None,
@@ -65,6 +68,8 @@ def launch(
 
     if format not in ("text", "json"):
         raise EngineError(f"--format {format!r} is not allowed (allowed: text, json)")
+    if load_format not in ("auto", "dummy"):
+        raise EngineError(f"--load-format {load_format!r} is not allowed (allowed: auto, dummy)")
     env_overrides = {}
     for item in engine_env or []:
         name, sep, value = item.partition("=")
@@ -76,6 +81,7 @@ def launch(
         selection, engine=engine, exp_names=exp_name, port=port, host=host,
         model_path=model_path, overrides=overrides, env_overrides=env_overrides,
         engine_version=engine_version, accuracy=accuracy or None, work_dir=work_dir,
+        dummy_weights=load_format == "dummy",
     )
     if dry_run:
         if format == "json":

@@ -33,7 +33,7 @@ class Built:
 def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] | None,
               port: int, host: str, model_path: str | None, overrides: list[str],
               env_overrides: dict[str, str], engine_version: str | None,
-              accuracy: bool | None, work_dir: Path | None
+              accuracy: bool | None, work_dir: Path | None, dummy_weights: bool = False
               ) -> tuple[list[Built], list[tuple[Job, str]]]:
     from kvbench.cli.plan import _runners
     from kvbench.plan import plan_job
@@ -56,6 +56,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
             spec = adapter.build(job, plan, port=port, host=host, model_path=model_path,
                                  work_dir=job_dir, overrides=overrides,
                                  env_overrides=env_overrides, accuracy=accuracy,
+                                 dummy_weights=dummy_weights,
                                  engine_version=engine_version)
         except KvbenchError as e:
             skipped.append((job, e.message.splitlines()[0]))

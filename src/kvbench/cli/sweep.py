@@ -71,6 +71,9 @@ def run(
                                              "times faster.", _WORK)] = None,
     model_path: Annotated[str | None, _opt("Local model weights path for the engine.", _WORK)
                           ] = None,
+    load_format: Annotated[str, _opt("auto (the model's weights) or dummy (its shape with "
+                                     "random weights; --model-path from `kvbench "
+                                     "dummy-model`).", _WORK)] = "auto",
     ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
     replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
                                                  "duration + grace + 5 min).")] = None,
@@ -97,12 +100,18 @@ def run(
         engine_args += ["--time-scale", str(time_scale)]
     if synthetic and trace:
         raise SweepError("give --trace or --synthetic, not both")
+    if load_format not in ("auto", "dummy"):
+        raise SweepError(f"--load-format {load_format!r} is not one of auto, dummy")
+    if load_format == "dummy" and model_path is None:
+        raise SweepError("--load-format dummy needs --model-path",
+                         hint="kvbench dummy-model DIR --model qwen3-8b builds one")
     options = RunOptions(
         trace=list(trace) if trace else None, bundled_traces=not synthetic and not trace,
         duration_s=duration, max_requests=max_requests,
         warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer,
         max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
         think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
+        load_format=load_format,
         timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
     )
     with _interruptible("rerun the same command to resume"):

@@ -53,6 +53,7 @@ class EngineAdapter:
         env_overrides: Mapping[str, str] | None = None,
         accuracy: bool | None = None,
         engine_version: str | None = None,
+        dummy_weights: bool = False,
     ) -> LaunchSpec:
         data = self.data
         router = self.router_name(job, data)
@@ -68,6 +69,8 @@ class EngineAdapter:
         for rule in data.matching(ctx.facts):
             self._apply_rule(rule, ctx, args, env, config, config_sources)
         self.plan_args(ctx, args, env, config, config_sources, warnings)
+        if dummy_weights:
+            self._dummy_weights(args)
         if overrides:
             args.set_tokens(list(overrides), "override", "--engine-arg")
         for k, v in (env_overrides or {}).items():
@@ -100,6 +103,14 @@ class EngineAdapter:
             warnings=(([f"plan refused: {e}" for e in plan.errors] + list(plan.warnings))
                       if plan is not None else []) + warnings,
         )
+
+    def _dummy_weights(self, args: Settings) -> None:
+        flags = self.data.dummy_weights
+        if flags is None:
+            raise EngineError(f"engine {self.name!r} cannot serve dummy weights",
+                              hint="--load-format dummy is for vllm and sglang rows")
+        for flag, value in flags.items():
+            args.set(flag, value, "override", "--load-format dummy")
 
     # -- hooks ---------------------------------------------------------------------------
     def job_args(self, ctx: BuildContext, args: Settings) -> None:

@@ -87,6 +87,9 @@ class EngineData(BaseModel):
     metrics_path: str = Field("/metrics", alias="metrics-path")
     kv_dtype: dict[str, str] = Field(default_factory=dict, alias="kv-dtype")
     config_file: str | None = Field(None, alias="config-file")
+    # Flags that serve the model's shape with random weights (no checkpoint read); None: the
+    # engine cannot.
+    dummy_weights: dict[str, Any] | None = Field(None, alias="dummy-weights")
     routers: dict[str, RouterData] = Field(default_factory=dict)
     rules: list[Rule] = Field(default_factory=list)
 

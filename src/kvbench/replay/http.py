@@ -18,6 +18,13 @@ from kvbench.errors import ReplayError
 from kvbench.replay.chunked import ChunkedDecoder
 
 RCVBUF_BYTES = 4 << 20
+# Idle time after which a kept-alive connection is not reused when the server advertises no
+# `Keep-Alive: timeout=N`: below the 5 s that uvicorn, aiohttp and nginx-style servers close
+# idle connections at, so the client never writes into a connection the server is closing.
+DEFAULT_IDLE_S = 4.0
+# Margin kept below an advertised keep-alive timeout (the server's timer and ours are not one).
+IDLE_MARGIN_S = 0.5
+UNANSWERED = "connection closed before a response"
 
 
 @dataclass(slots=True)
@@ -28,6 +35,9 @@ class Response:
     t_first_byte_ns: int
     complete: bool = True
     error: str | None = None
+    # closed by the server before a single response byte: the server never answered (on a
+    # reused keep-alive connection, it closed it as we wrote), so resending is safe
+    unanswered: bool = False
 
     def body(self) -> bytes:
         return b"".join(p for _, p in self.pieces)
@@ -63,8 +73,21 @@ class Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.served = 0  # responses completed on this connection
+        self.idle_since_ns = 0
+        self.keepalive_s: float | None = None  # what the server advertised, if anything
         self._waiter: asyncio.Future | None = None
         self._reset()
+
+    def stale(self, now_ns: int) -> bool:
+        """Whether a reused connection sat idle long enough that the server may be closing it:
+        then a fresh one is opened before sending, rather than racing the server's close."""
+        if not self.served:
+            return False
+        limit = DEFAULT_IDLE_S
+        if self.keepalive_s is not None:
+            limit = min(limit, max(0.0, self.keepalive_s - IDLE_MARGIN_S))
+        return (now_ns - self.idle_since_ns) / 1e9 >= limit
 
     def _reset(self) -> None:
         self._head_buf = b""
@@ -169,6 +192,10 @@ class Connection(asyncio.Protocol):
             self._waiter = None
         resp = self._response(why)
         self._chunked = None
+        if resp.complete:
+            self.served += 1
+            self.idle_since_ns = perf_counter_ns()
+            self.keepalive_s = _keepalive_timeout(resp.headers.get("keep-alive", ""))
         return t_send, resp
 
     def _response(self, why: str) -> Response:
@@ -176,8 +203,9 @@ class Connection(asyncio.Protocol):
             self.close()
             return Response(self._status, self._headers, [], self._t_first, False, self._error)
         if not self._mode:
-            err = "connection closed before a response" if why == "eof" else why
-            return Response(0, {}, [], 0, complete=False, error=err)
+            unanswered = why == "eof" and not self._t_first
+            err = UNANSWERED if why == "eof" else why
+            return Response(0, {}, [], 0, complete=False, error=err, unanswered=unanswered)
         dec = self._chunked
         pieces = dec.pieces if dec is not None else self._pieces
         complete = why == "done" or self._mode == "eof"
@@ -195,6 +223,18 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+
+def _keepalive_timeout(value: str) -> float | None:
+    """`timeout=N` from a Keep-Alive header (RFC 2068 §19.7.1), None when absent or bad."""
+    for part in value.split(","):
+        k, _, v = part.strip().partition("=")
+        if k.strip().lower() == "timeout":
+            try:
+                return float(v.strip())
+            except ValueError:
+                return None
+    return None
 
 
 async def open_connection(ep: Endpoint, timeout_s: float = 30.0) -> Connection:

@@ -32,7 +32,14 @@ class Counters:
     out_tokens: int = 0
     in_tokens: int = 0
     inflight: int = 0
+    connections_opened: int = 0
+    resent_unanswered: int = 0  # reused connection closed by the server before answering
+    reopened_idle: int = 0  # reused connection idle past the server's keep-alive
     notes: list[str] = field(default_factory=list)
+
+    def connections(self) -> dict[str, int]:
+        return {"opened": self.connections_opened, "resent_unanswered": self.resent_unanswered,
+                "reopened_idle": self.reopened_idle}
 
 
 class Lanes:
@@ -126,18 +133,24 @@ class Lanes:
         t_send, err = perf_counter_ns(), None
         resp: Response | None = None
         try:
-            for _attempt in range(2):
-                if conn is None or conn.closed:
-                    conn = await open_connection(self.ep)
+            resent = refitted = False
+            while True:
+                conn = await self._connection(conn)
+                reused = conn.served > 0
                 t_send, resp = await asyncio.wait_for(
                     conn.request(self.factory.encode(body, key)), cfg.request_timeout_s)
+                if resp.unanswered and reused and not resent:
+                    # the server closed its idle end as we wrote: it never read the request
+                    resent = True
+                    self.c.resent_unanswered += 1
+                    continue
                 rejected = self.factory.rejected_fields(resp, body)
-                if not rejected:
+                if not rejected or refitted:
                     break
+                refitted = True
                 self.factory.dropped.update(rejected)
                 self.c.notes.append(f"server rejected {', '.join(rejected)}: sent without it")
                 body = self.factory.body(prompt, max_tokens)
-            assert resp is not None
         except ConnectionError as e:
             resp = None
             rec, err = build_record(None, chat=True, keep_text=False, error=str(e),
@@ -169,6 +182,16 @@ class Lanes:
         self._finish(base, t_send, rec)
         if err is not None:
             await asyncio.sleep(RECONNECT_BACKOFF_S)
+        return conn
+
+    async def _connection(self, conn: Connection | None) -> Connection:
+        """The lane's connection, fresh when it is closed or sat idle past keep-alive."""
+        if conn is not None and not conn.closed and conn.stale(perf_counter_ns()):
+            conn.close()
+            self.c.reopened_idle += 1
+        if conn is None or conn.closed:
+            conn = await open_connection(self.ep)
+            self.c.connections_opened += 1
         return conn
 
     def _finish(self, base: dict, t_send: int, rec: dict) -> None:

@@ -78,6 +78,12 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
         rec["error_kind"] = f"http_{resp.status}" if resp.status else "transport"
         return rec
     res = parsed if parsed is not None else parse_stream(resp, chat=chat, keep_text=keep_text)
+    if not res.chunk_ns and res.completion_tokens and res.t_usage_ns is not None:
+        # tokens the server counted but streamed in no event of their own: they arrived, at
+        # the latest, with the usage event
+        res.chunk_ns.append(res.t_usage_ns)
+        res.chunk_chars.append(0)
+        res.chunk_usage.append(res.completion_tokens)
     toks, source = split_tokens(res)
     rec.update({
         "t_first_ns": res.chunk_ns[0] if res.chunk_ns else None,
@@ -93,7 +99,7 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
     elif res.error:
         rec["error"], rec["error_kind"] = res.error, res.error_kind
     elif not res.chunk_ns:
-        rec["error"], rec["error_kind"] = "stream carried no content", "empty"
+        rec["error"], rec["error_kind"] = "stream carried no token and no usage tokens", "empty"
     else:
         rec["status"] = "ok"
     return rec

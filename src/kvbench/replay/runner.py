@@ -89,6 +89,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
         "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
         "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
+        "connections": counters.connections(),
         "notes": sorted(set(counters.notes)),
     }
     write_json_atomic(out / "summary.json", summary)

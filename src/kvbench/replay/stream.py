@@ -25,13 +25,27 @@ class StreamResult:
     error: str | None = None
     error_kind: str | None = None
     num_events: int = 0
+    last_cum_tokens: int = 0
+    continuous_usage: bool = False  # an event with choices carried usage
+    t_usage_ns: int | None = None
 
 
-def _delta_text(choice: dict, chat: bool) -> str:
+def _delta_text(choice: dict, chat: bool) -> str | None:
+    """The choice's text; "" when it carries a token whose text is not out yet (a partial UTF-8
+    sequence under incremental detokenization, a special token); None when it carries none (a
+    chat stream's role-only opening event, a usage-only or finish-only event)."""
     if not chat:
-        return choice.get("text") or ""
-    delta = choice.get("delta") or {}
-    return delta.get("content") or _other_delta(delta)
+        text = choice.get("text")
+        return text if isinstance(text, str) else None
+    delta = choice.get("delta")
+    if not delta:
+        return None
+    text = delta.get("content") or _other_delta(delta)
+    if text:
+        return text
+    if "role" in delta or "content" not in delta:
+        return None
+    return ""
 
 
 def parse_stream(resp: Response, *, chat: bool, keep_text: bool = False) -> StreamResult:
@@ -65,34 +79,40 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
         return
     choices = obj.get("choices")
     usage = obj.get("usage")
-    if choices and len(choices) == 1:  # the common case, kept short: it runs once per token
-        choice = choices[0]
-        if chat:
-            delta = choice.get("delta")
-            text = (delta.get("content") or _other_delta(delta)) if delta else ""
-        else:
-            text = choice.get("text") or ""
+    text: str | None = None
+    closing = False
+    for choice in choices or ():
+        piece = _delta_text(choice, chat)
+        if piece is not None:
+            text = piece if text is None else text + piece
         if choice.get("finish_reason"):
             res.finish_reason = choice["finish_reason"]
-    else:
-        text = ""
-        for choice in choices or ():
-            text += _delta_text(choice, chat)
-            if choice.get("finish_reason"):
-                res.finish_reason = choice["finish_reason"]
-        if obj.get("error"):
-            err = obj["error"]
-            res.error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:300]
-            res.error_kind = "server_error"
-            return
-    if text:
+            closing = True
+    if closing and text == "":
+        text = None  # a closing event with no text carries no token of its own
+    if obj.get("error") and not choices:
+        err = obj["error"]
+        res.error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:300]
+        res.error_kind = "server_error"
+        return
+    cum = usage.get("completion_tokens") if usage else None
+    if cum is not None and choices:
+        # Per-chunk usage (vLLM continuous_usage_stats) says exactly whether tokens came. A
+        # closing event's usage is the total, which is per-chunk evidence only when earlier
+        # events carried usage too.
+        if not closing or res.continuous_usage:
+            text = (text or "") if cum > res.last_cum_tokens else (text or None)
+        res.continuous_usage = True
+        res.last_cum_tokens = cum
+    if text is not None:
         res.chunk_ns.append(t)
         res.chunk_chars.append(len(text))
-        res.chunk_usage.append(usage.get("completion_tokens") if usage else None)
+        res.chunk_usage.append(cum)
         if keep_text:
             res.text.append(text)
     if usage:
         _usage(res, usage)
+        res.t_usage_ns = t
 
 
 def _other_delta(delta: dict) -> str:

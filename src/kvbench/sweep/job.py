@@ -87,8 +87,10 @@ class _Run:
         from kvbench.engines import get_adapter
 
         adapter = get_adapter(self.spec.row["framework"])
+        opts = self.spec.options
         launch = adapter.build(self.spec.job(), plan, port=free_port(),
-                               model_path=self.spec.options.model_path, work_dir=self.job_dir)
+                               model_path=opts.model_path, work_dir=self.job_dir,
+                               dummy_weights=opts.load_format == "dummy")
         for name, content in launch.files.items():
             write_atomic(self.job_dir / name, content)
         return launch
@@ -107,7 +109,7 @@ class _Run:
             trace=opts.trace_paths(), concurrency=self.spec.job().conc, duration_s=duration,
             max_requests=opts.max_requests, warmup_requests=opts.warmup_requests,
             seed=opts.seed, correlation_header=launch.correlation_header,
-            output_dir=self.job_dir, tokenizer=opts.tokenizer,
+            output_dir=self.job_dir, tokenizer=opts.prompt_tokenizer,
             num_gpus=self.spec.job().gpus, max_tokens_cap=opts.max_tokens_cap,
             max_input_tokens=opts.max_input_tokens, think_time_scale=opts.think_time_scale,
             time_scale=opts.time_scale,

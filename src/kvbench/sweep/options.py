@@ -44,6 +44,9 @@ class RunOptions(BaseModel):
     think_time_scale: float = Field(1.0, ge=0)
     engine_args: list[str] = Field(default_factory=list, description="appended to the argv")
     model_path: str | None = None
+    # "dummy": the engine serves the model's shape with random weights (`kvbench dummy-model`
+    # builds the directory, whose tokenizer then also synthesises the prompts)
+    load_format: Literal["auto", "dummy"] = "auto"
     scrape_interval_s: float = Field(1.0, gt=0)
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
 
@@ -63,6 +66,13 @@ class RunOptions(BaseModel):
         if self.bundled_traces:
             return [*bundled_traces(), *(self.trace or [])]
         return self.trace
+
+    @property
+    def prompt_tokenizer(self) -> str | None:
+        """The tokenizer prompts are synthesised with: a dummy model's own, unless given."""
+        if self.tokenizer is None and self.load_format == "dummy":
+            return self.model_path
+        return self.tokenizer
 
     @property
     def time_scale(self) -> float:

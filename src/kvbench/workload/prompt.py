@@ -66,7 +66,10 @@ class Vocabulary:
             ) from e
         words: list[str] = []
         ids: list[int] = []
+        added = tok.get_added_vocab()  # special and padding tokens: never prompt words
         for piece, tid in sorted(tok.get_vocab().items(), key=lambda kv: kv[1]):
+            if piece in added:
+                continue
             # byte-level BPE spells a leading space "Ġ", SentencePiece "▁" (and its decode of
             # a lone token drops the space), so build the text from the piece itself
             text = " " + piece[1:] if piece[:1] in ("Ġ", "▁") else tok.decode([tid])
