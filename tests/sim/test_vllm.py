@@ -135,3 +135,18 @@ def test_vllm_blocks_need_a_finite_gpu_tier() -> None:
     with pytest.raises(SimError, match="finite GPU tier"):
         make_cache(SimSetup(math.inf, engine=EngineConfig(kv_manager="vllm_blocks")))
     assert vllm_pool(1000, 320, 16).capacity == 62
+
+
+def test_cache_units_of_a_trace_page() -> None:
+    """64-token trace pages over 16-token blocks: the cache keeps one hash per page (4
+    blocks). The A, B, C, A sequence above: C needs 41 blocks, takes the 20 plain ones and
+    pops 6 units (24 blocks, 3 left plain): a10..a5; A's return hits a1..a4: 256 tokens."""
+    done: list[SimRequest] = []
+    eng = VllmEngine(BlockPool(100, B), COSTS, EngineConfig(), on_finish=done.append)
+    for i, name in enumerate("abca"):
+        eng.submit(SimRequest(rid=i, arrival_s=10.0 * i, input_tokens=640, output_tokens=16,
+                              keys=[hash((name, p)) for p in range(10)], page_tokens=64))
+    eng.run_until()
+    assert [r.device_hit_tokens for r in done] == [0, 0, 0, 256]
+    assert eng.pool.unit_blocks == 4 and eng.pool.plain_free + 4 * len(
+        eng.pool.free_cached) == 100

@@ -30,7 +30,13 @@ class BlockPool:
                            f"{host_blocks} host blocks; allowed: >= 1, >= 1, >= 0")
         self.capacity = device_blocks
         self.block_tokens = block_tokens
-        self.host_capacity = host_blocks
+        self.host_blocks = host_blocks
+        self.host_capacity = host_blocks  # in units (below)
+        # The prefix cache keeps hashes per unit of `unit_blocks` consecutive blocks (1 =
+        # per block, as vLLM). A trace names content per page; when a page spans several
+        # blocks, a unit per page gives the same hits with fewer entries (`set_unit`).
+        self.unit_blocks = 1
+        self.unit_tokens = block_tokens
         self.refs: dict[int, int] = {}  # cached block hash -> reference count
         self.free_cached: OrderedDict[int, None] = OrderedDict()  # eviction order, oldest first
         self.plain_free = device_blocks
@@ -43,14 +49,22 @@ class BlockPool:
         self.link = None
         self.sync_until_s = 0.0
 
+    def set_unit(self, unit_blocks: int) -> None:
+        """Cache hashes per `unit_blocks` blocks (before any use)."""
+        if self.refs or unit_blocks < 1:
+            raise SimError(f"block pool unit: {unit_blocks} blocks, set before use, >= 1")
+        self.unit_blocks = unit_blocks
+        self.unit_tokens = unit_blocks * self.block_tokens
+        self.host_capacity = self.host_blocks // unit_blocks
+
     # -- queries ---------------------------------------------------------------------------
     @property
     def num_free(self) -> int:
-        return self.plain_free + len(self.free_cached)
+        return self.plain_free + len(self.free_cached) * self.unit_blocks
 
     @property
     def host_used(self) -> int:
-        return len(self.host) * self.block_tokens
+        return len(self.host) * self.unit_tokens
 
     def match(self, chain: list[int], limit: int) -> tuple[int, int]:
         """(device, host) blocks of the longest cached prefix of chain[:limit]: device
@@ -67,22 +81,26 @@ class BlockPool:
 
     # -- allocation ------------------------------------------------------------------------
     def can_allocate(self, n: int) -> bool:
-        return n <= self.plain_free + len(self.free_cached)
+        return n <= self.plain_free + len(self.free_cached) * self.unit_blocks
 
     def allocate(self, n: int) -> None:
         """Take `n` blocks for new content: uncached free blocks first, then the head of the
-        free queue (its cached hashes evicted). The caller checked `can_allocate`."""
+        free queue (its cached hashes evicted; a unit's spare blocks become plain). The
+        caller checked `can_allocate`."""
         take = min(n, self.plain_free)
         self.plain_free -= take
         n -= take
         if n:
+            k = self.unit_blocks
+            units = -(-n // k)
             free, refs = self.free_cached, self.refs
-            for _ in range(n):
+            for _ in range(units):
                 h = free.popitem(last=False)[0]
                 del refs[h]
-            self.counters.device_evicted_tokens += n * self.block_tokens
+            self.plain_free += units * k - n
+            self.counters.device_evicted_tokens += units * self.unit_tokens
             if not self.host_capacity:
-                self.counters.dropped_tokens += n * self.block_tokens
+                self.counters.dropped_tokens += units * self.unit_tokens
 
     def touch(self, chain: list[int], start: int, stop: int) -> None:
         """A prefix hit takes blocks chain[start:stop]: out of the free queue, one more ref."""
@@ -108,17 +126,17 @@ class BlockPool:
                 if r == 0:
                     del free[h]
                 refs[h] = r + 1
-                self.plain_free += 1
+                self.plain_free += self.unit_blocks
                 continue
             refs[h] = 1
             if self.host_capacity:
                 stored += self._store(h)
         if stored and self.link is not None:
-            self.link.async_d2h(stored * self.block_tokens)
+            self.link.async_d2h(stored * self.unit_tokens)
 
     def release(self, chain: list[int], cached: int, plain: int) -> None:
         """Free a request's blocks, last first: `plain` uncached blocks (its tail) to the
-        head of the queue, then its cached blocks chain[:cached] in reverse to the tail."""
+        head of the queue, then its cached units chain[:cached] in reverse to the tail."""
         self.plain_free += plain
         refs, free = self.refs, self.free_cached
         for i in range(cached - 1, -1, -1):
@@ -142,9 +160,9 @@ class BlockPool:
             return 0
         if len(host) >= self.host_capacity:
             host.popitem(last=False)
-            self.counters.host_evicted_tokens += self.block_tokens
+            self.counters.host_evicted_tokens += self.unit_tokens
         host[h] = None
-        self.counters.backup_tokens += self.block_tokens
+        self.counters.backup_tokens += self.unit_tokens
         return 1
 
     def load(self, chain: list[int], start: int, stop: int) -> None:
@@ -153,4 +171,4 @@ class BlockPool:
         host = self.host
         for i in range(start, stop):
             host.move_to_end(chain[i])
-        self.counters.load_tokens += (stop - start) * self.block_tokens
+        self.counters.load_tokens += (stop - start) * self.unit_tokens

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvbench.errors import SimError
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.engine import Engine, _Step
 from kvbench.sim.request import SimRequest
@@ -42,17 +43,23 @@ class _Blocks:
     hit_blocks: list[int] = field(default_factory=list)
 
 
-def block_chain(req: SimRequest, block_tokens: int) -> _Blocks:
-    """Chained hashes of the request's full blocks of `block_tokens`, from its page keys:
-    a block's identity is its predecessor's and the pages it spans (with its offset in the
-    first), so equal prefixes give equal chains whatever the two sizes are."""
+def block_chain(req: SimRequest, unit_tokens: int) -> _Blocks:
+    """Chained hashes of the request's full cache units of `unit_tokens` (a block, or a
+    trace page of several blocks), from its page keys: a unit's identity is its
+    predecessor's and the pages it spans (with its offset in the first), so equal prefixes
+    give equal chains whatever the two sizes are."""
     page, keys = req.page_tokens, req.keys
     covered = min(req.input_tokens, len(keys) * page)
-    full = covered // block_tokens
+    full = covered // unit_tokens
     chain, prev = [], 0
+    if unit_tokens == page:
+        for i in range(full):
+            prev = hash((prev, keys[i]))
+            chain.append(prev)
+        return _Blocks(chain, full)
     for i in range(full):
-        a = i * block_tokens
-        first, last = a // page, (a + block_tokens - 1) // page
+        a = i * unit_tokens
+        first, last = a // page, (a + unit_tokens - 1) // page
         prev = hash((prev, keys[first], a - first * page, keys[last]))
         chain.append(prev)
     return _Blocks(chain, full)
@@ -66,6 +73,7 @@ class VllmEngine(Engine):
         super().__init__(cache, costs, config, on_finish, on_arrival)  # type: ignore[arg-type]
         self.pool = cache
         self.B = cache.block_tokens
+        self.U = 0  # tokens per cache unit, set by the first request (`_unit`)
         self.running: dict[SimRequest, None] = {}  # scheduling order: preempt from the end
         self._preempted_now = False
 
@@ -114,6 +122,19 @@ class VllmEngine(Engine):
             return _Step(self.now_s + dur, chunks, 1 if self.decode_batch else 0)
         return self._decode_stretch(context, horizon_s)
 
+    def _unit(self, req: SimRequest) -> int:
+        """Tokens per cache unit: the trace page when it is a whole number of blocks (the
+        trace names content per page, so hits are the same), else one block."""
+        if not self.U:
+            page, B = req.page_tokens, self.B
+            self.U = page if page > B and page % B == 0 else B
+            self.pool.set_unit(self.U // B)
+        elif req.page_tokens != self.U and self.U != self.B:
+            self.U = self.B  # mixed page sizes: per block from now on is not possible
+            raise SimError(f"vllm_blocks: requests with {req.page_tokens}- and "
+                           f"{self.U}-token pages in one run")
+        return self.U
+
     def _blocks_total(self, req: SimRequest) -> int:
         tokens = req.input_tokens + req.output_tokens + self.costs.request_state_tokens
         return -(-tokens // self.B)
@@ -131,7 +152,7 @@ class VllmEngine(Engine):
         newest running requests while the pool is short. False: `req` preempted itself."""
         self._preempted_now = False
         b: _Blocks = req.blocks
-        need = self._blocks_for(req, n) - b.cached - b.plain
+        need = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks - b.plain
         pool = self.pool
         while need > 0 and not pool.can_allocate(need):
             victim = next(reversed(self.running))
@@ -148,28 +169,30 @@ class VllmEngine(Engine):
         """`allocated` new blocks hold the next `n` tokens: those that complete prompt
         blocks are cached, the rest stay plain."""
         b: _Blocks = req.blocks
-        done = min(b.full, (req.context_tokens + n) // self.B)
-        new_cached = max(0, done - b.cached)
-        if new_cached:
+        done = min(b.full, (req.context_tokens + n) // self.U)
+        if done > b.cached:
             self.pool.cache(b.chain, b.cached, done)
             b.cached = done
-        b.plain += allocated - new_cached
+        # the table holds the blocks for the tokens so far; what is not in cached units
+        # is plain (a unit's blocks that only part-filled it stay plain until it fills)
+        b.plain = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks
 
     def _schedule_waiting(self, req: SimRequest, budget: int) -> tuple[int, int] | None:
         """First chunk of a waiting request: (tokens, host tokens loaded) or None."""
-        pool, B = self.pool, self.B
+        pool = self.pool
         b: _Blocks | None = req.blocks
         if b is None:
-            b = req.blocks = block_chain(req, B)
+            b = req.blocks = block_chain(req, self._unit(req))
+        U, k = self.U, pool.unit_blocks
         prompt = req.input_tokens + b.extra
-        limit = min(b.full, (prompt - 1) // B)
+        limit = min(b.full, (prompt - 1) // U)
         dev, host = pool.match(b.chain, limit)
         hit = dev + host
-        req.context_tokens = hit * B
-        req.prefill_left = prompt - hit * B
+        req.context_tokens = hit * U
+        req.prefill_left = prompt - hit * U
         n = min(req.prefill_left, budget)
         pool.touch(b.chain, 0, dev)
-        need = self._blocks_for(req, n) - dev
+        need = self._blocks_for(req, n) - dev * k
         if not pool.can_allocate(need):
             pool.untouch(b.chain, 0, dev)
             return None
@@ -179,15 +202,15 @@ class VllmEngine(Engine):
             pool.cache(b.chain, dev, hit)
             pool.load(b.chain, dev, hit)
             b.cached = hit
-        self._account(req, need - host, n)
+        self._account(req, need, n)
         if not b.scheduled:
             b.scheduled = True
             req.admit_s = self.now_s
-            req.device_hit_tokens, req.host_hit_tokens = dev * B, host * B
+            req.device_hit_tokens, req.host_hit_tokens = dev * U, host * U
         self.prefilling.append(req)
         self.running[req] = None
         self.num_running += 1
-        return n, host * B
+        return n, host * U
 
     # -- preemption ------------------------------------------------------------------------
     def _preempt(self, req: SimRequest) -> None:
