@@ -25,8 +25,12 @@ ALLOWED: dict[str, set[str]] = {
                 "telemetry"},
     "report": {"results"},
     "changelog": {"recipe", "matrix"},
+    "authoring": {"recipe", "matrix", "models", "hardware", "plan"},
     "sim": {"models", "hardware", "workload"},
     "calibrate": {"models", "hardware"},
+    # capacity runs the simulator in-process (virtual time) and a server through replay
+    "capacity": {"recipe", "matrix", "models", "hardware", "plan", "workload", "replay",
+                 "metrics", "results", "sim"},
     "sweep": {"recipe", "matrix", "models", "hardware", "plan", "engines", "launch", "workload",
               "replay", "metrics", "telemetry", "results", "report", "changelog"},
     "cli": {"*"},

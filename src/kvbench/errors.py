@@ -51,6 +51,11 @@ class WorkloadError(KvbenchError):
     """A trace file or synthetic workload specification is invalid."""
 
 
+class PatchError(KvbenchError):
+    """An engine-image patch cannot be applied: its file or anchor is not where the recipe
+    says (the engine's source moved). Bad input, so exit 2, not a launch failure."""
+
+
 class ReplayError(KvbenchError):
     """The replay client could not run (not a per-request failure: those are records)."""
 
@@ -81,3 +86,7 @@ class SimError(KvbenchError):
 
 class CalibrateError(KvbenchError):
     """Hardware calibration could not run."""
+
+
+class CapacityError(KvbenchError):
+    """A capacity search was asked something it cannot answer (bad SLO, bad host grid)."""

@@ -161,3 +161,22 @@ def test_recipe_framework_names_resolve_to_adapters():
     assert load_adapter("trt").engine == "trtllm"
     assert load_adapter("dynamo-vllm").engine == "vllm"
     assert load_adapter("sglang-disagg").engine == "sglang"
+
+
+def test_real_vllm_026_offload_scrape_reads_tiers_and_marks_lookups_as_attempts():
+    """Real vLLM 0.26 /metrics text from the H200 run (benchmarks/results/h200/vllm/): pre is
+    an idle server of the same build, post the native-offload conc-4 server near the end of its
+    replay. Expected values read off the text by hand."""
+    s = summarize_snapshots(golden_snapshots("vllm026_offload"), "vllm")
+    assert s["tokens"] == {"prompt_total": 718_454, "generation_total": 6_995}
+    assert s["cache"]["cached_tokens_by_tier"] == {"device": 1_456, "host": None,
+                                                   "external": 503_056}
+    assert s["cache"]["external_cache_hit_rate"] == pytest.approx(503_056 / 718_454)
+    assert s["kv_offload"]["bytes_gpu_to_cpu"] == 31_508_398_080
+    assert s["kv_offload"]["bytes_cpu_to_gpu"] == 77_047_529_472
+    assert s["kv_cache"]["gpu_total_tokens"] == 2_730 * 16
+    # the scheduler's lookups: 41.8 M for 0.72 M prompt tokens, an attempt count
+    assert s["scheduler"]["prefix_cache_lookups"] == 41_791_886
+    assert s["scheduler"]["prefix_cache_lookups_per_prompt_token"] == pytest.approx(58.17, abs=0.01)
+    assert s["sources"]["cached_tokens_device"] == "vllm:prompt_tokens_by_source_total"
+    assert s["engine_reported"]["offload_enabled"] is True

@@ -21,7 +21,8 @@ def arg(plan, flag):
 
 
 def test_vllm_native_size_is_gib_for_the_whole_engine():
-    plan = plan_job(make_job(**MINIMAX_B300, **{
+    # v0.33 pins the native pool as one exactly-registered region (no per-tensor rounding)
+    plan = plan_job(make_job(**{**MINIMAX_B300, "image": "vllm/vllm-openai:v0.33.0"}, **{
         "total-cpu-dram-gb": 1024, "kv-offload-backend": {"name": "vllm-native"}}))
     # per rank 1,024e9 / 4 = 256e9 B; engine total 4 x 256e9 / 2^30 = 953.67 GiB (floor 0.01)
     assert arg(plan, "--kv-offloading-size") == "953.67"
@@ -29,6 +30,30 @@ def test_vllm_native_size_is_gib_for_the_whole_engine():
     assert per_rank == int(95_367 * GiB / 100) // 4
     assert per_rank * 4 <= 1024 * GB and plan.within_budget
     assert "VLLM_USE_SIMPLE_KV_OFFLOAD" not in plan.engine_env
+
+
+QWEN3_8B_H200 = {"image": "vllm/vllm-openai:v0.26.0", "model": "Qwen/Qwen3-8B",
+                 "precision": "bf16", "framework": "vllm", "tp": 1, "ep": 1,
+                 "runner": "h200", "total-cpu-dram-gb": 68}
+
+
+def test_vllm_026_native_pins_each_kv_tensor_rounded_to_a_power_of_two():
+    """The H200 run (benchmarks/results/h200/vllm/): --kv-offloading-size 22.35 on Qwen3-8B.
+    Blocks: 16 tokens x 147,456 B = 2,359,296 B; 22.35 x 2^30 // that = 10,171 blocks; each of
+    the 36 layer tensors holds 10,171 x 65,536 B = 666.6 MB, pinned as 2^30 B: 36 GiB in all.
+    The engine's shared memory grew by 38.66 GB (resident arm's baseline subtracted)."""
+    plan = plan_job(make_job(**QWEN3_8B_H200, **{
+        "kv-offload-backend": {"name": "vllm-native", "size-gb-per-rank": 24}}))
+    assert arg(plan, "--kv-offloading-size") == "22.35"
+    assert plan.host_pools[0].bytes_per_rank == 36 * GiB == 38_654_705_664
+    assert plan.host_kv_tokens == 10_171 * 16
+    measured_bytes = 38_661_000_000  # RssShmem 38.684 GB - resident 0.023 GB
+    assert abs(plan.host_pools[0].bytes_per_rank - measured_bytes) / measured_bytes < 0.001
+    # the simple connector registers what it allocated: 10,171 blocks exactly
+    simple = plan_job(make_job(**QWEN3_8B_H200, **{
+        "kv-offload-backend": {"name": "vllm-simple", "size-gb-per-rank": 24}}))
+    assert simple.host_pools[0].bytes_per_rank == int(2235 * GiB / 100)
+    assert simple.host_kv_tokens == 10_171 * 16
 
 
 def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_size():

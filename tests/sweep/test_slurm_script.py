@@ -53,13 +53,33 @@ def test_github_matrix_carries_whole_spec():
     assert out["include"][0]["job"]["row"] == SIM
 
 
-def test_multinode_rows_are_reported_not_submitted(tmp_path: Path):
-    row = {**SGL, "exp-name": "mn", "conc": [8],
-           "prefill": {"num-worker": 1, "tp": 8, "pp": 1, "pcp-size": 1},
-           "decode": {"num-worker": 1, "tp": 8, "pp": 1, "pcp-size": 1}}
+def _multinode(prefill: dict, decode: dict):
+    row = {**SGL, "exp-name": "mn", "conc": [8], "prefill": prefill, "decode": decode}
     [spec] = build_specs([Job("k", row, "agentic-coding")], RunOptions())
-    ex = SlurmExecutor()
-    [outcome] = ex.run([spec], tmp_path)
-    assert ex.submitted == []  # sbatch was never called
-    assert outcome.status == "failed" and outcome.phase == "slurm"
-    assert "multi-node" in outcome.reason
+    return spec
+
+
+def test_multinode_row_gets_one_allocation_with_a_task_per_worker(tmp_path: Path):
+    tp8 = {"num-worker": 1, "tp": 8, "pp": 1, "pcp-size": 1, "ep": 1, "dp-attn": False}
+    spec = _multinode(tp8, tp8)
+    text = SlurmExecutor(partition="gpu", python="/opt/py/bin/python").multinode_script(
+        spec, tmp_path / "mn", tmp_path / "res")
+    lines = text.splitlines()
+    # two TP8 workers on 8-GPU nodes: a node each
+    assert "#SBATCH --nodes=2" in lines and "#SBATCH --ntasks=2" in lines
+    assert "#SBATCH --gres=gpu:8" in lines and "#SBATCH --exclusive" in lines
+    assert "#SBATCH --partition=gpu" in lines
+    assert f"#SBATCH --output={tmp_path}/mn/task.log" in lines
+    assert "--array" not in text
+    assert lines[-1] == (f"exec /opt/py/bin/python -m kvbench run-job --job-file "
+                         f"{tmp_path}/mn/job.json --results {tmp_path}/res")
+
+
+def test_multinode_node_count_follows_worker_sizes(tmp_path: Path):
+    tp4x2 = {"num-worker": 2, "tp": 4, "pp": 1, "pcp-size": 1, "ep": 1, "dp-attn": False}
+    tp16 = {"num-worker": 1, "tp": 8, "pp": 2, "pcp-size": 1, "ep": 1, "dp-attn": False}
+    text = SlurmExecutor().multinode_script(_multinode(tp4x2, tp16), tmp_path, tmp_path)
+    # 2 prefill workers of 4 GPUs take a node each (workers never share GPU nodes), the
+    # 16-GPU decode worker takes two: 1 + 1 + 2
+    assert "#SBATCH --nodes=4" in text.splitlines()
+    assert "#SBATCH --ntasks=3" in text.splitlines()

@@ -13,11 +13,13 @@ from kvbench.errors import KvbenchError
 # Each module attaches its commands to `app` on import, in pipeline order (as --help lists).
 from kvbench.cli import (  # noqa: F401  isort: skip
     recipe,
+    mirror,
     plan,
     model,
     launch,
     replay,
     sim,
+    capacity,
     sweep,
     results,
     changelog,

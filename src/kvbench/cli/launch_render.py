@@ -163,7 +163,10 @@ def run_server(b: Built, *, ready_timeout_s: float, grace_s: float, follow_log: 
     log = b.work_dir / "server.log"
     err.print(f"starting {spec.engine} for {b.job.exp_name}; log {log}")
     with ServerProcess.for_spec(spec, log_path=log, ready_timeout_s=ready_timeout_s,
-                                cwd=b.work_dir, grace_s=grace_s, on_log_line=echo) as server:
+                                cwd=b.work_dir, grace_s=grace_s, on_log_line=echo,
+                                patches=b.job.row.get("patches") or ()) as server:
+        for patch in server.patch_outcomes:
+            print(f"patch {patch['id']}: {patch['status']} ({patch['file']})", flush=True)
         took = server.wait_ready()
         print(f"ready after {took:.1f} s", flush=True)
         print(f"  base url:    {spec.base_url}")

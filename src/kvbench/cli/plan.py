@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,6 +12,7 @@ from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.matrix.selection import Selection
 
 _GB = 1_000_000_000
+_PREDICT = "Predicted offload benefit (kvbench capacity)"
 
 
 def _runners(selection: Selection):  # -> Runners | None
@@ -78,9 +80,31 @@ def plan(
     details: Annotated[
         bool, typer.Option("--details", help="Table: print arithmetic and warnings of every job.")
     ] = False,
+    predict: Annotated[bool, typer.Option(
+        "--predict", help="Rank rows by the simulator's predicted offload benefit instead.",
+        rich_help_panel=_PREDICT)] = False,
+    trace: Annotated[list[Path] | None, typer.Option(
+        help="--predict: traces (default: the bundled Claude Code sessions).",
+        rich_help_panel=_PREDICT)] = None,
+    noise: Annotated[float, typer.Option(
+        help="--predict: keep pairs whose |benefit| is at most this.",
+        rich_help_panel=_PREDICT)] = 0.05,
+    threshold: Annotated[float, typer.Option(
+        help="--predict: keep pairs whose benefit is at least this.",
+        rich_help_panel=_PREDICT)] = 0.2,
+    emit: Annotated[str | None, typer.Option(
+        help="--predict: print the CI matrix of the kept rows: github-matrix.",
+        rich_help_panel=_PREDICT)] = None,
 ) -> None:
     """Size the host KV pools of each selected job from its DRAM budget, or refuse it."""
     import json
+
+    if predict:
+        from kvbench.cli.capacity import predict_matrix
+
+        predict_matrix(selection, trace=trace, noise=noise, threshold=threshold, emit=emit,
+                       output_format=format)
+        return
 
     from kvbench.errors import PlanError
     from kvbench.matrix import select_jobs

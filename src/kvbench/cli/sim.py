@@ -299,6 +299,11 @@ def simulate_jobs(
     think_time_cap: ThinkCapOpt = 60.0,
     workers: Annotated[int, typer.Option(
         help="Processes to spread the jobs over; 0 = one per available core.")] = 0,
+    prune: Annotated[bool, typer.Option(
+        "--prune", help="Print the CI matrix (github-matrix) of only the rows whose predicted "
+        "offload benefit is within --noise or above --threshold.")] = False,
+    noise: Annotated[float, typer.Option(help="--prune: |benefit| at most this.")] = 0.05,
+    threshold: Annotated[float, typer.Option(help="--prune: benefit at least this.")] = 0.2,
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
@@ -310,6 +315,12 @@ def simulate_jobs(
     from kvbench.sim.table import print_jobs
     from kvbench.workload import load_trace
 
+    if prune:
+        from kvbench.cli.capacity import predict_matrix
+
+        predict_matrix(selection, trace=trace, noise=noise, threshold=threshold,
+                       emit="github-matrix", output_format=output_format)
+        return
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
     if workers < 0:

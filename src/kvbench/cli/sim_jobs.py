@@ -27,10 +27,9 @@ class JobModel:
 
 def engine_of(framework: str) -> str | None:
     """The engine profile a framework runs on (`dynamo-vllm` -> vllm), else None."""
-    from kvbench.sim.engine_profile import engine_profile_names
+    from kvbench.sim.engine_profile import engine_profile_for
 
-    known = engine_profile_names()
-    return next((p for p in framework.lower().split("-") if p in known), None)
+    return engine_profile_for(framework)
 
 
 def router_of(job) -> str:

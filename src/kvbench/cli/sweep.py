@@ -84,6 +84,9 @@ def run(
                             ] = None,
     sbatch_arg: Annotated[list[str] | None, _opt("Extra #SBATCH line (repeatable).", _SLURM)
                           ] = None,
+    spread_workers: Annotated[bool, _opt(
+        "Multi-node rows of the embedded engine: a node per worker (default: all on one "
+        "node; GPU workers always get nodes of their own).", _SLURM)] = False,
     format: Annotated[str, _opt("Final report: table or json (outcomes on stdout).")] = "table",
 ) -> None:
     """Run a sweep: for each selected job plan, launch, replay with scraping, stop, and write
@@ -119,7 +122,8 @@ def run(
                   repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
                   dashboard=dashboard, format=format,
                   slurm={"partition": partition, "account": account, "time_limit": time_limit,
-                         "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or [])})
+                         "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or []),
+                         "spread_cpu_workers": spread_workers})
 
 
 def run_sweep(selection: Selection, options, *, results: Path, executor: str = "local",

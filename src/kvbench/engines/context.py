@@ -66,8 +66,8 @@ def single_node_row(job: Job, engine: str) -> None:
         raise EngineError(
             f"{job.exp_name}: multi-node (prefill/decode) rows are not launched by the "
             f"{engine} adapter",
-            hint="select single-node rows (--single-node); multi-node rows run through their "
-            "cluster recipe",
+            hint="select single-node rows (--single-node); `kvbench run` runs multi-node rows, "
+            "one adapter call per worker (docs/sweeps.md)",
         )
     for key in ("tp", "conc", "model"):
         if key not in job.row:

@@ -17,7 +17,9 @@ ENGINES.add("trtllm", "kvbench.engines.trtllm:TRTLLMAdapter")
 ENGINES.add("sim", "kvbench.engines.sim:SimAdapter")
 
 # InferenceX's `framework` values that name one of our engines under another spelling.
-ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm"}
+# sglang-disagg rows are SGLang servers in PD mode: each worker is an sglang server.
+ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm",
+           "sglang-disagg": "sglang"}
 
 
 def get_adapter(framework: str) -> EngineAdapter:

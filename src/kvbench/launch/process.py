@@ -25,6 +25,7 @@ from pathlib import Path
 from kvbench.errors import LaunchError
 from kvbench.launch.failure import ServerStartError
 from kvbench.launch.logtail import LogTail, read_tail
+from kvbench.launch.patcher import apply_patches
 from kvbench.launch.records import write_command, write_env
 from kvbench.launch.signatures import cgroup_oom_kills, recognise
 from kvbench.launch.tree import MARKER_VAR, ProcessTree, become_subreaper
@@ -97,6 +98,8 @@ class ServerProcess:
         poll_interval_s: float = 0.5,
         on_log_line: Callable[[str], None] | None = None,
         name: str = "server",
+        patches: Sequence[Mapping[str, object]] = (),
+        patch_roots: Mapping[str, Path] | None = None,
     ) -> None:
         if not argv:
             raise LaunchError("empty server command line")
@@ -116,6 +119,9 @@ class ServerProcess:
         self._stopped = False
         self._old_sigterm = None
         self.ready_after_s: float | None = None
+        self.patches = list(patches)
+        self.patch_roots = patch_roots
+        self.patch_outcomes: list[dict] = []
 
     @classmethod
     def for_spec(cls, spec: object, *, log_path: str | Path, ready_timeout_s: float,
@@ -139,8 +145,10 @@ class ServerProcess:
             raise LaunchError(f"{self.name} already started")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cwd = self.cwd or Path.cwd()
+        # Patch the engine image before the engine imports it (launch/patcher.py).
+        self.patch_outcomes = apply_patches(self.patches, self.patch_roots)
         write_command(self.log_path.with_name("command.json"), self.argv, self.env, cwd,
-                      self.ready_url)
+                      self.ready_url, self.patch_outcomes)
         write_env(self.log_path.with_name("env.json"), self.env)
         become_subreaper()
         self._oom_kills_at_start = cgroup_oom_kills()

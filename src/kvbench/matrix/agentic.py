@@ -14,6 +14,7 @@ from kvbench.matrix.entry import EntryContext, with_worker_defaults
 from kvbench.matrix.names import agentic_exp_name, multinode_agentic_exp_name
 from kvbench.matrix.selection import Selection
 from kvbench.recipe import DEFAULT_AGENTIC_DURATION_SECONDS, Runners
+from kvbench.recipe.patches import patches_for
 
 # How many concurrencies share one multi-node allocation; 1 matches single-node agentic.
 CONCURRENCIES_PER_ALLOCATION = 1
@@ -42,6 +43,9 @@ def _tail(ctx: EntryContext, row: dict, out: dict[str, Any]) -> dict[str, Any]:
     if backend is not None:
         out["kv-offload-backend"] = copy.deepcopy(backend)
     out.update(ctx.components(row))
+    # kvbench extension: the entry's engine patches for this row's arm travel in the row
+    if patches := patches_for(ctx.raw.get("patches"), out):
+        out["patches"] = patches
     return out
 
 

@@ -32,6 +32,10 @@ FIELDS: dict[str, Field] = {
         Field("offload_tokens_gpu_to_cpu", "counter", "KV tokens written from GPU to host"),
         Field("offload_tokens_cpu_to_gpu", "counter", "KV tokens loaded from host to GPU"),
         Field("preemptions", "counter", "requests preempted for lack of KV space"),
+        Field("prefix_cache_lookups", "counter",
+              "prompt tokens looked up in the prefix cache, once per scheduling attempt: an "
+              "attempt count (a waiting request is looked up again at every step), never the "
+              "denominator of a hit rate"),
         Field("spec_draft_tokens", "counter", "speculative draft tokens proposed"),
         Field("gpu_kv_usage", "gauge", "fraction of the GPU KV pool in use"),
         Field("gpu_kv_capacity_tokens", "gauge", "GPU KV pool size in tokens"),

@@ -158,6 +158,10 @@ def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
             "running_requests_max": stat("running_requests", "max"),
             "running_requests_mean": stat("running_requests", "mean"),
             "preemptions": deltas.get("preemptions"),
+            "prefix_cache_lookups": deltas.get("prefix_cache_lookups"),
+            # > 1 means requests were looked up again while they waited (queueing)
+            "prefix_cache_lookups_per_prompt_token": _ratio(
+                deltas.get("prefix_cache_lookups"), prompt),
         },
         "engine_reported": {
             "page_size_tokens": stat("page_size_tokens", "last"),

@@ -103,6 +103,9 @@ class ModelProfile(BaseModel):
     checkpoint_bytes: dict[str, int] = Field(
         default_factory=dict, description="measured checkpoint size by precision, if published"
     )
+    native_context_tokens: int | None = Field(
+        None, gt=0, description="the checkpoint's own context limit (config.json "
+        "max_position_embeddings): the only value an agentic launch may set as its context")
     sources: dict[str, str]
     estimated: dict[str, str] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)

@@ -11,6 +11,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from kvbench.recipe.base import RecipeModel, RuleError
 from kvbench.recipe.components import ComponentMetadata
 from kvbench.recipe.fields import CLUSTER_LABEL_PREFIX
+from kvbench.recipe.patches import EnginePatch
 from kvbench.recipe.rows import AgenticRow, FixedMultiNodeRow, FixedSingleNodeRow
 from kvbench.recipe.scenarios import MultiNodeScenarios, SingleNodeScenarios
 
@@ -26,6 +27,8 @@ class _MasterEntry(RecipeModel):
     framework: str = Field(min_length=1)
     router: ComponentMetadata | None = None
     kv_p2p_transfer: str | None = Field(default=None, alias="kv-p2p-transfer", min_length=1)
+    # kvbench extension: engine-image source patches, scoped to arms (recipe/patches.py)
+    patches: list[EnginePatch] | None = None
 
     # The YAML mapping as written: the generator copies nested blocks (workers, backend,
     # router) into rows verbatim, in the user's key order, as the reference generator does.
@@ -65,6 +68,11 @@ class _MasterEntry(RecipeModel):
             raise RuleError(
                 "'kv-p2p-transfer' is only valid with 'multinode: true'", ("kv-p2p-transfer",)
             )
+        ids = [p.id for p in self.patches or []]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise RuleError(f"patch id {dup!r} is used twice; give each patch its own id",
+                            ("patches", ids.index(dup), "id"))
         rows = list(self.rows())
         for field, attr in (("router", "router"), ("kv-p2p-transfer", "kv_p2p_transfer")):
             if getattr(self, attr) is None:

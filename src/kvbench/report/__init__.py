@@ -9,10 +9,14 @@ from pathlib import Path
 def write_dashboard(paths: Sequence[Path], out: Path) -> Path:
     """Load results under `paths` and write one self-contained HTML file to `out`."""
     from kvbench.files import write_atomic
+    from kvbench.report.capacity import capacity_panel, find_capacity_docs
     from kvbench.report.page import render
     from kvbench.results import load_results
 
-    return write_atomic(Path(out), render(load_results(paths)))
+    # capacity.json beside the results (kvbench capacity --url --output DIR) adds its panel
+    docs = find_capacity_docs(paths)
+    extra = [capacity_panel(docs)] if docs else []
+    return write_atomic(Path(out), render(load_results(paths), extra))
 
 
 __all__ = ["write_dashboard"]

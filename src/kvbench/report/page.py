@@ -135,10 +135,10 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
     ]
 
 
-def render(results: list[Result]) -> str:
+def render(results: list[Result], extra_panels: list | None = None) -> str:
     from plotly.offline import get_plotlyjs
 
-    ps = panels(results)
+    ps = panels(results) + list(extra_panels or [])
     figs = {pid: fig.to_plotly_json() for pid, _, _, fig, _ in ps}
     cards = "\n".join(
         f"<section class='card{' wide' if wide else ''}'><h2>{esc(title)}</h2>"

@@ -55,6 +55,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
                  server: dict | None, telemetry: dict | None, status: str,
                  failure: dict | None = None, warnings: Sequence[str] = (),
                  fingerprint: str, repeat: int = 0,
+                 engine_patches: Sequence[dict] | None = None,
                  failed_request_threshold: float = DEFAULT_FAILED_REQUEST_THRESHOLD) -> Result:
     """Build and validate a Result. A job that ran but fails validation comes back with
     status "failed" and failure.stage "validation"."""
@@ -106,6 +107,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         router=row.get("router") if isinstance(row.get("router"), dict) else None,
         duration_s=row.get("duration"),
         plan=plan,
+        engine_patches=list(engine_patches) if engine_patches is not None else None,
         num_requests_total=accounting["records_total"],
         num_requests_successful=accounting["records_successful"],
         request_accounting=accounting,

@@ -64,6 +64,8 @@ class Result(BaseModel):
     client: dict[str, Any] | None = None
     validation: dict[str, Any]
     warnings: list[str] = []
+    # engine-image patches checked at server start and what each did (launch/patcher.py)
+    engine_patches: list[dict[str, Any]] | None = None
 
     @field_validator("status")
     @classmethod

@@ -91,3 +91,10 @@ def load_engine_profile(name_or_path: str | Path | EngineProfile | None) -> Engi
             hint=f"or pass a YAML file in the format of {ENGINE_DIR}/{DEFAULT_ENGINE}.yaml",
         )
     return _load_file(ENGINE_DIR / f"{name}.yaml")
+
+
+def engine_profile_for(framework: str) -> str | None:
+    """The engine profile a recipe framework runs on (`dynamo-vllm` -> vllm), else None
+    (the default)."""
+    known = engine_profile_names()
+    return next((p for p in framework.lower().split("-") if p in known), None)

@@ -65,6 +65,8 @@ class _Run:
         self.telemetry: dict | None = None
         self.engine = spec.row.get("framework", "")
         self.warnings: list[str] = []
+        self.patches: list[dict] | None = None  # engine-image patches, as applied
+        self.phase: str | None = None  # multi-node rows: the phase reached
 
     # -- phases -----------------------------------------------------------------------------
     def plan(self):
@@ -82,6 +84,33 @@ class _Run:
             raise PhaseFailure("plan", "; ".join(plan.errors) or "plan exceeds the host budget")
         self.warnings += list(plan.warnings)
         return plan
+
+    def plan_workers(self) -> dict:
+        """A multi-node row: one plan per worker (its own parallelism and role), each in
+        plan.json under `workers`; any refusal refuses the job."""
+        from kvbench.matrix import Job
+        from kvbench.plan import plan_job
+        from kvbench.sweep.workers import workers_of
+
+        runners = None
+        if self.spec.runner_config:
+            from kvbench.recipe import load_runners
+
+            runners = load_runners(Path(self.spec.runner_config))
+        plans, records, refused = {}, [], []
+        for w in workers_of(self.spec.row):
+            plan = plan_job(Job(self.spec.config_key, w.row, self.spec.scenario), runners)
+            plans[w.name] = plan
+            records.append({"worker": w.name, "role": w.role, "plan": plan.to_json()})
+            if plan.errors or not plan.within_budget:
+                refused.append(f"{w.name}: {'; '.join(plan.errors) or 'exceeds the budget'}")
+        self.plan_json = {**(self.plan_json or {}), "workers": records}
+        # each worker's own plan replaces the row-level one's caveats (sized for prefill only)
+        self.warnings = [f"{name}: {w}" for name, plan in plans.items() for w in plan.warnings]
+        write_json_atomic(self.job_dir / layout.PLAN_FILE, self.plan_json)
+        if refused:
+            raise PhaseFailure("plan", "; ".join(refused))
+        return plans
 
     def launch_spec(self, plan):
         from kvbench.engines import get_adapter
@@ -146,9 +175,41 @@ class _Run:
             job_row=self.spec.row, config_key=self.spec.config_key, plan=self.plan_json,
             summary=self.summary, server=self.server, telemetry=self.telemetry, status=status,
             failure=failure, warnings=self.warnings, fingerprint=self.spec.fingerprint,
-            repeat=self.spec.repeat,
+            repeat=self.spec.repeat, engine_patches=self.patches,
         )
         return write_result(self.job_dir, result)
+
+
+def _run_multinode(run: _Run, events: JobEvents) -> str:
+    """Workers (each planned), router, replay; returns the phase reached."""
+    from kvbench.sweep.multinode import serve_workers
+
+    plans = run.plan_workers()
+    run.phase = "launch"
+    events.phase("launch")
+    with serve_workers(run, plans, free_port, server_env) as endpoint:
+        run.patches = [{**p, "worker": w["name"]} for w in endpoint.workers
+                       for p in w["patches"]] or None
+        write_json_atomic(run.job_dir / "workers.json", endpoint.workers)
+        run.phase = "replay"
+        events.phase("replay")
+        asyncio.run(run.measure(endpoint))
+        run.phase = "stop"
+        events.phase("stop")
+    return "result"
+
+
+def _finish(run: _Run, t0: float, phase: str) -> JobOutcome:
+    run.events.phase(phase)
+    run.summarize_server()
+    path = run.write_result("ok", None)
+    from kvbench.files import read_json
+
+    data = read_json(path)
+    failure = data.get("failure") or {}
+    return JobOutcome(run.spec.dir_name, data["status"], phase=failure.get("stage"),
+                      reason=failure.get("reason"), elapsed_s=time.monotonic() - t0,
+                      result_path=str(path))
 
 
 def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -> JobOutcome:
@@ -159,12 +220,18 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
     job_dir = Path(results_dir) / spec.dir_name
     job_dir.mkdir(parents=True, exist_ok=True)
     layout.clear_attempt(job_dir)
+    from kvbench.sweep.multinode import clear_workers
+
+    clear_workers(job_dir)
     spec.write(job_dir / layout.JOB_FILE)
     run = _Run(spec, job_dir, events)
     phase = "plan"
     try:
         events.phase(phase)
         plan = run.plan()
+        if spec.job().is_multinode:
+            phase = "launch"
+            return _finish(run, t0, _run_multinode(run, events))
         phase = "launch"
         events.phase(phase)
         launch = run.launch_spec(plan)
@@ -173,8 +240,10 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
         argv = [*launch.argv, *spec.options.engine_args]
         server = ServerProcess(argv, env=server_env(launch.env), log_path=job_dir / layout.LOG_FILE,
                                ready_url=launch.health_url,
-                               ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir)
+                               ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir,
+                               patches=spec.row.get("patches") or ())
         with server:
+            run.patches = server.patch_outcomes
             phase = "ready"
             events.phase(phase)
             server.wait_ready()
@@ -184,20 +253,11 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
             phase = "stop"
             events.phase(phase)
         phase = "result"
-        events.phase(phase)
-        run.summarize_server()
-        path = run.write_result("ok", None)
-        from kvbench.files import read_json
-
-        data = read_json(path)
-        failure = data.get("failure") or {}
-        return JobOutcome(spec.dir_name, data["status"], phase=failure.get("stage"),
-                          reason=failure.get("reason"), elapsed_s=time.monotonic() - t0,
-                          result_path=str(path))
+        return _finish(run, t0, phase)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # any failure of the job becomes its result
-        failed_phase = e.phase if isinstance(e, PhaseFailure) else phase
+        failed_phase = e.phase if isinstance(e, PhaseFailure) else (run.phase or phase)
         failure: dict[str, Any] = {"stage": failed_phase, "reason": _reason(e)}
         if isinstance(e, LaunchError) and hasattr(e, "to_json"):
             failure["launch"] = e.to_json()

@@ -16,7 +16,7 @@ TELEMETRY_FILE = "telemetry.jsonl"
 RESULT_FILE = "result.json"
 # Written by one attempt; cleared before the next so that nothing stale mixes in.
 ATTEMPT_FILES = (PLAN_FILE, "command.json", "env.json", LOG_FILE, RECORDS_FILE, SUMMARY_FILE,
-                 SCRAPE_FILE, TELEMETRY_FILE, RESULT_FILE)
+                 SCRAPE_FILE, TELEMETRY_FILE, RESULT_FILE, "workers.json")
 SWEEP_DIR = ".kvbench"  # executor state (Slurm scripts, task logs, the sweep's job list)
 
 

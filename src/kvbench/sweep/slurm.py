@@ -1,5 +1,7 @@
 """The Slurm executor: one job array per resource shape, one array task per job, each task
-running `kvbench run-job --job-file ...`; then waits and collects the result files.
+running `kvbench run-job --job-file ...`; a multi-node row gets one allocation of its own
+(its nodes, a task per worker; `run-job` starts each worker with srun); then waits and
+collects the result files.
 
 Array tasks share one set of sbatch options, so jobs are grouped by (GPUs, exclusive). Real
 engines get `--gres=gpu:<tp*pp*pcp>` and `--exclusive` (host DRAM budgets assume the node
@@ -22,8 +24,7 @@ from kvbench.sweep.events import JobOutcome
 from kvbench.sweep.spec import JobSpec
 
 CPU_ONLY_FRAMEWORKS = ("sim",)
-MULTINODE_REASON = ("multi-node (prefill/decode) rows are not submitted: one array task runs "
-                    "one single-node server; run them through their cluster launcher")
+DEFAULT_GPUS_PER_NODE = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,8 @@ class SlurmExecutor:
     timeout_s: float | None = None
     env: dict[str, str] | None = None  # environment for sbatch/squeue (e.g. SLURM_CONF)
     python: str = sys.executable
+    # multi-node rows of CPU-only engines: one node per worker instead of all on one node
+    spread_cpu_workers: bool = False
     submitted: list[str] = field(default_factory=list)
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
@@ -66,20 +69,14 @@ class SlurmExecutor:
         """The sbatch script of one array (written to array_dir/array.sbatch)."""
         n = len(specs)
         throttle = f"%{self.max_parallel}" if self.max_parallel else ""
-        lines = ["#!/bin/bash",
-                 f"#SBATCH --job-name=kvbench-{array_dir.name}",
+        lines = [*self._header(array_dir.name, array_dir / "task-%a.log"),
                  f"#SBATCH --array=0-{n - 1}{throttle}",
-                 f"#SBATCH --output={array_dir}/task-%a.log",
                  "#SBATCH --nodes=1",
                  "#SBATCH --ntasks=1"]
         if res.gpus:
             lines.append(f"#SBATCH --gres=gpu:{res.gpus}")
         if res.exclusive:
             lines.append("#SBATCH --exclusive")
-        for flag, value in (("--partition", self.partition), ("--account", self.account),
-                            ("--time", self.time_limit)):
-            if value:
-                lines.append(f"#SBATCH {flag}={value}")
         lines += [f"#SBATCH {a}" for a in self.sbatch_args]
         lines += [
             "set -euo pipefail",
@@ -88,6 +85,59 @@ class SlurmExecutor:
             f"--results {shlex.quote(str(results))}",
         ]
         return "\n".join(lines) + "\n"
+
+    def _header(self, name: str, output: Path) -> list[str]:
+        lines = ["#!/bin/bash", f"#SBATCH --job-name=kvbench-{name}", f"#SBATCH --output={output}"]
+        for flag, value in (("--partition", self.partition), ("--account", self.account),
+                            ("--time", self.time_limit)):
+            if value:
+                lines.append(f"#SBATCH {flag}={value}")
+        return lines
+
+    def multinode_script(self, spec: JobSpec, job_dir: Path, results: Path) -> str:
+        """One allocation for a multi-node row: its nodes, one task per worker; the batch
+        step runs `kvbench run-job`, which starts every worker with srun (sweep/multinode.py)."""
+        from kvbench.sweep.workers import nodes_needed, workers_of
+
+        workers = workers_of(spec.row)
+        cpu_only = spec.row.get("framework") in CPU_ONLY_FRAMEWORKS
+        gpn = _gpus_per_node(spec)
+        lines = [*self._header(job_dir.name, job_dir / "task.log"),
+                 f"#SBATCH --nodes={nodes_needed(workers, gpn, cpu_only, self.spread_cpu_workers)}",
+                 f"#SBATCH --ntasks={len(workers)}"]
+        if not cpu_only:
+            lines += [f"#SBATCH --gres=gpu:{min(gpn, max(w.gpus for w in workers))}",
+                      "#SBATCH --exclusive"]
+        lines += [f"#SBATCH {a}" for a in self.sbatch_args]
+        lines += ["set -euo pipefail",
+                  f"exec {shlex.quote(self.python)} -m kvbench run-job --job-file "
+                  f"{shlex.quote(str(job_dir / 'job.json'))} --results "
+                  f"{shlex.quote(str(results))}"]
+        return "\n".join(lines) + "\n"
+
+    def submit_multinode(self, specs: Sequence[JobSpec], results: Path
+                         ) -> list[tuple[str, Path, list[JobSpec]]]:
+        """One sbatch allocation per multi-node row."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        out = []
+        for i, spec in enumerate(specs):
+            job_dir = (results / layout.SWEEP_DIR / "slurm" / f"{stamp}-mn{i}").resolve()
+            job_dir.mkdir(parents=True, exist_ok=True)
+            spec.write(job_dir / "job.json")
+            script = job_dir / "allocation.sbatch"
+            script.write_text(self.multinode_script(spec, job_dir, results.resolve()))
+            out.append((self._sbatch(script), job_dir, [spec]))
+        return out
+
+    def _sbatch(self, script: Path) -> str:
+        out = self._run(["sbatch", "--parsable", str(script)])
+        if out.returncode != 0:
+            raise SweepError(f"sbatch failed ({out.returncode}): {out.stderr.strip()}",
+                             hint=f"the script is {script}")
+        job_id = out.stdout.strip().split(";")[0]
+        (script.parent / "slurm-job-id").write_text(job_id + "\n")
+        self.submitted.append(job_id)
+        return job_id
 
     def submit(self, specs: Sequence[JobSpec], results: Path) -> list[tuple[str, Path,
                                                                            list[JobSpec]]]:
@@ -104,14 +154,7 @@ class SlurmExecutor:
                 spec.write(array_dir / "jobs" / f"{i}.json")
             script = array_dir / "array.sbatch"
             script.write_text(self.script(members, res, array_dir, results.resolve()))
-            out = self._run(["sbatch", "--parsable", str(script)])
-            if out.returncode != 0:
-                raise SweepError(f"sbatch failed ({out.returncode}): {out.stderr.strip()}",
-                                 hint=f"the script is {script}")
-            job_id = out.stdout.strip().split(";")[0]
-            (array_dir / "slurm-job-id").write_text(job_id + "\n")
-            self.submitted.append(job_id)
-            arrays.append((job_id, array_dir, members))
+            arrays.append((self._sbatch(script), array_dir, members))
         return arrays
 
     def active(self, job_ids: Sequence[str]) -> int:
@@ -131,16 +174,17 @@ class SlurmExecutor:
             on_poll: Callable[[int, int], None] | None = None) -> list[JobOutcome]:
         """Submit the jobs not yet done, wait for every array task, collect outcomes."""
         results = Path(results)
-        # One array task runs one server on one node; a multi-node row would ask Slurm for
-        # more GPUs than a node has and the whole array would be refused.
-        unsupported = {s.dir_name for s in specs if s.job().is_multinode}
         todo = [s for s in specs
-                if s.dir_name not in unsupported
-                and not layout.is_done(results / s.dir_name, s.fingerprint,
-                                       rerun_failed=rerun_failed)]
-        skipped = {s.dir_name for s in specs} - {s.dir_name for s in todo} - unsupported
-        arrays = self.submit(todo, results) if todo else []
-        ids = [a[0] for a in arrays]
+                if not layout.is_done(results / s.dir_name, s.fingerprint,
+                                      rerun_failed=rerun_failed)]
+        skipped = {s.dir_name for s in specs} - {s.dir_name for s in todo}
+        # One array task runs one single-node server; a multi-node row gets an allocation
+        # of its own with a task per worker.
+        single = [s for s in todo if not s.job().is_multinode]
+        multi = [s for s in todo if s.job().is_multinode]
+        arrays = self.submit(single, results) if single else []
+        allocations = self.submit_multinode(multi, results) if multi else []
+        ids = [a[0] for a in arrays + allocations]
         t0 = time.monotonic()
         try:
             while ids and (left := self.active(ids)):
@@ -156,9 +200,8 @@ class SlurmExecutor:
             raise
         task_logs = {s.dir_name: a[1] / f"task-{i}.log"
                      for a in arrays for i, s in enumerate(a[2])}
-        return [JobOutcome(s.dir_name, "failed", phase="slurm", reason=MULTINODE_REASON)
-                if s.dir_name in unsupported else
-                self._collect(s, results, s.dir_name in skipped, task_logs.get(s.dir_name))
+        task_logs.update({a[2][0].dir_name: a[1] / "task.log" for a in allocations})
+        return [self._collect(s, results, s.dir_name in skipped, task_logs.get(s.dir_name))
                 for s in specs]
 
     @staticmethod
@@ -180,3 +223,15 @@ class SlurmExecutor:
         failure = read_json(job_dir / layout.RESULT_FILE).get("failure") or {}
         return JobOutcome(spec.dir_name, status, phase=failure.get("stage"),
                           reason=failure.get("reason"), result_path=path)
+
+
+def _gpus_per_node(spec: JobSpec) -> int:
+    """The runner's gpus-per-node from runners.yaml, else 8 (the catalog's GPU nodes)."""
+    if spec.runner_config:
+        from kvbench.recipe import load_runners
+
+        hardware = load_runners(Path(spec.runner_config)).hardware or {}
+        runner = spec.row.get("runner", "")
+        if runner in hardware:
+            return hardware[runner].gpus_per_node
+    return DEFAULT_GPUS_PER_NODE

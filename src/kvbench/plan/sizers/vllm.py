@@ -1,15 +1,35 @@
 """vLLM CPU offload: `--kv-offloading-size` in GiB (2^30) for the whole engine, summed over its
 TP x PP ranks (vllm/config/cache.py); each DP engine gets its own full amount. Each worker pins
 cpu_bytes_to_use / world_size. `vllm-simple` selects SimpleCPUOffloadConnector with the same size
-through VLLM_USE_SIMPLE_KV_OFFLOAD=1 (reference/kvoffload.md 4.1)."""
+through VLLM_USE_SIMPLE_KV_OFFLOAD=1 (reference/kvoffload.md 4.1).
+
+How the pool is pinned decides the footprint:
+- native (OffloadingConnector / CPUOffloadingSpec) through the versions measured or read here
+  (v0.26) pins one torch tensor per KV cache tensor, `torch.zeros(..., pin_memory=True)`
+  (v1/kv_offload/cpu/gpu_worker.py), and PyTorch's caching host allocator rounds each up to a
+  power of two. Measured on an H200 with vLLM 0.26 and Qwen3-8B: `--kv-offloading-size 22.35`
+  made 36 tensors of 10,171 blocks x 65,536 B = 0.667 GB, each pinned as 1 GiB, so 38.65 GB
+  where the size says 24.00; host shared memory grew by 38.69 GB
+  (benchmarks/results/h200/vllm/). From v0.33 the pool is one /dev/shm region registered with
+  cudaHostRegister (v1/kv_offload/cpu/spec.py `_uses_shared_region`): exact. Releases between
+  and unknown images get the per-tensor footprint, the larger one.
+- simple (SimpleCPUOffloadConnector): `torch.zeros` unpinned, then cudaHostRegister
+  (v1/simple_kv_offload/worker.py): exact; measured +23.96 GB for the same 24.00 GB size."""
 
 from __future__ import annotations
 
+from kvbench.plan.footprint import pinned_bytes
 from kvbench.plan.plan import HostPool
 from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
 from kvbench.units import GB, GiB
 
 CENTI_GIB = GiB / 100  # the flag is written with two decimals
+FIRST_SHARED_REGION_RELEASE = (0, 33, 0)  # native pool in one exactly-registered mmap region
+
+
+def pins_per_tensor(ctx: SizingContext, simple: bool) -> bool:
+    release = ctx.version.release
+    return not simple and (release is None or release < FIRST_SHARED_REGION_RELEASE)
 
 
 class VllmOffloadSizer:
@@ -23,11 +43,21 @@ class VllmOffloadSizer:
         # One engine per DP rank under DP attention (world 1); otherwise one engine over TP x PP.
         world = 1 if ctx.topo.dp_attention else ctx.topo.tp * ctx.topo.pp
 
+        per_tensor = pins_per_tensor(ctx, self.simple)
+        tensors = max(1, (ctx.model.full_layers + ctx.model.sliding_layers) // ctx.topo.pp)
+        block_bytes = max(1, ctx.page_size_tokens * ctx.kv_bytes_per_token)
+
         def pools_of(centi: int) -> list[HostPool]:
             per_rank = int(centi * CENTI_GIB) // world
+            note = f"{centi / 100:.2f} GiB engine total / {world} rank(s)"
+            if per_tensor and per_rank:
+                tensor_bytes = per_rank // block_bytes * (block_bytes // tensors)
+                pinned = pinned_bytes(tensor_bytes, "pow2")
+                note += (f"; {tensors} pinned tensors of {tensor_bytes / GB:.3f} GB, each "
+                         f"rounded up to {pinned / GB:.3f} GB (torch pin_memory)")
+                per_rank = tensors * pinned
             return [HostPool(name="kv_offload", bytes_per_rank=per_rank,
-                             inside_configured_size=True,
-                             note=f"{centi / 100:.2f} GiB engine total / {world} rank(s)")]
+                             inside_configured_size=True, note=note)]
 
         explicit = ctx.explicit_knob(CENTI_GIB, ranks=world)
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes * world // int(CENTI_GIB) + 1,
@@ -36,15 +66,19 @@ class VllmOffloadSizer:
                        f"({c * CENTI_GIB / world / GB:.2f} GB per rank)")
         centi = fit.value if fit.value is not None else (explicit or 0)
         per_rank = fit.pools[0].bytes_per_rank
+        usable = int(centi * CENTI_GIB) // world  # what holds KV; the rest is rounding
         sizing = Sizing(
             pools=fit.pools,
-            host_kv_tokens=per_rank // max(1, ctx.kv_bytes_per_token),
+            host_kv_tokens=usable // block_bytes * ctx.page_size_tokens,
             engine_args=["--kv-offloading-backend", "native",
                          "--kv-offloading-size", f"{centi / 100:.2f}"],
             errors=list(fit.errors),
             arithmetic=[*fit.arithmetic,
                         f"vLLM pins {centi / 100:.2f} GiB x 2^30 / {world} rank(s) = "
-                        f"{per_rank / GB:.2f} GB per rank (GiB, engine total: not per rank)"],
+                        f"{usable / GB:.2f} GB per rank (GiB, engine total: not per rank)"
+                        + (f"; pinned per KV tensor with power-of-two rounding: "
+                           f"{per_rank / GB:.2f} GB ({ctx.version.label})"
+                           if per_tensor else "")],
             warnings=_warnings(ctx),
         )
         if self.simple:

@@ -1,0 +1,150 @@
+"""Mirror arms: for every GPU-resident agentic row of a config key, the offload row with the
+same parallelism, speculative setting and concurrency list, planned before it is written.
+
+This is what the seed pull requests did by hand (a `kv-offloading: dram` +
+`kv-offload-backend: { name: hicache }` twin written right under each resident row). Each
+twin is expanded into its matrix jobs and planned; a twin any of whose concurrencies the
+planner refuses is reported with the planner's reason and not written."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvbench.authoring.rowtext import (
+    KV_OFFLOAD_BACKEND,
+    KV_OFFLOADING,
+    RowText,
+    agentic_rows,
+    load_round_trip,
+    offload_twin,
+    plain,
+)
+from kvbench.errors import KvbenchError, RecipeError
+from kvbench.recipe import KV_OFFLOAD_BACKENDS, Runners
+
+# Fields a twin may differ in from its resident row; everything else is its shape.
+_ARM_FIELDS = frozenset({KV_OFFLOADING, KV_OFFLOAD_BACKEND, "conc-list", "conc-start",
+                         "conc-end"})
+
+
+@dataclass(slots=True)
+class ArmOutcome:
+    """What happened to one resident row: `added`, `refused` or `present` (a twin exists)."""
+
+    config_key: str
+    block: int
+    index: int
+    status: str
+    line: int  # 1-based line of the resident row
+    exp_names: list[str] = field(default_factory=list)
+    host_gb_per_rank: list[float] = field(default_factory=list)  # planned, per job
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        return f"{self.config_key}.agentic-coding[{self.block}].search-space[{self.index}]"
+
+
+@dataclass(slots=True)
+class MirrorResult:
+    text: str
+    outcomes: list[ArmOutcome]
+
+    @property
+    def added(self) -> list[ArmOutcome]:
+        return [o for o in self.outcomes if o.status == "added"]
+
+
+def _shape(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in _ARM_FIELDS}
+
+
+def _is_resident(row: dict[str, Any]) -> bool:
+    return row.get(KV_OFFLOADING, "none") == "none" and KV_OFFLOAD_BACKEND not in row
+
+
+def _has_twin(row: RowText, rows: list[RowText], backend: str) -> bool:
+    return any(
+        other.block == row.block and other.data.get(KV_OFFLOADING) == "dram"
+        and (other.data.get(KV_OFFLOAD_BACKEND) or {}).get("name") == backend
+        and _shape(other.data) == _shape(row.data)
+        for other in rows
+    )
+
+
+def _plan_twin(key: str, raw: dict[str, Any], block: dict[str, Any], twin: dict[str, Any],
+               runners: Runners) -> tuple[list[str], list[float], list[str]]:
+    """Expand the twin into its matrix jobs and plan each: (exp names, GB/rank, refusals)."""
+    from kvbench.matrix.agentic import agentic_rows as matrix_rows
+    from kvbench.matrix.entry import EntryContext
+    from kvbench.matrix.job import Job
+    from kvbench.matrix.selection import Selection
+    from kvbench.plan.planner import plan_job
+    from kvbench.units import GB
+
+    entry = dict(raw, scenarios={"agentic-coding": [dict(block, **{"search-space": [twin]})]})
+    ctx = EntryContext(key, entry, (raw["runner"],))
+    try:
+        rows = list(matrix_rows(ctx, Selection(config_files=()), runners))
+    except KvbenchError as e:
+        return [], [], [e.message]
+    names: list[str] = []
+    sizes: list[float] = []
+    refusals: dict[str, list[str]] = {}
+    for row in rows:
+        plan = plan_job(Job(key, row, "agentic-coding"), runners)
+        names.append(plan.exp_name)
+        inside = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size)
+        sizes.append(round(inside / GB, 2))
+        if plan.is_refused or not plan.within_budget:
+            reason = "; ".join(plan.errors) or "projected host footprint exceeds the budget"
+            refusals.setdefault(reason, []).append(plan.exp_name)
+    return names, sizes, [
+        f"{reason} ({len(jobs)} of {len(rows)} jobs, first {jobs[0]})"
+        for reason, jobs in refusals.items()]
+
+
+def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
+                runners: Runners, size_gb_per_rank: float | None = None) -> MirrorResult:
+    """The master file `text` with an offload twin under every resident agentic row of
+    `keys`, and what happened to each resident row."""
+    if backend not in KV_OFFLOAD_BACKENDS:
+        raise RecipeError(f"--backend {backend!r} is not an offload backend (allowed: "
+                          f"{', '.join(KV_OFFLOAD_BACKENDS)})")
+    doc = load_round_trip(text, where)
+    lines = text.split("\n")
+    spec: dict[str, Any] = {"name": backend}
+    if size_gb_per_rank is not None:
+        spec["size-gb-per-rank"] = size_gb_per_rank
+    outcomes: list[ArmOutcome] = []
+    inserts: list[tuple[int, list[str]]] = []
+    for key in keys:
+        if key not in doc:
+            import difflib
+
+            close = difflib.get_close_matches(key, [str(k) for k in doc], n=3)
+            raise RecipeError(f"{where}: config key {key!r} is not in the file",
+                              hint=f"did you mean {', '.join(close)}?" if close else None)
+        rows = agentic_rows(doc, key, lines)
+        if not rows:
+            raise RecipeError(f"{where}: {key} has no agentic-coding rows to mirror")
+        raw = plain(doc[key])
+        for row in rows:
+            if not _is_resident(row.data):
+                continue
+            outcome = ArmOutcome(key, row.block, row.index, "present", row.start + 1)
+            outcomes.append(outcome)
+            if _has_twin(row, rows, backend):
+                continue
+            twin = {**row.data, KV_OFFLOADING: "dram", KV_OFFLOAD_BACKEND: dict(spec)}
+            block = raw["scenarios"]["agentic-coding"][row.block]
+            outcome.exp_names, outcome.host_gb_per_rank, outcome.reasons = _plan_twin(
+                key, raw, block, twin, runners)
+            outcome.status = "refused" if outcome.reasons else "added"
+            if outcome.status == "added":
+                inserts.append((row.stop, offload_twin(row, lines, spec)))
+    for at, new in sorted(inserts, key=lambda i: i[0], reverse=True):
+        lines[at:at] = new
+    return MirrorResult("\n".join(lines), outcomes)

@@ -1,0 +1,89 @@
+"""The measured search against a running server: each probed concurrency is a short replay
+(replay.replay: the same sessions, each played once, no recycling) whose summary becomes a
+result.json (results.build_result) in its own directory; the search gallops from the
+simulator's prediction and stops as soon as the SLO breaks one step above a pass.
+
+A probe starts on a server whose cache holds the previous probe's prompts; every replay has
+its own cache-bust marker, so nothing of it can hit, it only has to be evicted first."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kvbench.capacity.curve import HostPoint, Step
+from kvbench.capacity.search import search_max
+from kvbench.capacity.slo import Slo, metrics_from_replay
+from kvbench.capacity.target import Target
+from kvbench.capacity.workload import WorkloadBounds
+from kvbench.replay import ReplayConfig, replay
+from kvbench.workload import Session, SyntheticSpec
+
+StepDone = Callable[[Step], None]
+
+
+def _fingerprint(row: dict, url: str, workload: dict) -> str:
+    blob = json.dumps({"row": row, "url": url, "workload": workload}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+async def _replay_with_scrape(cfg: ReplayConfig, sessions: list[Session], engine: str
+                              ) -> tuple[dict, dict | None]:
+    from kvbench.metrics import Scraper, summarize_scrape
+
+    path = cfg.output_dir / "scrape.jsonl"
+    scraper = Scraper(cfg.url.rstrip("/") + "/metrics", engine, path)
+    await scraper.start()
+    try:
+        summary = await replay(cfg, None, sessions)
+    finally:
+        await scraper.stop()
+    return summary, summarize_scrape(path, engine)
+
+
+def measure_point(target: Target, host_gb: float, *, url: str, model: str,
+                  sessions: list[Session], bounds: WorkloadBounds, slo: Slo, ceiling: int,
+                  hint: int, out_dir: Path, time_scale: float, workload: dict,
+                  trace: list[Path] | None, synthetic: SyntheticSpec | None,
+                  engine: str = "sim", on_step: StepDone | None = None) -> HostPoint:
+    from kvbench.results import build_result, write_result
+
+    t0 = time.perf_counter()
+    tier = target.tier(host_gb)
+    steps: list[Step] = []
+
+    def passes(c: int) -> bool:
+        step_dir = Path(out_dir) / f"conc{c:04d}"
+        cfg = ReplayConfig(
+            url=url, model=model, trace=trace, synthetic=synthetic, concurrency=c,
+            output_dir=step_dir, think_time_scale=bounds.think_time_scale,
+            think_time_cap_s=bounds.think_time_cap_s, max_tokens_cap=bounds.max_tokens_cap,
+            max_input_tokens=bounds.max_input_tokens, time_scale=time_scale,
+            num_gpus=int(target.describe.get("tp", 1)))
+        summary, server = asyncio.run(_replay_with_scrape(cfg, sessions, engine))
+        m = metrics_from_replay(c, summary)
+        violations = slo.violations(m)
+        row = target.row_for(host_gb, c)
+        result = build_result(
+            job_row=row, config_key=str(target.describe.get("config-key", target.label)),
+            plan=tier.plan, summary=summary, server=server, telemetry=None, status="ok",
+            fingerprint=_fingerprint(row, url, workload))
+        path = write_result(step_dir, result)
+        step = Step(concurrency=c, passed=not violations, violations=violations,
+                    metrics=m.to_json() | {"hit_rate": (summary.get("cache") or {}).get(
+                        "hit_rate")}, result_path=str(path))
+        steps.append(step)
+        if on_step is not None:
+            on_step(step)
+        return step.passed
+
+    res = search_max(passes, ceiling=ceiling, hint=hint)
+    return HostPoint(host_gb=host_gb, gpu_kv_tokens=tier.gpu_kv_tokens,
+                     host_kv_tokens=tier.host_kv_tokens, max_sessions=res.max_passing,
+                     first_failing=res.first_failing, engine_args=tier.engine_args,
+                     steps=sorted(steps, key=lambda s: s.concurrency),
+                     wall_s=time.perf_counter() - t0)

@@ -1,0 +1,176 @@
+"""What is being sized: a cost model plus, for each host-tier size, the device and host pools
+in tokens and the flags that configure that size.
+
+From a recipe row, every size goes through the planner (the row with
+`kv-offload-backend.size-gb-per-rank` set), so the tokens and flags are exactly what
+`kvbench plan` would give that row; 0 GB is the row's GPU-resident twin (kv-offloading none:
+its device pool may be larger, as the planner sizes it). Without a recipe (model, hardware,
+tp, engine profile) the simulator's own sizing applies and the flags are serve-sim's."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvbench.errors import CapacityError
+from kvbench.sim.costs import CostModel
+from kvbench.sim.engine import EngineConfig
+
+_GB = 1e9
+_POLICIES = ("write_through", "write_through_selective", "write_back")
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    host_gb: float
+    gpu_kv_tokens: int
+    host_kv_tokens: int
+    write_policy: str
+    engine_args: list[str] = field(default_factory=list)
+    plan: dict | None = None  # plan.json of this size (recipe targets)
+
+
+@dataclass(slots=True)
+class Target:
+    label: str
+    costs: CostModel
+    budget_gb: float  # host-tier size per rank the grid goes up to
+    engine: EngineConfig
+    describe: dict[str, Any]
+    job: Any | None = None  # matrix Job (recipe targets)
+    runners: Any | None = None
+    _tiers: dict[float, Tier] = field(default_factory=dict)
+    _direct: dict[str, Any] = field(default_factory=dict)
+
+    def tier(self, host_gb: float) -> Tier:
+        if host_gb not in self._tiers:
+            self._tiers[host_gb] = (_planned_tier(self, host_gb) if self.job is not None
+                                    else _direct_tier(self, host_gb))
+        return self._tiers[host_gb]
+
+    def planned_tier(self) -> Tier:
+        """The row as written (the planner's own size for its budget)."""
+        plan = _plan(self.job, self.job.row, self.runners)
+        top = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size) / _GB
+        return Tier(top, plan.gpu_kv_tokens, plan.host_kv_tokens,
+                    _write_policy(list(plan.engine_args)), list(plan.engine_args),
+                    plan.to_json())
+
+    def row_for(self, host_gb: float, conc: int) -> dict:
+        """The matrix row a measured step at this size and concurrency reports."""
+        if self.job is not None:
+            row = _row_at(self.job.row, host_gb)
+        else:
+            d = self._direct
+            row = {"model": d["model"], "framework": d["engine"], "runner": d["hardware"],
+                   "tp": d["tp"], "precision": d["precision"],
+                   "kv-offloading": "dram" if host_gb else "none"}
+        row["conc"] = conc
+        row["exp-name"] = f"{self.label}_host{host_gb:g}gb_conc{conc}"
+        return row
+
+
+def _write_policy(engine_args: list[str]) -> str:
+    if "--hicache-write-policy" in engine_args:
+        policy = engine_args[engine_args.index("--hicache-write-policy") + 1]
+        if policy in _POLICIES:
+            return policy
+    return "write_through"
+
+
+def _row_at(row: dict, host_gb: float) -> dict:
+    out = copy.deepcopy(row)
+    if host_gb == 0:
+        out["kv-offloading"] = "none"
+        out.pop("kv-offload-backend", None)
+    else:
+        backend = dict(out.get("kv-offload-backend") or {})
+        backend["size-gb-per-rank"] = host_gb
+        out["kv-offload-backend"] = backend
+    return out
+
+
+def _plan(job: Any, row: dict, runners: Any):
+    from kvbench.matrix import Job
+    from kvbench.plan import plan_job
+
+    return plan_job(Job(config_key=job.config_key, row=row, scenario=job.scenario), runners)
+
+
+def _planned_tier(t: Target, host_gb: float) -> Tier:
+    plan = _plan(t.job, _row_at(t.job.row, host_gb), t.runners)
+    if plan.errors or not plan.within_budget:
+        raise CapacityError(
+            f"{t.label}: the planner refuses host {host_gb:g} GB per rank: "
+            f"{'; '.join(plan.errors) or 'over the host budget'}",
+            hint="lower --host-gb or the grid's top (--budget-gb)")
+    return Tier(host_gb, plan.gpu_kv_tokens, plan.host_kv_tokens if host_gb else 0,
+                _write_policy(list(plan.engine_args)), list(plan.engine_args), plan.to_json())
+
+
+def _direct_tier(t: Target, host_gb: float) -> Tier:
+    from kvbench.sim.sizing import host_tier_tokens
+
+    d = t._direct
+    args = ["--gpu-tokens", str(d["gpu_tokens"])]
+    if host_gb:
+        args += ["--host-cache-gb", f"{host_gb:g}", "--write-policy", d["write_policy"]]
+    return Tier(host_gb, d["gpu_tokens"], host_tier_tokens(t.costs, host_gb),
+                d["write_policy"], args)
+
+
+def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None = None
+                    ) -> Target:
+    """A recipe row with a host tier (kv-offloading other than none); the grid's top is the
+    host size the planner picks for the row's budget."""
+    from kvbench.sim.engine_profile import engine_profile_for
+    from kvbench.sim.sizing import resolve_costs
+
+    if job.is_multinode:
+        raise CapacityError(f"{job.exp_name}: multi-node rows are not simulated")
+    if job.kv_offloading == "none" or not job.offload_backend:
+        raise CapacityError(
+            f"{job.exp_name}: kv-offloading is {job.kv_offloading!r}: a capacity curve needs "
+            "a row with a host tier", hint="select a row with kv-offloading: dram")
+    plan = _plan(job, job.row, runners)
+    if plan.errors or not plan.within_budget:
+        raise CapacityError(f"{job.exp_name}: the planner refuses the row: "
+                            f"{'; '.join(plan.errors) or 'over the host budget'}")
+    top = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size) / _GB
+    profile = engine_profile_for(job.framework)
+    costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
+                          kv_dtype=plan.kv_dtype, dp_attention=bool(job.row.get("dp-attn")),
+                          engine=profile)
+    label = str(job.row.get("exp-name", job.config_key)).replace(f"_conc{job.conc}", "")
+    return Target(
+        label=label, costs=costs, budget_gb=float(int(top)),
+        engine=engine or EngineConfig(), job=job, runners=runners,
+        describe={"config-key": job.config_key, "model": job.model, "hardware": plan.hardware,
+                  "framework": job.framework, "engine-profile": profile or "sglang",
+                  "tp": int(job.row["tp"]), "precision": job.precision,
+                  "backend": plan.backend, "budget-gb-node": plan.budget_gb,
+                  "ranks-on-node": plan.ranks_on_node, "host-gb-per-rank-max": float(int(top))})
+
+
+def target_direct(model: str, hardware: str, tp: int, *, precision: str | None,
+                  engine_profile: str, budget_gb: float, gpu_tokens: int | None,
+                  write_policy: str, engine: EngineConfig | None = None) -> Target:
+    from kvbench.sim.sizing import gpu_tier_tokens, infer_precision, resolve_costs
+
+    if budget_gb < 0:
+        raise CapacityError(f"--budget-gb must be >= 0, got {budget_gb:g}")
+    if write_policy not in _POLICIES:
+        raise CapacityError(f"--write-policy: {write_policy!r} is not one of "
+                            f"{', '.join(_POLICIES)}")
+    costs = resolve_costs(model, hardware, tp, precision, engine=engine_profile)
+    gpu = gpu_tokens if gpu_tokens is not None else gpu_tier_tokens(costs, hardware)
+    precision = precision or infer_precision(model)
+    t = Target(label=f"{model.split('/')[-1].lower()}_{hardware}_tp{tp}", costs=costs,
+               budget_gb=budget_gb, engine=engine or EngineConfig(),
+               describe={"model": model, "hardware": hardware, "engine-profile": engine_profile,
+                         "tp": tp, "precision": precision, "gpu-kv-tokens": gpu,
+                         "write-policy": write_policy, "host-gb-per-rank-max": budget_gb})
+    t._direct = {"model": model, "hardware": hardware, "tp": tp, "precision": precision,
+                 "engine": "sim", "gpu_tokens": gpu, "write_policy": write_policy}
+    return t

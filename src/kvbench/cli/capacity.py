@@ -1,0 +1,310 @@
+"""`kvbench capacity`: how many agent sessions a node sustains under an SLO, per host-tier
+size, predicted on the embedded simulator and (with --url) measured on a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvbench.cli.app import app
+from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.errors import CapacityError
+from kvbench.matrix.selection import Selection
+
+_W = "Workload"
+_S = "SLO"
+_T = "Target without a recipe"
+
+
+def _first_turns(sessions: list, max_turns: int | None) -> list:
+    """Each session's first `max_turns` turns: a shorter replay of the same requests in both
+    executors (the replay's own bounds would recycle sessions, which the simulator does not)."""
+    if max_turns is None:
+        return sessions
+    if max_turns < 1:
+        raise CapacityError(f"--max-turns must be >= 1, got {max_turns}")
+    from kvbench.workload import Session
+
+    return [Session(s.session_id, s.turns[:max_turns], s.namespace, s.source, dict(s.meta))
+            for s in sessions]
+
+
+def load_workload(trace: list[Path] | None, bundled: bool, sessions: int, scale: float,
+                  seed: int):
+    """(sessions, description, trace paths or None, synthetic spec or None)."""
+    from kvbench.workload import SyntheticSpec, generate_sessions, load_trace
+
+    paths = list(trace or [])
+    if bundled:
+        from kvbench.sweep.options import bundled_traces
+
+        paths = [*bundled_traces(), *paths]
+    if paths:
+        loaded = load_trace(paths)
+        return loaded, {"traces": [str(p) for p in paths], "sessions": len(loaded)}, paths, None
+    if sessions < 1 or scale <= 0:
+        raise CapacityError(f"--synthetic-sessions must be >= 1 and --synthetic-scale > 0, got "
+                            f"{sessions} and {scale:g}")
+    spec = SyntheticSpec(num_sessions=sessions, seed=seed, scale=scale)
+    return (generate_sessions(spec), {"synthetic": spec.model_dump(), "sessions": sessions},
+            None, spec)
+
+
+def _target(selection: Selection, *, model, hardware, tp, precision, engine_profile,
+            budget_gb, gpu_tokens, write_policy, engine):
+    from kvbench.capacity.target import target_direct, target_from_job
+
+    if not selection.config_files:
+        if budget_gb is None:
+            raise CapacityError("without --config-files, give the host budget per rank",
+                                hint="pass --budget-gb GB (or select a recipe row)")
+        return target_direct(model, hardware, tp, precision=precision,
+                             engine_profile=engine_profile, budget_gb=budget_gb,
+                             gpu_tokens=gpu_tokens, write_policy=write_policy, engine=engine)
+    from kvbench.cli.plan import _runners
+    from kvbench.matrix import select_jobs
+
+    rows: dict[str, object] = {}
+    for job in select_jobs(selection):
+        if job.kv_offloading == "none" or job.is_multinode:
+            continue
+        key = repr(sorted((k, repr(v)) for k, v in job.row.items()
+                          if k not in ("conc", "exp-name")))
+        rows.setdefault(key, job)
+    if len(rows) != 1:
+        names = ", ".join(sorted({j.exp_name for j in rows.values()})) or "none"
+        raise CapacityError(
+            f"capacity sizes one recipe row with a host tier; the selection has {len(rows)} "
+            f"({names})", hint="narrow it with --config-keys, --framework or --model-prefix")
+    target = target_from_job(next(iter(rows.values())), _runners(selection), engine)
+    if budget_gb is not None:
+        if budget_gb > target.budget_gb:
+            raise CapacityError(f"--budget-gb {budget_gb:g} exceeds the planner's host size "
+                                f"for the row ({target.budget_gb:g} GB per rank)")
+        target.budget_gb = budget_gb
+    return target
+
+
+@app.command("capacity", cls=SelectionCommand)
+@with_selection
+def capacity(
+    selection: Selection,
+    trace: Annotated[list[Path] | None, typer.Option(
+        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.",
+        rich_help_panel=_W)] = None,
+    bundled_traces: Annotated[bool, typer.Option(
+        "--bundled-traces", help="Replay kvbench's bundled Claude Code sessions.",
+        rich_help_panel=_W)] = False,
+    synthetic_sessions: Annotated[int, typer.Option(
+        help="Without traces: this many synthetic agentic sessions.",
+        rich_help_panel=_W)] = 64,
+    synthetic_scale: Annotated[float, typer.Option(
+        help="Synthetic token counts multiplied by this.", rich_help_panel=_W)] = 1.0,
+    seed: Annotated[int, typer.Option(help="Synthetic workload seed.", rich_help_panel=_W)] = 0,
+    think_time_scale: Annotated[float, typer.Option(rich_help_panel=_W)] = 1.0,
+    think_time_cap: Annotated[float, typer.Option(
+        help="Longest think time, s.", rich_help_panel=_W)] = 60.0,
+    max_tokens_cap: Annotated[int | None, typer.Option(rich_help_panel=_W)] = None,
+    max_input_tokens: Annotated[int | None, typer.Option(
+        help="Turns with longer prompts are skipped.", rich_help_panel=_W)] = None,
+    max_turns: Annotated[int | None, typer.Option(
+        help="Only each session's first N turns (shorter steps, same requests in both "
+        "executors).", rich_help_panel=_W)] = None,
+    ttft_p90_ms: Annotated[float | None, typer.Option(rich_help_panel=_S)] = 2000.0,
+    itl_p99_ms: Annotated[float | None, typer.Option(
+        help="Per-request mean inter-token latency (TPOT) p99.", rich_help_panel=_S)] = None,
+    interactivity: Annotated[float | None, typer.Option(
+        help="Tokens/s per session (1000/TPOT) p50 at least this.", rich_help_panel=_S)] = None,
+    max_failed_ratio: Annotated[float, typer.Option(rich_help_panel=_S)] = 0.01,
+    host_gb: Annotated[list[float] | None, typer.Option(
+        help="Host-tier sizes per rank to try (GB); default: a grid from 0 to the budget.")
+    ] = None,
+    points: Annotated[int, typer.Option(help="Grid steps between 0 and the budget.")] = 8,
+    budget_gb: Annotated[float | None, typer.Option(
+        help="Top of the grid, GB per rank (default: the planner's size for the row).")] = None,
+    max_sessions: Annotated[int | None, typer.Option(
+        help="Largest concurrency tried (default: the workload's session count).")] = None,
+    model: Annotated[str, typer.Option(rich_help_panel=_T)] = "reference-8b",
+    hardware: Annotated[str, typer.Option(rich_help_panel=_T)] = "h200",
+    tp: Annotated[int, typer.Option(rich_help_panel=_T)] = 1,
+    model_precision: Annotated[str | None, typer.Option(
+        help="bf16 | fp8 | fp4 (default: from the model name).", rich_help_panel=_T)] = None,
+    engine_profile: Annotated[str, typer.Option(rich_help_panel=_T)] = "sglang",
+    gpu_tokens: Annotated[int | None, typer.Option(
+        help="Device KV tokens per rank (default: from HBM).", rich_help_panel=_T)] = None,
+    write_policy: Annotated[str, typer.Option(rich_help_panel=_T)] = "write_through",
+    max_running_requests: Annotated[int, typer.Option()] = 256,
+    chunked_prefill_tokens: Annotated[int, typer.Option()] = 8192,
+    url: Annotated[str | None, typer.Option(
+        help="Also measure on this server (replay steps) at --server-host-gb.")] = None,
+    served_model: Annotated[str | None, typer.Option(
+        help="--url: model name (default: /v1/models).")] = None,
+    server_host_gb: Annotated[float | None, typer.Option(
+        help="--url: the server's host tier per rank, GB (default: the grid's top).")] = None,
+    time_scale: Annotated[float, typer.Option(
+        help="--url: the server's clock runs this much faster (serve-sim --time-scale).")
+    ] = 1.0,
+    output: Annotated[Path | None, typer.Option(
+        help="Directory for capacity.json and capacity.html (with --url: each step's "
+        "result.json and dashboard.html).")
+    ] = None,
+    output_format: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+) -> None:
+    """Sessions under an SLO per host-tier size (simulated; measured with --url) and the knee:
+    the host size beyond which more DRAM adds no sessions, with its flags."""
+    import json
+    import time
+
+    from pydantic import ValidationError
+
+    from kvbench.capacity import (
+        CapacityDoc,
+        Slo,
+        WorkloadBounds,
+        find_knee,
+        host_grid,
+        predict_curve,
+        sessions_to_traces,
+    )
+    from kvbench.sim.engine import EngineConfig
+
+    if output_format not in ("table", "json"):
+        raise CapacityError(f"--format: {output_format!r} is not one of table, json")
+    if url is not None and output is None:
+        raise CapacityError("--url writes one result.json per step", hint="add --output DIR")
+    try:
+        slo = Slo(ttft_p90_ms=ttft_p90_ms, itl_p99_ms=itl_p99_ms,
+                  interactivity_p50_tok_s=interactivity, failed_ratio=max_failed_ratio)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise CapacityError(f"SLO: {err['msg']}", hint="give --ttft-p90-ms, --itl-p99-ms or "
+                            "--interactivity (a positive number)") from None
+    t0 = time.perf_counter()
+    engine = EngineConfig(max_running_requests=max_running_requests,
+                          chunked_prefill_tokens=chunked_prefill_tokens)
+    target = _target(selection, model=model, hardware=hardware, tp=tp,
+                     precision=model_precision,
+                     engine_profile=engine_profile, budget_gb=budget_gb, gpu_tokens=gpu_tokens,
+                     write_policy=write_policy, engine=engine)
+    sessions, workload, paths, spec = load_workload(trace, bundled_traces, synthetic_sessions,
+                                                    synthetic_scale, seed)
+    sessions = _first_turns(sessions, max_turns)
+    bounds = WorkloadBounds(think_time_scale=think_time_scale, think_time_cap_s=think_time_cap,
+                            max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens)
+    workload["bounds"] = {"think_time_scale": think_time_scale,
+                          "think_time_cap_s": think_time_cap, "max_tokens_cap": max_tokens_cap,
+                          "max_input_tokens": max_input_tokens, "max_turns": max_turns}
+    traces = sessions_to_traces(sessions, bounds)
+    if not traces:
+        raise CapacityError("the workload has no request within the bounds",
+                            hint="raise --max-input-tokens")
+    ceiling = min(max_sessions or len(traces), len(traces))
+    grid = sorted(set(host_gb)) if host_gb else host_grid(target.budget_gb, points)
+    if any(g < 0 for g in grid):
+        raise CapacityError(f"--host-gb: sizes must be >= 0, got {grid}")
+    measure_gb = None
+    if url is not None:
+        measure_gb = target.budget_gb if server_host_gb is None else server_host_gb
+        grid = sorted({*grid, measure_gb})
+    predicted = predict_curve(target, traces, slo, grid, ceiling=ceiling)
+    doc = CapacityDoc(
+        target={"label": target.label, **target.describe}, workload=workload, slo=slo,
+        ceiling=ceiling, predicted=predicted, knee=find_knee(predicted),
+        assumptions=[
+            "at a fixed host size, meeting the SLO is monotone in sessions (the search "
+            "gallops and bisects; every probe is listed)",
+            "each session is played once; concurrency is capped by the session count",
+            "simulated probes start from an empty cache",
+        ])
+    if url is not None:
+        from kvbench.capacity.measure import measure_point
+        from kvbench.cli.replay import _first_model
+
+        hint = next(p.max_sessions for p in predicted if p.host_gb == measure_gb)
+        doc.measured.append(measure_point(
+            target, measure_gb, url=url, model=served_model or _first_model(url),
+            sessions=sessions, bounds=bounds, slo=slo, ceiling=ceiling, hint=max(hint, 1),
+            out_dir=output / "measured" / f"host{measure_gb:g}gb", time_scale=time_scale,
+            workload=workload, trace=paths, synthetic=spec))
+    doc.wall_s = time.perf_counter() - t0
+    if output is not None:
+        from kvbench.capacity.curve import CAPACITY_FILE
+        from kvbench.files import write_json_atomic
+        from kvbench.report.capacity import write_capacity_page
+
+        write_json_atomic(output / CAPACITY_FILE, doc.model_dump(mode="json"))
+        write_capacity_page([output / CAPACITY_FILE], output / "capacity.html")
+        if doc.measured:
+            from kvbench.report import write_dashboard
+
+            write_dashboard([output], output / "dashboard.html")
+    if output_format == "json":
+        print(json.dumps(doc.model_dump(mode="json"), indent=1))
+    else:
+        from kvbench.capacity.table import print_capacity
+
+        print_capacity(doc)
+
+
+def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: float,
+                   threshold: float, emit: str | None, output_format: str) -> None:
+    """The body of `kvbench plan --predict` and `kvbench simulate-jobs --prune`: rank the
+    selected rows by predicted offload benefit; `emit="github-matrix"` prints the CI matrix
+    (as `kvbench run --emit github-matrix`) of the rows kept."""
+    import json
+    import sys
+
+    from kvbench.capacity import WorkloadBounds, sessions_to_traces
+    from kvbench.capacity.prune import kept_jobs, predict_jobs
+    from kvbench.cli.plan import _runners
+    from kvbench.matrix import select_jobs
+
+    if emit not in (None, "github-matrix"):
+        raise CapacityError(f"--emit {emit!r} is not one of github-matrix")
+    if output_format not in ("table", "json"):
+        raise CapacityError(f"--format: {output_format!r} is not one of table, json")
+    jobs = select_jobs(selection)
+    if not jobs:
+        raise CapacityError("the selection matched no jobs",
+                            hint="check the recipe files and the selection flags")
+    sessions = load_workload(trace, not trace, 0, 1.0, 0)[0]
+    traces = sessions_to_traces(sessions, WorkloadBounds())
+    predictions = predict_jobs(jobs, _runners(selection), traces, noise=noise,
+                               threshold=threshold)
+    if emit == "github-matrix":
+        import orjson
+
+        from kvbench.matrix.generate import runner_config_path
+        from kvbench.sweep import RunOptions, build_specs
+        from kvbench.sweep.emit import github_matrix
+
+        options = RunOptions(trace=list(trace) if trace else None, bundled_traces=not trace)
+        specs = build_specs(kept_jobs(predictions, jobs), options,
+                            runner_config=runner_config_path(selection))
+        sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
+        return
+    if output_format == "json":
+        print(json.dumps([p.to_json() for p in predictions], indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    kept = sum(p.kept for p in predictions)
+    table = Table(title=f"predicted offload benefit (1 - TTFT p90 offload / resident): "
+                  f"{kept} of {len(predictions)} kept (noise {noise:g}, threshold "
+                  f"{threshold:g})")
+    for col in ("exp-name", "conc", "TTFT p90 ms resident", "TTFT p90 ms offload",
+                "hit % res/off", "benefit", "verdict"):
+        table.add_column(col, justify="left" if col in ("exp-name", "verdict") else "right")
+    for p in predictions:
+        res, off = p.arms.get("resident"), p.arms.get("offload")
+
+        def ms(arm: dict | None) -> str:
+            return "-" if not arm or arm["ttft_p90_ms"] is None else f"{arm['ttft_p90_ms']:,.0f}"
+
+        hits = "-" if not res else f"{res['hit_rate']:.0%} / {off['hit_rate']:.0%}"
+        table.add_row(p.exp_name, str(p.conc), ms(res), ms(off), hits,
+                      "-" if p.benefit is None else f"{p.benefit:+.1%}", p.verdict)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)

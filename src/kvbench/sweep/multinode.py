@@ -1,0 +1,202 @@
+"""Run a multi-node (prefill/decode) row: every worker started (with `srun` on its node inside
+a Slurm allocation, as a local process otherwise), readiness of every worker, then the
+prefill/decode router in front of them; on exit everything is torn down, router first.
+
+The router is sglang-router in PD mode (`--pd-disaggregation --prefill URL --decode URL`,
+sglang-router 0.3.2 `launch_router --help`): it sends each request to one prefill and one
+decode worker and streams the decode worker's answer, for SGLang workers and for the
+embedded engine's (which serve the request whole on both, as they cannot hand KV over)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from kvbench.errors import SweepError
+from kvbench.sweep.workers import Worker, placement, workers_of
+
+WORKERS_DIR = "workers"
+ROUTER_DIR = "router"
+CPU_ONLY_ENGINES = ("sim",)
+DEFAULT_GPUS_PER_NODE = 8
+# Flags a worker needs for its role, per framework (sglang server_args: --disaggregation-*;
+# 8998 is its default bootstrap port, which the router needs beside each prefill URL).
+ROLE_ARGS: dict[str, dict[str, list[str]]] = {
+    "sglang": {"prefill": ["--disaggregation-mode", "prefill"],
+               "decode": ["--disaggregation-mode", "decode"]},
+}
+PREFILL_BOOTSTRAP: dict[str, list[str]] = {"sglang": ["8998"]}
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    addr: str
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Where workers may run: the Slurm allocation's nodes (started with srun), or here."""
+
+    nodes: tuple[Node, ...]
+    srun: bool
+
+    @classmethod
+    def current(cls) -> Allocation:
+        nodelist = os.environ.get("SLURM_JOB_NODELIST")
+        if not (os.environ.get("SLURM_JOB_ID") and nodelist and shutil.which("srun")):
+            return cls((Node("localhost", "127.0.0.1"),), srun=False)
+        names = _scontrol(["show", "hostnames", nodelist]).split()
+        return cls(tuple(Node(n, _node_addr(n)) for n in names), srun=True)
+
+    def prefix(self, node: Node, worker: Worker, gpus: int) -> list[str]:
+        """The launcher in front of a worker's argv: one srun step on its node."""
+        if not self.srun:
+            return []
+        return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node.name}",
+                f"--job-name={worker.name}", "--kill-on-bad-exit=1", "--export=ALL",
+                *([f"--gres=gpu:{gpus}"] if gpus else [])]
+
+
+def _scontrol(args: list[str]) -> str:
+    try:
+        out = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SweepError(f"scontrol {' '.join(args)} failed: {e}") from None
+    if out.returncode != 0:
+        raise SweepError(f"scontrol {' '.join(args)} failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def _node_addr(name: str) -> str:
+    """The node's NodeAddr (what its servers are reached at), else its name."""
+    for token in _scontrol(["show", "node", "-o", name]).split():
+        if token.startswith("NodeAddr="):
+            return token.split("=", 1)[1] or name
+    return name
+
+
+@dataclass(slots=True)
+class Endpoint:
+    """What the replay talks to: the router, with the first prefill worker's metrics."""
+
+    base_url: str
+    metrics_url: str
+    served_model_name: str
+    correlation_header: str | None = None
+    workers: list[dict[str, Any]] = field(default_factory=list)
+
+
+def router_argv(engine: str, prefill: list[str], decode: list[str], port: int,
+                metrics_port: int) -> list[str]:
+    argv = [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+    for url in prefill:
+        argv += ["--prefill", url, *PREFILL_BOOTSTRAP.get(engine, [])]
+    for url in decode:
+        argv += ["--decode", url]
+    # agentic prefills run for minutes: never time a request out early
+    return [*argv, "--host", "127.0.0.1", "--port", str(port),
+            "--prometheus-port", str(metrics_port), "--request-timeout-secs", "14400",
+            "--disable-retries"]
+
+
+@contextlib.contextmanager
+def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: Any
+                  ) -> Iterator[Endpoint]:
+    """Start every worker of `run.spec`'s row and the router; yield the endpoint. `run` is
+    the job's state (spec, job_dir, events); `plans` maps worker name -> Plan."""
+    from kvbench.engines import get_adapter
+    from kvbench.launch import ServerProcess
+    from kvbench.matrix import Job
+
+    spec, job_dir = run.spec, run.job_dir
+    framework = spec.row["framework"]
+    workers = workers_of(spec.row)
+    alloc = Allocation.current()
+    cpu_only = framework in CPU_ONLY_ENGINES
+    where = placement(workers, [n.name for n in alloc.nodes], DEFAULT_GPUS_PER_NODE, cpu_only)
+    nodes = {n.name: n for n in alloc.nodes}
+    adapter = get_adapter(framework)
+    opts = spec.options
+    with contextlib.ExitStack() as stack:
+        servers, urls, records = [], {"prefill": [], "decode": []}, []
+        first = None
+        for w in workers:
+            node = nodes[where[w.name]]
+            wdir = job_dir / WORKERS_DIR / w.name
+            wdir.mkdir(parents=True, exist_ok=True)
+            launch = adapter.build(Job(spec.config_key, w.row, spec.scenario), plans[w.name],
+                                   port=free_port(), host="0.0.0.0" if alloc.srun else
+                                   "127.0.0.1", model_path=opts.model_path, work_dir=wdir)
+            prefix = alloc.prefix(node, w, 0 if cpu_only else w.gpus)
+            argv = [*prefix, *launch.argv, *ROLE_ARGS.get(adapter.name, {}).get(w.role, []),
+                    *opts.engine_args]
+            patches = list(w.row.get("patches") or ())
+            remote = alloc.srun and node.name != os.environ.get("SLURMD_NODENAME")
+            outcomes = _patch_remote(prefix, patches) if remote and patches else None
+            base = _at(launch.base_url, node.addr)
+            server = ServerProcess(argv, env=server_env({**launch.env, **w.env}),
+                                   log_path=wdir / "server.log",
+                                   ready_url=_at(launch.health_url, node.addr),
+                                   ready_timeout_s=opts.timeouts.ready_s, cwd=wdir,
+                                   patches=() if remote else patches, name=w.name)
+            stack.enter_context(server)
+            servers.append(server)
+            urls[w.role].append(base)
+            records.append({"name": w.name, "role": w.role, "node": node.name, "url": base,
+                            "tp": w.row["tp"], "ep": w.row["ep"], "gpus": w.gpus,
+                            "argv": argv,
+                            "patches": server.patch_outcomes if outcomes is None else outcomes})
+            if first is None:
+                first = (launch, base)
+        run.phase = "ready"
+        run.events.phase("ready")
+        for server in servers:  # readiness of every worker before the router starts
+            server.wait_ready()
+        port = free_port()
+        rdir = job_dir / ROUTER_DIR
+        rdir.mkdir(parents=True, exist_ok=True)
+        # its own free port for metrics: port + 10000 runs past 65535 for high free ports
+        router = ServerProcess(router_argv(adapter.name, urls["prefill"], urls["decode"], port,
+                                           free_port()),
+                               env=server_env({}), log_path=rdir / "server.log",
+                               ready_url=f"http://127.0.0.1:{port}/health",
+                               ready_timeout_s=opts.timeouts.ready_s, cwd=rdir, name="router")
+        stack.enter_context(router)
+        router.wait_ready()
+        launch, base = first
+        yield Endpoint(base_url=f"http://127.0.0.1:{port}",
+                       metrics_url=_at(launch.metrics_url, urlsplit(base).hostname or ""),
+                       served_model_name=launch.served_model_name, workers=records)
+
+
+def _at(url: str, addr: str) -> str:
+    """`url` on host `addr` (servers bind 0.0.0.0 or 127.0.0.1; clients reach the node)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{addr}:{parts.port}"))
+
+
+def _patch_remote(prefix: list[str], patches: list[dict]) -> list[dict]:
+    """Apply a worker's engine patches on its own node (one srun step), before its start."""
+    import json
+
+    argv = [*prefix, sys.executable, "-m", "kvbench.launch.patcher", json.dumps(patches)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        raise SweepError(f"engine patches failed on {prefix[4].split('=', 1)[1]}: "
+                         f"{lines[-1] if lines else f'exit {out.returncode}'}")
+    return json.loads(out.stdout)
+
+
+def clear_workers(job_dir: Path) -> None:
+    for name in (WORKERS_DIR, ROUTER_DIR):
+        shutil.rmtree(job_dir / name, ignore_errors=True)

@@ -1,0 +1,144 @@
+"""`kvbench recipe mirror` on copies of the real InferenceX master configs and changelog."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fixtures.inferencex import INFERENCEX
+
+from kvbench.changelog import check_files, parse_changelog
+from kvbench.cli import main
+
+AMD_KEY = "qwen3.5-fp8-mi325x-sglang-agentic-mtp"  # five resident flow rows, no offload arm
+NV_KEY = "glm5.2-fp8-h200-dynamo-sglang-agentic-mtp-2p2d"  # three resident block rows
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    """The InferenceX layout: configs/*-master.yaml + runners.yaml, perf-changelog.yaml."""
+    (tmp_path / "configs").mkdir()
+    for name in ("amd-master.yaml", "nvidia-master.yaml", "runners.yaml"):
+        shutil.copyfile(INFERENCEX / name, tmp_path / "configs" / name)
+    shutil.copyfile(INFERENCEX / "perf-changelog.yaml", tmp_path / "perf-changelog.yaml")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def mirror(capsys, *args: str) -> str:
+    main(["recipe", "mirror", *args])
+    return capsys.readouterr().out
+
+
+def without(lines: list[str], spans: list[tuple[int, int]]) -> list[str]:
+    drop = {n for a, b in spans for n in range(a, b)}
+    return [line for n, line in enumerate(lines) if n not in drop]
+
+
+def test_flow_rows_get_one_twin_each_and_nothing_else_changes(repo, capsys):
+    old = (repo / "configs" / "amd-master.yaml").read_text().split("\n")
+    out = mirror(capsys, "--config-keys", AMD_KEY)
+    new = (repo / "configs" / "amd-master.yaml").read_text().split("\n")
+    assert out.count("\nadded ") + out.startswith("added ") == 5
+    assert len(new) == len(old) + 5
+    # resident rows are on lines 233..237; each twin lands right under its row
+    twins = [233, 235, 237, 239, 241]  # 0-based indexes of the inserted lines
+    assert without(new, [(n, n + 1) for n in twins]) == old
+    assert new[233] == ("      - { tp: 2, ep: 2, spec-decoding: mtp, kv-offloading: dram, "
+                        "kv-offload-backend: { name: hicache }, conc-list: [1, 4, 6] }")
+    assert new[241] == ("      - { tp: 8, ep: 8, spec-decoding: mtp, kv-offloading: dram, "
+                        "kv-offload-backend: { name: hicache }, conc-list: "
+                        "[4, 16, 24, 32, 40, 48, 64] }")
+    # the printed diff is the change: five added lines, none removed
+    body = [line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in
+            ("+++", "---")]
+    assert body == ["+" + new[n] for n in twins]
+
+
+def test_result_validates_and_changelog_check_passes(repo, capsys):
+    mirror(capsys, "--config-keys", AMD_KEY)
+    main(["validate", "configs/amd-master.yaml", "configs/runners.yaml"])
+    assert "config keys valid" in capsys.readouterr().out
+    report = check_files(INFERENCEX / "perf-changelog.yaml", repo / "perf-changelog.yaml",
+                         [repo / "configs" / "amd-master.yaml"])
+    assert [e.config_keys for e in report.new_entries] == [[AMD_KEY]]
+    entry = report.new_entries[0]
+    assert entry.scenario_type == ["agentic-coding"]
+    assert entry.description[0].startswith("Mirror 5 GPU-resident agentic rows with a hicache")
+    assert entry.pr_link.endswith("/pull/" + "X" * 3)
+    # the new rows expand into jobs: 3 + 6 + 5 + 11 + 7 concurrencies
+    main(["matrix", "--config-files", "configs/amd-master.yaml", "--config-keys", AMD_KEY,
+          "--format", "json"])
+    import json
+
+    rows = json.loads(capsys.readouterr().out)
+    offload = [r for r in rows if r["kv-offloading"] == "dram"]
+    assert len(offload) == 32 and len(rows) == 64
+    assert {r["kv-offload-backend"]["name"] for r in offload} == {"hicache"}
+
+
+def test_block_rows_of_a_real_nvidia_key(repo, capsys):
+    old = (repo / "configs" / "nvidia-master.yaml").read_text().split("\n")
+    mirror(capsys, "--config-keys", NV_KEY, "--config-files", "configs/nvidia-master.yaml")
+    new = (repo / "configs" / "nvidia-master.yaml").read_text().split("\n")
+    # the three resident rows are 16 lines each from line 8706; a twin is 17 lines (the
+    # backend line is added under kv-offloading)
+    spans = [(8721, 8738), (8754, 8771), (8787, 8804)]
+    assert len(new) == len(old) + 51
+    assert without(new, spans) == old
+    assert new[8721:8725] == ["      - spec-decoding: mtp", "        conc-list: [8]",
+                              "        kv-offloading: dram",
+                              "        kv-offload-backend: { name: hicache }"]
+    assert new[8725:8738] == old[8708:8721]  # workers copied verbatim
+    main(["validate", "configs/nvidia-master.yaml", "configs/runners.yaml"])
+
+
+def test_second_run_is_a_no_op(repo, capsys):
+    mirror(capsys, "--config-keys", AMD_KEY)
+    master = (repo / "configs" / "amd-master.yaml").read_bytes()
+    log = (repo / "perf-changelog.yaml").read_bytes()
+    out = mirror(capsys, "--config-keys", AMD_KEY)
+    assert out.count("already has a hicache twin") == 5
+    assert (repo / "configs" / "amd-master.yaml").read_bytes() == master
+    assert (repo / "perf-changelog.yaml").read_bytes() == log
+
+
+def test_refused_twins_are_reported_not_written(repo, capsys):
+    before = (repo / "configs" / "amd-master.yaml").read_bytes()
+    out = mirror(capsys, "--config-keys", AMD_KEY, "--size", "5000")
+    assert out.count("not written") == 5
+    # TP2: 5000 GB per rank x 2 ranks cannot fit the row's 599 GB budget
+    assert "> 599 GB budget" in out
+    assert (repo / "configs" / "amd-master.yaml").read_bytes() == before
+    assert len(parse_changelog((repo / "perf-changelog.yaml").read_bytes()).entries) == \
+        len(parse_changelog((INFERENCEX / "perf-changelog.yaml").read_bytes()).entries)
+
+
+def test_wrong_engine_is_refused(repo, capsys):
+    out = mirror(capsys, "--config-keys", "kimik3-fp4-h200-vllm-agentic")
+    assert "offload backend 'hicache' runs on sglang; framework 'vllm' serves with vllm" in out
+    assert (repo / "configs" / "nvidia-master.yaml").read_bytes() == \
+        (INFERENCEX / "nvidia-master.yaml").read_bytes()
+
+
+def test_explicit_size_is_written(repo, capsys):
+    out = mirror(capsys, "--config-keys", AMD_KEY, "--size", "40", "--dry-run")
+    assert ("+      - { tp: 2, ep: 2, spec-decoding: mtp, kv-offloading: dram, "
+            "kv-offload-backend: { name: hicache, size-gb-per-rank: 40 }, conc-list: "
+            "[1, 4, 6] }") in out
+    assert "dry run: nothing written" in out
+    assert (repo / "configs" / "amd-master.yaml").read_bytes() == \
+        (INFERENCEX / "amd-master.yaml").read_bytes()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--config-keys", "qwen3.5-fp8-mi325x-sglang-agentic"], "are in none of"),
+    (["--config-keys", AMD_KEY, "--backend", "hicach"], "'hicach' is not an offload backend"),
+    (["--config-keys", AMD_KEY, "--size", "-1"], "must be a positive number"),
+])
+def test_bad_input_is_one_clear_line(repo, capsys, args, message):
+    with pytest.raises(SystemExit) as e:
+        main(["recipe", "mirror", *args])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
