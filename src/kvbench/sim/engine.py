@@ -175,14 +175,21 @@ class Engine:
             n = min(req.prefill_left, budget)
             chunks.append((req, n))
             budget -= n
+        return self._step_for(chunks, load_tokens, sync_tokens,
+                              cache.sync_until_s - self.now_s, horizon_s)
+
+    def _step_for(self, chunks: list[tuple[SimRequest, int]], load_tokens: int,
+                  sync_tokens: int, sync_time_s: float, horizon_s: float) -> _Step | None:
+        """The step of these prefill chunks (with the decode batch), or a decode stretch."""
+        costs = self.costs
         if not chunks and not self.decode_batch:
             return None
         context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
         if chunks:
             dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
                                context, load_tokens, sync_tokens,
-                               load_time_s=link.load_s(load_tokens),
-                               sync_time_s=cache.sync_until_s - self.now_s)
+                               load_time_s=self.link.load_s(load_tokens),
+                               sync_time_s=sync_time_s)
             return _Step(self.now_s + dur, chunks, 1 if self.decode_batch else 0)
         return self._decode_stretch(context, horizon_s)
 

@@ -112,15 +112,7 @@ class VllmEngine(Engine):
                 load_tokens += loaded
                 chunks.append((req, n))
                 budget -= n
-        if not chunks and not self.decode_batch:
-            return None
-        context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
-        if chunks:
-            dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
-                               context, load_tokens, 0,
-                               load_time_s=self.link.load_s(load_tokens))
-            return _Step(self.now_s + dur, chunks, 1 if self.decode_batch else 0)
-        return self._decode_stretch(context, horizon_s)
+        return self._step_for(chunks, load_tokens, 0, 0.0, horizon_s)
 
     def _unit(self, req: SimRequest) -> int:
         """Tokens per cache unit: the trace page when it is a whole number of blocks (the
