@@ -53,8 +53,9 @@ def _real(run: Path) -> dict:
             "sent": {(x["session_id"], x["turn"]) for x in recs if not x["is_warmup"]}}
 
 
-def _simulated(sessions, conc: int, host_tokens: int, hardware: str) -> dict:
-    profile = load_engine_profile("vllm")
+def _simulated(sessions, conc: int, host_tokens: int, hardware: str,
+               engine_profile: str = "vllm") -> dict:
+    profile = load_engine_profile(engine_profile)
     costs = resolve_costs("qwen3-8b", hardware, 1, "bf16", engine=profile)
     engine = EngineConfig(chunked_prefill_tokens=CHUNK_TOKENS, kv_manager=profile.kv_manager,
                           block_tokens=16)
@@ -75,14 +76,16 @@ def _simulated(sessions, conc: int, host_tokens: int, hardware: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=RUNS)
-    ap.add_argument("--hardware", default="h200")
+    ap.add_argument("--hardware", default="h200-measured", help="the profile the fit used")
+    ap.add_argument("--engine-profile", default="vllm", help="name or YAML path")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     sessions = load_trace([HERE / "traces"])
     rows = []
     for run in sorted(p for p in args.runs.iterdir() if (p / "result.json").is_file()):
         real = _real(run)
-        sim = _simulated(sessions, real["conc"], real["host_tokens"], args.hardware)
+        sim = _simulated(sessions, real["conc"], real["host_tokens"], args.hardware,
+                         args.engine_profile)
         a, b = real.pop("sent"), sim.pop("sent")
         rows.append({"job": run.name, "conc": real["conc"], "arm": real["arm"], "real": real,
                      "sim": sim, "same_requests": len(a & b), "union_requests": len(a | b)})
