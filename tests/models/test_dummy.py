@@ -1,0 +1,81 @@
+"""`kvbench dummy-model` and `--load-format dummy`: a model directory built offline whose
+tokenizer covers the config's whole vocabulary, so random weights decode to text."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GPU_RECIPE = REPO / "benchmarks" / "gpu" / "vllm" / "recipe.yaml"
+GPU_RUNNERS = REPO / "benchmarks" / "gpu" / "vllm" / "runners.yaml"
+
+
+def kvbench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvbench", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dummy") / "qwen3-8b"
+    res = kvbench("dummy-model", str(out), "--model", "qwen3-8b")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_the_config_is_the_models_and_the_vocabulary_is_complete(model_dir):
+    from transformers import AutoTokenizer
+
+    cfg = json.loads((model_dir / "config.json").read_text())
+    assert (cfg["architectures"], cfg["num_hidden_layers"], cfg["num_key_value_heads"],
+            cfg["vocab_size"]) == (["Qwen3ForCausalLM"], 36, 8, 151_936)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    assert len(tok) == 151_936
+    assert tok.convert_ids_to_tokens(cfg["eos_token_id"]) == "<|im_end|>"
+    # any id random weights emit decodes to text (the last ones are padding tokens " wN")
+    for tid in (7, 300, 4_000, 75_000, 151_935):
+        assert tok.decode([tid]).strip(), tid
+    first_pad = tok.convert_tokens_to_ids(" w0")
+    assert tok.decode([151_935]) == f" w{151_935 - first_pad}"
+
+
+def test_prompts_synthesised_with_it_are_exactly_their_token_count(model_dir):
+    from transformers import AutoTokenizer
+
+    from kvbench.workload import PromptBuilder, Vocabulary
+    from kvbench.workload.session import Turn
+
+    vocab = Vocabulary(str(model_dir))
+    assert len(vocab.words) >= 16
+    prompt = PromptBuilder(vocab, "run1").build(Turn(640, 8, (1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+                                                     64), "ns", ("s", 0))
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    assert len(tok.encode(prompt.text, add_special_tokens=False)) == prompt.num_tokens == 640
+
+
+def test_launch_serves_dummy_weights_and_refuses_what_cannot(model_dir):
+    res = kvbench("launch", "--dry-run", "--format", "json", "--config-files", str(GPU_RECIPE),
+                  "--runner-config", str(GPU_RUNNERS), "--load-format", "dummy",
+                  "--model-path", str(model_dir))
+    assert res.returncode == 0, res.stderr
+    for job in json.loads(res.stdout):
+        argv = job["argv"]
+        assert argv[2] == str(model_dir)
+        assert argv[argv.index("--load-format") + 1] == "dummy"
+    bad = kvbench("launch", "--dry-run", "--config-files", str(GPU_RECIPE), "--runner-config",
+                  str(GPU_RUNNERS), "--load-format", "random")
+    assert bad.returncode == 2
+    assert "--load-format 'random'" in bad.stderr and "auto, dummy" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_a_missing_config_is_one_clear_error(tmp_path):
+    res = kvbench("dummy-model", str(tmp_path / "m"), "--config", str(tmp_path / "nope.json"))
+    assert res.returncode == 2 and "cannot read a config.json" in res.stderr
+    res = kvbench("dummy-model", str(tmp_path / "m"), "--model", "gpt-9")
+    assert res.returncode == 2 and "allowed: qwen3-8b" in res.stderr
