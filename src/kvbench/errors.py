@@ -62,6 +62,12 @@ class ReplayError(KvbenchError):
     exit_code = 3
 
 
+class ReplayOptionError(ReplayError):
+    """A replay option contradicts what the server says about itself (bad input: exit 2)."""
+
+    exit_code = 2
+
+
 class MetricsError(KvbenchError):
     """Server metrics or telemetry could not be read or interpreted."""
 

@@ -86,10 +86,11 @@ def test_quickstart_row_gives_curve_and_recommendation_fast(tmp_path, capsys):
     assert elapsed < 30
     doc = json.loads((tmp_path / "capacity.json").read_text())
     sizes = [p["host_gb"] for p in doc["predicted"]]
-    # 0 to the planner's --hicache-size for the row (67 GB: 68 GB budget less headroom)
-    assert sizes == [0, 8, 17, 25, 34, 42, 50, 59, 67]
+    # 0 to the planner's --hicache-size for the row: 66 GB, the 68 GB budget less the
+    # planner's default host headroom (1 GB per rank) and the pool's padding page
+    assert sizes == [0, 8, 16, 25, 33, 41, 50, 58, 66]
     assert doc["predicted"][-1]["engine_args"][:3] == ["--enable-hierarchical-cache",
-                                                      "--hicache-size", "67"]
+                                                      "--hicache-size", "66"]
     assert doc["knee"]["text"] in out and "flags at that size: " in out
     assert "--hicache-size" in out
 

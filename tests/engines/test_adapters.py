@@ -65,7 +65,11 @@ def test_sglang_dp_attention_gets_a_router_and_engine_port_behind_it():
     spec = get_adapter("sglang").build(job, make_plan(page_size_tokens=256), port=8888)
     assert _flag(spec.argv, "--port") == "8889"
     assert _flag(spec.argv, "--dp-size") == "4" and "--enable-dp-attention" in spec.argv
-    assert _flag(spec.argv, "--chunked-prefill-size") == str(8192 * 4)
+    # dsv4_fp4_b300_sglang_mtp.sh's DP branch: 16,384 (not the generic 8192 x dp)
+    assert _flag(spec.argv, "--chunked-prefill-size") == "16384"
+    # one tokenizer per DP rank, NCCL init on the client port + 2000 (the same launcher)
+    assert _flag(spec.argv, "--tokenizer-worker-num") == "4"
+    assert _flag(spec.argv, "--dist-init-addr") == "127.0.0.1:10888"
     r = spec.router_argv
     assert r[:3] == ["python3", "-m", "sglang_router.launch_router"]
     assert _flag(r, "--worker-urls") == "http://127.0.0.1:8889"
@@ -179,7 +183,9 @@ def test_trtllm_writes_its_yaml_config_with_plan_host_cache(tmp_path):
     assert config["kv_cache_config"]["tokens_per_block"] == 32
     assert config["kv_cache_config"]["enable_block_reuse"] is True
     assert config["max_batch_size"] == 20
-    assert config["speculative_config"] == {"decoding_type": "Eagle3", "max_draft_len": 3}
+    # Eagle3 needs its draft checkpoint (minimaxm3_fp4_b300_trt_mtp.sh speculative_model)
+    assert config["speculative_config"] == {"decoding_type": "Eagle3", "max_draft_len": 3,
+                                            "speculative_model": "Inferact/MiniMax-M3-EAGLE3-GQA"}
     assert spec.env["TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"] == "1.78"
     assert spec.metrics_url.endswith("/prometheus/metrics")
     host_src = _source(spec, "kv_cache_config.host_cache_size")

@@ -63,7 +63,9 @@ CHECK = textwrap.dedent("""
             result["failures"].append([job.exp_name, error])
             continue
         # The parser read our values into the fields we meant.
-        want = {"tp_size": job.row["tp"], "page_size": plan.page_size_tokens,
+        # a page the recipe leaves to SGLang stays unset until SGLang resolves it on the GPU
+        page = None if "page-size" in plan.engine_defaults else plan.page_size_tokens
+        want = {"tp_size": job.row["tp"], "page_size": page,
                 "mem_fraction_static": plan.mem_fraction_static,
                 "enable_dp_attention": bool(job.row.get("dp-attn")),
                 "enable_hierarchical_cache": plan.backend == "hicache",

@@ -57,7 +57,9 @@ CHECK = textwrap.dedent("""
             result["failures"].append([job.exp_name, error])
             continue
         dp = bool(job.row.get("dp-attn"))
-        want = {"model_tag": job.model, "block_size": plan.page_size_tokens,
+        # a block size the recipe leaves to vLLM stays unset (the model's backend picks it)
+        block = None if "page-size" in plan.engine_defaults else plan.page_size_tokens
+        want = {"model_tag": job.model, "block_size": block,
                 "gpu_memory_utilization": plan.mem_fraction_static,
                 "tensor_parallel_size": 1 if dp else job.row["tp"],
                 "data_parallel_size": job.row["tp"] if dp else 1}

@@ -32,6 +32,12 @@ VLLM_FLAGS: dict[str, object] = {
     "--prefill-schedule-interval": int, "--long-prefill-token-threshold": int,
     "--speculative-config": "json", "--kv-transfer-config": "json",
     "--kv-offloading-backend": {"native", "lmcache"}, "--kv-offloading-size": float,
+    # parsers and attention settings of the InferenceX launchers (seed_launchers.yaml)
+    "--reasoning-parser": {"deepseek_v4", "minimax_m3", "kimi_k3"},
+    "--tool-call-parser": {"deepseek_v4", "minimax_m3", "kimi_k3"},
+    "--enable-auto-tool-choice": BOOL, "--tokenizer-mode": {"deepseek_v4"},
+    "--attention-backend": {"TRITON_ATTN", "TOKENSPEED_MLA"}, "--attention-config": "json",
+    "--no-enable-flashinfer-autotune": BOOL, "--no-disable-hybrid-kv-cache-manager": BOOL,
 }
 TRTLLM_FLAGS: dict[str, object] = {
     "--host": {"127.0.0.1"}, "--port": int, "--tp_size": int, "--ep_size": int,

@@ -96,12 +96,18 @@ def test_sliding_window_gpt_oss_caps_per_request():
 
 def test_compressed_attention_deepseek_v4():
     p = pools("deepseek-ai/DeepSeek-V4-Pro", 8, "fp8")
-    # 30 CSA layers x 512 B / 4 + 31 HCA layers x 512 B / 128 = 3,840 + 124 = 3,964
-    assert p["kv"].bytes_per_token_per_rank == 3_964
+    # SGLang's V4 entry is 584 B and a page is padded to a 576-byte multiple:
+    # CSA pages hold 256/4 = 64 entries: ceil(64 x 584 / 576) = 65 x 576 / 64 = 585 B each;
+    # HCA pages hold 256/128 = 2 entries: ceil(2 x 584 / 576) = 3 x 576 / 2 = 864 B each.
+    # 30 x 585 / 4 + 31 x 864 / 128 = 4,387.5 + 209.25 = 4,596.75 -> 4,597 B per token
+    assert p["kv"].bytes_per_token_per_rank == 4_597
     # indexer on CSA layers: 30 x 132 B / 4 = 990
     assert p["indexer"].bytes_per_token_per_rank == 990
-    # window 128 x 512 B on 61 + 1 MTP layers, per request
-    assert p["swa"].fixed_bytes_per_request_per_rank == 62 * 128 * 512 == 4_063_232
+    # window 128 x 585 B (256-token pages: 260 x 576 / 256) on 61 + 1 MTP layers, per request
+    assert p["swa"].fixed_bytes_per_request_per_rank == 62 * 128 * 585 == 4_642_560
+    # a bf16 store has no such layout: 512 x 2 B per entry
+    b = pools("deepseek-ai/DeepSeek-V4-Pro", 8, "bf16")
+    assert b["kv"].bytes_per_token_per_rank == 30 * 1024 // 4 + 31 * 1024 // 128
 
 
 def test_flops():
@@ -122,3 +128,15 @@ def test_kv_bytes_per_token_sums_token_pools(dtype):
     m = load_model("glm5.2")
     assert m.kv_bytes_per_token(8, kv_dtype=dtype) == sum(
         p.bytes_per_token_per_rank for p in m.kv_pools(8, kv_dtype=dtype))
+
+
+def test_qwen35_mamba_state_follows_the_engines_ssm_dtype():
+    """--mamba-ssm-dtype bfloat16 (every InferenceX Qwen3.5 SGLang launcher) halves the SSM
+    part: 45 GDN layers x (64 x 128 x 128 x 2 B + (2x16x128 + 64x128) x 3 x 2 B) / TP2."""
+    from kvbench.models import load_model
+
+    m = load_model("Qwen/Qwen3.5-397B-A17B-FP8")
+    bf16 = {p.name: p for p in m.kv_pools(2, kv_dtype="fp8", state_dtype="bf16")}
+    fp32 = {p.name: p for p in m.kv_pools(2, kv_dtype="fp8")}
+    assert bf16["mamba"].fixed_bytes_per_request_per_rank == 48_844_800  # 48.8 MB
+    assert fp32["mamba"].fixed_bytes_per_request_per_rank == 96_030_720  # profile default

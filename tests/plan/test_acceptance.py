@@ -14,12 +14,16 @@ def test_qwen35_fp8_b300_tp2_gets_144_gb_per_rank_within_599():
     assert plan.semantics == "per-pool"  # v0.5.16: --hicache-size applies to KV and Mamba
     assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "144"
     pools = {p.name: p for p in plan.host_pools}
-    # KV: 144e9 // 15,360 B = 9,375,000 tokens, + one 64-token page -> 9,375,040 tokens
-    assert pools["kv"].bytes_per_rank == 9_375_040 * 15_360
-    # Mamba: 144e9 // 96,030,720 B per request state = 1,499, + 1 slot -> 1,500 states
-    assert pools["mamba"].bytes_per_rank == 1_500 * 96_030_720
+    # KV dtype fp8_e4m3 as qwen3.5_fp8_b300_sglang_mtp.sh runs it: 15 layers x 2 x 256 x 1 B
+    # = 7,680 B/token; 144e9 // 7,680 = 18,750,000 tokens -> (292,968 + 1) pages of 64
+    assert plan.kv_dtype == "fp8"
+    assert pools["kv"].bytes_per_rank == 18_750_016 * 7_680
+    # Mamba state in bf16 (--mamba-ssm-dtype bfloat16): 45 layers x (64x128x128 x 2 B SSM +
+    # 12,288 conv channels x 3 x 2 B) / TP2 = 48,844,800 B per request per rank;
+    # 144e9 // 48,844,800 = 2,948, + 1 slot -> 2,949 states
+    assert pools["mamba"].bytes_per_rank == 2_949 * 48_844_800
     # NEXTN draft: one attention layer = 1/15 of the target KV, outside --hicache-size
-    assert pools["draft_kv"].bytes_per_rank == 9_375_040 * 1_024
+    assert pools["draft_kv"].bytes_per_rank == 18_750_016 * 512
     assert not pools["draft_kv"].inside_configured_size
     # per rank 144.00 + 144.05 + 9.60 = 297.65 GB; x 2 ranks = 595.29 GB <= 599 GB
     assert plan.projected_host_bytes == 2 * sum(p.bytes_per_rank for p in plan.host_pools)
@@ -48,11 +52,14 @@ def test_glm52_fp4_b300_tp8_explicit_270_is_refused():
     assert round(plan.projected_host_bytes / GB) == 2683
     assert not plan.within_budget
     assert "needs 335.34 GB per rank" in plan.errors[0]
-    assert "x 8 = 2,683 GB > 2,399 GB budget" in plan.errors[0]
-    assert "largest that fits: --hicache-size 241 GB per rank" in plan.errors[0]
+    # usable: 2,399 GB less the default host headroom of 1 GB per rank = 2,391 GB
+    assert "x 8 = 2,683 GB > 2,391 GB usable (budget less host headroom)" in plan.errors[0]
+    # (2,391 GB / 8 = 298.875 GB per rank) / (1 + 132/576 + 1/78 per GB) -> 240 GB
+    assert "largest that fits: --hicache-size 240 GB per rank" in plan.errors[0]
     assert any("270.00 (kv) + 61.88 (indexer, outside) + 3.46 (draft_kv, outside) = 335.34 GB"
                in line for line in plan.arithmetic)
-    assert any("2,683 GB > 2,399 GB" in line for line in plan.arithmetic)
+    assert any("2,683 GB > 2,391 GB usable of the 2,399 GB budget" in line
+               for line in plan.arithmetic)
 
 
 def test_an_explicit_size_that_fits_is_honoured():
@@ -93,3 +100,27 @@ def test_explicit_size_from_a_recipe_flows_through_the_matrix(tmp_path, shared_d
     assert not plan["within-budget"]
     assert round(plan["projected-host-gb"]) == 2683
     assert [p["name"] for p in plan["host-pools"]] == ["kv", "indexer", "draft_kv"]
+
+
+def test_glm52_split_rows_are_sized_as_sglang_allocates():
+    """The GLM-5.2 GB200/GB300 rows on v0.5.17 and the 2026-08-05 nightly (split semantics,
+    4 ranks per node, 721 GB): the DSA indexer covers all 78 layers and the MTP draft is a
+    sidecar, so the old 169 GB/rank (717 GB projected, ~840 GB pinned) becomes 144 GB."""
+    from fixtures.inferencex import CONFIGS, RUNNERS
+
+    from kvbench.matrix import Selection, select_jobs
+
+    jobs = [j for j in select_jobs(Selection(config_files=CONFIGS, runner_config=RUNNERS))
+            if j.config_key == "glm5.2-fp4-gb200-dynamo-sglang-agentic-agg"
+            and "hicache" in str(j.row.get("kv-offload-backend"))]
+    assert jobs
+    plan = plan_job(jobs[0])
+    assert plan.semantics == "split" and plan.ranks_on_node == 4 and plan.budget_gb == 721
+    # usable (721 - 4 x 1) / 4 = 179.25 GB per rank; per GB of size 1 + 10,296/44,928 +
+    # 576/44,928 = 1.2420 -> 144 GB; 144e9 // 44,928 = 3,205,128 -> 50,081 pages of 64
+    assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "144"
+    pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
+    assert pools == {"kv": 3_205_184 * 44_928, "indexer": 3_205_184 * 78 * 132,
+                     "draft_kv": 3_205_184 * 576}
+    # 4 x 3,205,184 x 55,800 B = 715.40 GB <= 717 GB usable (145 GB would need 720.35 GB)
+    assert plan.projected_host_bytes == 715_397_068_800 and plan.within_budget

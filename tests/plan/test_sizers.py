@@ -16,18 +16,24 @@ MINIMAX_B300 = {"image": "vllm/vllm-openai:v0.27.1", "model": "nvidia/MiniMax-M3
                 "precision": "fp4", "framework": "vllm", "tp": 4, "ep": 1}
 
 
+def plan0(job):
+    """A knob's unit arithmetic alone: no host headroom (test_headroom.py covers it)."""
+    return plan_job(job, host_headroom_gb=0)
+
+
 def arg(plan, flag):
     return plan.engine_args[plan.engine_args.index(flag) + 1]
 
 
 def test_vllm_native_size_is_gib_for_the_whole_engine():
     # v0.33 pins the native pool as one exactly-registered region (no per-tensor rounding)
-    plan = plan_job(make_job(**{**MINIMAX_B300, "image": "vllm/vllm-openai:v0.33.0"}, **{
+    plan = plan0(make_job(**{**MINIMAX_B300, "image": "vllm/vllm-openai:v0.33.0"}, **{
         "total-cpu-dram-gb": 1024, "kv-offload-backend": {"name": "vllm-native"}}))
     # per rank 1,024e9 / 4 = 256e9 B; engine total 4 x 256e9 / 2^30 = 953.67 GiB (floor 0.01)
     assert arg(plan, "--kv-offloading-size") == "953.67"
     per_rank = plan.host_pools[0].bytes_per_rank
-    assert per_rank == int(95_367 * GiB / 100) // 4
+    # vLLM pins 953.67 x 2^30 = 1,023,995,365,294.08 B over 4 ranks; rounded up per rank
+    assert per_rank == 255_998_841_324
     assert per_rank * 4 <= 1024 * GB and plan.within_budget
     assert "VLLM_USE_SIMPLE_KV_OFFLOAD" not in plan.engine_env
 
@@ -52,12 +58,13 @@ def test_vllm_026_native_pins_each_kv_tensor_rounded_to_a_power_of_two():
     # the simple connector registers what it allocated: 10,171 blocks exactly
     simple = plan_job(make_job(**QWEN3_8B_H200, **{
         "kv-offload-backend": {"name": "vllm-simple", "size-gb-per-rank": 24}}))
-    assert simple.host_pools[0].bytes_per_rank == int(2235 * GiB / 100)
+    # upper bound: vLLM's float 22.35 x 2^30 = 23,998,129,766.4 B, rounded up
+    assert simple.host_pools[0].bytes_per_rank == 23_998_129_767
     assert simple.host_kv_tokens == 10_171 * 16
 
 
 def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_size():
-    plan = plan_job(make_job(**MINIMAX_B300, **{
+    plan = plan0(make_job(**MINIMAX_B300, **{
         "dp-attn": True, "total-cpu-dram-gb": 1199,
         "kv-offload-backend": {"name": "vllm-simple"}}))
     assert plan.engine_env["VLLM_USE_SIMPLE_KV_OFFLOAD"] == "1"
@@ -66,16 +73,27 @@ def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_siz
 
 
 def test_lmcache_is_per_worker_and_read_as_gib():
-    plan = plan_job(make_job(**MINIMAX_B300, **{
-        "total-cpu-dram-gb": 299, "kv-offload-backend": {"name": "lmcache", "version": "0.5.3"}}))
+    plan = plan0(make_job(**MINIMAX_B300, **{
+        "total-cpu-dram-gb": 299, "kv-offload-backend": {"name": "lmcache", "version": "0.4.5"}}))
     # 299e9 / 4 ranks = 74.75e9 B per rank = 69.6 GiB -> 69.6 (x 1024^3 B) per worker
     assert plan.engine_env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == "69.6"
     assert plan.host_pools[0].bytes_per_rank == int(696 * GiB / 10)
     assert json.loads(arg(plan, "--kv-transfer-config"))["kv_connector"] == "LMCacheConnectorV1"
 
 
+def test_lmcache_05_runs_one_server_per_rank_with_an_l1_in_gib():
+    plan = plan0(make_job(**MINIMAX_B300, **{
+        "total-cpu-dram-gb": 299, "kv-offload-backend": {"name": "lmcache", "version": "0.5.3"}}))
+    # the same 69.6 GiB per rank, now each server's --l1-size-gb (x 2^30 B)
+    assert plan.engine_config["lmcache-mp"] == {"servers": 4, "l1_size_gb": "69.6",
+                                                "l1_init_size_gb": "10", "chunk_size": 256}
+    assert plan.host_pools[0].name == "lmcache_l1"
+    assert plan.host_pools[0].bytes_per_rank == int(696 * GiB / 10)
+    assert plan.engine_args == [] and plan.engine_env == {}  # the adapter wires the servers
+
+
 def test_mooncake_segment_leaves_room_for_the_local_buffer():
-    plan = plan_job(make_job(**MINIMAX_B300, **{
+    plan = plan0(make_job(**MINIMAX_B300, **{
         "total-cpu-dram-gb": 1199, "kv-offload-backend": {"name": "mooncake"}}))
     seg, buf = plan.host_pools
     # 1,199e9 / 4 = 299.75e9 per rank - 4e9 local buffer = 295.75e9 segment (MB granularity)
@@ -87,32 +105,56 @@ def test_mooncake_segment_leaves_room_for_the_local_buffer():
 def test_trtllm_host_cache_is_bytes_per_rank():
     trt = {**MINIMAX_B300, "framework": "trt",
            "image": "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc23.post1"}
-    plan = plan_job(make_job(**trt, **{"total-cpu-dram-gb": 599,
+    plan = plan0(make_job(**trt, **{"total-cpu-dram-gb": 599,
                                        "kv-offload-backend": {"name": "native"}}))
     # 599e9 / 4 = 149.75e9 B per rank
     assert plan.engine_config["kv_cache_config"]["host_cache_size"] == 149_750 * 10**6
     assert plan.page_size_tokens == 32 and plan.engine_args == []
 
 
-def test_split_semantics_packs_draft_layers_and_splits_hybrid_pools():
+def test_split_semantics_before_0518_keeps_the_draft_a_sidecar():
     plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.17-cu130"))
     assert plan.semantics == "split"
     pools = {p.name: p for p in plan.host_pools}
-    assert set(pools) == {"kv", "mamba"}  # draft packed into kv: (15,360 + 1,024) B per token
-    assert pools["kv"].bytes_per_rank % (15_360 + 1_024) == 0
+    assert set(pools) == {"kv", "mamba", "draft_kv"}
+    assert not pools["draft_kv"].inside_configured_size
+    # fp8 KV 7,680 B/token; the draft mirrors its tokens at 512 B (one attention layer)
+    assert pools["kv"].bytes_per_rank % 7_680 == 0
+    tokens = pools["kv"].bytes_per_rank // 7_680
+    assert pools["draft_kv"].bytes_per_rank == tokens * 512
     size = int(arg(plan, "--hicache-size")) * GB
-    # proportional split: both pools together stay within one --hicache-size (+1 page, +1 slot)
-    assert sum(p.bytes_per_rank for p in pools.values()) <= size + 64 * 16_384 + 96_030_720
+    # proportional split: KV and Mamba together stay within one --hicache-size (+1 page of
+    # 64 tokens, +1 bf16 state of 48,844,800 B)
+    assert pools["kv"].bytes_per_rank + pools["mamba"].bytes_per_rank <= (
+        size + 64 * 7_680 + 48_844_800)
     assert plan.within_budget
 
 
-def test_indexer_covers_owning_layers_only_in_split_semantics():
+def test_split_semantics_from_0518_packs_the_draft_layers():
+    plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.18-cu130"))
+    pools = {p.name: p for p in plan.host_pools}
+    assert set(pools) == {"kv", "mamba"}  # draft packed into kv: (7,680 + 512) B per token
+    assert pools["kv"].bytes_per_rank % (7_680 + 512) == 0
+
+
+def test_indexer_covers_every_layer_in_split_semantics():
+    """GLM-5.2 TP8 on a split image (nightly 2026-08-05): the DSA indexer host pool has one
+    buffer per KV layer (78 x 132 B), and the MTP draft is a sidecar (1 x 576 B)."""
     job = make_job(image="lmsysorg/sglang:nightly-dev-cu13-20260805-211ee642",
                    model="nvidia/GLM-5.2-NVFP4", precision="fp4", tp=8,
-                   **{"total-cpu-dram-gb": 2399})
-    pools = {p.name: p for p in plan_job(job).host_pools}
-    tokens = pools["kv"].bytes_per_rank // (44_928 + 576)  # packed draft layer
-    assert pools["indexer"].bytes_per_rank == tokens * 21 * 132
+                   **{"total-cpu-dram-gb": 2399, "model-prefix": "glm5.2"})
+    plan = plan_job(job)
+    pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
+    # per rank (2,399 GB - 8 x 1 GB host headroom) / 8 = 298.875 GB; per GB of --hicache-size:
+    # 1 + 10,296/44,928 + 576/44,928 = 1.2420 -> 240 GB (241 would need 299.32 GB)
+    # 240e9 // 44,928 = 5,341,880 tokens -> 83,467 pages of 64 = 5,341,888
+    assert arg(plan, "--hicache-size") == "240"
+    assert pools["kv"] == 5_341_888 * 44_928
+    assert pools["indexer"] == 5_341_888 * 78 * 132  # 55.00 GB, not 21 layers' 14.81 GB
+    assert pools["draft_kv"] == 5_341_888 * 576
+    # 8 x 5,341,888 x (44,928 + 10,296 + 576) B = 2,384.62 GB <= 2,391 GB usable
+    assert plan.projected_host_bytes == 8 * sum(pools.values()) == 2_384_618_803_200
+    assert plan.within_budget
 
 
 @pytest.mark.parametrize(("image", "expected"), [
@@ -128,23 +170,24 @@ def test_semantics_from_image_tag(image, expected):
     assert (sem.name, sem.is_g1) == expected
 
 
-def test_g1_pins_through_torch_and_pays_power_of_two():
+def test_v0512_pins_the_exact_size():
+    """v0.5.12 allocates with torch.empty and pins with cudaHostRegister: no power-of-two."""
     plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.12-cu130"))
     assert plan.within_budget
-    # every pool is one torch pin_memory allocation rounded up to a power of two
-    rounded = sum(1 << (p.bytes_per_rank - 1).bit_length() for p in plan.host_pools)
-    assert plan.projected_host_bytes == 2 * rounded <= 599 * GB
+    assert plan.projected_host_bytes == 2 * sum(p.bytes_per_rank for p in plan.host_pools)
 
 
 def test_deepseek_v4_is_ratio_only_and_bounded():
     job = make_job(image="lmsysorg/sglang:v0.5.17-cu130", model="deepseek-ai/DeepSeek-V4-Pro",
-                   precision="fp4", tp=8, **{"total-cpu-dram-gb": 2399})
+                   precision="fp4", tp=8, **{"total-cpu-dram-gb": 2399, "model-prefix": "dsv4"})
     plan = plan_job(job)
     assert "--hicache-size" not in plan.engine_args
     ratio = float(arg(plan, "--hicache-ratio"))
-    # bound: 288 GB x 0.82 - 0.8 x weights/rank; ratio = floor10(299.875 GB / bound)
+    # bound: 288 GB x 0.88 (dsv4_fp4_b300_sglang_mtp.sh) - 0.8 x weights/rank;
+    # ratio = floor10(299.875 GB / bound)
+    assert plan.mem_fraction_static == 0.88
     weights = 900e9 / 8  # published-size estimate of the fp4-expert checkpoint
-    bound = int(288e9 * 0.82) - int(0.8 * weights)
+    bound = int(288e9 * 0.88) - int(0.8 * weights)
     assert ratio == int(2399e9 / 8 / bound * 10) / 10
     assert plan.projected_host_bytes <= 2399 * GB and plan.within_budget
 
@@ -182,3 +225,18 @@ def test_pp_and_dcp_shard_the_per_token_pools():
     assert dcp.host_kv_tokens == int(segment * 0.8) // 3_456
     # pp 2 keeps half the layers per rank: 13,824 B per token
     assert pp.host_kv_tokens == int(pp.host_pools[0].bytes_per_rank * 0.8) // 13_824
+
+
+def test_sglang_sizes_the_mamba_pool_from_the_memory_after_weights():
+    """_handle_max_mamba_cache with the radix cache on: the states take 0.9 / 1.9 of the rest;
+    MTP (4 draft tokens) also reserves intermediates for max_running / 3 requests."""
+    from kvbench.plan.gpu import sglang_mamba_pool
+
+    # budget 30e9 x 0.9 / 1.9 = 14,210,526,315.8 B; per request 48,844,800 B (bf16, TP2)
+    # slots = (budget - 5 x 48,844,800) // (48,844,800 x (1 + 4/3)) = 122
+    # intermediates: min(64, 122 // 3 = 40) + 1 = 41 requests x 4 draft tokens
+    assert sglang_mamba_pool(30_000_000_000, 48_844_800, draft_tokens=4, max_running=64) == (
+        122, 123 * 48_844_800 + 41 * 4 * 48_844_800)
+    # without speculative decoding: (budget - 48,844,800) // 48,844,800 = 289 slots (+1 pad)
+    assert sglang_mamba_pool(30_000_000_000, 48_844_800, draft_tokens=0, max_running=64) == (
+        289, 290 * 48_844_800)

@@ -18,7 +18,8 @@ from kvbench.results.compare import _delta
 def result_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     for conc in (4, 8):
-        make_job(root, "sglang", conc, offload=False)
+        for rep in (0, 1, 2):  # both arms repeated: the 95% interval has 4 degrees of freedom
+            make_job(root, "sglang", conc, offload=False, repeat=rep)
         for rep in (1, 2, 3):
             make_job(root, "sglang", conc, offload=True, repeat=rep)
     make_job(root, "vllm", 4, offload=False)
@@ -61,9 +62,14 @@ def test_noise_verdicts_by_hand():
     a = {"mean": 100.0, "std": 10.0, "n": 3}
     b = {"mean": 105.0, "std": 10.0, "n": 3}
     d = _delta(a, b, True)
-    # pooled sd 10, se = 10 * sqrt(2/3) = 8.165, noise = 2 se = 16.33 > 5
-    assert d["noise"] == pytest.approx(16.3299, rel=1e-4) and d["verdict"] == "within noise"
-    assert _delta(a, {"mean": 130.0, "std": 10.0, "n": 3}, False)["verdict"] == "worse"
+    # pooled sd 10, se = 10 * sqrt(2/3) = 8.165; df 4: t = 2.776, noise = 22.67 > 5
+    assert d["noise"] == pytest.approx(22.666, rel=1e-4) and d["verdict"] == "within noise"
+    assert d["significant"] is False and d["noise_pct"] == pytest.approx(22.666, rel=1e-4)
+    worse = _delta(a, {"mean": 130.0, "std": 10.0, "n": 3}, False)
+    assert worse["verdict"] == "worse" and worse["significant"] is True
+    # one arm without repeats: df from the other (2), t = 4.303, se = 10 * sqrt(1 + 1/3)
+    d = _delta({"mean": 100.0, "std": None, "n": 1}, b, True)
+    assert d["noise"] == pytest.approx(4.303 * 11.547, rel=1e-3)
 
 
 def test_bad_selections_are_clear_errors(result_root):
@@ -94,3 +100,21 @@ def test_cli_compare_and_report(result_root, tmp_path):
     rep = subprocess.run([*run, "report", str(result_root), "-o", str(out)],
                          capture_output=True, text=True, check=True)
     assert out.is_file() and "wrote" in rep.stdout
+
+
+def test_two_offload_backends_are_two_arms_never_repeats_of_one():
+    """The real H200 runs: native and simple vLLM offload under kv_offloading=dram at conc 4
+    must not be pooled into one arm with a spread (they once were: 'dram (n=2) ±74 ms')."""
+    from pathlib import Path
+
+    runs = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/vllm/runs"
+    out = compare(load_results([runs]))
+    assert out["arms"] == ["kv_offloading=none", "kv_offloading=dram,backend=vllm-native",
+                           "kv_offloading=dram,backend=vllm-simple"]
+    c4 = next(c for c in out["cells"] if c["key"]["conc"] == "4")
+    assert {n: len(r) for n, r in c4["runs"].items()} == {a: 1 for a in out["arms"]}
+    ttft = next(m for m in c4["metrics"] if m["metric"] == "TTFT p50 ms")
+    assert ttft["arms"]["kv_offloading=none"]["mean"] == pytest.approx(1_238, abs=1)
+    assert ttft["arms"]["kv_offloading=dram,backend=vllm-simple"]["mean"] == pytest.approx(
+        712.6, abs=0.1)
+    assert ttft["deltas"]["kv_offloading=dram,backend=vllm-native"]["verdict"] == "no repeats"

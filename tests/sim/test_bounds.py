@@ -126,7 +126,7 @@ def test_simulate_cli_refuses_bounds_in_open_loop(capsys) -> None:
     from kvbench.cli import main
 
     with pytest.raises(SystemExit) as e:
-        main(["simulate", "--trace", "synthetic", "--max-requests", "12"])
+        main(["simulate", "--trace", "synthetic", "--open-loop", "--max-requests", "12"])
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--max-requests: workload bounds apply to closed-loop lanes" in err

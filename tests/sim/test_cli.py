@@ -146,7 +146,8 @@ def test_simulate_jobs_runs_resident_and_offload_arms_of_a_recipe_row(capsys, cl
 
 
 def test_simulate_speculative_decoding_shortens_inter_token_latency(small_trace, capsys):
-    args = ["--trace", str(small_trace), "--gpu-tokens", "inf", "--arrival-scale", "20"]
+    args = ["--trace", str(small_trace), "--gpu-tokens", "inf", "--open-loop",
+            "--arrival-scale", "20"]
     plain = simulate_json(capsys, *args)
     spec = simulate_json(capsys, *args, "--spec-accept-length", "2.5",
                          "--spec-verify-tokens", "4")

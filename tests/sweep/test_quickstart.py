@@ -15,29 +15,83 @@ from kvbench.files import read_json
 pytestmark = pytest.mark.slow
 
 
-def test_quickstart_runs_and_ends_with_table_and_dashboard(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "120"}
+def _tables(stdout: str) -> dict[str, list[str]]:
+    """conc=N -> the rows of its comparison table."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in stdout.splitlines():
+        if line.strip().startswith("conc="):
+            current = line.strip()
+            out[current] = []
+        elif current and line.startswith("│"):
+            out[current].append(line)
+    return out
+
+
+def test_quickstart_runs_repeats_and_prints_deltas_with_their_noise(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     t0 = time.monotonic()
-    # A faster clock than the default keeps CI short; the pipeline is the same.
     out = subprocess.run([sys.executable, "-m", "kvbench", "quickstart", "--results",
-                          str(tmp_path / "qs"), "--time-scale", "200"], capture_output=True,
+                          str(tmp_path / "qs")], capture_output=True,
                          text=True, env=env, cwd=tmp_path, timeout=170)
     elapsed = time.monotonic() - t0
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "6 jobs: 6 ran" in out.stdout
-    assert "none (n=1)" in out.stdout and "dram (n=1)" in out.stdout
-    assert "cache hit rate (host)" in out.stdout
+    assert "18 jobs: 18 ran" in out.stdout
+    assert "none (n=3)" in out.stdout and "dram (n=3)" in out.stdout
     last = out.stdout.strip().splitlines()[-1]
     assert last == f"dashboard: {(tmp_path / 'qs' / 'dashboard.html').resolve()}"
-    assert (tmp_path / "qs" / "dashboard.html").stat().st_size > 10_000
     results = sorted((tmp_path / "qs").glob("*/result.json"))
-    assert len(results) == 6
+    assert len(results) == 18
     by_name = {p.parent.name: read_json(p) for p in results}
     assert all(r["status"] == "ok" for r in by_name.values())
-    assert elapsed < 120, f"quickstart took {elapsed:.0f} s"
-    # Timings are in the embedded engine's clock, not the 200x compressed wall clock: an 8B
-    # bf16 model on one H100 cannot decode faster than weights / HBM bandwidth
-    # (16 GB / 3.35 TB/s = 4.8 ms per token), so interactivity stays under ~210 tok/s.
+    # issue 15: < 60 s on two idle cores; a shared CI box gets some slack
+    assert elapsed < 100, f"quickstart took {elapsed:.0f} s"
+    tables = _tables(out.stdout)
+    assert sorted(tables) == ["conc=2", "conc=4", "conc=8"]
+    for conc, rows in tables.items():
+        assert rows[0].split("│")[1].strip() == "valid", conc
+        cells = {r.split("│")[1].strip(): [c.strip() for c in r.split("│")[2:-1]]
+                 for r in rows}
+        for metric in ("TTFT p50 ms", "output tok/s/GPU"):
+            delta, verdict = cells[metric][2], cells[metric][3]
+            assert "±" in delta and verdict in ("better", "worse", "within noise",
+                                                 "offload not exercised"), (conc, delta)
+        host = cells["cache hit rate (host)"]
+        if host[1].startswith("0 "):  # the host tier was never hit: no significant delta
+            assert all(c[3] in ("within noise", "offload not exercised")
+                       for c in cells.values() if len(c) > 3 and c[3]), (conc, cells)
+            assert "offload-tier-never-hit" in cells["valid"][1]
     for r in by_name.values():
+        assert set(r["validity"]["checks"]) == {"ideal_cache", "warm_cache", "offload_tier",
+                                                "client", "failed_ratio", "prompt_size",
+                                                "label"}
+        assert r["validity"]["checks"]["warm_cache"]["passed"] is True
+        assert r["validity"]["checks"]["prompt_size"]["passed"] is True
+        ideal = r["validity"]["checks"]["ideal_cache"]
+        assert ideal["passed"] is True and 0.5 < ideal["ideal_hit_rate"] < 1
+        # Timings are in the embedded engine's clock, not the 50x compressed wall clock: an
+        # 8B bf16 model on one H100 cannot decode faster than weights / HBM bandwidth
+        # (16 GB / 3.35 TB/s = 4.8 ms per token), so interactivity stays under ~210 tok/s.
         inter = r["request_metrics"]["latency"]["interactivity_tok_s"]["p50"]
-        assert 20 < inter < 210, (r["exp_name"], inter)
+        assert 5 < inter < 210, (r["exp_name"], inter)
+
+
+def test_run_of_the_quickstart_recipe_takes_the_quickstarts_minute(tmp_path):
+    """The recipe's rows are the embedded engine's: its clock scale comes with the engine
+    (engines/data/sim.yaml), replay learns it from the server, and with no workload bound
+    the run takes the quickstart's workload instead of the rows' hour."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "kvbench", "run",
+                          str(REPO / "examples" / "quickstart.yaml"), "--results",
+                          str(tmp_path / "r"), "--no-dashboard"], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=170)
+    elapsed = time.monotonic() - t0
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "85 requests per job" in out.stderr and "6 jobs: 6 ran" in out.stdout
+    assert elapsed < 60, f"kvbench run examples/quickstart.yaml took {elapsed:.0f} s"
+    for path in (tmp_path / "r").glob("*/result.json"):
+        r = read_json(path)
+        assert r["request_metrics"]["time_scale"] == 50.0
+        assert read_json(path.parent / "summary.json")["run"]["time_scale_source"] == "server"
+        assert "--time-scale" in read_json(path.parent / "command.json")["argv"]

@@ -52,7 +52,7 @@ def test_dir_names_repeats_and_collisions():
     assert "x_conc4" in names and "x_conc4__r1" in names
     fp0 = job_fingerprint(jobs[0].row, RunOptions(), "k")
     assert f"{ROW['exp-name']}__{fp0[:8]}" in names
-    assert [s.repeat for s in specs] == [0, 1, 0, 1, 0, 1]
+    assert [s.repeat for s in specs] == [0, 0, 0, 1, 1, 1]  # repeat-major
 
 
 def test_identical_rows_of_two_config_keys_are_two_jobs():

@@ -279,10 +279,12 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
         from kvbench.matrix.generate import runner_config_path
         from kvbench.sweep import RunOptions, build_specs
         from kvbench.sweep.emit import github_matrix
+        from kvbench.sweep.quickstart import embedded_defaults
 
+        kept = kept_jobs(predictions, jobs)
         options = RunOptions(trace=list(trace) if trace else None, bundled_traces=not trace)
-        specs = build_specs(kept_jobs(predictions, jobs), options,
-                            runner_config=runner_config_path(selection))
+        options = embedded_defaults(kept, options) or options  # as `kvbench run` bounds them
+        specs = build_specs(kept, options, runner_config=runner_config_path(selection))
         sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
         return
     if output_format == "json":

@@ -116,6 +116,9 @@ def print_text(built: list[Built], skipped: list[tuple[Job, str]], explain: bool
             out.print("[bold]env[/]")
             for k, v in env.items():
                 out.print(f"  {k}={escape(shlex.quote(v))}")
+        for service in spec.services:  # started before the engine, stopped after it
+            out.print(f"[bold]service[/] {escape(service.name)} (ready: {service.ready_url})")
+            out.print(escape(_shell(redact_argv(service.argv))), soft_wrap=True)
         out.print("[bold]argv[/]")
         out.print(escape(_shell(redact_argv(spec.argv))), soft_wrap=True)
         if spec.router_argv:

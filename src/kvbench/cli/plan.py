@@ -33,8 +33,7 @@ def _pools_cell(plan) -> str:
     ) or "-"
 
 
-def _print_table(plans: list, details: bool) -> None:
-    from rich.console import Console
+def _print_table(jobs: list, plans: list, details: bool) -> None:
     from rich.table import Table
 
     refused = [p for p in plans if not p.within_budget]
@@ -42,13 +41,14 @@ def _print_table(plans: list, details: bool) -> None:
         title=f"{len(plans)} plans, {len(refused)} refused "
         "(host pools in GB per rank; * = outside the configured size)"
     )
-    for column in ("exp-name", "backend", "budget GB", "host pools", "projected GB",
-                   "headroom GB", "verdict"):
+    # exp-names repeat across config keys and runners: the id and key tell rows apart
+    for column in ("id", "config key", "exp-name", "hw", "backend", "budget GB", "host pools",
+                   "projected GB", "headroom GB", "verdict"):
         table.add_column(column, justify="right" if "GB" in column else "left")
-    for p in plans:
+    for job, p in zip(jobs, plans, strict=True):
         offload = p.backend is not None
         table.add_row(
-            p.exp_name,
+            job.short_id, p.config_key, p.exp_name, p.hardware,
             p.backend or "none",
             f"{p.budget_gb:,}" if offload else "-",
             _pools_cell(p),
@@ -56,12 +56,13 @@ def _print_table(plans: list, details: bool) -> None:
             f"{p.headroom_bytes / _GB:,.0f}" if offload else "-",
             "ok" if p.within_budget else "[bold red]REFUSED[/]",
         )
-    import sys
+    from kvbench.cli.console import table_console
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = table_console()
     console.print(table)
     for p in plans if details else refused:
-        console.print(f"\n[bold]{p.exp_name}[/] ({p.config_key})", highlight=False)
+        console.print(f"\n[bold]{p.exp_name}[/] ({p.config_key}, {p.hardware})",
+                      highlight=False)
         for line in p.errors:
             console.print(f"  [red]error:[/] {line}", highlight=False)
         for line in p.arithmetic:
@@ -79,6 +80,18 @@ def plan(
     ] = "table",
     details: Annotated[
         bool, typer.Option("--details", help="Table: print arithmetic and warnings of every job.")
+    ] = False,
+    host_headroom_gb: Annotated[
+        float | None, typer.Option(
+            "--host-headroom-gb",
+            help="Host memory per node kept free of KV pools (engine processes, weight page "
+                 "cache); default 1 GB per rank.")
+    ] = None,
+    trust_runner_dram: Annotated[
+        bool, typer.Option(
+            "--trust-runner-dram",
+            help="Accept a runners.yaml that claims more DRAM than the hardware profile "
+                 "installs (refused otherwise).")
     ] = False,
     predict: Annotated[bool, typer.Option(
         "--predict", help="Rank rows by the simulator's predicted offload benefit instead.",
@@ -113,8 +126,10 @@ def plan(
     if format not in ("json", "table"):
         raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
     runners = _runners(selection)
-    plans = [plan_job(job, runners) for job in select_jobs(selection)]
+    jobs = select_jobs(selection)
+    plans = [plan_job(job, runners, host_headroom_gb=host_headroom_gb,
+                      trust_runner_dram=trust_runner_dram) for job in jobs]
     if format == "json":
         print(json.dumps([p.to_json() for p in plans], indent=1))
     else:
-        _print_table(plans, details)
+        _print_table(jobs, plans, details)

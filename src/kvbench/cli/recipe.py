@@ -25,6 +25,19 @@ def _is_runners_file(path: Path) -> bool:
         return False
 
 
+def _is_changelog_file(path: Path) -> bool:
+    """perf-changelog.yaml sits beside the master configs (so `configs/*.yaml` names it): a
+    top-level list, where a master config and a runners file are mappings."""
+    if path.name.startswith("perf-changelog"):
+        return True
+    try:
+        with path.open() as f:
+            first = next((ln for ln in f if ln.strip() and not ln.lstrip().startswith("#")), "")
+    except OSError:
+        return False
+    return first.startswith("- ")
+
+
 def _budget_errors(entries: dict, runners: object) -> list[str]:
     """Cross-file rule: every `dram` row gets a budget from runners.yaml."""
     from kvbench.errors import KvbenchError
@@ -49,6 +62,11 @@ def validate(
     """Check master configs and runners files; print every error of every file at once."""
     from kvbench.recipe.loader import master_config_errors, runners_errors
 
+    changelogs = [f for f in files if _is_changelog_file(f)]
+    for path in changelogs:
+        print(f"skip {path} (a perf changelog, not a config: kvbench changelog check "
+              f"--head-file {path} validates it)")
+    files = [f for f in files if f not in changelogs]
     runner_files = [f for f in files if _is_runners_file(f)]
     config_files = [f for f in files if f not in runner_files]
     entries, errors = master_config_errors(config_files) if config_files else ({}, [])

@@ -45,9 +45,10 @@ def replay_cmd(
     start: Annotated[str, typer.Option(help="beginning | sampled")] = "beginning",
     think_time_cap: Annotated[float, typer.Option(help="longest think time, s")] = 60.0,
     think_time_scale: Annotated[float, typer.Option()] = 1.0,
-    time_scale: Annotated[float, typer.Option(
-        help="the server's clock runs this much faster than wall time (serve-sim "
-        "--time-scale): report timings in the server's time")] = 1.0,
+    time_scale: Annotated[float | None, typer.Option(
+        help="the server's clock runs this much faster than wall time (default: what the "
+        "server advertises, serve-sim does; else 1); timings are in the server's clock")
+    ] = None,
     max_tokens_cap: Annotated[int | None, typer.Option()] = None,
     block_tokens: Annotated[int | None, typer.Option(help="tokens per hash block")] = None,
     correlation_header: Annotated[str, typer.Option(help="'' to disable")] = "X-Session-ID",
@@ -108,7 +109,24 @@ def _print_human(s: dict, output: Path) -> None:
                       f"{tp['output_tok_s']:.0f} tok/s, {tp['requests_s']:.2f} req/s over "
                       f"{s['window_s']:.1f} s")
     if s["cache"]["hit_rate"] is not None:
-        console.print(f"cache hit rate (server usage): {s['cache']['hit_rate']:.1%}")
+        ideal = s["cache"].get("ideal_hit_rate")
+        console.print(f"cache hit rate (server usage): {s['cache']['hit_rate']:.1%}" + (
+            f" of an ideal {ideal:.1%} (an unlimited cache on these requests)"
+            if ideal is not None else ""))
+    prompt = s.get("prompt") or {}
+    if prompt.get("agrees") is False:
+        console.print(f"[bold red]prompt size:[/] the server counted {prompt['server_tokens']:,}"
+                      f" prompt tokens for {prompt['sent_tokens']:,} sent "
+                      f"({prompt['deviation']:+.1%}): its reuse is not the trace's (pass the "
+                      "model's --tokenizer)")
+    warm = s.get("warm_cache") or {}
+    if warm.get("passed") is False:
+        console.print(f"[bold red]warm cache:[/] {warm['suspect_sessions']} of "
+                      f"{warm['checked_sessions']} sessions' first requests hit KV from before "
+                      "this run")
+    if (s.get("run") or {}).get("time_scale", 1.0) != 1.0:
+        console.print(f"timings in the server's clock (x{s['run']['time_scale']:g} wall time, "
+                      f"from the {s['run']['time_scale_source']})")
     client = s["client"]
     if client["saturated"]:
         console.print("[bold red]client saturated:[/] " + "; ".join(client["reasons"]))

@@ -54,11 +54,37 @@ def _short(arm: str, by_mode: bool) -> str:
     return arm.partition("=")[2] if by_mode else arm
 
 
+VERDICT_STYLE = {"better": "green", "worse": "red", "within noise": "yellow",
+                 "offload not exercised": "yellow"}
+
+
+def _validity_cell(v: dict) -> str:
+    if not v["stamped"]:
+        return "[dim]unknown[/]"
+    text = f"{v['valid']}/{v['n']}"
+    if v["valid"] == v["n"]:
+        return f"[green]{text} valid[/]"
+    return f"[red]{text} valid[/] ⚑ " + ", ".join(v["flags"] or ["see reasons"])
+
+
+def _delta_cell(d: dict) -> str:
+    if d["pct"] is not None:
+        text = f"{d['pct']:+.1f} %"
+        if d.get("noise_pct") is not None:
+            text += f" ±{d['noise_pct']:.1f}"
+        return text
+    if d["abs"] is None:
+        return "–"
+    text = f"{d['abs']:+.3g}"
+    return text + (f" ±{d['noise']:.2g}" if d.get("noise") is not None else "")
+
+
 def _print_tables(out: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from kvbench.cli.console import table_console
+
+    console = table_console()
     if not out["cells"]:
         console.print(f"no pairs to compare across {', '.join(out['arms']) or 'no arms'} "
                       f"({out['unpaired_cells']} configuration(s) with a single arm)")
@@ -69,7 +95,7 @@ def _print_tables(out: dict) -> None:
               if len({c["key"][k] for c in out["cells"]}) == 1}
     console.print("[bold]comparing[/] " + " vs ".join(out["arms"]))
     console.print("[dim]common: " + " ".join(f"{k}={v}" for k, v in common.items()) + "[/]")
-    colors = {"better": "green", "worse": "red", "within noise": "yellow"}
+    reasons: dict[str, dict[str, str]] = {}  # check -> where -> its first reason
     for cell in out["cells"]:
         varying = " ".join(f"{k}={v}" for k, v in cell["key"].items() if k not in common)
         table = Table(title=varying or None, title_justify="left", title_style="bold")
@@ -78,8 +104,17 @@ def _print_tables(out: dict) -> None:
             table.add_column(f"{_short(arm, by_mode)} (n={len(cell['runs'][arm])})",
                              justify="right")
         for arm in cell["arms"][1:]:
-            table.add_column(f"Δ {_short(arm, by_mode)}", justify="right")
-            table.add_column("vs noise")
+            table.add_column(f"Δ {_short(arm, by_mode)} ±95%", justify="right")
+            table.add_column("verdict")
+        validity = cell.get("validity") or {}
+        if validity:
+            vals = [_validity_cell(validity[arm]) for arm in cell["arms"]]
+            table.add_row("valid", *vals, *[""] * (2 * (len(cell["arms"]) - 1)))
+            for arm in cell["arms"]:
+                for why in validity[arm]["reasons"]:
+                    check, _, detail = why.partition(": ")
+                    reasons.setdefault(check, {}).setdefault(
+                        f"{varying} {_short(arm, by_mode)}".strip(), detail)
         for row in cell["metrics"]:
             vals = []
             for arm in cell["arms"]:
@@ -88,14 +123,19 @@ def _print_tables(out: dict) -> None:
                 vals.append(f"{_fmt(s['mean'])}{std}")
             for arm in cell["arms"][1:]:
                 d = row["deltas"][arm]
-                if d["pct"] is not None:
-                    vals.append(f"{d['pct']:+.1f} %")
-                else:
-                    vals.append("–" if d["abs"] is None else f"{d['abs']:+.3g}")
-                style = colors.get(d["verdict"])
+                vals.append(_delta_cell(d))
+                style = VERDICT_STYLE.get(d["verdict"])
                 vals.append(f"[{style}]{d['verdict']}[/]" if style else d["verdict"])
             table.add_row(row["metric"], *vals)
         console.print(table)
+    console.print("[dim]arm cells: mean ±sd over repeats; Δ: difference of the means ±95% "
+                  "interval; better/worse: the interval excludes zero (significant); within "
+                  "noise: it does not; offload not exercised: host tier never hit and equal "
+                  "hit rates, so the delta is no offload effect[/]")
+    for check, where in sorted(reasons.items()):
+        example = next(iter(where.values()))
+        console.print(f"[red]⚑ {check}[/] in {len(where)} arm cell(s) "
+                      f"[dim]({'; '.join(sorted(where))})[/], e.g. {example}")
     if out["unpaired_cells"]:
         console.print(f"[dim]{out['unpaired_cells']} configuration(s) had only one arm and "
                       "are not shown[/]")

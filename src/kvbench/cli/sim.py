@@ -112,7 +112,7 @@ def _bounds(concurrency: int | None, **opts):
         if given:
             flags = ", ".join("--" + k.replace("_", "-") for k in given)
             raise SimError(f"{flags}: workload bounds apply to closed-loop lanes",
-                           hint="add --concurrency N (session lanes, as kvbench replay)")
+                           hint="drop --open-loop (session lanes, as kvbench replay)")
         return None
     return WorkloadBounds(
         concurrency=concurrency, duration_s=opts["duration"], max_requests=opts["max_requests"],
@@ -203,7 +203,9 @@ def simulate(
     host_cache_gb: Annotated[float | None, typer.Option(
         help="Host KV pool per rank in GB (1e9) instead of --host-tokens.")] = None,
     concurrency: Annotated[int | None, typer.Option(
-        help="Session lanes (closed loop); default: open loop at trace times.")] = None,
+        help=f"Session lanes (closed loop; default {DEFAULT_SIM_CONCURRENCY}).")] = None,
+    open_loop: Annotated[bool, typer.Option(
+        "--open-loop", help="Send at the trace's own times instead (no lanes).")] = False,
     arrival_scale: Annotated[float, typer.Option(
         help="Open loop: multiply trace times by this (2 = half the request rate).")] = 1.0,
     write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
@@ -244,6 +246,7 @@ def simulate(
         raise SimError(f"--format: {output_format!r} is not one of json, table")
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
+    concurrency = _loop_mode(concurrency, open_loop, arrival_scale)
     bounds = _bounds(concurrency, duration=duration, max_requests=max_requests,
                      warmup_requests=warmup_requests, max_tokens_cap=max_tokens_cap,
                      think_time_cap=think_time_cap, think_time_scale=think_time_scale,
@@ -251,7 +254,7 @@ def simulate(
                      max_input_tokens=max_input_tokens)
     synthetic = [str(p) for p in trace] == ["synthetic"]
     if synthetic and bounds is None:
-        raise SimError("--trace synthetic needs --concurrency (closed loop)")
+        raise SimError("--trace synthetic needs closed-loop lanes, not --open-loop")
     traces = [] if bounds is not None else load_traces(trace)
     workload = None if bounds is None else _sessions(trace, synthetic, sessions, seed)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
@@ -263,14 +266,16 @@ def simulate(
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
     if dp != 1 and bounds is None:
-        raise SimError("--dp: DP-attention ranks need closed-loop lanes",
-                       hint="add --concurrency N")
+        raise SimError("--dp: DP-attention ranks need closed-loop lanes, not --open-loop")
     results = {}
     for name, h in arms.items():
         setup = SimSetup(gpu, h, _policy(write_policy), concurrency, engine, arrival_scale,
                          dp=dp, router=router)
         results[name] = (run(traces, costs, setup) if workload is None
                          else run_sessions(workload, costs, setup, bounds))
+    if concurrency is None:
+        for summary in results.values():
+            _judge_open_loop(summary, traces, arrival_scale)
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
         write_json_atomic(output, doc)
@@ -283,13 +288,65 @@ def simulate(
         print_arms(results, names)
 
 
+def _progress(jobs: list):
+    """The jobs, with a progress bar on stderr when it is a terminal."""
+    if not sys.stderr.isatty():
+        yield from jobs
+        return
+    from rich.progress import track
+
+    yield from track(jobs, description="simulating jobs", console=None, transient=True)
+
+
+DEFAULT_SIM_CONCURRENCY = 8
+# An open-loop run "keeps up" when requests are admitted within this median wait and the last
+# one finishes within this share of the trace's span (plus a minute) after the last arrival.
+KEEP_UP_QUEUE_S = 10.0
+KEEP_UP_TAIL = 0.2
+
+
+def _loop_mode(concurrency: int | None, open_loop: bool, arrival_scale: float) -> int | None:
+    """Closed loop at a stated concurrency unless --open-loop; said on stderr either way."""
+    if open_loop and concurrency is not None:
+        raise SimError("give --concurrency (closed loop) or --open-loop, not both")
+    if not open_loop and arrival_scale != 1.0:
+        raise SimError("--arrival-scale is for --open-loop runs")
+    if open_loop:
+        print(f"open loop: requests at the trace's times x{arrival_scale:g}", file=sys.stderr)
+        return None
+    lanes = concurrency if concurrency is not None else DEFAULT_SIM_CONCURRENCY
+    print(f"closed loop: {lanes} session lanes (--concurrency N to change, --open-loop for the "
+          "trace's own times)", file=sys.stderr)
+    return lanes
+
+
+def _judge_open_loop(summary: dict, traces: list, arrival_scale: float) -> None:
+    """Mark (and say) an open-loop run whose server fell behind the trace: its latencies are
+    a growing backlog, not the engine's."""
+    arrivals = [t.arrival_s * arrival_scale for tr in traces for sess in tr.sessions
+                for t in sess]
+    span = (max(arrivals) - min(arrivals)) if arrivals else 0.0
+    tail = summary["duration_s"] - span
+    queue_p50 = (summary["queue_ms"]["p50"] or 0) / 1e3
+    behind = queue_p50 > KEEP_UP_QUEUE_S or tail > KEEP_UP_TAIL * span + 60
+    summary["open_loop"] = {"kept_up": not behind, "arrival_span_s": span,
+                            "finished_after_last_arrival_s": tail, "queue_p50_s": queue_p50}
+    if behind:
+        print(f"open loop fell behind the trace: the median request waited {queue_p50:,.0f} s "
+              f"for admission and the last finished {tail:,.0f} s after the last arrival "
+              f"(trace span {span:,.0f} s); latencies are a backlog. Stretch arrivals "
+              "(--arrival-scale > 1) or run closed loop (--concurrency N)", file=sys.stderr)
+
+
 @app.command("simulate-jobs", cls=SelectionCommand)
 @with_selection
 def simulate_jobs(
     selection: Selection,
     trace: Annotated[list[Path], typer.Option(
         help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
-    max_jobs: Annotated[int, typer.Option(help="Simulate at most this many jobs.")] = 8,
+    max_jobs: Annotated[int | None, typer.Option(
+        help="Simulate at most this many of the selected jobs (default: all; says so when "
+             "it cuts).")] = None,
     write_policy: Annotated[str, typer.Option(
         help="write_through | write_through_selective | write_back")] = "write_through",
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
@@ -333,9 +390,13 @@ def simulate_jobs(
     if not jobs:
         raise SimError("no job matches the selection",
                        hint="check --config-files and the filters")
+    if max_jobs is not None and max_jobs < len(jobs):
+        print(f"simulating {max_jobs} of the {len(jobs)} selected jobs (--max-jobs)",
+              file=sys.stderr)
+        jobs = jobs[:max_jobs]
     bounds = {"duration_s": duration, "max_requests": max_requests,
               "max_tokens_cap": max_tokens_cap, "think_time_cap_s": think_time_cap}
-    out = sim_jobs.simulate_jobs(jobs[:max_jobs], list(trace), bounds, policy,
+    out = sim_jobs.simulate_jobs(jobs, list(trace), bounds, policy,
                                  workers or sim_jobs.default_workers())
     if output_format == "json":
         print(json.dumps(out, indent=1))

@@ -97,6 +97,7 @@ def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
     from kvbench.sim.simulate import SimSetup, run_sessions
 
     entry: dict[str, Any] = {
+        "id": job.short_id, "hw": "-",
         "exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
         "multinode": job.is_multinode, "engine-profile": engine_of(job.framework) or "sglang"}
     try:
@@ -104,7 +105,7 @@ def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
     except KvbenchError as e:
         entry["skipped"] = f"plan failed: {e.message}"
         return entry
-    entry.update({"backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
+    entry.update({"hw": plan.hardware, "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
                   "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)})
     if plan.errors or not plan.within_budget:
         entry["skipped"] = "plan refused: " + ("; ".join(plan.errors) or "over the DRAM budget")

@@ -43,7 +43,7 @@ def run(
     recipes: Annotated[list[Path] | None, typer.Argument(
         help="Master config YAML files (added to --config-files).")] = None,
     results: Annotated[Path, _opt("Results directory (one subdirectory per job).")] = Path(
-        "results"),
+        "kvbench-results"),
     executor: Annotated[str, _opt("local (sequential here) or slurm (one job array).")] = "local",
     emit: Annotated[str | None, _opt("Print instead of running: github-matrix.")] = None,
     repeat: Annotated[int, _opt("Run every job this many times (noise estimates).")] = 1,
@@ -151,6 +151,15 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     if "--time-scale" in options.engine_args and real:
         raise SweepError(f"--time-scale is for the embedded engine only; the selection also "
                          f"has {', '.join(real)} jobs", hint="select --framework sim")
+    from kvbench.sweep.quickstart import embedded_defaults
+
+    bounded = embedded_defaults(jobs, options)
+    if bounded is not None:
+        print(f"embedded engine only and no --duration/--max-requests: "
+              f"{bounded.max_requests} requests per job, think time x"
+              f"{bounded.think_time_scale:g}, output cap {bounded.max_tokens_cap} (the "
+              "quickstart's workload)", file=sys.stderr)
+        options = bounded
     specs = build_specs(jobs, options, repeats=repeat,
                         runner_config=runner_config_path(selection))
     if emit == "github-matrix":
@@ -248,7 +257,7 @@ def run_job_command(
                         ] = None,
     job_json: Annotated[str | None, typer.Option(help="The job spec as a JSON string (CI "
                                                       "matrix entries carry it).")] = None,
-    results: Annotated[Path, typer.Option(help="Results directory.")] = Path("results"),
+    results: Annotated[Path, typer.Option(help="Results directory.")] = Path("kvbench-results"),
     force: Annotated[bool, typer.Option(help="Run even if a result with this fingerprint "
                                              "exists.")] = False,
 ) -> None:
@@ -286,13 +295,15 @@ QUICKSTART_TIME_SCALE = 50.0
 @app.command()
 def quickstart(
     results: Annotated[Path, typer.Option(help="Results directory.")] = Path(
-        "kvbench-quickstart"),
+        "kvbench-results/quickstart"),
     time_scale: Annotated[float, typer.Option(help="Embedded engine clock speed-up.")
                           ] = QUICKSTART_TIME_SCALE,
+    repeats: Annotated[int, typer.Option(help="Runs per point: deltas come with their noise "
+                                              "from these.")] = 3,
 ) -> None:
     """Run the embedded-engine quickstart: resident vs HiCache host offload on real Claude
     Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
     from kvbench.sweep.quickstart import quickstart_run
 
     with _interruptible("rerun kvbench quickstart to resume"):
-        quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep)
+        quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats)

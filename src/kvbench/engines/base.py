@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
+from kvbench.engines import lmcache, mooncake
 from kvbench.engines.argv import Settings, render_value
 from kvbench.engines.context import BuildContext, make_context
 from kvbench.engines.expr import expand
 from kvbench.engines.rules import EngineData, Rule, load_engine_data
-from kvbench.engines.spec import ArgSource, LaunchSpec, Source
+from kvbench.engines.spec import ArgSource, LaunchSpec, ServiceSpec, Source
 from kvbench.errors import EngineError
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class EngineAdapter:
         for k, v in (env_overrides or {}).items():
             env.set(k, v, "override", "--engine-env")
         files = self.files(ctx, args, config, work_dir, warnings)
+        services = self.services(ctx)
         program = list(data.program)
         argv = program + self.positional(ctx) + args.argv()
         router_argv, router_sources = self.router_argv(ctx, data)
@@ -92,6 +94,7 @@ class EngineAdapter:
             env=env.env(),
             files=files,
             router_argv=router_argv,
+            services=services,
             base_url=f"http://{host}:{port}",
             metrics_url=engine_url + data.metrics_path,
             health_url=engine_url + data.health_path,
@@ -124,13 +127,20 @@ class EngineAdapter:
         if plan is None:
             return
         if self.sizing_flags is not None:
+            # values the recipe leaves to the engine (plan.engine_defaults) get no flag
             page, mem, kv_dtype = self.sizing_flags
-            args.set(page, plan.page_size_tokens, "plan", "plan.page_size_tokens")
+            if "page-size" not in plan.engine_defaults:
+                args.set(page, plan.page_size_tokens, "plan", "plan.page_size_tokens")
             args.set(mem, plan.mem_fraction_static, "plan", "plan.mem_fraction_static")
-            dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
-            args.set(kv_dtype, dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
+            if "kv-dtype" not in plan.engine_defaults:
+                dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
+                args.set(kv_dtype, dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")
         if plan.engine_args:
             args.set_tokens(list(plan.engine_args), "plan", f"plan.engine_args ({plan.backend})")
+        if lmcache.MP_KEY in plan.engine_config:
+            args.set("--kv-transfer-config",
+                     lmcache.connector_config(ctx, plan.engine_config[lmcache.MP_KEY]), "plan",
+                     "plan.engine_config lmcache-mp: one LMCache server per rank")
         for k, v in plan.engine_env.items():
             env.set(k, v, "plan", f"plan.engine_env ({plan.backend})")
 
@@ -146,8 +156,22 @@ class EngineAdapter:
             return out
         for name, content in plan.engine_config.items():
             if name.endswith(_FILE_SUFFIXES):
+                if name == mooncake.CONFIG_FILE:
+                    content = mooncake.with_master_address(content, ctx)
                 out[name] = dump_file(name, content)
         return out
+
+    def services(self, ctx: BuildContext) -> list[ServiceSpec]:
+        """Processes the engine needs before it starts: a Mooncake plan's master, an LMCache
+        MP plan's servers."""
+        plan = ctx.plan
+        if plan is None:
+            return []
+        if lmcache.MP_KEY in plan.engine_config:
+            return lmcache.server_services(ctx, plan.engine_config[lmcache.MP_KEY])
+        if mooncake.CONFIG_FILE not in plan.engine_config:
+            return []
+        return [mooncake.master_service(ctx, plan.engine_config.get(mooncake.MASTER_KEY, {}))]
 
     def router_name(self, job: Job, data: EngineData) -> str | None:
         """DP-attention rows get a router that pins each session to one DP rank."""

@@ -24,6 +24,16 @@ class ArgSource(BaseModel):
     shadowed: list[str] = Field(default_factory=list)
 
 
+class ServiceSpec(BaseModel):
+    """A process the engine needs before it starts (Mooncake's master): started first,
+    ready when `ready_url` answers, stopped after the engine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    argv: list[str]
+    ready_url: str | None = None
+
+
 class LaunchSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -35,6 +45,7 @@ class LaunchSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     files: dict[str, str] = Field(default_factory=dict)
     router_argv: list[str] | None = None
+    services: list[ServiceSpec] = Field(default_factory=list)
     base_url: str
     metrics_url: str
     health_url: str
@@ -58,6 +69,8 @@ class LaunchSpec(BaseModel):
             "env": self.env,
             "files": self.files,
             "router-argv": self.router_argv,
+            "services": [{"name": x.name, "argv": x.argv, "ready-url": x.ready_url}
+                         for x in self.services],
             "base-url": self.base_url,
             "metrics-url": self.metrics_url,
             "health-url": self.health_url,

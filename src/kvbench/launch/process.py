@@ -35,12 +35,15 @@ TAIL_LINES = 40
 
 @dataclass(frozen=True, slots=True)
 class HelperSpec:
-    """A process started after the server is ready (a router, for example)."""
+    """A process started after the server is ready (a router, for example), or, with
+    `before_server`, one the server needs first (a Mooncake master): started and waited for
+    before the server, stopped after it."""
 
     name: str
     argv: Sequence[str]
     ready_url: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    before_server: bool = False
 
 
 # Readiness probes go straight to the local server, never through an http_proxy.
@@ -130,6 +133,9 @@ class ServerProcess:
         """The server of an engines `LaunchSpec` (read by attribute: launch does not import
         engines), with its router, if any, as a helper started once the engine is ready."""
         helpers = list(kwargs.pop("extra_procs", ()))  # type: ignore[call-overload]
+        for service in getattr(spec, "services", None) or ():
+            helpers.append(HelperSpec(service.name, service.argv, service.ready_url,
+                                      before_server=True))
         router_argv = getattr(spec, "router_argv", None)
         if router_argv:
             helpers.append(HelperSpec("router", router_argv,
@@ -153,13 +159,21 @@ class ServerProcess:
         become_subreaper()
         self._oom_kills_at_start = cgroup_oom_kills()
         self._started_at = time.monotonic()
-        self._procs.append(_Proc(self.name, self.argv, self.env, self.log_path, self.cwd))
         # Keep scanning while the caller works: a worker that forks and escapes to its own
         # session is only traceable while its parent lives.
         self._monitor_stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch_trees, name=f"{self.name}-tree",
                                          daemon=True)
         self._monitor.start()
+        try:
+            for spec in self.extra_procs:
+                if spec.before_server:  # listed first, so stop() tears them down last
+                    self._start_helper(spec, self._started_at + self.ready_timeout_s)
+            self._server = _Proc(self.name, self.argv, self.env, self.log_path, self.cwd)
+        except BaseException:
+            self.stop()  # a service that started must not outlive a failed start
+            raise
+        self._procs.append(self._server)
         return self
 
     def _watch_trees(self) -> None:
@@ -173,9 +187,10 @@ class ServerProcess:
 
     @property
     def _main(self) -> _Proc:
-        if not self._procs:
+        server = getattr(self, "_server", None)
+        if server is None:
             raise LaunchError(f"{self.name} was not started")
-        return self._procs[0]
+        return server
 
     def poll(self) -> int | None:
         """The exit code of the server if it has exited."""
@@ -190,15 +205,19 @@ class ServerProcess:
         deadline = self._started_at + self.ready_timeout_s
         self._wait_url(main, self.ready_url, deadline)
         for spec in self.extra_procs:
-            helper_log = self.log_path.with_name(f"{spec.name}.log")
-            write_command(helper_log.with_name(f"{spec.name}.command.json"), spec.argv,
-                          spec.env, self.cwd or Path.cwd(), spec.ready_url)
-            proc = _Proc(spec.name, spec.argv, {**self.env, **spec.env}, helper_log, self.cwd)
-            self._procs.append(proc)
-            if spec.ready_url:
-                self._wait_url(proc, spec.ready_url, deadline)
+            if not spec.before_server:
+                self._start_helper(spec, deadline)
         self.ready_after_s = time.monotonic() - self._started_at
         return self.ready_after_s
+
+    def _start_helper(self, spec: HelperSpec, deadline: float) -> None:
+        helper_log = self.log_path.with_name(f"{spec.name}.log")
+        write_command(helper_log.with_name(f"{spec.name}.command.json"), spec.argv,
+                      spec.env, self.cwd or Path.cwd(), spec.ready_url)
+        proc = _Proc(spec.name, spec.argv, {**self.env, **spec.env}, helper_log, self.cwd)
+        self._procs.append(proc)
+        if spec.ready_url:
+            self._wait_url(proc, spec.ready_url, deadline)
 
     def _wait_url(self, proc: _Proc, url: str, deadline: float) -> None:
         tail = LogTail(proc.log_path, self.on_log_line)
@@ -238,7 +257,7 @@ class ServerProcess:
         if self._stopped:
             return
         self._stopped = True
-        if self._procs:
+        if getattr(self, "_monitor", None) is not None:
             self._monitor_stop.set()
             self._monitor.join(timeout=5)
         for proc in reversed(self._procs):

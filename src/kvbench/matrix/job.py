@@ -24,6 +24,15 @@ class Job:
         return self.row["exp-name"]
 
     @property
+    def short_id(self) -> str:
+        """8 hex digits of the config key and row: unique where exp-names are not (the
+        reference's exp-name omits the runner, ep, dp-attn and the config key)."""
+        import hashlib
+
+        key = json.dumps({"k": self.config_key, "row": self.row}, sort_keys=True)
+        return hashlib.sha256(key.encode()).hexdigest()[:8]
+
+    @property
     def framework(self) -> str:
         return self.row["framework"]
 

@@ -46,7 +46,8 @@ def _per_layer_bytes(m: ModelProfile, attn_tp: int, kv_dtype: str) -> tuple[int,
     )
 
 
-def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str) -> list[KvPool]:
+def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str,
+             state_dtype: str | None = None) -> list[KvPool]:
     attn_tp = 1 if dp_attention else tp
     if m.compressed is not None:
         return _compressed_pools(m, attn_tp, kv_dtype)
@@ -87,7 +88,7 @@ def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str) -> 
             )
         )
     if m.linear_layers and m.linear is not None:
-        pools.append(_linear_pool(m, attn_tp))
+        pools.append(_linear_pool(m, attn_tp, state_dtype or m.linear.state_dtype))
     if m.mtp_layers:
         pools.append(
             KvPool(
@@ -102,24 +103,26 @@ def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str) -> 
     return pools
 
 
-def linear_state_bytes_per_layer(m: ModelProfile, attn_tp: int) -> int:
+def linear_state_bytes_per_layer(m: ModelProfile, attn_tp: int,
+                                 state_dtype: str | None = None) -> int:
     """One request's recurrent state of one linear-attention layer on one rank."""
     from kvbench.models.profile import dtype_bytes
 
     s = m.linear
     assert s is not None
+    state_dtype = state_dtype or s.state_dtype
     if s.kind == "kda":  # q, k, v share num_value_heads x head_dim channels
         v_heads = k_heads = s.num_value_heads
     else:
         v_heads, k_heads = s.num_value_heads, s.num_key_heads
-    temporal = v_heads * s.key_head_dim * s.value_head_dim * dtype_bytes(s.state_dtype)
+    temporal = v_heads * s.key_head_dim * s.value_head_dim * dtype_bytes(state_dtype)
     conv_channels = 2 * k_heads * s.key_head_dim + v_heads * s.value_head_dim
     conv = conv_channels * (s.conv_kernel - 1) * dtype_bytes(s.conv_dtype)
     return math.ceil((temporal + conv) / attn_tp)
 
 
-def _linear_pool(m: ModelProfile, attn_tp: int) -> KvPool:
-    per_layer = linear_state_bytes_per_layer(m, attn_tp)
+def _linear_pool(m: ModelProfile, attn_tp: int, state_dtype: str) -> KvPool:
+    per_layer = linear_state_bytes_per_layer(m, attn_tp, state_dtype)
     s = m.linear
     assert s is not None
     return KvPool(
@@ -128,24 +131,40 @@ def _linear_pool(m: ModelProfile, attn_tp: int) -> KvPool:
         m.linear_layers * per_layer,
         False,
         f"{m.linear_layers} {s.kind} layers x {per_layer} B state per request per rank "
-        f"({s.state_dtype} SSM {s.num_value_heads}x{s.key_head_dim}x{s.value_head_dim} + "
+        f"({state_dtype} SSM {s.num_value_heads}x{s.key_head_dim}x{s.value_head_dim} + "
         f"{s.conv_dtype} conv, split over {attn_tp} rank(s))",
     )
+
+
+def _entry_bytes(m: ModelProfile, kv_dtype: str, entries_per_page: int) -> float:
+    """Bytes of one shared K=V entry in a pool page of `entries_per_page` entries: the
+    engine's padded layout for an fp8 store (584 B, pages rounded up to 576-byte multiples),
+    else head_dim x dtype."""
+    c = m.compressed
+    assert c is not None
+    if c.entry_bytes is None or c.page_align_bytes is None or kv_dtype not in (
+            "fp8", "fp8_e4m3"):
+        return float(_bytes(m.head_dim, kv_dtype))
+    page = math.ceil(entries_per_page * c.entry_bytes / c.page_align_bytes) * c.page_align_bytes
+    return page / entries_per_page
 
 
 def _compressed_pools(m: ModelProfile, attn_tp: int, kv_dtype: str) -> list[KvPool]:
     c = m.compressed
     assert c is not None
-    entry = _bytes(m.head_dim, kv_dtype)  # shared K=V, one head
-    per_token = math.ceil(c.csa_layers * entry / c.csa_rate + c.hca_layers * entry / c.hca_rate)
+    csa = _entry_bytes(m, kv_dtype, max(1, c.page_tokens // c.csa_rate))
+    hca = _entry_bytes(m, kv_dtype, max(1, c.page_tokens // c.hca_rate))
+    entry = _entry_bytes(m, kv_dtype, c.page_tokens)  # the sliding window's pages
+    per_token = math.ceil(c.csa_layers * csa / c.csa_rate + c.hca_layers * hca / c.hca_rate)
     pools = [
         KvPool(
             "kv",
             per_token,
             0,
             attn_tp > 1,
-            f"{c.csa_layers} CSA layers x {entry} B / {c.csa_rate} + {c.hca_layers} HCA layers x "
-            f"{entry} B / {c.hca_rate} (compressed entries, amortised per token)",
+            f"{c.csa_layers} CSA layers x {csa:g} B / {c.csa_rate} + {c.hca_layers} HCA layers "
+            f"x {hca:g} B / {c.hca_rate} (compressed entries incl. page padding, amortised per "
+            "token)",
         )
     ]
     if m.indexer is not None:
@@ -165,9 +184,9 @@ def _compressed_pools(m: ModelProfile, attn_tp: int, kv_dtype: str) -> list[KvPo
         KvPool(
             "swa",
             0,
-            layers * window * entry,
+            math.ceil(layers * window * entry),
             attn_tp > 1,
-            f"{layers} layers (incl. {m.mtp_layers} MTP) x sliding window {window} x {entry} B",
+            f"{layers} layers (incl. {m.mtp_layers} MTP) x sliding window {window} x {entry:g} B",
         )
     )
     return pools

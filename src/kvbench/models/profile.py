@@ -65,6 +65,12 @@ class CompressedSpec(BaseModel):
     csa_rate: int
     hca_layers: int
     hca_rate: int
+    # The engine's fp8 entry layout: bytes per entry and the page alignment of a pool page
+    # (SGLang DeepSeekV4 KV pool: 584 B per entry, pages padded to 576-byte multiples).
+    # `page_tokens` is the logical page; a ratio-r pool holds page_tokens / r entries a page.
+    entry_bytes: int | None = None
+    page_align_bytes: int | None = None
+    page_tokens: int = 256
 
 
 class ModelProfile(BaseModel):
@@ -166,11 +172,15 @@ class ModelProfile(BaseModel):
         return int(self.total_params * PARAM_BYTES[precision])
 
     def kv_pools(
-        self, tp: int, dp_attention: bool = False, kv_dtype: str = "bf16"
+        self, tp: int, dp_attention: bool = False, kv_dtype: str = "bf16",
+        state_dtype: str | None = None,
     ) -> list[KvPool]:
+        """`state_dtype`: the engine's linear-attention SSM state dtype when the launch sets
+        one (SGLang --mamba-ssm-dtype); the profile's otherwise."""
         from kvbench.models.kv import kv_pools
 
-        return kv_pools(self, tp=tp, dp_attention=dp_attention, kv_dtype=kv_dtype)
+        return kv_pools(self, tp=tp, dp_attention=dp_attention, kv_dtype=kv_dtype,
+                        state_dtype=state_dtype)
 
     def kv_bytes_per_token(
         self, tp: int, dp_attention: bool = False, kv_dtype: str = "bf16"

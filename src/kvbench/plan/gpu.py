@@ -20,6 +20,33 @@ HICACHE_FRACTION_CUT = 0.03
 ACTIVATION_RESERVE_BYTES = 4 * GiB
 
 
+# SGLang's Mamba pool with the radix cache on (mem_cache/kv_cache_configurator.py
+# _handle_max_mamba_cache, sglang 0.5.23): the state pool takes ratio/(1+ratio) of the memory
+# left after the weights (mamba_full_memory_ratio, fallback 0.9); with speculative decoding it
+# also reserves per-draft-token intermediate states for max_running / 3 requests.
+MAMBA_FULL_MEMORY_RATIO = 0.9
+MAMBA_MAX_RUNNING_RATIO = 3
+SGLANG_DRAFT_TOKENS = 4  # sglang.yaml's --speculative-num-draft-tokens for MTP rows
+
+
+def sglang_mamba_pool(rest_bytes: int, per_req: int, *, draft_tokens: int,
+                      max_running: int) -> tuple[int, int]:
+    """(Mamba state slots, device bytes of the states plus the speculative intermediates)."""
+    if per_req <= 0 or rest_bytes <= 0:
+        return 0, 0
+    budget = rest_bytes * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+    if draft_tokens:
+        d = draft_tokens
+        slots = int((budget - per_req * (1 + d)) // (per_req * (1 + d / MAMBA_MAX_RUNNING_RATIO)))
+        slots = max(0, slots)
+        capped = min(max(1, max_running), slots // MAMBA_MAX_RUNNING_RATIO)
+        intermediate = per_req * (capped + 1) * d
+    else:
+        slots = max(0, int((budget - per_req) // per_req))
+        intermediate = 0
+    return slots, (slots + 1) * per_req + intermediate
+
+
 @dataclass(frozen=True, slots=True)
 class GpuEstimate:
     hardware: str
@@ -41,10 +68,16 @@ def estimate_gpu(
     hardware: str,
     *,
     hicache: bool,
+    recipe_fraction: float | None = None,
 ) -> GpuEstimate:
-    fraction = MEM_FRACTION.get(topo.engine, 0.9)
-    if hicache:
-        fraction = round(fraction - HICACHE_FRACTION_CUT, 2)
+    """`recipe_fraction`: the fraction the recipe's launcher passes (plan/settings.py); the
+    engine default, less the HiCache staging cut, where it names none."""
+    if recipe_fraction is not None:
+        fraction = recipe_fraction
+    else:
+        fraction = MEM_FRACTION.get(topo.engine, 0.9)
+        if hicache:
+            fraction = round(fraction - HICACHE_FRACTION_CUT, 2)
     weights = model.weight_bytes(topo.precision) // topo.weight_shards
     if topo.engine == "trtllm":  # free_gpu_memory_fraction applies after weights load
         pool = int((hbm_bytes - weights) * fraction)
@@ -53,7 +86,16 @@ def estimate_gpu(
     else:
         pool = int(hbm_bytes * fraction) - weights - ACTIVATION_RESERVE_BYTES
     slots = topo.max_running_requests()
+    mamba = next((p for p in pools if p.name == "mamba"), None)
     fixed = sum(p.fixed_bytes_per_request_per_rank for p in pools) * slots
+    if topo.engine == "sglang" and mamba is not None:
+        # SGLang sizes the Mamba pool itself from the memory left after weights
+        slots, fixed = sglang_mamba_pool(pool, mamba.fixed_bytes_per_request_per_rank,
+                                         draft_tokens=SGLANG_DRAFT_TOKENS
+                                         if topo.spec_decoding == "mtp" else 0,
+                                         max_running=slots)
+        fixed += sum(p.fixed_bytes_per_request_per_rank for p in pools
+                     if p.name != "mamba") * topo.max_running_requests()
     per_token = sum(p.bytes_per_token_per_rank for p in pools)
     notes = []
     tokens = max(0, (pool - fixed) // per_token) if per_token else 0
@@ -65,7 +107,8 @@ def estimate_gpu(
     device = {p.name: p.bytes_per_token_per_rank * tokens for p in pools}
     for p in pools:
         if p.fixed_bytes_per_request_per_rank:
-            device[p.name] = device.get(p.name, 0) + p.fixed_bytes_per_request_per_rank * slots
+            n = slots if p.name == "mamba" else topo.max_running_requests()
+            device[p.name] = device.get(p.name, 0) + p.fixed_bytes_per_request_per_rank * n
     return GpuEstimate(
         hardware=hardware,
         hbm_bytes=hbm_bytes,

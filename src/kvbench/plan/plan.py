@@ -21,6 +21,12 @@ class HostPool(BaseModel):
     bytes_per_rank: int
     inside_configured_size: bool
     note: str = ""
+    # The engine's own units where the sizer knows them: `units` tokens (or request slots) of
+    # `unit_bytes` each, sized from `configured_gb` (this pool's part of the configured size;
+    # None for a sidecar that mirrors the KV pool's token count).
+    units: int = 0
+    unit_bytes: int = 0
+    configured_gb: float | None = None
 
 
 class Plan(BaseModel):
@@ -52,6 +58,10 @@ class Plan(BaseModel):
     model: str = ""
     ranks_on_node: int = 0
     semantics: str | None = None
+    # Sizing values the recipe leaves to the engine ("page-size", "kv-dtype"): sized with the
+    # value the engine resolves, passed as no flag. `settings_sources`: the launchers read.
+    engine_defaults: list[str] = Field(default_factory=list)
+    settings_sources: list[str] = Field(default_factory=list)
 
     @property
     def is_refused(self) -> bool:
@@ -75,12 +85,17 @@ class Plan(BaseModel):
             "gpu-kv-tokens": self.gpu_kv_tokens,
             "host-kv-tokens": self.host_kv_tokens,
             "semantics": self.semantics,
+            "engine-defaults": list(self.engine_defaults),
+            "settings-sources": list(self.settings_sources),
             "host-pools": [
                 {
                     "name": p.name,
                     "bytes-per-rank": p.bytes_per_rank,
                     "inside-configured-size": p.inside_configured_size,
                     "note": p.note,
+                    "units": p.units,
+                    "unit-bytes": p.unit_bytes,
+                    "configured-gb": p.configured_gb,
                 }
                 for p in self.host_pools
             ],

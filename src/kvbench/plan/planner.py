@@ -11,12 +11,13 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from kvbench.errors import KvbenchError
+from kvbench.errors import KvbenchError, PlanError
 from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
 from kvbench.plan.gpu import GpuEstimate, estimate_gpu
 from kvbench.plan.plan import Plan
+from kvbench.plan.settings import RecipeSettings, recipe_settings
 from kvbench.plan.sizers import SIZERS, SizingContext
 from kvbench.plan.topology import JobLike, Topology, topology_of
 from kvbench.plan.version import image_version
@@ -55,7 +56,17 @@ _model = cache(load_model)
 _hardware = cache(load_hardware)
 
 
-def plan_job(job: JobLike, runners: Any | None = None) -> Plan:
+# Host memory the pools may not take: the engine's processes (Python, CUDA context, tokenizer
+# workers) and the page cache of the weights being loaded. The InferenceX HiCache launchers
+# reserve 1 GB per rank (HICACHE_ALIGNMENT_RESERVE_GB=$TP); kvbench keeps that as the default.
+DEFAULT_HOST_HEADROOM_GB_PER_RANK = 1.0
+
+
+def plan_job(job: JobLike, runners: Any | None = None, *,
+             host_headroom_gb: float | None = None, trust_runner_dram: bool = False) -> Plan:
+    """`host_headroom_gb`: host memory per node kept free of pools (default 1 GB per rank);
+    `trust_runner_dram`: accept a runners.yaml that claims more DRAM than the hardware
+    profile installs (otherwise the plan is refused)."""
     row = job.row
     base: dict[str, Any] = {
         "exp_name": row.get("exp-name", job.config_key),
@@ -66,7 +77,7 @@ def plan_job(job: JobLike, runners: Any | None = None) -> Plan:
         "budget_gb": int(row.get("total-cpu-dram-gb", 0)),
     }
     try:
-        return _plan(job, runners, base)
+        return _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
     except KvbenchError as e:
         return _refused(base, [e.message + (f" ({e.hint})" if e.hint else "")])
 
@@ -84,26 +95,47 @@ def _gpus_per_node(topo: Topology, runners: Any | None, default: int) -> int:
     return default
 
 
-def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
+def _runner_dram_error(topo: Topology, runners: Any | None, hardware: Any) -> str | None:
+    hw = getattr(runners, "hardware", None) if runners is not None else None
+    if not hw or topo.runner not in hw:
+        return None
+    claimed = hw[topo.runner].available_cpu_dram_mib * 2**20
+    installed = hardware.host_dram_bytes_per_node.value
+    if claimed <= installed:
+        return None
+    return (f"runners.yaml hardware.{topo.runner}.available-cpu-dram-mib "
+            f"{hw[topo.runner].available_cpu_dram_mib:,} MiB = {claimed / GB:,.0f} GB is more "
+            f"than the {hardware.name} profile installs ({installed / GB:,.0f} GB, "
+            f"{hardware.host_dram_bytes_per_node.source}); fix runners.yaml or the profile, or "
+            "pass --trust-runner-dram")
+
+
+def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
+          host_headroom_gb: float | None, trust_runner_dram: bool) -> Plan:
     topo = topology_of(job)
     model = _model(topo.model)
     hardware = _hardware(topo.runner)
     ranks = topo.ranks_on_node(_gpus_per_node(topo, runners, hardware.gpus_per_node))
-    kv_dtype = model.kv_dtype_for(topo.precision)
-    pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype), topo)
     offload = topo.kv_offloading == "dram" and topo.backend is not None
+    settings = _settings(job, topo, hardware.name, offload)
+    kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
+    pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype,
+                                        state_dtype=settings.mamba_ssm_dtype), topo)
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
-                       hicache=offload and topo.backend == "hicache")
+                       hicache=offload and topo.backend == "hicache",
+                       recipe_fraction=settings.mem_fraction)
     common = dict(
         base,
         model=model.name,
         hardware=hardware.name,
         gpus=topo.engine_gpus,
         kv_dtype=kv_dtype,
-        page_size_tokens=page_size_tokens(topo.engine, model),
+        page_size_tokens=settings.page_size_tokens or page_size_tokens(topo.engine, model),
         mem_fraction_static=gpu.mem_fraction,
         gpu_kv_tokens=gpu.kv_tokens,
         ranks_on_node=ranks,
+        engine_defaults=list(settings.unset),
+        settings_sources=list(settings.sources),
     )
     warnings = [*gpu.notes, *_row_warnings(topo, model)]
     gpn = _gpus_per_node(topo, runners, hardware.gpus_per_node)
@@ -114,29 +146,40 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
     arithmetic = [_gpu_line(gpu, model, topo)]
     if not offload:
         return Plan(**common, warnings=warnings, arithmetic=arithmetic)
+    if not trust_runner_dram and (claim := _runner_dram_error(topo, runners, hardware)):
+        return _refused(common, [claim], warnings=warnings, arithmetic=arithmetic)
+    if host_headroom_gb is None:
+        host_headroom_gb = DEFAULT_HOST_HEADROOM_GB_PER_RANK * ranks
+    if host_headroom_gb < 0:
+        raise PlanError(f"host headroom {host_headroom_gb:g} GB is negative; allowed: >= 0")
+    headroom = int(host_headroom_gb * GB)
     sizer = SIZERS.get(topo.backend)
     if topo.engine not in sizer.engines:
         return _refused(common, [
             f"offload backend {topo.backend!r} runs on {', '.join(sizer.engines)}; framework "
             f"{topo.framework!r} serves with {topo.engine}"], warnings=warnings)
     ctx = SizingContext(topo=topo, model=model, kv_dtype=kv_dtype, pools=pools,
-                        ranks_on_node=ranks, budget_bytes=topo.budget_gb * GB, gpu=gpu,
+                        ranks_on_node=ranks, budget_bytes=max(0, topo.budget_gb * GB - headroom),
+                        gpu=gpu,
                         page_size_tokens=common["page_size_tokens"],
-                        version=image_version(topo.image))
+                        version=image_version(topo.image), hicache_options=settings.hicache)
     sizing = sizer.size(ctx)
     per_rank = per_rank_bytes(sizing.pools, sizing.pin_policy)
     projected = per_rank * ranks
     budget = topo.budget_gb * GB
+    usable = ctx.budget_bytes
     errors = list(sizing.errors)
-    if projected > budget and not errors:
-        errors.append("projected host footprint exceeds the budget")
-    verdict = "<=" if projected <= budget else ">"
+    if projected > usable and not errors:
+        errors.append("projected host footprint exceeds the budget less the host headroom")
+    verdict = "<=" if projected <= usable else ">"
     arithmetic += [
-        f"budget: {topo.budget_gb:,} GB (row total-cpu-dram-gb) over {ranks} rank(s) on the "
-        f"node = {ctx.per_rank_budget_bytes / GB:,.2f} GB per rank",
+        f"budget: {topo.budget_gb:,} GB (row total-cpu-dram-gb) - host headroom "
+        f"{headroom / GB:,.2f} GB (engine processes, weight page cache) over {ranks} rank(s) "
+        f"on the node = {ctx.per_rank_budget_bytes / GB:,.2f} GB per rank",
         *sizing.arithmetic,
         f"node: {per_rank / GB:,.2f} GB x {ranks} rank(s) = {projected / GB:,.0f} GB {verdict} "
-        f"{topo.budget_gb:,} GB budget (headroom {(budget - projected) / GB:,.2f} GB)",
+        f"{usable / GB:,.0f} GB usable of the {topo.budget_gb:,} GB budget (headroom "
+        f"{(budget - projected) / GB:,.2f} GB)",
     ]
     return Plan(
         **common,
@@ -144,7 +187,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
         host_pools=sizing.pools,
         projected_host_bytes=projected,
         headroom_bytes=budget - projected,
-        within_budget=projected <= budget and not errors,
+        within_budget=projected <= usable and not errors,
         engine_args=sizing.engine_args,
         engine_env=sizing.engine_env,
         engine_config=sizing.engine_config,
@@ -153,6 +196,18 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any]) -> Plan:
         arithmetic=arithmetic,
         semantics=sizing.semantics,
     )
+
+
+def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> RecipeSettings:
+    """The recipe's launcher settings; the embedded engine has none (it is no launcher)."""
+    if topo.framework == "sim":
+        return RecipeSettings()
+    return recipe_settings({
+        "engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
+        "hardware": hardware, "precision": topo.precision,
+        "offload": topo.backend if offload else "none", "dp_attn": topo.dp_attention,
+        "tp": topo.tp, "conc": topo.conc,
+    })
 
 
 def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology) -> str:

@@ -35,8 +35,9 @@ class ReplayConfig(BaseModel):
     think_time_scale: float = Field(1.0, ge=0)
     # The embedded engine's --time-scale: its clock runs this many times faster than wall time.
     # Think times are shortened by it and the summary's timings stretched by it, so a result
-    # is in the server's (simulated) time, never mislabelled compressed wall time.
-    time_scale: float = Field(1.0, gt=0)
+    # is in the server's (simulated) time, never mislabelled compressed wall time. None: the
+    # scale the server advertises (replay/clock.py), else 1; a contradicting value is refused.
+    time_scale: float | None = Field(None, gt=0)
     start: Literal["beginning", "sampled"] = "beginning"
     block_tokens: int | None = Field(
         None, ge=1, description="tokens per hash block instead of the trace's (scales prompts)")

@@ -14,6 +14,7 @@ from time import perf_counter_ns
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
+from kvbench.replay.ideal import IdealCache
 from kvbench.replay.request import RequestFactory, build_record
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
 from kvbench.workload.prompt import PromptBuilder
@@ -54,6 +55,7 @@ class Lanes:
         self.factory = RequestFactory(cfg, ep)
         self.digest = Digest(chat=self.factory.chat, keep_text=cfg.keep_text)
         self.bounds = cfg.bounds
+        self.ideal = IdealCache()  # the ceiling any cache could reach on what this run sends
         self.deadline_ns: int | None = None
         self.stopping = False
         self._seq = 0
@@ -127,7 +129,8 @@ class Lanes:
         prompt = self.prompts.build(turn, namespace, (key, k))
         base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,
-                "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens}
+                "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
+                "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
         body = self.factory.body(prompt, max_tokens)
         self.c.inflight += 1
         t_send, err = perf_counter_ns(), None

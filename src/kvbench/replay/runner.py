@@ -11,6 +11,7 @@ from time import perf_counter_ns
 
 from kvbench.errors import ReplayError
 from kvbench.files import JsonlWriter, read_jsonl, write_json_atomic
+from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
 from kvbench.replay.http import Endpoint
@@ -41,12 +42,16 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     """Run the replay described by `cfg`; returns the summary (also written to summary.json).
     `sessions` skips loading the workload again when the caller already has it."""
     ep = Endpoint.parse(cfg.url)
+    advertised = await asyncio.to_thread(advertised_time_scale, cfg.url)
+    scale, scale_source = resolve_time_scale(cfg.time_scale, advertised)
+    cfg = cfg.model_copy(update={"time_scale": scale})
     if sessions is None:
         sessions = load_sessions(cfg)
     token_ids = cfg.token_ids if cfg.token_ids is not None else (
         cfg.endpoint == "completions" and cfg.tokenizer is not None)
     marker = cfg.run_marker or secrets.token_hex(8)
-    prompts = PromptBuilder(Vocabulary(cfg.tokenizer), marker, token_ids=token_ids)
+    vocab = Vocabulary(cfg.tokenizer, token_ids=token_ids)
+    prompts = PromptBuilder(vocab, marker, token_ids=token_ids)
     pool = SessionPool.for_bounds(sessions, cfg.bounds)
 
     out = cfg.output_dir
@@ -88,9 +93,10 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         "duration_s": cfg.duration_s, "max_requests": cfg.max_requests,
         "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
         "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
+        "time_scale": scale, "time_scale_source": scale_source,
         "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
         "connections": counters.connections(),
-        "notes": sorted(set(counters.notes)),
+        "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else set())),
     }
     write_json_atomic(out / "summary.json", summary)
     return summary

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from kvbench.replay.checks import ideal_hit_rate, prompt_agreement, warm_cache_guard
 from kvbench.replay.health import CPU_LIMIT, LAG_MS_LIMIT, LATENESS_MS_LIMIT
 
 PCTS = (50, 75, 90, 95, 99)
@@ -164,7 +165,10 @@ def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | No
             "prompt_tokens": prompt_c if with_cache else None,
             "cached_tokens": cached if with_cache else None,
             "hit_rate": (cached / prompt_c) if with_cache and prompt_c else None,
+            "ideal_hit_rate": ideal_hit_rate(ok),
         },
+        "prompt": prompt_agreement(ok),
+        "warm_cache": warm_cache_guard(recs),
         "client": {
             "loop_lag_ms_p99": lag_p99, "send_lateness_ms_p99": late_p99,
             "cpu_cores": cpu, "saturated": bool(reasons), "reasons": reasons,

@@ -53,6 +53,10 @@ tr:hover td { background:#fafbfc; }
 details summary { cursor:pointer; color:#9a6700; }
 details ul { margin:4px 0 0; padding-left:18px; max-width:520px; }
 .tablewrap { max-height:640px; overflow:auto; }
+.hidden-panels { margin:0 0 12px; }
+.vd { margin-left:4px; padding:1px 6px; border-radius:10px; font-size:11px; }
+.vd-yes { background:#dafbe1; color:#116329; }
+.vd-no { background:#fff1e5; color:#953800; }
 footer { color:var(--muted); font-size:12px; padding:0 28px 24px; }
 """
 
@@ -105,8 +109,10 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
     c = F.arm_colors(results)
     return [
         ("p-pareto", "Throughput per GPU vs interactivity",
-         "Each point is a run (label = concurrency); the line joins each arm's Pareto "
-         "front. Up and to the right is better.", F.throughput_vs_interactivity(results, c),
+         "Each point is an arm at one concurrency (label), the mean over its repeats with "
+         "their sd as error bars; an open marker has a run that is not valid. The line "
+         "joins each arm's Pareto front. Up and to the right is better.",
+         F.throughput_vs_interactivity(results, c),
          True),
         ("p-ttft", "Time to first token vs concurrency",
          "Solid: p50, dashed: p90; error bars are the spread across repeats.",
@@ -116,21 +122,25 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
          F.latency_vs_concurrency(results, c, "e2e_ms", "E2E latency"), False),
         ("p-hits", "Cache hit rate by tier",
          "Share of prompt tokens the engine served from GPU, host DRAM or an external store "
-         "(server counters over the run).", F.hit_rate_by_tier(results, c), False),
+         "(server counters over the run; the mean over repeats), and the ideal-cache "
+         "ceiling: what an unlimited cache would serve of the same requests.",
+         F.hit_rate_by_tier(results, c), False),
         ("p-energy", "Energy per output token",
          "GPU energy (NVML) over the window divided by generated tokens.",
          F.energy_per_token(results, c), False),
         ("p-gpu-kv", "GPU KV cache usage over time",
-         "Fraction of the device KV pool in use, per run.",
+         "Fraction of the device KV pool in use, per run (colour: arm, dash: concurrency).",
          F.timeline(results, c, "gpu_kv_usage", "GPU KV usage (%)", 100.0), False),
         ("p-host", "Host KV pool usage over time",
-         "Fraction of the host DRAM pool in use; resident arms have none.",
+         "Fraction of the host DRAM pool in use; resident arms have none (colour: arm, "
+         "dash: concurrency).",
          F.timeline(results, c, "host_pool_usage", "host pool usage (%)", 100.0), False),
         ("p-queue", "Queue depth over time",
-         "Requests waiting to be scheduled; a growing queue means the server is saturated.",
+         "Requests waiting to be scheduled; a growing queue means the server is saturated "
+         "(colour: arm, dash: concurrency).",
          F.timeline(results, c, "queue_depth", "waiting requests"), False),
         ("p-running", "Running requests over time",
-         "Requests in the running batch.",
+         "Requests in the running batch (colour: arm, dash: concurrency).",
          F.timeline(results, c, "running_requests", "running requests"), False),
     ]
 
@@ -138,19 +148,25 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
 def render(results: list[Result], extra_panels: list | None = None) -> str:
     from plotly.offline import get_plotlyjs
 
-    ps = panels(results) + list(extra_panels or [])
+    every = panels(results) + list(extra_panels or [])
+    ps = [p for p in every if F.is_empty(p[3]) is None]
+    hidden = [f"{title} ({F.is_empty(fig)})" for _, title, _, fig, _ in every
+              if F.is_empty(fig) is not None]
     figs = {pid: fig.to_plotly_json() for pid, _, _, fig, _ in ps}
+    note = (f"<p class='muted hidden-panels'>Not shown, for want of data: "
+            f"{esc('; '.join(hidden))}.</p>" if hidden else "")
     cards = "\n".join(
         f"<section class='card{' wide' if wide else ''}'><h2>{esc(title)}</h2>"
         f"<p>{esc(caption)}</p><div id='{pid}' class='plot'></div></section>"
         for pid, title, caption, _, wide in ps)
     n_failed = sum(r.status == "failed" for r in results)
     n_flagged = sum(bool(r.validation.get("flags")) for r in results)
+    n_valid = sum(r.valid is True for r in results)
     arms = sorted({r.arm for r in results})
     engines = sorted({r.framework for r in results})
     stats = "".join(f"<div class='stat'><b>{v}</b>{esc(k)}</div>" for k, v in (
-        ("runs", len(results)), ("arms", len(arms)), ("failed", n_failed),
-        ("flagged", n_flagged), ("engines", esc(", ".join(engines)))))
+        ("runs", len(results)), ("valid", n_valid), ("arms", len(arms)),
+        ("failed", n_failed), ("flagged", n_flagged), ("engines", esc(", ".join(engines)))))
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -160,7 +176,7 @@ def render(results: list[Result], extra_panels: list | None = None) -> str:
 <body><header><h1>kvbench dashboard</h1>
 <div class="sub">Agentic KV-offload benchmark results · generated {esc(now)} by kvbench
 {esc(__version__)}</div><div class="stats">{stats}</div></header>
-<main><div class="grid">{cards}
+<main>{note}<div class="grid">{cards}
 <section class="card wide"><h2>Runs</h2>
 <p>Every result with its plan and warnings. tok/s/user: interactivity p50; tok/s/GPU: output
 throughput per GPU; hit %: prompt tokens from device / host / external tier; host GB: planned

@@ -40,8 +40,19 @@ def _plan_cell(plan: dict | None) -> str:
     return f"<span title='{detail}'>{summary}</span>{mark}"
 
 
+def _valid_badge(r: Result) -> str:
+    if r.valid is None:
+        return ""
+    if r.valid:
+        return "<span class='vd vd-yes'>valid</span>"
+    why = "; ".join((r.validity or {}).get("reasons") or [])
+    return f"<span class='vd vd-no' title='{esc(why)}'>not valid</span>"
+
+
 def _warnings_cell(r: Result) -> str:
-    items = list(r.warnings)
+    items = [f"not valid: {why}" for why in (r.validity or {}).get("reasons") or []
+             if r.status == "ok"]
+    items += list(r.warnings)
     if r.failure:
         items.insert(0, f"FAILED at {r.failure.get('stage', '?')}: "
                         f"{r.failure.get('reason', '')}")
@@ -62,7 +73,7 @@ def run_rows(results: list[Result]) -> str:
         status = r.status + (" ⚑" if flagged and r.status == "ok" else "")
         errors = r.request_accounting.get("records_error_dropped", 0)
         cells = [
-            f"<span class='st st-{esc(r.status)}'>{esc(status)}</span>",
+            f"<span class='st st-{esc(r.status)}'>{esc(status)}</span>{_valid_badge(r)}",
             esc(r.exp_name) + (f" <span class='muted'>r{r.repeat}</span>" if r.repeat else "")
             + f"<div class='arm'>{esc(r.arm)}</div>",
             str(r.conc),

@@ -11,6 +11,11 @@ from kvbench.errors import ResultError
 from kvbench.results.accounting import request_accounting, request_metrics
 from kvbench.results.schema import STATUSES, Result
 from kvbench.results.validate import DEFAULT_FAILED_REQUEST_THRESHOLD, validate
+from kvbench.results.validity import not_run, validity
+
+# validity checks that validate() does not flag itself, with the flag code they raise
+_VALIDITY_FLAGS = {"ideal_cache": "above-ideal-ceiling", "warm_cache": "warm-cache-hit",
+                   "prompt_size": "prompt-size-mismatch"}
 
 
 def _num_gpus(row: dict[str, Any]) -> int:
@@ -75,6 +80,10 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
     if status == "ok":
         check = validate(row=row, plan=plan, accounting=accounting, server=server,
                          client=client, threshold=failed_request_threshold)
+        stamp = validity(row=row, summary=summary, server=server, client=client, check=check)
+        for name, code in _VALIDITY_FLAGS.items():
+            if stamp["checks"][name]["passed"] is False:
+                check["flags"].append({"code": code, "message": stamp["checks"][name]["message"]})
         if not check["passed"]:
             status = "failed"
             failure = {"stage": "validation", "reason": "; ".join(check["failures"])}
@@ -82,6 +91,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         check = {"passed": False, "failed_request_ratio": None,
                  "failed_request_threshold": failed_request_threshold,
                  "failures": [f"job status {status}"], "flags": []}
+        stamp = not_run(status, failure)
     all_warnings += [f"[{f['code']}] {f['message']}" for f in check["flags"]]
     backend = row.get("kv-offload-backend")
     multinode = "prefill" in row or "decode" in row
@@ -114,5 +124,5 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         request_metrics=request_metrics(summary),
         server_metrics=server, telemetry=telemetry,
         energy=_energy(telemetry, server, summary), client=client,
-        validation=check, warnings=all_warnings,
+        validation=check, validity=stamp, warnings=all_warnings,
     )

@@ -1,5 +1,11 @@
 """Arm comparison: pair results that differ only in the compared dimension, and say whether
-each delta exceeds run-to-run noise (estimated from repeats, where there are any)."""
+each delta exceeds run-to-run noise (estimated from repeats, where there are any).
+
+The noise of a delta is the 95% interval of the difference of the arms' means (Student t on
+the pooled repeat variance): `better`/`worse` when the interval excludes zero (significant),
+`within noise` when it does not. An offload arm whose host tier was never hit and whose hit
+rates equal the resident arm's did not exercise offload: its deltas are `offload not
+exercised`, never significant, whatever the interval says."""
 
 from __future__ import annotations
 
@@ -19,7 +25,18 @@ IDENTITY = ("model", "hw", "framework", "precision", "scenario_type", "is_multin
             "kv_offloading", "backend", "conc")
 # A result's offload backend follows its offload flag: comparing one compares both.
 COUPLED = {"kv_offloading": {"backend"}, "backend": {"kv_offloading"}}
-NOISE_SIGMAS = 2.0
+CONFIDENCE = 0.95
+# Student t, two-sided 95%, by degrees of freedom (beyond 30: the normal 1.96)
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+# hit rates closer than this are "equal" for the offload-exercised test
+EQUAL_HIT_RATE = 0.005
+IDLE = "offload not exercised"
+
+
+def t95(df: int) -> float:
+    return _T95[df - 1] if df <= len(_T95) else 1.96
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +52,7 @@ METRICS = (
                                        "p50"), True),
     Metric("TTFT p50 ms", ("request_metrics", "latency", "ttft_ms", "p50"), False),
     Metric("TTFT p90 ms", ("request_metrics", "latency", "ttft_ms", "p90"), False),
+    Metric("ITL p50 ms", ("request_metrics", "latency", "itl_ms", "p50"), False),
     Metric("E2E p50 ms", ("request_metrics", "latency", "e2e_ms", "p50"), False),
     Metric("cache hit rate (all tiers)", ("server_metrics", "cache", "overall_cache_hit_rate"),
            True),
@@ -84,22 +102,61 @@ def _stats(values: list[float]) -> dict[str, Any]:
 
 
 def _delta(base: dict, other: dict, higher_is_better: bool) -> dict[str, Any]:
+    """Delta of the means with its 95% half-interval `noise` (same unit) and `noise_pct`."""
     if base["mean"] is None or other["mean"] is None:
-        return {"abs": None, "pct": None, "noise": None, "verdict": "n/a"}
+        return {"abs": None, "pct": None, "noise": None, "noise_pct": None,
+                "significant": None, "verdict": "n/a"}
     d = other["mean"] - base["mean"]
     pct = d / base["mean"] * 100 if base["mean"] else None
     with_repeats = [s for s in (base, other) if s["std"] is not None]
+    significant = None
     if not with_repeats:
         noise, verdict = None, "no repeats"
     else:
-        pooled = sum(s["std"] ** 2 * (s["n"] - 1) for s in with_repeats) / sum(
-            s["n"] - 1 for s in with_repeats)
-        noise = NOISE_SIGMAS * math.sqrt(pooled * (1 / base["n"] + 1 / other["n"]))
-        if abs(d) <= noise:
-            verdict = "within noise"
-        else:
-            verdict = "better" if (d > 0) == higher_is_better else "worse"
-    return {"abs": d, "pct": pct, "noise": noise, "verdict": verdict}
+        df = sum(s["n"] - 1 for s in with_repeats)
+        pooled = sum(s["std"] ** 2 * (s["n"] - 1) for s in with_repeats) / df
+        noise = t95(df) * math.sqrt(pooled * (1 / base["n"] + 1 / other["n"]))
+        significant = abs(d) > noise
+        verdict = ("better" if (d > 0) == higher_is_better else "worse") if significant \
+            else "within noise"
+    noise_pct = noise / abs(base["mean"]) * 100 if noise is not None and base["mean"] else None
+    return {"abs": d, "pct": pct, "noise": noise, "noise_pct": noise_pct,
+            "significant": significant, "verdict": verdict}
+
+
+def _offload_idle(arms: dict[str, list[Result]], present: list[str]) -> set[str]:
+    """Arms (after the first) that offload but never hit an offload tier, with the same hit
+    rate as the baseline: any difference they show is not an offload effect."""
+    def offload_tokens(r: Result) -> float:
+        tiers = (r.server_metrics.get("cache") or {}).get("cached_tokens_by_tier") or {}
+        return sum(v or 0 for t, v in tiers.items() if t != "device")
+
+    def hit(rs: list[Result]) -> float | None:
+        vals = [v for r in rs if (v := _dig(r, ("server_metrics", "cache",
+                                                 "overall_cache_hit_rate"))) is not None]
+        return statistics.fmean(vals) if vals else None
+
+    base_hit = hit(arms[present[0]])
+    idle = set()
+    for n in present[1:]:
+        rs = arms[n]
+        if not all(r.server_metrics.get("present") for r in rs):
+            continue
+        if {r.kv_offloading for r in rs} == {r.kv_offloading for r in arms[present[0]]}:
+            continue
+        other_hit = hit(rs)
+        if (all(r.kv_offloading != "none" and offload_tokens(r) == 0 for r in rs)
+                and base_hit is not None and other_hit is not None
+                and abs(other_hit - base_hit) <= EQUAL_HIT_RATE):
+            idle.add(n)
+    return idle
+
+
+def _arm_validity(rs: list[Result]) -> dict[str, Any]:
+    flags = sorted({f["code"] for r in rs for f in r.validation.get("flags") or []})
+    reasons = sorted({why for r in rs for why in (r.validity or {}).get("reasons") or []})
+    return {"valid": sum(1 for r in rs if r.valid), "stamped": sum(
+        1 for r in rs if r.valid is not None), "n": len(rs), "flags": flags, "reasons": reasons}
 
 
 def compare(results: list[Result], *, by: str | None = "kv_offloading",
@@ -127,11 +184,20 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
     else:
         by = (by or "kv_offloading").replace("-", "_")
         compared = {by}
-        values = sorted({field_value(r, by) for r in ok}, key=_sort_key)
-        arm_names = [f"{by}={v}" for v in values]
+        coupled = sorted(COUPLED.get(by, set()))
+        # Results sharing the compared value but not a coupled one (two offload backends
+        # under kv_offloading=dram) are separate arms, never repeats of one another.
+        mixed = {v for v in {field_value(r, by) for r in ok}
+                 if len({tuple(field_value(r, c) for c in coupled)
+                         for r in ok if field_value(r, by) == v}) > 1}
 
         def arm_of(r: Result) -> str | None:
-            return f"{by}={field_value(r, by)}"
+            v = field_value(r, by)
+            extra = "".join(f",{c}={field_value(r, c)}" for c in coupled) if v in mixed else ""
+            return f"{by}={v}{extra}"
+
+        arm_names = sorted({arm_of(r) for r in ok},
+                           key=lambda n: [_sort_key(x.partition("=")[2]) for x in n.split(",")])
 
     for k in list(compared):
         compared |= COUPLED.get(k, set())
@@ -147,6 +213,7 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
         if len(present) < 2:
             unpaired += 1
             continue
+        idle = _offload_idle(arms, present)
         rows = []
         for m in METRICS:
             stats = {n: _stats([v for r in arms[n] if (v := _dig(r, m.path)) is not None])
@@ -154,15 +221,18 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
             if all(s["mean"] is None for s in stats.values()):
                 continue
             base = stats[present[0]]
+            deltas = {n: _delta(base, stats[n], m.higher_is_better) for n in present[1:]}
+            for n in idle:
+                if deltas[n]["verdict"] in ("better", "worse"):
+                    deltas[n] = {**deltas[n], "significant": False, "verdict": IDLE}
             rows.append({"metric": m.label, "higher_is_better": m.higher_is_better,
-                         "arms": stats,
-                         "deltas": {n: _delta(base, stats[n], m.higher_is_better)
-                                    for n in present[1:]}})
+                         "arms": stats, "deltas": deltas})
         out_cells.append({"key": dict(zip(key_fields, key, strict=True)), "arms": present,
                           "runs": {n: [r.exp_name for r in arms[n]] for n in present},
-                          "metrics": rows})
+                          "validity": {n: _arm_validity(arms[n]) for n in present},
+                          "offload_idle": sorted(idle), "metrics": rows})
     return {"compared": sorted(compared), "arms": arm_names, "cells": out_cells,
-            "unpaired_cells": unpaired, "noise_sigmas": NOISE_SIGMAS}
+            "unpaired_cells": unpaired, "confidence": CONFIDENCE}
 
 
 def _label(sel: dict[str, str]) -> str:

@@ -63,6 +63,8 @@ class Result(BaseModel):
     energy: dict[str, Any] | None = None
     client: dict[str, Any] | None = None
     validation: dict[str, Any]
+    # {valid, reasons, checks}: results/validity.py (absent in results written before it)
+    validity: dict[str, Any] | None = None
     warnings: list[str] = []
     # engine-image patches checked at server start and what each did (launch/patcher.py)
     engine_patches: list[dict[str, Any]] | None = None
@@ -73,6 +75,10 @@ class Result(BaseModel):
         if v not in STATUSES:
             raise ValueError(f"status {v!r} is not one of {', '.join(STATUSES)}")
         return v
+
+    @property
+    def valid(self) -> bool | None:
+        return None if self.validity is None else bool(self.validity.get("valid"))
 
     @property
     def arm(self) -> str:

@@ -100,6 +100,8 @@ class SimMetrics:
         total = sum(n for _, n in self._recent)
         yield gauge("sglang:cache_hit_rate", "Prefix hit ratio over recent prefills",
                     hit / total if total else 0.0)
+        yield GaugeMetricFamily("kvbench:sim_time_scale", "Simulated seconds per wall-clock "
+                                "second (serve-sim --time-scale)", value=cfg.time_scale)
         capacity = cache.device_capacity
         finite = capacity != float("inf")
         yield gauge("sglang:max_total_num_tokens", "Device KV pool tokens per rank",

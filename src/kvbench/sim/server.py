@@ -23,6 +23,9 @@ from kvbench.sim.metrics import SimMetrics
 from kvbench.sim.request import SimRequest
 from kvbench.sim.tokens import Prompt, chat_text, text_prompt, token_prompt
 
+# The clock handshake: every response says how much faster than wall time this server's clock
+# runs, so a client reports in the server's clock without being told (replay/clock.py).
+TIME_SCALE_HEADER = "X-Kvbench-Time-Scale"
 _WORDS = ("the", " cache", " page", " token", " host", " GPU", " tier", " hit", " load",
           " step", " batch", " block")
 
@@ -259,6 +262,9 @@ def build_app(server: SimServer) -> web.Application:
         body, content_type = server.metrics.render()
         return web.Response(body=body, headers={"Content-Type": content_type})
 
+    async def advertise_clock(_: web.Request, response: web.StreamResponse) -> None:
+        response.headers[TIME_SCALE_HEADER] = repr(float(server.config.time_scale))
+
     async def on_startup(_: web.Application) -> None:
         await server.start()
 
@@ -276,6 +282,7 @@ def build_app(server: SimServer) -> web.Application:
 
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)
+    app.on_response_prepare.append(advertise_clock)
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
     return app

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 
 from kvbench.errors import SimError
@@ -266,6 +266,8 @@ def summarize(done: list[SimRequest], cache: TieredCache) -> dict:
     return {
         "requests": len(ok),
         "errors": len(done) - len(ok),
+        # every error counted comes with its reason (a request that can never fit, ...)
+        "errors_by_reason": dict(Counter(str(r.error) for r in done if r.error is not None)),
         "prompt_tokens": prompt,
         "completion_tokens": out,
         "cached_tokens": {"device": dev, "host": host, "total": dev + host},

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
+
+
+def _console() -> Console:
+    # piped or redirected: wide enough that no name is cut at rich's default 80 columns
+    return Console(width=None if sys.stdout.isatty() else 400)
 
 
 def _ms(x: float | None) -> str:
@@ -35,28 +41,45 @@ def print_arms(results: dict[str, dict], trace_names: list[str]) -> None:
     row("output tok/s", lambda r: f"{r['throughput']['output_tok_s']:,.0f}")
     row("simulated span (s)", lambda r: f"{r['duration_s']:,.1f}")
     row("wall (s)", lambda r: f"{r['wall_s']:.2f}")
-    Console().print(table)
+    out = _console()
+    out.print(table)
     first = next(iter(results.values()))
-    Console().print(f"[dim]{first['setup']['cost_model']}, gpu tier "
-                    f"{first['setup']['gpu_tokens'] or 'unlimited'} tokens[/]")
+    lanes = first["setup"].get("concurrency")
+    loop = f"closed loop, {lanes} session lanes" if lanes else (
+        f"open loop at trace times x{first['setup'].get('arrival_scale', 1.0):g}")
+    out.print(f"[dim]{loop}; {first['setup']['cost_model']}, gpu tier "
+              f"{first['setup']['gpu_tokens'] or 'unlimited'} tokens[/]")
+    for name, r in results.items():
+        for why, n in sorted((r.get("errors_by_reason") or {}).items()):
+            out.print(f"[red]{name}: {n} error(s):[/] {why}")
+        if (r.get("open_loop") or {}).get("kept_up") is False:
+            out.print(f"[red]{name}: the open loop fell behind the trace; latencies are a "
+                      "backlog[/]")
 
 
 def print_jobs(entries: list[dict]) -> None:
-    """One row per recipe job: hit rates and TTFT of the resident and offload arms."""
+    """One row per recipe job, identified by a short id (its fingerprint) beside the config
+    key, exp-name and hardware (exp-names repeat across keys and runners); TTFT, ITL,
+    throughput and hit rates per arm."""
     table = Table(title="simulated recipe rows (per rank: GPU / host KV tokens)")
-    for col in ("exp-name", "conc", "gpu / host tok", "hit res", "hit off (host)",
-                "ttft p50 res ms", "ttft p50 off ms"):
-        table.add_column(col, justify="left" if col == "exp-name" else "right")
+    cols = ("id", "config key", "exp-name", "hw", "conc", "gpu / host tok", "arm", "hit total",
+            "hit host", "ttft p50 ms", "itl p50 ms", "out tok/s")
+    for col in cols:
+        left = col in ("id", "config key", "exp-name", "hw", "arm")
+        table.add_column(col, justify="left" if left else "right")
     for e in entries:
+        ident = (e.get("id", "-"), e.get("config-key", "-"), e["exp-name"], e.get("hw", "-"),
+                 str(e["conc"]))
         arms = e.get("arms")
         if not arms:
-            why = e.get("skipped") or "not planned"
-            table.add_row(e["exp-name"], str(e["conc"]), "-", f"[red]{why}[/]", "", "", "")
+            why = e.get("skipped") or "; ".join(e.get("errors") or []) or "not planned"
+            table.add_row(*ident, "-", "[red]not simulated[/]", why, *[""] * 5)
             continue
-        res, off = arms["resident"], arms.get("offload")
-        table.add_row(
-            e["exp-name"], str(e["conc"]), f"{e['gpu-kv-tokens']:,} / {e['host-kv-tokens']:,}",
-            f"{res['hit_rate']['total']:.1%}",
-            f"{off['hit_rate']['total']:.1%} ({off['hit_rate']['host']:.1%})" if off else "-",
-            _ms(res["ttft_ms"]["p50"]), _ms(off["ttft_ms"]["p50"]) if off else "-")
-    Console().print(table)
+        for i, (name, r) in enumerate(arms.items()):
+            table.add_row(
+                *(ident if i == 0 else ("", "", "", "", "")),
+                f"{e['gpu-kv-tokens']:,} / {e['host-kv-tokens']:,}" if i == 0 else "", name,
+                f"{r['hit_rate']['total']:.1%}", f"{r['hit_rate']['host']:.1%}",
+                _ms(r["ttft_ms"]["p50"]), _ms(r["itl_ms"]["p50"]),
+                f"{r['throughput']['output_tok_s']:,.0f}")
+    _console().print(table)

@@ -30,10 +30,32 @@ class PhaseFailure(SweepError):
         self.details = details or {}
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+# A job's other ports are offsets from its base port (engines/data/*.yaml and services: engine
+# +1, dist-init +2000, router metrics +10000, Mooncake master +12000); the base is drawn where
+# every one of them stays below 65536 (an OS-assigned port near 61000 would overflow).
+PORT_SPAN = 12_001
+PORT_LOW = 10_000
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1", span: int = PORT_SPAN) -> int:
+    """A free base port whose derived ports fit; the base and base + 1 are checked free."""
+    import random
+
+    rng = random.SystemRandom()
+    for _ in range(500):
+        base = rng.randrange(PORT_LOW, 65_536 - span)
+        if _bindable(host, base) and _bindable(host, base + 1):
+            return base
+    raise SweepError(f"no free port pair on {host} in {PORT_LOW}..{65_535 - span}")
 
 
 def server_env(env: dict[str, str]) -> dict[str, str]:
@@ -44,6 +66,13 @@ def server_env(env: dict[str, str]) -> dict[str, str]:
         return dict(env)
     parts = [str(Path(p).resolve()) if p else p for p in inherited.split(os.pathsep)]
     return {**env, "PYTHONPATH": os.pathsep.join(parts)}
+
+
+def _ready_poll_s(row: dict) -> float:
+    # The embedded engine is up in well under a second and the quickstart runs 18 of them:
+    # half a second of polling slack each is a tenth of its minute. Real engines load for
+    # minutes; their health endpoints are polled at the launcher's default.
+    return 0.05 if row.get("framework") == "sim" else 0.5
 
 
 def _reason(e: BaseException) -> str:
@@ -241,6 +270,7 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
         server = ServerProcess(argv, env=server_env(launch.env), log_path=job_dir / layout.LOG_FILE,
                                ready_url=launch.health_url,
                                ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir,
+                               poll_interval_s=_ready_poll_s(spec.row),
                                patches=spec.row.get("patches") or ())
         with server:
             run.patches = server.patch_outcomes

@@ -75,15 +75,16 @@ class RunOptions(BaseModel):
         return self.tokenizer
 
     @property
-    def time_scale(self) -> float:
-        """The embedded engine's --time-scale among the engine args (1.0 when absent)."""
+    def time_scale(self) -> float | None:
+        """The embedded engine's --time-scale among the engine args (None when absent: replay
+        then takes the scale the server advertises)."""
         args = self.engine_args
         for i, arg in enumerate(args):
             if arg == "--time-scale" and i + 1 < len(args):
                 return float(args[i + 1])
             if arg.startswith("--time-scale="):
                 return float(arg.partition("=")[2])
-        return 1.0
+        return None
 
 
 def _trace_digests(paths: list[Path]) -> list[str]:

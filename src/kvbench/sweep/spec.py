@@ -74,7 +74,7 @@ def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
                 runner_config: Path | None = None) -> list[JobSpec]:
     """One spec per (job, repeat). Directory names are the exp-name; exp-names that collide
     within the sweep (the reference's exp-name omits ep, dp-attn, runner and the config key)
-    get a short fingerprint suffix; repeats after the first get `__r<n>`."""
+    get a short fingerprint suffix; repeats after the first get `__r<n>`. Order: repeat-major."""
     if repeats < 1:
         raise SweepError(f"repeats must be >= 1, got {repeats}")
     prints = [job_fingerprint(j.row, options, j.config_key) for j in jobs]
@@ -85,9 +85,12 @@ def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
                          hint="check for duplicate config keys across the recipe files")
     names = Counter(j.exp_name for j in jobs)
     specs = []
-    for job, fp in zip(jobs, prints, strict=True):
-        base = job.exp_name if names[job.exp_name] == 1 else f"{job.exp_name}__{fp[:8]}"
-        for r in range(repeats):
+    # repeat-major: every job once, then every job again, so that a drift of the machine
+    # (another tenant, thermal state) spreads over all arms instead of biasing the one that
+    # ran while it lasted
+    for r in range(repeats):
+        for job, fp in zip(jobs, prints, strict=True):
+            base = job.exp_name if names[job.exp_name] == 1 else f"{job.exp_name}__{fp[:8]}"
             specs.append(JobSpec(
                 config_key=job.config_key, scenario=job.scenario, row=dict(job.row),
                 repeat=r, fingerprint=fp, dir_name=base if r == 0 else f"{base}__r{r}",

@@ -46,11 +46,22 @@ def _seed(*parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
-class Vocabulary:
-    """The pool of single-token words prompts are made of, for one tokenizer (or none)."""
+MIN_WORDS = 16
+STABILITY_SAMPLES = 4  # word sequences drawn as prompts draw them, each must re-encode exactly
+STABILITY_TOKENS = 256
 
-    def __init__(self, tokenizer: str | None = None) -> None:
+
+class Vocabulary:
+    """The pool of single-token words prompts are made of, for one tokenizer (or none).
+
+    A tokenizer without enough single-token words, or whose words merge when concatenated,
+    cannot carry text prompts of exact size: with `token_ids` (completions endpoint) the pool
+    switches to plain token ids (exact for any tokenizer, `switched` says why); otherwise it
+    is refused, since the server would see other sizes and other reuse than the trace's."""
+
+    def __init__(self, tokenizer: str | None = None, *, token_ids: bool = False) -> None:
         self.name = tokenizer
+        self.switched: str | None = None
         if tokenizer is None:
             self.words = [" " + w for w in _FALLBACK_WORDS]
             self.ids: list[int] | None = None
@@ -78,15 +89,30 @@ class Vocabulary:
                 ids.append(tid)
             if len(words) >= 4096:
                 break
-        if len(words) < 16:
+        problem = None
+        if len(words) < MIN_WORDS:
+            problem = f"has only {len(words)} single-token words (prompt synthesis needs " \
+                      f"{MIN_WORDS})"
+        else:
+            self.words, self.ids = words, ids
+            for seed in range(STABILITY_SAMPLES):
+                sample = "".join(words[i] for i in self.draw(seed, STABILITY_TOKENS))
+                got = len(tok.encode(sample, add_special_tokens=False))
+                if got != STABILITY_TOKENS:
+                    problem = (f"re-encodes {STABILITY_TOKENS} concatenated words as {got} "
+                               "tokens")
+                    break
+        if problem is None:
+            return
+        if not token_ids:
             raise WorkloadError(
-                f"tokenizer {tokenizer!r} has only {len(words)} single-token words",
-                hint="prompt synthesis needs a BPE or SentencePiece vocabulary of words",
-            )
-        sample = "".join(words[i % len(words)] for i in range(0, 97 * 7, 7))
-        if len(tok.encode(sample, add_special_tokens=False)) != 97:
-            raise WorkloadError(f"tokenizer {tokenizer!r} does not re-encode word sequences stably")
-        self.words, self.ids = words, ids
+                f"tokenizer {tokenizer!r} {problem}: text prompts would not have the sizes "
+                "and reuse of the trace",
+                hint="--endpoint completions sends token ids, exact for any tokenizer")
+        special = set(tok.all_special_ids) | set(added.values())
+        plain = [t for t in sorted(tok.get_vocab().values()) if t not in special][:4096]
+        self.words, self.ids = [tok.decode([t]) for t in plain], plain
+        self.switched = f"tokenizer {tokenizer!r} {problem}: prompts are plain token ids"
 
     def draw(self, seed: int, n: int) -> list[int]:
         """n indices into the pool, a pure function of `seed` (one SHAKE call: fast enough

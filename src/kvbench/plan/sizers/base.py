@@ -31,6 +31,8 @@ class SizingContext:
     gpu: GpuEstimate
     page_size_tokens: int
     version: ImageVersion
+    # HiCache write-policy / io-backend / mem-layout the recipe runs (plan/settings.py)
+    hicache_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def per_rank_budget_bytes(self) -> int:
@@ -96,19 +98,36 @@ def fit_knob(
     explicit: int | None,
     pin_policy: str,
     describe: Callable[[int], str],
+    zero_means: str | None = None,
 ) -> Fit:
     """The largest knob value whose pools fit the per-rank share of the budget, or the
-    explicit one if it fits. A refusal names the arithmetic and what would fit."""
+    explicit one if it fits. A refusal names the arithmetic and what would fit.
+    `zero_means`: what the engine does with a knob of 0 (never "no host pool"); a plan whose
+    knob rounds to 0 is refused with it."""
     limit = ctx.per_rank_budget_bytes
 
     def per_rank(x: int) -> int:
         return per_rank_bytes(pools_of(x), pin_policy)
 
+    def checked(fit: Fit) -> Fit:
+        if fit.value != 0 or zero_means is None:
+            return fit
+        if explicit is not None:
+            origin = (f"kv-offload-backend.size-gb-per-rank {ctx.topo.size_gb_per_rank:g} "
+                      "rounds down to")
+        else:
+            origin = (f"total-cpu-dram-gb {ctx.topo.budget_gb:,} ({ctx.budget_bytes / GB:,.2f} "
+                      f"GB after host headroom) over {ctx.ranks_on_node} rank(s) = "
+                      f"{limit / GB:,.2f} GB per rank fits only")
+        return Fit(None, fit.pools, [f"{origin} {describe(0)}, which is refused: {zero_means}"],
+                   fit.arithmetic)
+
     best = largest_fitting(per_rank, hi, limit)
     if explicit is not None:
         pools = pools_of(explicit)
         if per_rank(explicit) <= limit:
-            return Fit(explicit, pools, [], [f"explicit {describe(explicit)} fits the budget"])
+            return checked(Fit(explicit, pools, [],
+                               [f"explicit {describe(explicit)} fits the budget"]))
         fits = f"largest that fits: {describe(best)}" if best is not None else "nothing fits"
         need = per_rank(explicit)
         return Fit(
@@ -116,7 +135,7 @@ def fit_knob(
             pools,
             [f"explicit {describe(explicit)} needs {need / GB:,.2f} GB per rank with the pools "
              f"outside it, x {ctx.ranks_on_node} = {need * ctx.ranks_on_node / GB:,.0f} GB > "
-             f"{ctx.budget_bytes / GB:,.0f} GB budget; {fits}"],
+             f"{ctx.budget_bytes / GB:,.0f} GB usable (budget less host headroom); {fits}"],
             [f"explicit {describe(explicit)} requested in kv-offload-backend.size-gb-per-rank"],
         )
     if best is None:
@@ -126,4 +145,5 @@ def fit_knob(
             [f"even the smallest host pools exceed the per-rank budget of {limit / GB:.2f} GB"],
             [],
         )
-    return Fit(best, pools_of(best), [], [f"chosen: {describe(best)} (largest that fits)"])
+    return checked(Fit(best, pools_of(best), [],
+                       [f"chosen: {describe(best)} (largest that fits)"]))

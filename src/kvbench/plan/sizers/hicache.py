@@ -15,6 +15,10 @@ from kvbench.plan.sizers.hicache_semantics import HiCacheSemantics, hicache_sema
 from kvbench.plan.sizers.hicache_warnings import hicache_warnings
 from kvbench.units import GB
 
+# Where the recipe names none (plan/settings.py): SGLang's own defaults.
+DEFAULT_OPTIONS = {"write-policy": "write_through", "io-backend": "kernel",
+                   "mem-layout": "page_first"}
+
 
 def aligned_tokens(tokens: int, page: int) -> int:
     """SGLang always adds one page: (tokens // page + 1) * page."""
@@ -41,76 +45,85 @@ class HiCacheSizer:
         sizing.arithmetic.insert(0, f"HiCache semantics {sem.name} ({sem.reason})")
         if not embedded:
             sizing.warnings.extend(hicache_warnings(ctx, sem))
-        page = str(ctx.page_size_tokens)
+        opts = {**DEFAULT_OPTIONS, **ctx.hicache_options}
         sizing.engine_args = [
             "--enable-hierarchical-cache",
             *sizing.engine_args,
-            "--hicache-write-policy", "write_through",
-            "--hicache-io-backend", "kernel",
-            "--hicache-mem-layout", "page_first",
-            "--page-size", page,
+            "--hicache-write-policy", opts["write-policy"],
+            "--hicache-io-backend", opts["io-backend"],
+            "--hicache-mem-layout", opts["mem-layout"],
         ]
         return sizing
 
     # -- fixed size ------------------------------------------------------------------------
     def _pools(self, ctx: SizingContext, sem: HiCacheSemantics, size_gb: int) -> list[HostPool]:
-        size_bytes = size_gb * GB
         kv = ctx.pool("kv")
         assert kv is not None
         draft = ctx.pool("draft_kv") if ctx.has_draft else None
         mamba, swa = ctx.pool("mamba"), ctx.pool("swa")
         page = ctx.page_size_tokens
         anchor_bpt = kv.bytes_per_token_per_rank
-        if sem.name == "split" and draft is not None:
-            anchor_bpt += draft.bytes_per_token_per_rank  # packed tail layers
-        shares = self._shares(ctx, sem, anchor_bpt)
-        tokens = aligned_tokens(int(size_bytes * shares["kv"]) // anchor_bpt, page)
+        if sem.draft_packed and draft is not None:
+            anchor_bpt += draft.bytes_per_token_per_rank  # packed tail layers (v0.5.18+)
+        shares = self._shares(ctx, sem, anchor_bpt, size_gb)
+        tokens = aligned_tokens(int(shares["kv"] * GB // anchor_bpt), page)
         pools = [HostPool(name="kv", bytes_per_rank=tokens * anchor_bpt,
                           inside_configured_size=True,
                           note=f"{tokens:,} tokens x {anchor_bpt:,} B" +
                           (" (draft layers packed)" if anchor_bpt != kv.bytes_per_token_per_rank
-                           else ""))]
+                           else ""),
+                          units=tokens, unit_bytes=anchor_bpt,
+                          configured_gb=shares["kv"])]
         if mamba is not None:
             state = mamba.fixed_bytes_per_request_per_rank
-            slots = int(size_bytes * shares["mamba"]) // state + 1
+            slots = int(shares["mamba"] * GB // state) + 1
             pools.append(HostPool(name="mamba", bytes_per_rank=slots * state,
                                   inside_configured_size=True,
-                                  note=f"{slots:,} request states x {state:,} B"))
+                                  note=f"{slots:,} request states x {state:,} B",
+                                  units=slots, unit_bytes=state,
+                                  configured_gb=shares["mamba"]))
         if swa is not None and ctx.model.sliding_window:
             bpt = swa.fixed_bytes_per_request_per_rank // ctx.model.sliding_window
-            swa_tokens = aligned_tokens(int(size_bytes * shares["swa"]) // bpt, page)
+            swa_tokens = aligned_tokens(int(shares["swa"] * GB // bpt), page)
             pools.append(HostPool(name="swa", bytes_per_rank=swa_tokens * bpt,
                                   inside_configured_size=True,
-                                  note=f"{swa_tokens:,} sliding-window tokens x {bpt:,} B"))
+                                  note=f"{swa_tokens:,} sliding-window tokens x {bpt:,} B",
+                                  units=swa_tokens, unit_bytes=bpt,
+                                  configured_gb=shares["swa"]))
         if ctx.pool("indexer") is not None and ctx.model.indexer is not None:
             ix = ctx.model.indexer
             per_layer = ix.head_dim + ix.head_dim // ix.quant_block * 4
-            layers = ctx.model.num_layers if sem.name == "per-pool" else ix.num_layers
+            layers = ctx.model.num_layers  # every KV layer, not only the indexer owners
             bpt = per_layer * layers
             pools.append(HostPool(name="indexer", bytes_per_rank=tokens * bpt,
                                   inside_configured_size=False,
                                   note=f"{tokens:,} tokens x {layers} layers x {per_layer} B, "
-                                  "mirrors the KV pool outside --hicache-size"))
-        if draft is not None and sem.name == "per-pool":
+                                  "mirrors the KV pool outside --hicache-size",
+                                  units=tokens, unit_bytes=bpt))
+        if draft is not None and not sem.draft_packed:
             bpt = draft.bytes_per_token_per_rank
             pools.append(HostPool(name="draft_kv", bytes_per_rank=tokens * bpt,
                                   inside_configured_size=False,
                                   note=f"{tokens:,} tokens x {bpt:,} B sidecar draft pool outside "
-                                  "--hicache-size"))
+                                  "--hicache-size", units=tokens, unit_bytes=bpt))
         return pools
 
-    def _shares(self, ctx: SizingContext, sem: HiCacheSemantics, anchor_bpt: int) -> dict:
+    def _shares(self, ctx: SizingContext, sem: HiCacheSemantics, anchor_bpt: int,
+                size_gb: int) -> dict[str, float]:
+        """GB of the configured size each pool is given, in SGLang's own expression order so
+        the token counts match the engine's to the token."""
         hybrid = [n for n in ("mamba", "swa") if ctx.pool(n) is not None]
         if sem.name == "per-pool" or not hybrid:
-            return {"kv": 1.0, "mamba": 1.0, "swa": 1.0}
-        # split: proportional to device-pool bytes (hybrid_pool_assembler._split_hicache_size)
+            return {"kv": float(size_gb), "mamba": float(size_gb), "swa": float(size_gb)}
+        # split: proportional to device-pool bytes (hybrid_pool_assembler._split_hicache_size:
+        # hicache_size * pool_bytes / total_bytes)
         device = {"kv": ctx.gpu.kv_tokens * anchor_bpt}
         device.update({n: ctx.gpu.device_bytes.get(n, 0) for n in hybrid})
         total = sum(device.values())
         if total <= 0:
-            share = 1 / (1 + len(hybrid))  # no device estimate: split evenly
+            share = size_gb / (1 + len(hybrid))  # no device estimate: split evenly
             return {"kv": share, "mamba": share, "swa": share}
-        return {n: device.get(n, 0) / total for n in ("kv", "mamba", "swa")}
+        return {n: size_gb * device.get(n, 0) / total for n in ("kv", "mamba", "swa")}
 
     def _fixed(self, ctx: SizingContext, sem: HiCacheSemantics) -> Sizing:
         explicit = ctx.topo.size_gb_per_rank
@@ -124,6 +137,11 @@ class HiCacheSizer:
             explicit=int(explicit) if explicit is not None else None,
             pin_policy=sem.pin_policy,
             describe=lambda h: f"--hicache-size {h} GB per rank",
+            zero_means=(
+                "SGLang reads --hicache-size 0 as unset and sizes the host pool by "
+                "--hicache-ratio (default 2.0), twice the device pool: ~2 x "
+                f"{ctx.gpu.pool_bytes / GB:,.1f} GB = {2 * ctx.gpu.pool_bytes / GB:,.1f} GB per "
+                "rank (device estimate), not an empty pool"),
         )
         size_gb = fit.value if fit.value is not None else int(explicit or 0)
         tokens = fit.pools[0].bytes_per_rank // max(1, ctx.pool("kv").bytes_per_token_per_rank)

@@ -6,8 +6,12 @@ to the KV pool's token count outside the size, the indexer over every layer. The
 v0.5.16 launchers were written against this (Qwen3.5: KV + Mamba + 1/15 NEXTN; GLM-5.2: 270 +
 61.88 indexer + 3.46 draft per rank).
 `split`: the size is split across hybrid pools in proportion to their device bytes (PRs #32373,
-#29034 fix); NextN draft layers are packed as tail layers of the KV pool, inside the size; the
-indexer still sits outside, over the layers that own an indexer.
+#29034 fix). The DSA indexer host pool still sits outside the size and covers every layer of
+the KV pool (`pool_host/dsa.py` allocates `layer_num` indexer buffers, not only the layers that
+own an indexer: GLM-5.2 78, not 21). The NextN/MTP draft pool stays a sidecar outside the size
+until v0.5.18, which packs the draft layers as tail layers of the KV pool, inside the size
+(`hybrid_pool_assembler.with_packed_draft_layer_mapping`). Nightly tags count as sidecar (the
+larger footprint) because the packing commit's nightly date is not known here.
 
 The boundary between the two is an assumption (the fixes landed in mid/late 2026): releases up to
 v0.5.16 and nightlies before 2026-08-01 are `per-pool`, later ones `split`. An unknown tag gets
@@ -24,8 +28,10 @@ from kvbench.plan.version import ImageVersion
 SEMANTICS = ("per-pool", "split")
 LAST_PER_POOL_RELEASE = (0, 5, 16)
 FIRST_SPLIT_NIGHTLY = date(2026, 8, 1)
-# G1 (before PR #28614): asserts host > device in ratio mode and pins with torch pin_memory.
+# G1 (before PR #28614): asserts host > device in ratio mode.
 FIRST_G2_RELEASE = (0, 5, 14)
+# Draft layers packed into the KV host pool (inside --hicache-size) from this release.
+FIRST_PACKED_DRAFT_RELEASE = (0, 5, 18)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +41,14 @@ class HiCacheSemantics:
     reason: str
     is_guess: bool = False
 
+    draft_packed: bool = False
+
     @property
     def pin_policy(self) -> str:
-        return "pow2" if self.is_g1 else "exact"
+        # Every release the recipes name (v0.5.12 included) allocates the host pool with
+        # torch.empty and pins it with cudaHostRegister: the exact size, no power-of-two
+        # rounding of torch's caching host allocator (pin_memory=True is not used).
+        return "exact"
 
 
 def hicache_semantics(version: ImageVersion, override: str | None = None) -> HiCacheSemantics:
@@ -49,15 +60,19 @@ def hicache_semantics(version: ImageVersion, override: str | None = None) -> HiC
             return HiCacheSemantics(
                 "per-pool", g1, f"{version.label}, up to v0.5.16: size applied to each pool"
             )
+        packed = version.release >= FIRST_PACKED_DRAFT_RELEASE
         return HiCacheSemantics(
-            "split", False, f"{version.label}, from v0.5.17: proportional split"
+            "split", False, f"{version.label}, from v0.5.17: proportional split; draft pool "
+            + ("packed into the KV pool (v0.5.18+)" if packed else "a sidecar (before v0.5.18)"),
+            draft_packed=packed,
         )
     if version.nightly is not None:
         if version.nightly < FIRST_SPLIT_NIGHTLY:
             return HiCacheSemantics(
                 "per-pool", False, f"{version.label} before 2026-08-01: size applied to each pool"
             )
-        return HiCacheSemantics("split", False, f"{version.label}: proportional split")
+        return HiCacheSemantics("split", False, f"{version.label}: proportional split; draft "
+                                "pool counted as a sidecar (the larger footprint)")
     return HiCacheSemantics(
         "per-pool", False, f"{version.image!r} has no readable version: assuming per-pool "
         "(the larger footprint)", is_guess=True

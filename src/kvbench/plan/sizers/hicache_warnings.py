@@ -22,7 +22,7 @@ def hicache_warnings(ctx: SizingContext, sem: HiCacheSemantics) -> list[str]:
             f"{kind.upper()} KV is replicated on all {ctx.topo.tp} TP ranks: unique host "
             "capacity is one rank's pool; DP attention would multiply it"
         )
-    if ctx.has_draft and sem.name == "per-pool":
+    if ctx.has_draft and not sem.draft_packed:
         out.append(
             "speculative decoding: draft KV must be offloaded and restored with the target "
             "(sglang PR #30393); watch spec_accept_length after the cache fills"

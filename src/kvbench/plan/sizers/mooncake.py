@@ -10,7 +10,12 @@ from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
 from kvbench.units import GB, MB
 
 LOCAL_BUFFER_BYTES = 4 * GB  # the InferenceX launchers' local_buffer_size
+# mooncake_master flags of the InferenceX launchers (dsv4_fp4_b300_vllm_mtp.sh,
+# minimaxm3_fp8_h100_mtp.sh): evict 10% of the objects once 80% of the store is used.
 EVICTION_HIGH_WATERMARK = 0.80
+EVICTION_RATIO = 0.10
+# The plan's key for the master's settings (not a file: the engine adapter starts the master).
+MASTER_KEY = "mooncake-master"
 
 
 class MooncakeSizer:
@@ -30,16 +35,24 @@ class MooncakeSizer:
         explicit = ctx.explicit_knob(MB)
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes // MB, explicit=explicit,
                        pin_policy="exact",
-                       describe=lambda mb: f"global_segment_size {mb * MB / GB:.2f} GB per rank")
+                       describe=lambda mb: f"global_segment_size {mb * MB / GB:.2f} GB per rank",
+                       zero_means="a Mooncake global_segment_size of 0 mounts no memory into the "
+                       "store, so every put fails for lack of space")
         segment = fit.pools[0].bytes_per_rank
+        # Embedded mode: each vLLM worker mounts its segment into the store run by the
+        # job's mooncake_master; the adapter adds master_server_address once the port is known.
         config = {
+            "mode": "embedded",
             "local_hostname": "127.0.0.1",
             "metadata_server": "P2PHANDSHAKE",
             "protocol": "rdma",
+            "device_name": "",
             "global_segment_size": segment,
             "local_buffer_size": LOCAL_BUFFER_BYTES,
-            "eviction_high_watermark_ratio": EVICTION_HIGH_WATERMARK,
+            "enable_offload": False,
         }
+        master = {"eviction_high_watermark_ratio": EVICTION_HIGH_WATERMARK,
+                  "eviction_ratio": EVICTION_RATIO}
         connector = {"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_both",
                      "kv_connector_extra_config": {"load_async": True}}
         usable = int(segment * EVICTION_HIGH_WATERMARK)
@@ -48,7 +61,7 @@ class MooncakeSizer:
             host_kv_tokens=usable // max(1, ctx.kv_bytes_per_token),
             engine_args=["--kv-transfer-config", json.dumps(connector)],
             engine_env={"PYTHONHASHSEED": "0", "MOONCAKE_CONFIG_PATH": "mooncake.json"},
-            engine_config={"mooncake.json": config},
+            engine_config={"mooncake.json": config, MASTER_KEY: master},
             errors=list(fit.errors),
             arithmetic=[*fit.arithmetic,
                         f"usable before eviction: {EVICTION_HIGH_WATERMARK:.0%} of the segment = "

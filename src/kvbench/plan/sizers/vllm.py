@@ -18,6 +18,8 @@ How the pool is pinned decides the footprint:
 
 from __future__ import annotations
 
+import math
+
 from kvbench.plan.footprint import pinned_bytes
 from kvbench.plan.plan import HostPool
 from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
@@ -48,7 +50,9 @@ class VllmOffloadSizer:
         block_bytes = max(1, ctx.page_size_tokens * ctx.kv_bytes_per_token)
 
         def pools_of(centi: int) -> list[HostPool]:
-            per_rank = int(centi * CENTI_GIB) // world
+            # vLLM parses the flag as a float and pins cpu_bytes_to_use = size * 2^30 over
+            # the engine's ranks (config/vllm.py _post_init_kv_transfer_config): round up
+            per_rank = math.ceil(float(f"{centi / 100:.2f}") * (1 << 30) / world)
             note = f"{centi / 100:.2f} GiB engine total / {world} rank(s)"
             if per_tensor and per_rank:
                 tensor_bytes = per_rank // block_bytes * (block_bytes // tensors)
@@ -63,7 +67,11 @@ class VllmOffloadSizer:
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes * world // int(CENTI_GIB) + 1,
                        explicit=explicit, pin_policy="exact",
                        describe=lambda c: f"--kv-offloading-size {c / 100:.2f} GiB "
-                       f"({c * CENTI_GIB / world / GB:.2f} GB per rank)")
+                       f"({c * CENTI_GIB / world / GB:.2f} GB per rank)",
+                       zero_means="vLLM turns --kv-offloading-size 0 into cpu_bytes_to_use 0, "
+                       "which its CPU offloading spec rejects at start-up ('cpu_bytes_to_use "
+                       "must be specified', vllm/v1/kv_offload/cpu/spec.py); run the row "
+                       "GPU-resident (kv-offloading: none) instead")
         centi = fit.value if fit.value is not None else (explicit or 0)
         per_rank = fit.pools[0].bytes_per_rank
         usable = int(centi * CENTI_GIB) // world  # what holds KV; the rest is rounding
