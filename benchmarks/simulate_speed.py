@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from kvbench.sim.engine import EngineConfig
+from kvbench.sim.engine_profile import load_engine_profile
 from kvbench.sim.simulate import SimSetup, run
 from kvbench.sim.sizing import gpu_tier_tokens, resolve_costs
 from kvbench.sim.trace import load_traces
@@ -54,9 +55,11 @@ def main() -> None:
     n = sum(t.num_requests for t in traces)
     print(f"trace: {args.trace.name}, {n:,} requests, loaded in {time.perf_counter() - t0:.2f} s")
     costs = resolve_costs("reference-8b", "h200", engine=args.engine_profile)
+    profile = load_engine_profile(args.engine_profile)
     gpu = gpu_tier_tokens(costs, "h200")
     arms = {"resident": 0, "offload": 4 * gpu}
-    print(f"cost model: {costs.label}, {costs.engine} engine; gpu tier {gpu:,} tokens; "
+    print(f"cost model: {costs.label}, {costs.engine} engine ({profile.kv_manager} KV manager); "
+          f"gpu tier {gpu:,} tokens; "
           f"offload host tier {4 * gpu:,}")
     print(f"{'arm':<10}{'mode':<7}{'wall s':>9}{'cpu s':>9}{'req/s wall':>13}{'req/s cpu':>12}"
           f"{'hit rate':>10}")
@@ -64,7 +67,9 @@ def main() -> None:
         hits = {}
         medians = {}
         for mode, ff in (("event", True), ("step", False)):
-            setup = SimSetup(gpu, host, engine=EngineConfig(fast_forward=ff))
+            setup = SimSetup(gpu, host, engine=EngineConfig(
+                fast_forward=ff, kv_manager=profile.kv_manager,
+                block_tokens=int(profile.block_tokens.value)))
             runs = [measure(traces, costs, setup)
                     for _ in range(args.repeat if ff else max(1, args.repeat // 3))]
             wall = statistics.median(r[0] for r in runs)
@@ -74,7 +79,12 @@ def main() -> None:
             medians[mode] = wall
             print(f"{arm:<10}{mode:<7}{wall:>9.3f}{cpu:>9.3f}{n / wall:>13,.0f}{n / cpu:>12,.0f}"
                   f"{summary['hit_rate']['total']:>10.1%}")
-        assert hits["event"] == hits["step"], hits
+        if profile.kv_manager == "radix":
+            assert hits["event"] == hits["step"], hits
+        else:  # vLLM's scheduling reacts to step times, which the closed form sums in a
+            # different floating-point order: a few blocks' worth may differ
+            diff = abs(hits["event"]["total"] - hits["step"]["total"])
+            assert diff <= 1e-3 * max(1, hits["step"]["total"]), hits
         print(f"{arm:<10}speed-up of event over step (wall): "
               f"{medians['step'] / medians['event']:.1f}x")
 

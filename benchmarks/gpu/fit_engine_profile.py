@@ -46,13 +46,14 @@ def _body_costs(model: str, hardware: str, engine: str):
 
 
 def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-measured",
-        engine: str = "transformers") -> dict[str, float]:
+        engine: str = "transformers", fit_prompts: tuple[int, ...] = FIT_PROMPTS,
+        attention_prompt: int = ATTENTION_PROMPT) -> dict[str, float]:
     """step_overhead_s, per_sequence_overhead_s, prefill_overhead_s (seconds) and
     attention_efficiency (a fraction)."""
     body = _body_costs(model, hardware, engine)
     point = {(p["prompt_tokens"], p["concurrency"]): p for p in probe}
     steps, per_seq, prefill = [], [], []
-    for n in FIT_PROMPTS:
+    for n in fit_prompts:
         one, four = point[(n, 1)], point[(n, 4)]
         ctx = one["server_prompt_tokens_p50"] + 16  # mid-way through 32 output tokens
         t1 = one["tpot_ms_p50"] / 1e3 - body.decode_step_s(1, ctx)
@@ -67,7 +68,7 @@ def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-m
                  "per_sequence_overhead_s": statistics.fmean(per_seq),
                  "prefill_overhead_s": statistics.fmean(prefill)}
     costs = replace(body, **overheads)
-    long = [point[(ATTENTION_PROMPT, 1)]]
+    long = [point[(attention_prompt, 1)]]
     with_attention = replay_probe(long, costs)[0]["ttft_ms"]["predicted"]
     without = replay_probe(long, replace(
         costs, attention_flops_per_token_per_context_token_per_rank=0.0))[0]["ttft_ms"]
@@ -86,7 +87,8 @@ def fitted_costs(fitted: dict[str, float], model: str = "Qwen/Qwen3-8B",
                        / fitted["attention_efficiency"]))
 
 
-def replay_probe(probe: list[dict], costs) -> list[dict]:
+def replay_probe(probe: list[dict], costs, fit_prompts: tuple[int, ...] = FIT_PROMPTS,
+                 attention_prompt: int = ATTENTION_PROMPT) -> list[dict]:
     """Each probe point through the simulator: distinct random prompts (no prefix reuse),
     `requests` requests of 32 output tokens, closed loop at the point's concurrency."""
     rows = []
@@ -107,8 +109,8 @@ def replay_probe(probe: list[dict], costs) -> list[dict]:
         rows.append({"prompt_tokens": p["prompt_tokens"], "concurrency": c,
                      "ttft_ms": {"measured": p["ttft_ms_p50"], "predicted": ttft},
                      "tpot_ms": {"measured": p["tpot_ms_p50"], "predicted": tpot},
-                     "fit_point": p["prompt_tokens"] in FIT_PROMPTS or (
-                         p["prompt_tokens"] == ATTENTION_PROMPT and c == 1)})
+                     "fit_point": p["prompt_tokens"] in fit_prompts or (
+                         p["prompt_tokens"] == attention_prompt and c == 1)})
     return rows
 
 
@@ -120,11 +122,17 @@ def main() -> None:
     ap.add_argument("--engine", default="transformers",
                     help="engine profile whose attention mode and efficiency the fit assumes")
     ap.add_argument("--out", type=Path, help="write the fit and the probe replay as JSON")
+    ap.add_argument("--fit-prompts", type=int, nargs="+", default=list(FIT_PROMPTS),
+                    help="short prompt lengths of the overhead fit (probe points at conc 1, 4)")
+    ap.add_argument("--attention-prompt", type=int, default=ATTENTION_PROMPT,
+                    help="the long prompt (conc 1) that fits the attention efficiency")
     a = ap.parse_args()
     probe = json.loads(a.probe.read_text())
-    fitted = fit(probe, a.model, a.hardware, a.engine)
+    fitted = fit(probe, a.model, a.hardware, a.engine, tuple(a.fit_prompts),
+                 a.attention_prompt)
     print("fitted (overheads in s):", {k: round(v, 4) for k, v in fitted.items()})
-    rows = replay_probe(probe, fitted_costs(fitted, a.model, a.hardware, a.engine))
+    rows = replay_probe(probe, fitted_costs(fitted, a.model, a.hardware, a.engine),
+                        tuple(a.fit_prompts), a.attention_prompt)
     print("prompt conc  TTFT meas  pred   TPOT meas  pred  (ms; * = fit point)")
     for r in rows:
         print(f"{r['prompt_tokens']:6d} {r['concurrency']:4d} {r['ttft_ms']['measured']:9.0f} "

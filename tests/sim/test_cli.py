@@ -173,3 +173,40 @@ def test_simulate_unknown_engine_profile_names_the_known_ones(small_trace, capsy
         main(["simulate", "--trace", str(small_trace), "--engine-profile", "tgi"])
     assert exc.value.code != 0
     assert "sglang, transformers, vllm" in capsys.readouterr().err
+
+
+def _jobs(capsys, trace, key: str, *filters: str) -> list[dict]:
+    from conftest import INFERENCEX
+
+    main(["simulate-jobs", "--config-files", str(INFERENCEX / "nvidia-master.yaml"),
+          "--runner-config", str(INFERENCEX / "runners.yaml"), "--workers", "1",
+          "--config-keys", key, *filters, "--max-jobs", "1000", "--trace", str(trace),
+          "--format", "json"])
+    entries = json.loads(capsys.readouterr().out)
+    assert entries and {e["config-key"] for e in entries} == {key}
+    return entries
+
+
+def test_simulate_jobs_models_every_row_kind_or_says_why(capsys, claude_code_paths):
+    """A disaggregated multi-node row (prefill and decode workers), a DP-attention row (one
+    rank per GPU behind its router) and a row whose plan leaves no GPU KV: each gets an
+    entry, the last with its reason."""
+    trace = claude_code_paths[0]
+    disagg = _jobs(capsys, trace, "minimaxm3-fp4-gb300-dynamo-vllm-agentic-mtp-disagg",
+                   "--max-conc", "24")
+    for e in disagg:
+        s = e["arms"]["resident"]
+        assert e["multinode"] and s["setup"]["disagg"]["decode_ranks"] == e["decode-ranks"]
+        assert s["kv_transfer_tokens"] > 0 and s["requests"] > 0
+        assert s["setup"]["kv_manager"] == "vllm_blocks"  # dynamo-vllm runs vLLM's manager
+    dp = _jobs(capsys, trace, "dsv4-fp4-b200-sglang-agentic-hicache-mtp", "--max-conc", "32")
+    dpa = [e for e in dp if "dpa" in e["exp-name"] or e["ranks"] > 1]
+    assert dpa
+    for e in dpa:
+        s = e["arms"]["resident"]
+        assert e["ranks"] == 8 and s["setup"]["dp"] == 8 and len(s["ranks"]) == 8
+        assert s["setup"]["router"] == e["router"]
+        assert sum(r["requests"] for r in s["ranks"]) == s["requests"]
+    refused = _jobs(capsys, trace, "kimik3-fp4-gb200-dynamo-vllm-agentic", "--min-conc", "384",
+                    "--max-conc", "384")
+    assert any("0 GPU KV tokens per rank" in e.get("skipped", "") for e in refused)

@@ -34,6 +34,23 @@ VerifyOpt = Annotated[int, typer.Option(
     help="Speculative decoding: tokens verified per step (drafts + 1).")]
 GpuTokensOpt = Annotated[str | None, typer.Option(
     help="Device KV pool tokens per rank, or 'inf'; default: from HBM and weights.")]
+# The replay's workload bounds (`kvbench replay`, kvbench.workload.bounds): same names, same
+# meaning, so one command line describes a replay and a simulation of the same requests.
+DurationOpt = Annotated[float | None, typer.Option(
+    help="Closed loop: seconds (simulated) to keep sending, as replay --duration.")]
+MaxRequestsOpt = Annotated[int | None, typer.Option(
+    help="Closed loop: profiled requests to send, as replay --max-requests.")]
+WarmupOpt = Annotated[int, typer.Option(help="Closed loop: first requests excluded.")]
+MaxTokensCapOpt = Annotated[int | None, typer.Option(help="Cap on output tokens per request.")]
+ThinkCapOpt = Annotated[float, typer.Option(help="Closed loop: longest think time, s.")]
+ThinkScaleOpt = Annotated[float, typer.Option(help="Closed loop: think times times this.")]
+StartOpt = Annotated[str, typer.Option(
+    help="beginning | sampled (a lane's first session starts at a random turn).")]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the sampled start and synthetic sessions.")]
+BlockTokensOpt = Annotated[int | None, typer.Option(
+    help="Tokens per hash block instead of the trace's (scales prompts).")]
+MaxInputOpt = Annotated[int | None, typer.Option(help="Turns with more input tokens are skipped.")]
+SessionsOpt = Annotated[int, typer.Option(help="Synthetic sessions (--trace synthetic).")]
 
 
 
@@ -69,6 +86,52 @@ def _host_tokens(tokens: int | None, gb: float | None, costs) -> int:
             raise SimError(f"--host-tokens must be >= 0, got {tokens}")
         return tokens
     return host_tier_tokens(costs, gb) if gb is not None else 0
+
+
+def _engine_config(profile: str | None, block_tokens: int | None = None, **kw):
+    """The engine's scheduler settings, with the KV manager its profile names (and its block
+    size unless the plan gives one)."""
+    from kvbench.sim.engine import EngineConfig
+    from kvbench.sim.engine_profile import load_engine_profile
+
+    p = load_engine_profile(profile)
+    return EngineConfig(kv_manager=p.kv_manager,
+                        block_tokens=int(block_tokens or p.block_tokens.value), **kw)
+
+
+def _bounds(concurrency: int | None, **opts):
+    """The replay's workload bounds for a closed-loop run; None for open loop (which takes
+    no bounds: every request at its trace time)."""
+    from kvbench.workload.bounds import WorkloadBounds
+
+    defaults = {"duration": None, "max_requests": None, "warmup_requests": 0,
+                "max_tokens_cap": None, "think_time_cap": 60.0, "think_time_scale": 1.0,
+                "start": "beginning", "seed": 0, "block_tokens": None, "max_input_tokens": None}
+    opts = {**defaults, **opts}
+    if concurrency is None:
+        given = [k for k, v in opts.items() if v != defaults[k]]
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise SimError(f"{flags}: workload bounds apply to closed-loop lanes",
+                           hint="drop --open-loop (session lanes, as kvbench replay)")
+        return None
+    return WorkloadBounds(
+        concurrency=concurrency, duration_s=opts["duration"], max_requests=opts["max_requests"],
+        warmup_requests=opts["warmup_requests"], max_tokens_cap=opts["max_tokens_cap"],
+        think_time_cap_s=opts["think_time_cap"], think_time_scale=opts["think_time_scale"],
+        start=opts["start"], seed=opts["seed"], block_tokens=opts["block_tokens"],
+        max_input_tokens=opts["max_input_tokens"])
+
+
+def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
+    """The replay's sessions: the workload loader, or its synthetic generator."""
+    from kvbench.workload import SyntheticSpec, generate_sessions, load_trace
+
+    if synthetic:
+        if num_sessions < 1:
+            raise SimError(f"--sessions: {num_sessions} synthetic sessions; allowed: >= 1")
+        return generate_sessions(SyntheticSpec(num_sessions=num_sessions, seed=seed))
+    return load_trace(trace)
 
 
 def _speculate(costs, accept_length: float, verify_tokens: int):
@@ -184,12 +247,28 @@ def simulate(
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
     output: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
     engine_profile: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "sglang",
+    duration: DurationOpt = None,
+    max_requests: MaxRequestsOpt = None,
+    warmup_requests: WarmupOpt = 0,
+    max_tokens_cap: MaxTokensCapOpt = None,
+    think_time_cap: ThinkCapOpt = 60.0,
+    think_time_scale: ThinkScaleOpt = 1.0,
+    start: StartOpt = "beginning",
+    seed: SeedOpt = 0,
+    block_tokens: BlockTokensOpt = None,
+    max_input_tokens: MaxInputOpt = None,
+    sessions: SessionsOpt = 64,
+    dp: Annotated[int, typer.Option(
+        help="DP-attention ranks, each with its own GPU and host tier (closed loop).")] = 1,
+    router: Annotated[str, typer.Option(
+        help="DP router: round_robin | consistent_hash | sticky.")] = "round_robin",
 ) -> None:
     """Replay traces through the simulator in virtual time; per-tier hit rates, TTFT/E2E
-    percentiles and throughput."""
+    percentiles and throughput. With --concurrency, the lanes follow the replay's workload
+    bounds (--duration, --max-requests, --max-tokens-cap, --think-time-cap, --start, ...):
+    the same requests `kvbench replay` sends with the same options."""
     from kvbench.files import write_json_atomic
-    from kvbench.sim.engine import EngineConfig
-    from kvbench.sim.simulate import SimSetup, run
+    from kvbench.sim.simulate import SimSetup, run, run_sessions
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.trace import load_traces
 
@@ -197,21 +276,33 @@ def simulate(
         raise SimError(f"--format: {output_format!r} is not one of json, table")
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
-    traces = load_traces(trace)
+    concurrency = _loop_mode(concurrency, open_loop, arrival_scale)
+    bounds = _bounds(concurrency, duration=duration, max_requests=max_requests,
+                     warmup_requests=warmup_requests, max_tokens_cap=max_tokens_cap,
+                     think_time_cap=think_time_cap, think_time_scale=think_time_scale,
+                     start=start, seed=seed, block_tokens=block_tokens,
+                     max_input_tokens=max_input_tokens)
+    synthetic = [str(p) for p in trace] == ["synthetic"]
+    if synthetic and bounds is None:
+        raise SimError("--trace synthetic needs closed-loop lanes, not --open-loop")
+    traces = [] if bounds is not None else load_traces(trace)
+    workload = None if bounds is None else _sessions(trace, synthetic, sessions, seed)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
-    engine = EngineConfig(max_running_requests=max_running_requests,
-                          chunked_prefill_tokens=chunked_prefill_tokens)
-    concurrency = _loop_mode(concurrency, open_loop, arrival_scale)
+    engine = _engine_config(engine_profile, max_running_requests=max_running_requests,
+                            chunked_prefill_tokens=chunked_prefill_tokens)
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
-    results = {
-        name: run(traces, costs, SimSetup(gpu, h, _policy(write_policy), concurrency, engine,
-                                          arrival_scale))
-        for name, h in arms.items()
-    }
+    if dp != 1 and bounds is None:
+        raise SimError("--dp: DP-attention ranks need closed-loop lanes, not --open-loop")
+    results = {}
+    for name, h in arms.items():
+        setup = SimSetup(gpu, h, _policy(write_policy), concurrency, engine, arrival_scale,
+                         dp=dp, router=router)
+        results[name] = (run(traces, costs, setup) if workload is None
+                         else run_sessions(workload, costs, setup, bounds))
     if concurrency is None:
         for summary in results.values():
             _judge_open_loop(summary, traces, arrival_scale)
@@ -223,7 +314,8 @@ def simulate(
     else:
         from kvbench.sim.table import print_arms
 
-        print_arms(results, [t.name for t in traces])
+        names = [t.name for t in traces] or [str(p) for p in trace]
+        print_arms(results, names)
 
 
 def _progress(jobs: list):
@@ -288,6 +380,12 @@ def simulate_jobs(
     write_policy: Annotated[str, typer.Option(
         help="write_through | write_through_selective | write_back")] = "write_through",
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
+    duration: DurationOpt = None,
+    max_requests: MaxRequestsOpt = None,
+    max_tokens_cap: MaxTokensCapOpt = None,
+    think_time_cap: ThinkCapOpt = 60.0,
+    workers: Annotated[int, typer.Option(
+        help="Processes to spread the jobs over; 0 = one per available core.")] = 0,
     prune: Annotated[bool, typer.Option(
         "--prune", help="Print the CI matrix (github-matrix) of only the rows whose predicted "
         "offload benefit is within --noise or above --threshold.")] = False,
@@ -296,14 +394,13 @@ def simulate_jobs(
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
-    and with the planned host tier, side by side."""
+    and with the planned host tier, side by side. DP-attention rows run one rank per
+    attention group behind the job's router; multi-node rows run their prefill and decode
+    workers; a row that cannot be modelled is listed with the reason."""
+    from kvbench.cli import sim_jobs
     from kvbench.matrix import select_jobs
-    from kvbench.plan import plan_job
-    from kvbench.sim.engine_profile import engine_profile_for as _engine_of
-    from kvbench.sim.simulate import SimSetup, run
-    from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.table import print_jobs
-    from kvbench.sim.trace import load_traces
+    from kvbench.workload import load_trace
 
     if prune:
         from kvbench.cli.capacity import predict_matrix
@@ -313,39 +410,24 @@ def simulate_jobs(
         return
     if output_format not in ("json", "table"):
         raise SimError(f"--format: {output_format!r} is not one of json, table")
-    traces = load_traces(trace)
-    jobs = [j for j in select_jobs(selection) if not j.is_multinode]
+    if workers < 0:
+        raise SimError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
+    policy = _policy(write_policy)
+    load_trace(trace)  # bad input fails here, once, before any worker starts
+    _bounds(1, duration=duration, max_requests=max_requests, max_tokens_cap=max_tokens_cap,
+            think_time_cap=think_time_cap)  # and bad bounds
+    jobs = select_jobs(selection)
     if not jobs:
-        raise SimError("no single-node job matches the selection",
-                       hint="check --config-files and the filters (multi-node rows are skipped)")
+        raise SimError("no job matches the selection",
+                       hint="check --config-files and the filters")
     if max_jobs is not None and max_jobs < len(jobs):
         print(f"simulating {max_jobs} of the {len(jobs)} selected jobs (--max-jobs)",
               file=sys.stderr)
         jobs = jobs[:max_jobs]
-    out = []
-    for job in _progress(jobs):
-        plan = plan_job(job)
-        entry = {"id": job.short_id, "hw": plan.hardware,
-                 "exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
-                 "engine-profile": _engine_of(job.framework) or "sglang",
-                 "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
-                 "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)}
-        if plan.errors or not plan.within_budget:
-            out.append(entry)
-            continue
-        costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
-                              kv_dtype=plan.kv_dtype,
-                              dp_attention=bool(job.row.get("dp-attn", False)),
-                              engine=_engine_of(job.framework))
-        arms = {"resident": 0}
-        if plan.host_kv_tokens:
-            arms["offload"] = plan.host_kv_tokens
-        entry["arms"] = {
-            name: run(traces, costs, SimSetup(plan.gpu_kv_tokens, host, _policy(write_policy),
-                                              job.conc))
-            for name, host in arms.items()
-        }
-        out.append(entry)
+    bounds = {"duration_s": duration, "max_requests": max_requests,
+              "max_tokens_cap": max_tokens_cap, "think_time_cap_s": think_time_cap}
+    out = sim_jobs.simulate_jobs(jobs, list(trace), bounds, policy,
+                                 workers or sim_jobs.default_workers())
     if output_format == "json":
         print(json.dumps(out, indent=1))
     else:

@@ -77,6 +77,9 @@ class HardwareProfile(BaseModel):
     host_to_device_bytes_per_s: Sourced
     device_to_host_bytes_per_s: Sourced
     host_link: str
+    # Scale-out network per GPU and direction (the RDMA NIC each GPU sends through): what
+    # disaggregated prefill moves KV over to the decode workers. None: not stated.
+    kv_transfer_bytes_per_s: Sourced | None = None
     gpus_per_node: int
     host_dram_bytes_per_node: Sourced
     # Fractions of the peak that real kernels reach; measured profiles set them to 1.0
@@ -115,6 +118,12 @@ class HardwareProfile(BaseModel):
     @property
     def hbm_bandwidth(self) -> float:
         return self.hbm_bandwidth_bytes_per_s.value * self.achievable_hbm_fraction
+
+    @property
+    def kv_transfer_bandwidth(self) -> float | None:
+        """Effective prefill -> decode KV bandwidth per GPU (the link fraction applies)."""
+        v = self.kv_transfer_bytes_per_s
+        return None if v is None else v.value * self.achievable_link_fraction
 
     @property
     def h2d_bandwidth(self) -> float:

@@ -98,6 +98,10 @@ class ModelProfile(BaseModel):
     linear: LinearSpec | None = None
     compressed: CompressedSpec | None = None
     mtp_layers: int = Field(0, description="MTP/NEXTN draft layers shipped with the checkpoint")
+    # Mixture of experts (0 = dense): routed experts per MoE layer and how many each token
+    # picks; the simulator reads only the experts a decode batch touches.
+    num_experts: int = Field(0, ge=0, description="routed experts per MoE layer")
+    experts_per_token: int = Field(0, ge=0, description="routed experts each token picks")
     kv_dtype: dict[str, str] = Field(
         default_factory=lambda: {"default": "bf16"},
         description="KV store dtype engines pick by checkpoint precision ('default' otherwise)",
@@ -133,6 +137,14 @@ class ModelProfile(BaseModel):
         return self
 
     # -- derived -------------------------------------------------------------------------
+    def routed_expert_params(self) -> int:
+        """Parameters of all routed experts: (total - active) is (E - k) experts' worth, so
+        one expert is (total - active) / (E - k); 0 for a dense model."""
+        e, k = self.num_experts, self.experts_per_token
+        if not e or not 0 < k < e:
+            return 0
+        return int((self.total_params - self.active_params) * e / (e - k))
+
     @property
     def attention_kind(self) -> str:
         if self.compressed is not None:

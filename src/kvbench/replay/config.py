@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.synthetic import SyntheticSpec
 
 
@@ -60,6 +61,17 @@ class ReplayConfig(BaseModel):
         if self.trace is not None and not self.trace:
             raise ValueError("trace is an empty list of paths")
         return self
+
+    @property
+    def bounds(self) -> WorkloadBounds:
+        """Which requests this run sends (shared with `kvbench simulate`)."""
+        return WorkloadBounds(
+            concurrency=self.concurrency, duration_s=self.duration_s,
+            max_requests=self.max_requests, warmup_requests=self.warmup_requests,
+            max_tokens_cap=self.max_tokens_cap, think_time_cap_s=self.think_time_cap_s,
+            think_time_scale=self.think_time_scale, start=self.start, seed=self.seed,
+            block_tokens=self.block_tokens, max_input_tokens=self.max_input_tokens,
+            grace_s=self.grace_s)
 
     @property
     def path(self) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
 from kvbench.replay.ideal import IdealCache
 from kvbench.replay.request import RequestFactory, build_record
+from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
 from kvbench.workload.prompt import PromptBuilder
 from kvbench.workload.session import Session, Turn
 
@@ -68,32 +68,6 @@ class Counters:
                 "reopened_idle": self.reopened_idle}
 
 
-class SessionPool:
-    """Hands sessions to lanes in order, cycling when recycling is on."""
-
-    def __init__(self, sessions: list[Session], recycle: bool, start: str, seed: int) -> None:
-        self.sessions = sessions
-        self.recycle = recycle
-        self.sampled = start == "sampled"
-        self.rng = random.Random(seed)
-        self.next_index = 0
-        self.started_lanes: set[int] = set()
-
-    def take(self, lane: int) -> tuple[Session, int, int] | None:
-        """(session, pass number, first profiled turn) or None when every session is used."""
-        i = self.next_index
-        if i >= len(self.sessions) and not self.recycle:
-            return None
-        self.next_index += 1
-        session = self.sessions[i % len(self.sessions)]
-        start = 0
-        if self.sampled and lane not in self.started_lanes:
-            # a lane's first session starts at a random position, as if the run had been going
-            start = self.rng.randrange(session.num_turns)
-        self.started_lanes.add(lane)
-        return session, i // len(self.sessions), start
-
-
 class Lanes:
     def __init__(self, cfg: ReplayConfig, ep: Endpoint, pool: SessionPool, prompts: PromptBuilder,
                  write: Callable[[dict], None], counters: Counters) -> None:
@@ -105,6 +79,7 @@ class Lanes:
         self.c = counters
         self.factory = RequestFactory(cfg, ep)
         self.digest = Digest(chat=self.factory.chat, keep_text=cfg.keep_text)
+        self.bounds = cfg.bounds
         self.ideal = IdealCache()  # the ceiling any cache could reach on what this run sends
         self.deadline_ns: int | None = None
         self.stopping = False
@@ -116,19 +91,10 @@ class Lanes:
         if self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns:
             self.stopping = True
             return False
-        cap = self.cfg.max_requests
-        if not warm and cap is not None and self.c.profiled_sent >= cap:
+        if not warm and self.bounds.request_cap_reached(self.c.profiled_sent):
             self.stopping = True
             return False
         return True
-
-    def _scaled(self, turn: Turn) -> Turn:
-        bt = self.cfg.block_tokens
-        if bt is None or bt == turn.block_tokens:
-            return turn
-        n_in = max(1, round(turn.input_tokens * bt / turn.block_tokens))
-        return Turn(n_in, turn.output_tokens, turn.hash_ids, bt, turn.think_time_s,
-                    turn.api_time_s, turn.t_s, turn.agent)
 
     async def run_lane(self, lane: int) -> None:
         conn: Connection | None = None
@@ -144,28 +110,26 @@ class Lanes:
 
     async def _replay_session(self, lane: int, session: Session, pass_no: int, start: int,
                               conn: Connection | None) -> Connection | None:
-        cfg = self.cfg
-        namespace = session.namespace if pass_no == 0 else f"{session.namespace}#{pass_no}"
-        key = f"{session.session_id}#{pass_no}" if pass_no else session.session_id
+        cfg, bounds = self.cfg, self.bounds
+        namespace, key = pass_namespace(session, pass_no), pass_key(session, pass_no)
         prev_end: int | None = None
         for k, raw_turn in enumerate(session.turns):
-            turn = self._scaled(raw_turn)
-            if cfg.max_input_tokens is not None and turn.input_tokens > cfg.max_input_tokens:
+            turn = bounds.shaped(raw_turn)
+            if turn is None:
                 continue
             warm_turn = k < start
             # A session's first turn has no schedule to be late against: only turns that follow
             # a predecessor by a think time carry a target, so lateness measures the client.
             target: int | None = None
             if prev_end is not None and not warm_turn:
-                think = min(turn.think_time_s * cfg.think_time_scale, cfg.think_time_cap_s)
-                think /= cfg.time_scale
+                think = bounds.think_s(turn) / cfg.time_scale
                 target = prev_end + int(think * 1e9)
                 wait = (target - perf_counter_ns()) / 1e9
                 if self.deadline_ns is not None:
                     wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
                 if wait > 0:
                     await asyncio.sleep(wait)
-            is_warmup = warm_turn or self.c.sent < cfg.warmup_requests
+            is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
             if not self._may_send(is_warmup):
                 return conn
             conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
@@ -180,9 +144,7 @@ class Lanes:
         self.c.sent += 1
         if not is_warmup:
             self.c.profiled_sent += 1
-        max_tokens = turn.output_tokens
-        if cfg.max_tokens_cap is not None:
-            max_tokens = min(max_tokens, cfg.max_tokens_cap)
+        max_tokens = self.bounds.max_tokens(turn)
         missing = self.prompts.missing(turn, namespace)
         for i in range(0, len(missing), WARM_SLICE_BLOCKS):
             # render first-seen blocks in slices, yielding between them: a new 100K-token

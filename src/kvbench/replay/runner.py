@@ -15,11 +15,12 @@ from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
 from kvbench.replay.http import Endpoint
-from kvbench.replay.lanes import Counters, Lanes, SessionPool
+from kvbench.replay.lanes import Counters, Lanes
 from kvbench.replay.stats import summarize
 from kvbench.workload import (
     PromptBuilder,
     Session,
+    SessionPool,
     SyntheticSpec,
     Vocabulary,
     generate_sessions,
@@ -51,8 +52,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     marker = cfg.run_marker or secrets.token_hex(8)
     vocab = Vocabulary(cfg.tokenizer, token_ids=token_ids)
     prompts = PromptBuilder(vocab, marker, token_ids=token_ids)
-    bounded = cfg.duration_s is not None or cfg.max_requests is not None
-    pool = SessionPool(sessions, recycle=bounded, start=cfg.start, seed=cfg.seed)
+    pool = SessionPool.for_bounds(sessions, cfg.bounds)
 
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)

@@ -62,6 +62,10 @@ class TieredCache:
         # What the last refused admission needed: until something else is admitted, the same
         # request needs the same again, and cannot fit while need + pinned > capacity.
         self.refused_need = 0
+        # The host link (link.HostLink), set by the engine: asynchronous backups queue on
+        # its D2H direction, write-back copies wait behind them. None: an idle link.
+        self.link = None
+        self.sync_until_s = 0.0  # when this step's write-back copies end (with a link)
 
     # -- queries ---------------------------------------------------------------------------
     def match_tokens(self, keys: Sequence[Hashable]) -> tuple[int, int]:
@@ -232,10 +236,15 @@ class TieredCache:
         freed = dropped = 0
         lru, host_lru = self.device_lru, self.host_lru
         write_back = self.write_policy == "write_back" and self.host_capacity > 0
+        now = self.link.now_s if self.link is not None else 0.0
         while freed < want and lru:
             n = lru.popitem(last=False)[0]
             n.device = False
             freed += n.tokens
+            if n.host and n.ready_s > now:  # its backup is still queued on the link
+                n.host = False
+                self.host_used -= n.tokens
+                self.counters.backup_late_tokens += n.tokens
             if n.host or (write_back and self._backup(n, sync=True)):
                 host_lru[n] = None
             elif write_back:  # host-only descendants (backed up first) go with it
@@ -262,10 +271,15 @@ class TieredCache:
             return False
         n.host = True
         self.host_used += n.tokens
+        link = self.link
         if sync:
             self.counters.sync_backup_tokens += n.tokens
+            if link is not None:
+                self.sync_until_s = link.async_d2h(n.tokens)
         else:
             self.counters.backup_tokens += n.tokens
+            if link is not None:
+                n.ready_s = link.async_d2h(n.tokens)
         return True
 
     def _evict_host(self, want: int) -> int:

@@ -53,6 +53,12 @@ class CostModel:
     per_sequence_overhead_s: float = 0.0
     attention: str = "per_request"
     engine: str = "sglang"
+    # Mixture of experts: the routed experts' share of weight_bytes_per_rank, the routed
+    # experts per layer and the experts each token picks. A step reads the shared weights
+    # (attention, shared experts, embeddings) and only the experts its tokens touch.
+    expert_bytes_per_rank: float = 0.0
+    num_experts: int = 0
+    experts_per_token: int = 0
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_MODES:
@@ -61,11 +67,30 @@ class CostModel:
         for name in ("flops_per_s", "hbm_bytes_per_s", "h2d_bytes_per_s", "d2h_bytes_per_s"):
             if not getattr(self, name) > 0:
                 raise SimError(f"cost model {name} must be > 0, got {getattr(self, name)!r}")
+        if self.expert_bytes_per_rank and not (
+                0 < self.experts_per_token <= self.num_experts
+                and self.expert_bytes_per_rank <= self.weight_bytes_per_rank):
+            raise SimError(
+                f"cost model experts: {self.experts_per_token} of {self.num_experts} experts "
+                f"({self.expert_bytes_per_rank:.3g} of {self.weight_bytes_per_rank:.3g} B); "
+                "allowed: 0 < experts_per_token <= num_experts, expert bytes <= weight bytes")
         if not 1.0 <= self.accept_length <= max(1, self.verify_tokens):
             raise SimError(
                 f"accept_length must be in [1, verify_tokens={self.verify_tokens}], "
                 f"got {self.accept_length}"
             )
+
+    # -- weights -------------------------------------------------------------------------
+    def weight_bytes_read(self, tokens: float) -> float:
+        """Weight bytes one rank reads in a step of `tokens` tokens. With E routed experts
+        and top-k routing (uniform, independent), an expert escapes all T tokens with
+        probability (1 - k/E)^T, so E (1 - (1 - k/E)^T) experts are expected to be read;
+        under EP each rank holds E/ep of them and reads its share, under TP a 1/tp slice of
+        each: either way that fraction of the rank's expert bytes."""
+        if not self.expert_bytes_per_rank:
+            return self.weight_bytes_per_rank
+        touched = 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** max(tokens, 1.0)
+        return self.weight_bytes_per_rank - self.expert_bytes_per_rank * (1.0 - touched)
 
     # -- prefill ---------------------------------------------------------------------------
     def prefill_flops(self, new_tokens: int, context_tokens: int) -> float:
@@ -81,7 +106,7 @@ class CostModel:
         """A decode step's time as two lines in the batch's total context C:
         memory = a_mem + b_mem * C and compute = a_cmp + b_cmp * C (seconds)."""
         per_step = self.verify_tokens
-        a_mem = self.weight_bytes_per_rank / self.hbm_bytes_per_s
+        a_mem = self.weight_bytes_read(per_step * batch) / self.hbm_bytes_per_s
         b_mem = self.kv_bytes_per_token_per_rank / self.hbm_bytes_per_s
         a_cmp = per_step * batch * self.flops_per_token_per_rank / self.flops_per_s
         # per_request: each query scores its own context, so the batch's pairs are C;
@@ -136,9 +161,13 @@ class CostModel:
         decode_context: float,
         load_tokens: int = 0,
         sync_backup_tokens: int = 0,
+        load_time_s: float | None = None,
+        sync_time_s: float | None = None,
     ) -> float:
         """One forward pass over prefill chunks (new, context) and a decode batch. Load-back
-        overlaps the compute layer by layer; write-back backups on eviction do not."""
+        overlaps the compute layer by layer; write-back backups on eviction do not. The
+        transfer times default to an idle link; `link.HostLink` gives them with the queue
+        of their direction (`load_time_s`, `sync_time_s`)."""
         read_tokens = sum(c + n for n, c in prefill_chunks) + decode_context
         if self.attention == "packed_dense" and prefill_chunks:
             # One attention call over the packed batch: every query token (prefill chunks and
@@ -156,16 +185,19 @@ class CostModel:
             if decode_batch:
                 _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
                 compute += a_cmp + b_cmp * decode_context
+        step_tokens = sum(n for n, _ in prefill_chunks) + decode_batch * self.verify_tokens
         memory = (
-            self.weight_bytes_per_rank + read_tokens * self.kv_bytes_per_token_per_rank
+            self.weight_bytes_read(step_tokens) + read_tokens * self.kv_bytes_per_token_per_rank
         ) / self.hbm_bytes_per_s
-        body = max(compute, memory, self.load_s(load_tokens))
+        load = self.load_s(load_tokens) if load_time_s is None else load_time_s
+        body = max(compute, memory, load)
         if decode_batch:
             body *= 1 + self.draft_overhead_fraction
         overhead = self.decode_overhead_s(len(prefill_chunks) + decode_batch)
         if prefill_chunks:
             overhead += self.prefill_overhead_s
-        return overhead + body + self.backup_s(sync_backup_tokens)
+        sync = self.backup_s(sync_backup_tokens) if sync_time_s is None else sync_time_s
+        return overhead + body + sync
 
     # -- constructors ----------------------------------------------------------------------
     def with_speculation(self, accept_length: float, verify_tokens: int,
@@ -216,8 +248,15 @@ class CostModel:
         pools = (model.kv_pools(tp, dp_attention=dp_attention, kv_dtype=kv_dtype)
                  if hasattr(model, "kv_pools") else [])
         state_bytes = sum(p.fixed_bytes_per_request_per_rank for p in pools)
+        weight_bytes = model.weight_bytes(precision)
+        routed = model.routed_expert_params() if hasattr(model, "routed_expert_params") else 0
+        # a published checkpoint size spreads over the parameters in proportion
+        expert_bytes = weight_bytes * routed / model.total_params if routed else 0.0
         costs = cls(
-            weight_bytes_per_rank=model.weight_bytes(precision) / tp,
+            weight_bytes_per_rank=weight_bytes / tp,
+            expert_bytes_per_rank=expert_bytes / tp,
+            num_experts=getattr(model, "num_experts", 0) if routed else 0,
+            experts_per_token=getattr(model, "experts_per_token", 0) if routed else 0,
             kv_bytes_per_token_per_rank=kv_per_token,
             request_state_tokens=math.ceil(state_bytes / kv_per_token),
             flops_per_token_per_rank=model.dense_flops_per_token() / tp,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from kvbench.errors import SimError
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
+from kvbench.sim.link import HostLink
 from kvbench.sim.request import SimRequest
 
 
@@ -27,6 +28,10 @@ class EngineConfig:
     max_running_requests: int = 256
     chunked_prefill_tokens: int = 8192  # prefill token budget per step
     fast_forward: bool = True  # False: one decode step per event (streaming servers)
+    # KV manager: `radix` (SGLang's radix tree over TieredCache) or `vllm_blocks` (vLLM's
+    # block pool and scheduler, sim/vllm.py), with its block size in tokens.
+    kv_manager: str = "radix"
+    block_tokens: int = 16
 
 
 @dataclass(slots=True)
@@ -42,13 +47,17 @@ CANCELLED = "cancelled: the client went away"
 class Engine:
     def __init__(self, cache: TieredCache, costs: CostModel,
                  config: EngineConfig | None = None,
-                 on_finish: Callable[[SimRequest], None] | None = None) -> None:
+                 on_finish: Callable[[SimRequest], None] | None = None,
+                 on_arrival: Callable[[SimRequest], bool] | None = None) -> None:
         self.cache = cache
         self.costs = costs
         self.config = config or EngineConfig()
         if self.config.max_running_requests < 1 or self.config.chunked_prefill_tokens < 1:
             raise SimError("max_running_requests and chunked_prefill_tokens must be >= 1")
         self.on_finish = on_finish
+        # Called as each request arrives, in arrival order; False drops it (the closed-loop
+        # driver decides there whether a send happens, as the replay does at send time).
+        self.on_arrival = on_arrival
         self.now_s = 0.0
         self._arrivals: list[tuple[float, int, SimRequest]] = []
         self._seq = 0
@@ -64,6 +73,13 @@ class Engine:
         self._finishing: list[tuple[int, int, SimRequest]] = []
         self.completed = 0
         self.rejected = 0
+        # Decode stretches end at the caller's horizon (it comes back then). Engines run side
+        # by side (ranks.py) plan to their own next event instead: a request that another
+        # rank sends them mid-stretch cuts the stretch short (`submit`).
+        self.plan_to_horizon = True
+        # one queue per direction of the host link, shared by every transfer (link.py)
+        self.link = HostLink.for_costs(costs)
+        cache.link = self.link
 
     # -- input -----------------------------------------------------------------------------
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
@@ -71,6 +87,14 @@ class Engine:
         req.arrival_s = max(self.now_s, req.arrival_s if at_s is None else at_s)
         self._seq += 1
         heapq.heappush(self._arrivals, (req.arrival_s, self._seq, req))
+        step = self._step
+        if step is not None and step.decode_steps > 1 and not step.chunks and (
+                step.end_s > req.arrival_s):
+            # A decode stretch in flight was planned to the next arrival known then: end it
+            # at the first step boundary after this one (arrivals from another rank).
+            context = self._decode_base + self.decode_batch * self.costs.accept_length * (
+                self.decode_step)
+            self._step = self._decode_stretch(context, math.inf)
 
     def cancel(self, req: SimRequest) -> None:
         """Withdraw a request whose client went away (serve-sim): from the arrivals or the
@@ -86,16 +110,16 @@ class Engine:
             self._arrivals = [a for a in self._arrivals if a[2] is not req]
             heapq.heapify(self._arrivals)
         elif req in self._decoders:
-            self._release(req, self.now_s)
+            self._withdraw_decoder(req, self.now_s)
         else:
             return  # prefilling: _apply ends it when its prefill completes
         req.finish_s = self.now_s
 
-    def _release(self, req: SimRequest, now: float) -> None:
+    def _withdraw_decoder(self, req: SimRequest, now: float) -> None:
         del self._decoders[req]
         self.decode_batch -= 1
         self._decode_base -= req.context_tokens - self.costs.accept_length * req.decode_join_step
-        self.cache.release(req.admission)
+        self._release(req)
         self.num_running -= 1
         req.finish_s = now
 
@@ -129,7 +153,7 @@ class Engine:
                         return
                     self.now_s = self._arrivals[0][0]
                     continue
-                self._step = self._compose(horizon_s)
+                self._step = self._compose(horizon_s if self.plan_to_horizon else math.inf)
                 if self._step is None:
                     if self.num_running or not self.waiting:
                         continue
@@ -141,13 +165,17 @@ class Engine:
             self._apply(step)
 
     def _take_arrivals(self) -> None:
-        arrivals, now = self._arrivals, self.now_s
+        arrivals, now, hook = self._arrivals, self.now_s, self.on_arrival
         while arrivals and arrivals[0][0] <= now:
-            self.waiting.append(heapq.heappop(arrivals)[2])
+            req = heapq.heappop(arrivals)[2]
+            if hook is None or hook(req):
+                self.waiting.append(req)
 
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
         cfg, cache, costs = self.config, self.cache, self.costs
+        link = self.link
+        link.now_s = cache.sync_until_s = self.now_s
         budget = cfg.chunked_prefill_tokens
         chunks: list[tuple[SimRequest, int]] = []
         for req in self.prefilling:
@@ -177,12 +205,21 @@ class Engine:
             n = min(req.prefill_left, budget)
             chunks.append((req, n))
             budget -= n
+        return self._step_for(chunks, load_tokens, sync_tokens,
+                              cache.sync_until_s - self.now_s, horizon_s)
+
+    def _step_for(self, chunks: list[tuple[SimRequest, int]], load_tokens: int,
+                  sync_tokens: int, sync_time_s: float, horizon_s: float) -> _Step | None:
+        """The step of these prefill chunks (with the decode batch), or a decode stretch."""
+        costs = self.costs
         if not chunks and not self.decode_batch:
             return None
         context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
         if chunks:
             dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
-                               context, load_tokens, sync_tokens)
+                               context, load_tokens, sync_tokens,
+                               load_time_s=self.link.load_s(load_tokens),
+                               sync_time_s=sync_time_s)
             return _Step(self.now_s + dur, chunks, 1 if self.decode_batch else 0)
         return self._decode_stretch(context, horizon_s)
 
@@ -224,7 +261,7 @@ class Engine:
         req.device_hit_tokens, req.host_hit_tokens = adm_dev, adm_host
         cached = adm_dev + adm_host
         # At least one token is computed: the logits of the last prompt token.
-        req.prefill_left = max(1, req.input_tokens - cached)
+        req.prefill_left = max(1, req.input_tokens - max(cached, req.prefilled_tokens))
         req.context_tokens = req.input_tokens - req.prefill_left
         self.prefilling.append(req)
         self.num_running += 1
@@ -238,8 +275,9 @@ class Engine:
                 self._emit_decoded(now)
             fin = self._finishing
             while fin and fin[0][0] <= self.decode_step:
-                req = heapq.heappop(fin)[2]
-                if req.error != CANCELLED:  # a cancelled decoder was released already
+                _, seq, req = heapq.heappop(fin)
+                # else: preempted since (sim/vllm.py), or cancelled and released already
+                if req.finish_seq == seq and req.error != CANCELLED:
                     self._finish(req, now)
         for req, n in step.chunks:
             req.prefill_left -= n
@@ -248,18 +286,21 @@ class Engine:
                 self.prefilling.popleft()
                 if req.error == CANCELLED:  # its client left while it prefilled
                     req.finish_s = now
-                    self.cache.release(req.admission)
+                    self._release(req)
                     self.num_running -= 1
                     continue
-                req.first_s = now
-                req.emitted = 1
-                if req.sink:
-                    req.sink(req, "first", 1, now)
-                steps = self.costs.decode_steps_needed(req.output_tokens)
-                if steps == 0:
-                    self._finish(req, now)
-                else:
-                    self._join_decode(req, steps)
+                self._prefill_done(req, now)
+
+    def _prefill_done(self, req: SimRequest, now: float) -> None:
+        req.first_s = now
+        req.emitted = 1
+        if req.sink:
+            req.sink(req, "first", 1, now)
+        steps = self.costs.decode_steps_needed(req.output_tokens)
+        if steps == 0:
+            self._finish(req, now)
+        else:
+            self._join_decode(req, steps)
 
     def _join_decode(self, req: SimRequest, steps: int) -> None:
         req.decode_join_step = self.decode_step
@@ -268,6 +309,7 @@ class Engine:
         self._decode_base += req.context_tokens - self.costs.accept_length * self.decode_step
         self._decoders[req] = None
         self._seq += 1
+        req.finish_seq = self._seq
         heapq.heappush(self._finishing, (self.decode_step + steps, self._seq, req))
 
     def _emit_decoded(self, now: float) -> None:
@@ -289,13 +331,16 @@ class Engine:
             req.sink(req, "tokens", req.output_tokens - req.emitted, now)
         req.emitted = req.output_tokens
         req.finish_s = now
-        self.cache.release(req.admission)
+        self._release(req)
         self.num_running -= 1
         self.completed += 1
         if req.sink:
             req.sink(req, "finish", 0, now)
         if self.on_finish:
             self.on_finish(req)
+
+    def _release(self, req: SimRequest) -> None:
+        self.cache.release(req.admission)
 
     def _reject(self, req: SimRequest, why: str) -> None:
         req.error = why

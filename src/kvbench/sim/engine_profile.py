@@ -43,6 +43,13 @@ class EngineProfile(BaseModel):
         description="scale FLOP/s and HBM rates by the hardware profile's measured "
         "layer_efficiency (prefill, decode): true for engines that run plain torch layers")
     layer_efficiency_source: str
+    kv_manager: Literal["radix", "vllm_blocks"] = Field(
+        "radix", description="radix: SGLang's radix tree (cache.py); vllm_blocks: vLLM's block "
+        "pool, free-block queue and scheduler with preemption (blocks.py, vllm.py)")
+    block_tokens: Sourced = Field(
+        default=Sourced(value=16, source="vLLM's default block_size on CUDA"),
+        description="tokens per KV block of the vllm_blocks manager (a plan's page size "
+        "replaces it)")
 
     @field_validator("attention_efficiency")
     @classmethod

@@ -10,7 +10,7 @@ class Node:
     """A run of pages. A plain slotted class: tens of thousands are made per simulated hour."""
 
     __slots__ = ("children", "device", "hits", "host", "keys", "lock", "page", "parent",
-                 "tokens")
+                 "ready_s", "tokens")
 
     def __init__(self, keys: list, page: int, parent: Node | None) -> None:
         self.keys = keys
@@ -22,6 +22,7 @@ class Node:
         self.host = False
         self.lock = 0
         self.hits = 1
+        self.ready_s = 0.0  # when its host copy is complete (asynchronous backups)
 
 
 def common_prefix(a: list, b: Sequence, start: int) -> int:
@@ -54,3 +55,4 @@ class CacheCounters:
     host_evicted_tokens: int = 0
     dropped_tokens: int = 0  # evicted from device with no host copy
     backup_failed_tokens: int = 0  # host full of pinned copies: backup skipped
+    backup_late_tokens: int = 0  # evicted from device before its backup reached the host

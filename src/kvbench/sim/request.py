@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kvbench.sim.cache import Admission
@@ -26,12 +26,17 @@ class SimRequest:
     page_tokens: int
     session: int = 0
     sink: Sink | None = None
+    # KV of this many prompt tokens arrived computed (a decode rank after disaggregated
+    # prefill): only the rest is prefilled, and none of it counts as a cache hit
+    prefilled_tokens: int = 0
     # filled in by the engine
     admission: Admission | None = None
     prefill_left: int = 0
     context_tokens: int = 0
     decode_join_step: int = 0
     decode_steps: int = 0
+    blocks: Any = None  # vLLM block-table state (sim/vllm.py)
+    finish_seq: int = 0  # the decode-finish heap entry that is current (preemption)
     emitted: int = 0
     blocked_need: int = 0
     admit_s: float = -1.0

@@ -10,14 +10,32 @@ import gc
 import math
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvbench.errors import SimError
+from kvbench.sim.blocks import BlockPool
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
+from kvbench.sim.disagg import DisaggEngines
 from kvbench.sim.engine import Engine, EngineConfig
+from kvbench.sim.lanes import LaneDriver
+from kvbench.sim.ranks import RankedEngines
 from kvbench.sim.request import SimRequest
 from kvbench.sim.trace import Trace, TraceRequest
+from kvbench.sim.vllm import VllmEngine, vllm_pool
+from kvbench.workload.bounds import WorkloadBounds
+from kvbench.workload.session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class DisaggSetup:
+    """Decode ranks of a disaggregated job (the SimSetup's tiers and ranks are prefill's)."""
+
+    decode_ranks: int
+    decode_gpu_tokens: float
+    decode_costs: CostModel
+    transfer_bytes_per_token: float  # KV bytes one prefill rank sends per prompt token
+    transfer_bytes_per_s: float  # its NIC, per direction
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +48,12 @@ class SimSetup:
     # Open loop: trace times are multiplied by this (2.0 = half the request rate), e.g. to
     # give one simulated server its share of a trace recorded on a whole cluster.
     arrival_scale: float = 1.0
+    # DP attention: ranks, each with its own tiers of the sizes above, behind a router
+    # (ranks.ROUTERS); closed loop (run_sessions) only.
+    dp: int = 1
+    router: str = "round_robin"
+    # Prefill/decode disaggregation: `dp` prefill ranks and these decode ranks.
+    disagg: DisaggSetup | None = None
 
 
 def _to_request(rid: int, t: TraceRequest, arrival_s: float, session: int) -> SimRequest:
@@ -44,23 +68,113 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
     receives every finished request in completion order, for per-request comparisons; a
     request's `session` indexes the traces' non-empty sessions in order (one per file for
     kv-cache-tester traces)."""
-    cache = TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)
+    cache = make_cache(setup)
     done: list[SimRequest] = [] if requests is None else requests
     sessions = [s for tr in traces for s in tr.sessions if s]
+    wall_s = _timed(lambda: _drive(sessions, cache, costs, setup, done))
+    return _finish_summary(summarize(done, cache), wall_s, len(done), costs, setup)
+
+
+def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
+                 bounds: WorkloadBounds, requests: list[SimRequest] | None = None) -> dict:
+    """Closed loop over workload sessions by the replay's workload bounds (`sim/lanes.py`):
+    `bounds.concurrency` lanes (setup.concurrency is not used). Warm-up requests run but are
+    left out of the summary, as the replay leaves them out; `requests` receives every
+    finished request, warm-up included (`meta`: session_id, turn, lane, is_warmup)."""
+    done: list[SimRequest] = [] if requests is None else requests
+    caches = [make_cache(setup) for _ in range(setup.dp)]
+
+    pd = setup.disagg
+
+    def make_engine(**hooks) -> Engine:
+        ranks = iter(caches)
+        if pd is not None:
+            decode_engine = replace(setup.engine, kv_manager="radix")
+            return DisaggEngines(
+                lambda **h: engine_for(next(ranks), costs, setup, **h), setup.dp,
+                lambda **h: Engine(TieredCache(pd.decode_gpu_tokens), pd.decode_costs,
+                                   decode_engine, **h),
+                pd.decode_ranks, setup.router, pd.transfer_bytes_per_token,
+                pd.transfer_bytes_per_s, **hooks)
+        if setup.dp == 1:
+            return engine_for(caches[0], costs, setup, **hooks)
+        return RankedEngines(lambda **h: engine_for(next(ranks), costs, setup, **h),
+                             setup.dp, setup.router, **hooks)
+
+    driver = LaneDriver(sessions, bounds, make_engine, done)
+    wall_s = _timed(driver.run)
+    profiled = [r for r in done if not r.meta.get("is_warmup")]
+    summary = summarize(profiled, caches[0])
+    if setup.dp > 1:
+        summary["cache"] = _sum_caches([summarize([], c)["cache"] for c in caches])
+        summary["link"] = None
+        summary["ranks"] = [
+            {"rank": i, "requests": len(mine),
+             "hit_rate": (sr := summarize(mine, c))["hit_rate"],
+             "cached_tokens": sr["cached_tokens"], "prompt_tokens": sr["prompt_tokens"],
+             "host_used_tokens": sr["cache"]["host_used_tokens"],
+             "device_evicted_tokens": sr["cache"]["device_evicted_tokens"]}
+            for i, c in enumerate(caches)
+            for mine in [[r for r in profiled if r.meta.get("rank") == i]]]
+    summary["warmup_requests"] = len(done) - len(profiled)
+    summary["cancelled"] = driver.sent - len(done)
+    summary = _finish_summary(summary, wall_s, len(done), costs, setup)
+    summary["setup"]["concurrency"] = bounds.concurrency
+    summary["setup"]["bounds"] = {f: getattr(bounds, f) for f in bounds.__slots__}
+    summary["setup"]["dp"] = setup.dp
+    if setup.dp > 1:
+        summary["setup"]["router"] = setup.router
+    if pd is not None:
+        summary["setup"]["disagg"] = {
+            "prefill_ranks": setup.dp, "decode_ranks": pd.decode_ranks,
+            "decode_gpu_tokens": None if pd.decode_gpu_tokens == math.inf
+            else int(pd.decode_gpu_tokens),
+            "transfer_bytes_per_s": pd.transfer_bytes_per_s}
+        summary["kv_transfer_tokens"] = driver.engine.transferred_tokens
+    return summary
+
+
+def _sum_caches(parts: list[dict]) -> dict:
+    return {k: sum(p[k] for p in parts) for k in parts[0]}
+
+
+def make_cache(setup: SimSetup):
+    """The KV manager the engine profile names: SGLang's radix `TieredCache` or vLLM's
+    `BlockPool` (whole blocks of `setup.engine.block_tokens`)."""
+    cfg = setup.engine
+    if cfg.kv_manager == "vllm_blocks":
+        if setup.gpu_tokens == math.inf:
+            raise SimError("the vllm_blocks KV manager needs a finite GPU tier (--gpu-tokens)")
+        return vllm_pool(setup.gpu_tokens, setup.host_tokens, cfg.block_tokens)
+    if cfg.kv_manager != "radix":
+        raise SimError(f"kv_manager: {cfg.kv_manager!r}; allowed: radix, vllm_blocks")
+    return TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)
+
+
+def engine_for(cache, costs: CostModel, setup: SimSetup, **hooks) -> Engine:
+    if isinstance(cache, BlockPool):
+        return VllmEngine(cache, costs, setup.engine, **hooks)
+    return Engine(cache, costs, setup.engine, **hooks)
+
+
+def _timed(fn) -> float:
     wall0 = time.perf_counter()
     # The cache tree is a large, long-lived object graph: generational GC passes over it
     # would double the run time, and nothing it could free is garbage before the run ends.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        _drive(sessions, cache, costs, setup, done)
+        fn()
     finally:
         if gc_was_enabled:
             gc.enable()
-    wall_s = time.perf_counter() - wall0
-    summary = summarize(done, cache)
+    return time.perf_counter() - wall0
+
+
+def _finish_summary(summary: dict, wall_s: float, n: int, costs: CostModel,
+                    setup: SimSetup) -> dict:
     summary["wall_s"] = wall_s
-    summary["requests_per_wall_s"] = len(done) / wall_s if wall_s > 0 else math.inf
+    summary["requests_per_wall_s"] = n / wall_s if wall_s > 0 else math.inf
     summary["setup"] = {
         "gpu_tokens": None if setup.gpu_tokens == math.inf else int(setup.gpu_tokens),
         "host_tokens": setup.host_tokens, "write_policy": setup.write_policy,
@@ -68,7 +182,10 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
         "cost_model": costs.label, "engine_profile": costs.engine,
         "max_running_requests": setup.engine.max_running_requests,
         "chunked_prefill_tokens": setup.engine.chunked_prefill_tokens,
+        "kv_manager": setup.engine.kv_manager,
     }
+    if setup.engine.kv_manager == "vllm_blocks":
+        summary["setup"]["block_tokens"] = setup.engine.block_tokens
     return summary
 
 
@@ -77,7 +194,7 @@ def _drive(sessions: list[list[TraceRequest]], cache: TieredCache, costs: CostMo
     if not setup.arrival_scale > 0:
         raise SimError(f"arrival_scale must be > 0, got {setup.arrival_scale}")
     if setup.concurrency is None:
-        engine = Engine(cache, costs, setup.engine, on_finish=done.append)
+        engine = engine_for(cache, costs, setup, on_finish=done.append)
         rid = 0
         for sid, sess in enumerate(sessions):
             for t in sess:
@@ -108,7 +225,7 @@ def _drive(sessions: list[list[TraceRequest]], cache: TieredCache, costs: CostMo
                 cursor[nxt] = 0
                 send(nxt, engine.now_s)
 
-        engine = Engine(cache, costs, setup.engine, on_finish=on_finish)
+        engine = engine_for(cache, costs, setup, on_finish=on_finish)
         for _ in range(min(setup.concurrency, len(pending))):
             sid, _ = pending.popleft()
             cursor[sid] = 0
@@ -169,5 +286,8 @@ def summarize(done: list[SimRequest], cache: TieredCache) -> dict:
             "host_evicted_tokens": c.host_evicted_tokens, "dropped_tokens": c.dropped_tokens,
             "backup_failed_tokens": c.backup_failed_tokens,
             "host_used_tokens": cache.host_used,
+            "preemptions": getattr(cache, "preemptions", 0),
+            "backup_late_tokens": c.backup_late_tokens,
         },
+        "link": cache.link.summary(span) if cache.link is not None else None,
     }

@@ -72,8 +72,8 @@ def print_jobs(entries: list[dict]) -> None:
                  str(e["conc"]))
         arms = e.get("arms")
         if not arms:
-            why = "; ".join(e.get("errors") or []) or "over the host budget"
-            table.add_row(*ident, "-", "[red]not planned[/]", why, *[""] * 5)
+            why = e.get("skipped") or "; ".join(e.get("errors") or []) or "not planned"
+            table.add_row(*ident, "-", "[red]not simulated[/]", why, *[""] * 5)
             continue
         for i, (name, r) in enumerate(arms.items()):
             table.add_row(

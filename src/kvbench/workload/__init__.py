@@ -3,6 +3,7 @@ generator, and prompt synthesis from hash ids. Output: `Session`s of `Turn`s."""
 
 from __future__ import annotations
 
+from kvbench.workload.bounds import SessionPool, WorkloadBounds
 from kvbench.workload.loader import load_trace, trace_files
 from kvbench.workload.prompt import Prompt, PromptBuilder, Vocabulary
 from kvbench.workload.session import Session, Turn
@@ -12,9 +13,11 @@ __all__ = [
     "Prompt",
     "PromptBuilder",
     "Session",
+    "SessionPool",
     "SyntheticSpec",
     "Turn",
     "Vocabulary",
+    "WorkloadBounds",
     "generate_sessions",
     "load_trace",
     "trace_files",

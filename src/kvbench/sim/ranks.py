@@ -1,0 +1,118 @@
+"""DP attention: `dp` attention ranks, each an engine with its own device and host cache,
+behind the router the job uses, advanced together in virtual time.
+
+Routers (reference/inferencex.md, "DP-attention + router pattern"):
+- `round_robin`: request by request in turn (SGLang's DP controller without a router);
+- `consistent_hash`: the session key on a hash ring (sglang-router `consistent_hashing`,
+  vllm-router `consistent_hash`, keyed by the correlation header): a session stays on one
+  rank, sessions spread by their hash;
+- `sticky`: a session's first request goes to the rank with the fewest requests queued
+  or running, the rest follow it (session affinity, Dynamo / nginx).
+
+Each rank costs a step as a TP-1 attention group would; ranks do not slow each other (the
+MoE all-to-all between them is inside the step overhead)."""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+from collections.abc import Callable
+
+from kvbench.errors import SimError
+from kvbench.sim.engine import Engine
+from kvbench.sim.request import SimRequest
+
+ROUTERS = ("round_robin", "consistent_hash", "sticky")
+_RING_POINTS = 160  # virtual nodes per rank on the hash ring
+
+
+def _h64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+class Router:
+    def __init__(self, policy: str, ranks: int) -> None:
+        if policy not in ROUTERS:
+            raise SimError(f"router: {policy!r}; allowed: {', '.join(ROUTERS)}")
+        if ranks < 1:
+            raise SimError(f"dp: {ranks} ranks; allowed: >= 1")
+        self.policy = policy
+        self.ranks = ranks
+        self._next = 0
+        self._sticky: dict[str, int] = {}
+        points = sorted((_h64(f"rank-{r}#{v}"), r) for r in range(ranks)
+                        for v in range(_RING_POINTS))
+        self._ring_keys = [p for p, _ in points]
+        self._ring_ranks = [r for _, r in points]
+
+    def ring_rank(self, key: str) -> int:
+        i = bisect.bisect(self._ring_keys, _h64(key)) % len(self._ring_keys)
+        return self._ring_ranks[i]
+
+    def route(self, key: str, load: Callable[[int], int]) -> int:
+        if self.policy == "round_robin":
+            r = self._next
+            self._next = (r + 1) % self.ranks
+            return r
+        if self.policy == "consistent_hash":
+            return self.ring_rank(key)
+        r = self._sticky.get(key)
+        if r is None:
+            r = min(range(self.ranks), key=lambda i: (load(i), i))
+            self._sticky[key] = r
+        return r
+
+
+def session_key(req: SimRequest) -> str:
+    """The routing key: the replay's session id (recycled passes are new sessions)."""
+    return req.meta.get("session_id", str(req.session)) if req.meta else str(req.session)
+
+
+def side_by_side(engines: list[Engine]) -> None:
+    """Engines advanced together plan their steps to their own next event (see Engine)."""
+    for e in engines:
+        e.plan_to_horizon = False
+
+
+class RankedEngines:
+    """Looks like one `Engine` to the lane driver (submit, run_until, now_s); routes each
+    request to a rank and advances every rank to the next event of any of them."""
+
+    def __init__(self, make_rank: Callable[..., Engine], ranks: int, router: str,
+                 on_finish: Callable[[SimRequest], None] | None = None,
+                 on_arrival: Callable[[SimRequest], bool] | None = None) -> None:
+        self.router = Router(router, ranks)
+        self.on_finish = on_finish
+        self.now_s = 0.0
+        self.engines = [make_rank(on_finish=self._finisher(i), on_arrival=on_arrival)
+                        for i in range(ranks)]
+        side_by_side(self.engines)
+
+    def _finisher(self, rank: int) -> Callable[[SimRequest], None]:
+        def finished(req: SimRequest) -> None:
+            self.now_s = self.engines[rank].now_s
+            if self.on_finish is not None:
+                self.on_finish(req)
+        return finished
+
+    def _load(self, rank: int) -> int:
+        e = self.engines[rank]
+        return e.num_running + e.num_queued
+
+    def submit(self, req: SimRequest, at_s: float | None = None) -> None:
+        rank = self.router.route(session_key(req), self._load)
+        req.meta = {**(req.meta or {}), "rank": rank}
+        self.engines[rank].submit(req, at_s)
+
+    def run_until(self, horizon_s: float = math.inf) -> None:
+        engines = self.engines
+        while True:
+            times = [t for e in engines if (t := e.next_event_s()) is not None]
+            if not times or min(times) > horizon_s:
+                break
+            t = min(times)
+            for e in engines:
+                e.run_until(t)
+        for e in engines:
+            e.run_until(horizon_s)

@@ -1,0 +1,258 @@
+"""vLLM's scheduler over its block pool (`blocks.py`), in the same virtual-time engine: the
+`vllm_blocks` KV manager of the `vllm` engine profile. From vLLM v1 core/sched/scheduler.py
+and core/kv_cache_manager.py:
+
+- One token budget per step (max_num_batched_tokens) covers decode tokens and prefill
+  chunks. Running requests are served first, oldest first; then waiting ones, FCFS, while
+  the budget, the running cap and the free blocks allow (no waiting request is scheduled in
+  a step that preempted).
+- Blocks are allocated as a request advances (`allocate_slots` per chunk), not for the
+  whole prompt up front: a long prompt starts with one chunk's blocks, so many partially
+  prefilled requests hold blocks at once. The chunk that ends the prefill also takes the
+  blocks of the output (vLLM takes them one step at a time; outputs are short here).
+- When a running request's next chunk cannot get its blocks, the newest running request is
+  preempted (recompute): its blocks are freed (cached ones stay cached, at the free queue's
+  tail), it goes back to the head of the waiting queue and recomputes from what the prefix
+  cache still holds. A request's cached tokens are those found when it was first scheduled
+  (vLLM's num_cached_tokens), so recomputation after preemption never counts as a hit.
+- Full prompt blocks are cached (hashed) once scheduled for compute; a hit takes the
+  longest chain of cached blocks, at most prompt - 1 tokens (the last token is computed).
+- With a host tier (OffloadingConnector / SimpleCPUOffloadConnector in eager mode): newly
+  cached blocks are stored to CPU; a CPU hit continuing the GPU chain is loaded into new
+  GPU blocks before the request's first chunk (the load overlaps the step's compute)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvbench.errors import SimError
+from kvbench.sim.blocks import BlockPool
+from kvbench.sim.engine import Engine, _Step
+from kvbench.sim.request import SimRequest
+
+
+@dataclass(slots=True)
+class _Blocks:
+    chain: list[int]  # hash of each full prompt block, chained (a hit needs its prefix)
+    full: int  # full prompt blocks that may be cached
+    cached: int = 0  # chain[:cached] are referenced by the request
+    plain: int = 0  # uncached blocks held (partial prompt block, output)
+    extra: int = 0  # generated tokens to recompute after a preemption
+    decode_left: int = -1  # decode steps still to run after a preemption (-1: none yet)
+    scheduled: bool = False  # first scheduled (hits counted) already
+    hit_blocks: list[int] = field(default_factory=list)
+
+
+def block_chain(req: SimRequest, unit_tokens: int) -> _Blocks:
+    """Chained hashes of the request's full cache units of `unit_tokens` (a block, or a
+    trace page of several blocks), from its page keys: a unit's identity is its
+    predecessor's and the pages it spans (with its offset in the first), so equal prefixes
+    give equal chains whatever the two sizes are."""
+    page, keys = req.page_tokens, req.keys
+    covered = min(req.input_tokens, len(keys) * page)
+    full = covered // unit_tokens
+    chain, prev = [], 0
+    if unit_tokens == page:
+        for i in range(full):
+            prev = hash((prev, keys[i]))
+            chain.append(prev)
+        return _Blocks(chain, full)
+    for i in range(full):
+        a = i * unit_tokens
+        first, last = a // page, (a + unit_tokens - 1) // page
+        prev = hash((prev, keys[first], a - first * page, keys[last]))
+        chain.append(prev)
+    return _Blocks(chain, full)
+
+
+class VllmEngine(Engine):
+    """`Engine` with vLLM's scheduling over a `BlockPool` (passed as the cache)."""
+
+    def __init__(self, cache: BlockPool, costs, config=None, on_finish=None,
+                 on_arrival=None) -> None:
+        super().__init__(cache, costs, config, on_finish, on_arrival)  # type: ignore[arg-type]
+        self.pool = cache
+        self.B = cache.block_tokens
+        self.U = 0  # tokens per cache unit, set by the first request (`_unit`)
+        self.running: dict[SimRequest, None] = {}  # scheduling order: preempt from the end
+        self._preempted_now = False
+
+    # -- composing a step ------------------------------------------------------------------
+    def _compose(self, horizon_s: float) -> _Step | None:
+        cfg, costs = self.config, self.costs
+        self.link.now_s = self.now_s
+        budget = cfg.chunked_prefill_tokens - self.decode_batch * costs.verify_tokens
+        chunks: list[tuple[SimRequest, int]] = []
+        load_tokens = 0
+        preempted = False
+        for req in list(self.prefilling):
+            if budget <= 0:
+                break
+            if req not in self.running:
+                continue  # preempted by an earlier request of this loop
+            n = min(req.prefill_left, budget)
+            if not self._grow(req, n):
+                preempted = True
+                break  # it preempted itself: nothing newer is left to serve
+            preempted = preempted or self._preempted_now
+            chunks.append((req, n))
+            budget -= n
+        if not preempted:
+            while self.waiting and budget > 0 and self.num_running < cfg.max_running_requests:
+                req = self.waiting[0]
+                if req.blocks is None and self._blocks_total(req) > self.pool.capacity:
+                    self.waiting.popleft()
+                    self._reject(req, "request needs more KV blocks than the GPU pool holds")
+                    continue
+                got = self._schedule_waiting(req, budget)
+                if got is None:
+                    break
+                n, loaded = got
+                self.waiting.popleft()
+                load_tokens += loaded
+                chunks.append((req, n))
+                budget -= n
+        return self._step_for(chunks, load_tokens, 0, 0.0, horizon_s)
+
+    def _unit(self, req: SimRequest) -> int:
+        """Tokens per cache unit: the trace page when it is a whole number of blocks (the
+        trace names content per page, so hits are the same), else one block."""
+        if not self.U:
+            page, B = req.page_tokens, self.B
+            self.U = page if page > B and page % B == 0 else B
+            self.pool.set_unit(self.U // B)
+        elif req.page_tokens != self.U and self.U != self.B:
+            self.U = self.B  # mixed page sizes: per block from now on is not possible
+            raise SimError(f"vllm_blocks: requests with {req.page_tokens}- and "
+                           f"{self.U}-token pages in one run")
+        return self.U
+
+    def _blocks_total(self, req: SimRequest) -> int:
+        tokens = req.input_tokens + req.output_tokens + self.costs.request_state_tokens
+        return -(-tokens // self.B)
+
+    def _blocks_for(self, req: SimRequest, n: int) -> int:
+        """Blocks the request's table holds once `n` more tokens are scheduled (plus its
+        output's blocks when `n` ends the prefill)."""
+        tokens = req.context_tokens + n
+        if n == req.prefill_left:
+            tokens += req.output_tokens + self.costs.request_state_tokens
+        return -(-tokens // self.B)
+
+    def _grow(self, req: SimRequest, n: int) -> bool:
+        """Allocate the blocks for `n` more tokens of a running request, preempting the
+        newest running requests while the pool is short. False: `req` preempted itself."""
+        self._preempted_now = False
+        b: _Blocks = req.blocks
+        need = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks - b.plain
+        pool = self.pool
+        while need > 0 and not pool.can_allocate(need):
+            victim = next(reversed(self.running))
+            self._preempt(victim)
+            self._preempted_now = True
+            if victim is req:
+                return False
+        if need > 0:
+            pool.allocate(need)
+        self._account(req, max(need, 0), n)
+        return True
+
+    def _account(self, req: SimRequest, allocated: int, n: int) -> None:
+        """`allocated` new blocks hold the next `n` tokens: those that complete prompt
+        blocks are cached, the rest stay plain."""
+        b: _Blocks = req.blocks
+        done = min(b.full, (req.context_tokens + n) // self.U)
+        if done > b.cached:
+            self.pool.cache(b.chain, b.cached, done)
+            b.cached = done
+        # the table holds the blocks for the tokens so far; what is not in cached units
+        # is plain (a unit's blocks that only part-filled it stay plain until it fills)
+        b.plain = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks
+
+    def _schedule_waiting(self, req: SimRequest, budget: int) -> tuple[int, int] | None:
+        """First chunk of a waiting request: (tokens, host tokens loaded) or None."""
+        pool = self.pool
+        b: _Blocks | None = req.blocks
+        if b is None:
+            b = req.blocks = block_chain(req, self._unit(req))
+        U, k = self.U, pool.unit_blocks
+        prompt = req.input_tokens + b.extra
+        limit = min(b.full, (prompt - 1) // U)
+        dev, host = pool.match(b.chain, limit)
+        hit = dev + host
+        req.context_tokens = hit * U
+        req.prefill_left = prompt - hit * U
+        n = min(req.prefill_left, budget)
+        pool.touch(b.chain, 0, dev)
+        need = self._blocks_for(req, n) - dev * k
+        if not pool.can_allocate(need):
+            pool.untouch(b.chain, 0, dev)
+            return None
+        pool.allocate(need)
+        b.cached = dev
+        if host:
+            pool.cache(b.chain, dev, hit)
+            pool.load(b.chain, dev, hit)
+            b.cached = hit
+        self._account(req, need, n)
+        if not b.scheduled:
+            b.scheduled = True
+            req.admit_s = self.now_s
+            req.device_hit_tokens, req.host_hit_tokens = dev * U, host * U
+        self.prefilling.append(req)
+        self.running[req] = None
+        self.num_running += 1
+        return n, host * U
+
+    # -- preemption ------------------------------------------------------------------------
+    def _preempt(self, req: SimRequest) -> None:
+        b: _Blocks = req.blocks
+        del self.running[req]
+        self.num_running -= 1
+        self.pool.preemptions += 1
+        if req in self._decoders:  # decoding: remember what is left; recompute the output
+            done_steps = self.decode_step - req.decode_join_step
+            b.decode_left = req.decode_steps - done_steps
+            b.extra = min(req.output_tokens, 1 + int(done_steps * self.costs.accept_length))
+            self._leave_decode(req)
+        else:
+            self.prefilling.remove(req)
+        self.pool.release(b.chain, b.cached, b.plain)
+        b.cached = b.plain = 0
+        self.waiting.appendleft(req)
+
+    def _leave_decode(self, req: SimRequest) -> None:
+        del self._decoders[req]
+        self.decode_batch -= 1
+        self._decode_base -= req.context_tokens - self.costs.accept_length * (
+            req.decode_join_step)
+        req.finish_seq = -1  # its heap entry is stale
+
+    # -- applying a step -------------------------------------------------------------------
+    def _prefill_done(self, req: SimRequest, now: float) -> None:
+        b: _Blocks = req.blocks
+        if b.decode_left < 0:
+            super()._prefill_done(req, now)
+            return
+        # a preempted decoder recomputed prompt + output so far: it goes on decoding
+        left, b.decode_left, b.extra = b.decode_left, -1, 0
+        if left <= 0:
+            self._finish(req, now)
+        else:
+            self._join_decode(req, left)
+
+    def _finish(self, req: SimRequest, now: float) -> None:
+        self.running.pop(req, None)
+        super()._finish(req, now)
+
+    def _release(self, req: SimRequest) -> None:
+        b: _Blocks = req.blocks
+        self.pool.release(b.chain, b.cached, b.plain)
+        b.cached = b.plain = 0
+
+
+def vllm_pool(device_tokens: float, host_tokens: int, block_tokens: int) -> BlockPool:
+    """A block pool for tier sizes in tokens (whole blocks)."""
+    return BlockPool(int(device_tokens // block_tokens), block_tokens,
+                     int(host_tokens // block_tokens))
+

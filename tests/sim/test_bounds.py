@@ -1,0 +1,132 @@
+"""`kvbench simulate` and `kvbench replay` take the same workload bounds and so run the same
+requests: a real replay against the embedded engine over HTTP, and the simulator in virtual
+time on the same sessions, give the same set of (session, turn, input tokens, output tokens,
+warm-up) for each bound."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import socket
+
+import pytest
+from aiohttp import web
+
+from kvbench.files import read_jsonl
+from kvbench.hardware import load_hardware
+from kvbench.replay import ReplayConfig, replay
+from kvbench.sim.costs import CostModel
+from kvbench.sim.server import ServerConfig, SimServer, build_app
+from kvbench.sim.simulate import SimSetup, run_sessions
+from kvbench.workload import SyntheticSpec, generate_sessions
+from kvbench.workload.bounds import WorkloadBounds
+
+COSTS = CostModel.reference(load_hardware("h200"))
+SESSIONS = generate_sessions(SyntheticSpec(num_sessions=5, seed=11, scale=0.02, max_turns=6))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _replay(cfg_kwargs: dict, tmp_path) -> list[dict]:
+    server = SimServer(ServerConfig(served_model_name="sim", gpu_tokens=math.inf,
+                                    time_scale=1000.0), COSTS)
+    runner = web.AppRunner(build_app(server))
+    await runner.setup()
+    port = _free_port()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    try:
+        cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="sim", endpoint="completions",
+                           output_dir=tmp_path, time_scale=1000.0, **cfg_kwargs)
+        await replay(cfg, sessions=SESSIONS)
+    finally:
+        await runner.cleanup()
+    return read_jsonl(tmp_path / "records.jsonl")
+
+
+def _replayed(records: list[dict]) -> set[tuple]:
+    return {(r["session_id"], r["turn"], r["prompt_tokens"], r["completion_tokens"],
+             r["is_warmup"]) for r in records}
+
+
+def _simulated(bounds: WorkloadBounds) -> tuple[set[tuple], dict]:
+    done = []
+    summary = run_sessions(SESSIONS, COSTS, SimSetup(math.inf), bounds, requests=done)
+    return {(r.meta["session_id"], r.meta["turn"], r.input_tokens, r.output_tokens,
+             r.meta["is_warmup"]) for r in done}, summary
+
+
+CASES = {
+    # every session once, sampled start (warm turns), capped output and think, 2 lanes
+    "sampled-start": dict(concurrency=2, start="sampled", seed=5, max_tokens_cap=3,
+                          think_time_cap_s=0.5, max_input_tokens=2_000),
+    # one lane recycling sessions until the request cap, first requests as warm-up
+    "request-cap": dict(concurrency=1, max_requests=33, warmup_requests=2, max_tokens_cap=2,
+                        think_time_cap_s=0.2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_replay_and_simulate_send_the_same_requests(case: str, tmp_path) -> None:
+    kw = CASES[case]
+    records = asyncio.run(_replay(kw, tmp_path))
+    assert all(r["status"] == "ok" for r in records)
+    bounds = WorkloadBounds(**kw)
+    assert ReplayConfig(url="http://x", model="m", output_dir=tmp_path, **kw).bounds == bounds
+    sim, summary = _simulated(bounds)
+    assert sim == _replayed(records)
+    warm = sum(1 for r in records if r["is_warmup"])
+    assert summary["warmup_requests"] == warm
+    assert summary["requests"] == len(records) - warm
+    if case == "request-cap":
+        assert len(records) - warm == 33 and warm == 2
+        # sessions were recycled: a second pass runs under its own id
+        assert any("#1" in r["session_id"] for r in records)
+    else:
+        assert warm > 0  # sampled start sent warm-up turns
+        assert max(r["completion_tokens"] for r in records) == 3
+
+
+def test_duration_stops_sends_in_simulated_time() -> None:
+    """A 30 s simulated bound: no request arrives at or after 30 s, sessions recycle."""
+    done = []
+    bounds = WorkloadBounds(concurrency=3, duration_s=30.0, think_time_cap_s=1.0, grace_s=0.0)
+    summary = run_sessions(SESSIONS, COSTS, SimSetup(math.inf), bounds, requests=done)
+    assert done and max(r.arrival_s for r in done) < 30.0
+    assert max(r.finish_s for r in done) <= 30.0
+    assert summary["setup"]["bounds"]["duration_s"] == 30.0
+
+
+def test_bad_bound_names_the_field() -> None:
+    from kvbench.errors import WorkloadError
+
+    with pytest.raises(WorkloadError, match=r"duration_s = -1.0; allowed: > 0"):
+        WorkloadBounds(duration_s=-1.0)
+    with pytest.raises(WorkloadError, match=r"start = 'middle'; allowed: beginning \| sampled"):
+        WorkloadBounds(start="middle")
+
+
+def test_simulate_cli_takes_the_replay_bounds(capsys) -> None:
+    from kvbench.cli import main
+
+    main(["simulate", "--trace", "synthetic", "--sessions", "4", "--concurrency", "2",
+          "--max-requests", "12", "--warmup-requests", "3", "--max-tokens-cap", "5",
+          "--gpu-tokens", "inf", "--format", "json"])
+    doc = __import__("json").loads(capsys.readouterr().out)
+    assert doc["requests"] == 12 and doc["warmup_requests"] == 3
+    assert doc["completion_tokens"] <= 12 * 5
+    assert doc["setup"]["bounds"]["max_requests"] == 12
+
+
+def test_simulate_cli_refuses_bounds_in_open_loop(capsys) -> None:
+    from kvbench.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", "--trace", "synthetic", "--open-loop", "--max-requests", "12"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--max-requests: workload bounds apply to closed-loop lanes" in err

@@ -1,0 +1,152 @@
+"""vLLM semantics (`vllm_blocks`): the free-block queue, per-chunk allocation, preemption by
+recompute and the CPU tier, each against hand-worked block counts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvbench.hardware import load_hardware
+from kvbench.sim.blocks import BlockPool
+from kvbench.sim.costs import CostModel
+from kvbench.sim.engine import EngineConfig
+from kvbench.sim.request import SimRequest
+from kvbench.sim.simulate import SimSetup, make_cache, run_sessions
+from kvbench.sim.vllm import VllmEngine, block_chain, vllm_pool
+from kvbench.workload.bounds import WorkloadBounds
+from kvbench.workload.session import Session, Turn
+
+COSTS = CostModel.reference(load_hardware("h200"))
+B = 16
+
+
+def _req(rid: int, name: str, blocks: int, out: int = 16, at: float = 0.0) -> SimRequest:
+    """A prompt of `blocks` full blocks whose one page key per block is (name, i)."""
+    return SimRequest(rid=rid, arrival_s=at, input_tokens=blocks * B, output_tokens=out,
+                      keys=[hash((name, i)) for i in range(blocks)], page_tokens=B)
+
+
+def test_free_queue_evicts_a_prompt_from_its_tail() -> None:
+    pool = BlockPool(device_blocks=4, block_tokens=B)
+    a = block_chain(_req(0, "a", 3), B).chain
+    pool.allocate(3)
+    pool.cache(a, 0, 3)
+    pool.release(a, 3, 0)  # freed last block first: queue a3, a2, a1; one plain block free
+    assert list(pool.free_cached) == [a[2], a[1], a[0]] and pool.plain_free == 1
+    pool.allocate(2)  # the plain block, then the queue's head: a3's hash is evicted
+    assert pool.match(a, 3) == (2, 0)
+    pool.touch(a, 0, 2)  # a hit takes a1, a2 out of the queue
+    assert pool.num_free == 0 and not pool.can_allocate(1)
+    pool.untouch(a, 0, 2)
+    assert pool.can_allocate(2) and not pool.can_allocate(3)
+
+
+def test_host_tier_is_an_lru_of_stored_blocks() -> None:
+    pool = BlockPool(device_blocks=8, block_tokens=B, host_blocks=2)
+    a = block_chain(_req(0, "a", 3), B).chain
+    pool.allocate(3)
+    pool.cache(a, 0, 3)  # stores a1, a2, a3; the third evicts a1 from the 2-block host
+    assert list(pool.host) == [a[1], a[2]]
+    assert pool.counters.backup_tokens == 3 * B and pool.counters.host_evicted_tokens == B
+
+
+def test_sequential_sessions_keep_the_head_of_an_evicted_prompt() -> None:
+    """A, B, C, then A again, one at a time, on 100 blocks of 16 tokens; each prompt is 40
+    full blocks plus 16 output tokens (41 blocks). A frees 40 cached blocks to the queue
+    (a40 first) and 1 plain; B takes 41 of the 60 plain; C takes the 20 plain left and pops
+    21 from the head: a40..a20. A's return finds a1..a19 cached: 19 x 16 = 304 tokens."""
+    done: list[SimRequest] = []
+    eng = VllmEngine(BlockPool(100, B), COSTS, EngineConfig(), on_finish=done.append)
+    for i, name in enumerate("abca"):
+        eng.submit(_req(i, name, 40, at=10.0 * i))
+    eng.run_until()
+    assert [r.device_hit_tokens for r in done] == [0, 0, 0, 304]
+    assert eng.pool.preemptions == 0
+
+
+def test_a_chunk_that_cannot_get_blocks_preempts_the_newest_request() -> None:
+    """50 blocks, a 256-token budget per step. A (640 + 16 tokens, 41 blocks) prefills in
+    chunks of 256, 256, 128 (its last chunk also takes its output block); B (same size) is
+    scheduled in A's last step with the 128 tokens left: 8 blocks, 49 in use. Next step A
+    decodes (1 token of the budget) and B wants 255 more tokens, 16 more blocks; 1 is free:
+    B, the newest, is preempted (recompute). It cannot come back while A holds 41 blocks,
+    and when it does its 8 cached blocks are hits that vLLM does not report (its cached
+    tokens are counted at the first scheduling: 0)."""
+    done: list[SimRequest] = []
+    eng = VllmEngine(BlockPool(50, B), COSTS, EngineConfig(chunked_prefill_tokens=256),
+                     on_finish=done.append)
+    a, b = _req(0, "a", 40), _req(1, "b", 40)
+    eng.submit(a, 0.0)
+    eng.submit(b, 0.0)
+    eng.run_until()
+    assert eng.pool.preemptions == 1
+    assert [r.rid for r in done] == [0, 1]
+    assert a.device_hit_tokens == b.device_hit_tokens == 0
+    assert b.first_s > a.finish_s  # B's prefill only finished after A released its blocks
+    assert b.error is None
+
+
+def test_block_chain_across_page_sizes() -> None:
+    """64-token trace pages, 16-token blocks: 4 blocks per page; the 130-token prompt's
+    three pages cover 8 full blocks (128 tokens); equal prefixes give equal chains."""
+    r1 = SimRequest(0, 0.0, 130, 1, [1, 2, 3], 64)
+    r2 = SimRequest(1, 0.0, 200, 1, [1, 2, 9, 9], 64)
+    c1, c2 = block_chain(r1, 16), block_chain(r2, 16)
+    assert c1.full == 8 and c2.full == 12
+    assert c1.chain[:8] == c2.chain[:8] and c1.chain[8:] == []
+    r3 = SimRequest(2, 0.0, 200, 1, [1, 2, 3, 4], 64)
+    assert block_chain(r3, 16).chain[:12] != c2.chain[:12]
+
+
+def _cyclic(n_sessions: int, turns: int, blocks: int) -> list[Session]:
+    """Sessions whose every turn re-sends the same `blocks`-block context (+1 block)."""
+    out = []
+    for s in range(n_sessions):
+        ids = tuple(range(s * 1000, s * 1000 + blocks))
+        out.append(Session(f"s{s}", [Turn(blocks * B + k, 16, ids, B, think_time_s=0.0)
+                                      for k in range(turns)], f"ns{s}"))
+    return out
+
+
+def test_contexts_beyond_the_gpu_pool_thrash_to_zero_hits() -> None:
+    """4 lanes cycling 4 sessions of 40 blocks each on a 100-block pool: while one session
+    thinks its blocks are evicted by the other three (each new prompt needs 41 blocks);
+    vLLM's LRU with allocation per chunk leaves no session its prefix. With a host tier
+    of 200 blocks every re-sent prefix is a CPU hit instead."""
+    sessions = _cyclic(4, 4, 40)
+    engine = EngineConfig(kv_manager="vllm_blocks", block_tokens=B, chunked_prefill_tokens=256)
+    bounds = WorkloadBounds(concurrency=4)
+    resident = run_sessions(sessions, COSTS, SimSetup(100 * B, 0, engine=engine), bounds)
+    offload = run_sessions(sessions, COSTS, SimSetup(100 * B, 200 * B, engine=engine), bounds)
+    assert resident["requests"] == offload["requests"] == 16
+    assert resident["cached_tokens"]["total"] == 0
+    assert resident["cache"]["preemptions"] > 0
+    # the 12 later turns re-send 40 blocks: 12 x 640 = 7,680 host-hit tokens of the
+    # 4 x (640 + 641 + 642 + 643) = 10,264 prompt tokens
+    assert offload["cached_tokens"] == {"device": 0, "host": 7680, "total": 7680}
+    assert offload["prompt_tokens"] == 10264
+    assert offload["ttft_ms"]["p50"] < resident["ttft_ms"]["p50"]
+
+
+def test_vllm_blocks_need_a_finite_gpu_tier() -> None:
+    from kvbench.errors import SimError
+
+    with pytest.raises(SimError, match="finite GPU tier"):
+        make_cache(SimSetup(math.inf, engine=EngineConfig(kv_manager="vllm_blocks")))
+    assert vllm_pool(1000, 320, 16).capacity == 62
+
+
+def test_cache_units_of_a_trace_page() -> None:
+    """64-token trace pages over 16-token blocks: the cache keeps one hash per page (4
+    blocks). The A, B, C, A sequence above: C needs 41 blocks, takes the 20 plain ones and
+    pops 6 units (24 blocks, 3 left plain): a10..a5; A's return hits a1..a4: 256 tokens."""
+    done: list[SimRequest] = []
+    eng = VllmEngine(BlockPool(100, B), COSTS, EngineConfig(), on_finish=done.append)
+    for i, name in enumerate("abca"):
+        eng.submit(SimRequest(rid=i, arrival_s=10.0 * i, input_tokens=640, output_tokens=16,
+                              keys=[hash((name, p)) for p in range(10)], page_tokens=64))
+    eng.run_until()
+    assert [r.device_hit_tokens for r in done] == [0, 0, 0, 256]
+    assert eng.pool.unit_blocks == 4 and eng.pool.plain_free + 4 * len(
+        eng.pool.free_cached) == 100
