@@ -318,14 +318,14 @@ def simulate(
         print_arms(results, names)
 
 
-def _progress(jobs: list):
-    """The jobs, with a progress bar on stderr when it is a terminal."""
+def _progress(entries, total: int):
+    """The entries as they complete, with a progress bar on stderr when it is a terminal."""
     if not sys.stderr.isatty():
-        yield from jobs
+        yield from entries
         return
     from rich.progress import track
 
-    yield from track(jobs, description="simulating jobs", console=None, transient=True)
+    yield from track(entries, total=total, description="simulating jobs", transient=True)
 
 
 DEFAULT_SIM_CONCURRENCY = 8
@@ -427,7 +427,7 @@ def simulate_jobs(
     bounds = {"duration_s": duration, "max_requests": max_requests,
               "max_tokens_cap": max_tokens_cap, "think_time_cap_s": think_time_cap}
     out = sim_jobs.simulate_jobs(jobs, list(trace), bounds, policy,
-                                 workers or sim_jobs.default_workers())
+                                 workers or sim_jobs.default_workers(), progress=_progress)
     if output_format == "json":
         print(json.dumps(out, indent=1))
     else:

@@ -5,6 +5,7 @@ simulator cannot model comes back with the reason, never silently dropped."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,17 +158,19 @@ def _run_one(job) -> dict:
                         _WORKER["policy"])
 
 
-def simulate_jobs(jobs: list, trace: list, bounds: dict, write_policy: str,
-                  workers: int) -> list[dict]:
-    """Every job's entry, in order; `workers` > 1 spreads the jobs over processes."""
+def simulate_jobs(jobs: list, trace: list, bounds: dict, write_policy: str, workers: int,
+                  progress: Callable[[Iterable, int], Iterable] = lambda it, _n: it
+                  ) -> list[dict]:
+    """Every job's entry, in order; `workers` > 1 spreads the jobs over processes.
+    `progress(entries, total)` wraps the entries as they complete (a progress bar)."""
     if workers <= 1 or len(jobs) < 2:
         _init_worker(trace, bounds, write_policy)
-        return [_run_one(j) for j in jobs]
+        return list(progress((_run_one(j) for j in jobs), len(jobs)))
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(workers, initializer=_init_worker,
                              initargs=(trace, bounds, write_policy)) as pool:
-        return list(pool.map(_run_one, jobs, chunksize=4))
+        return list(progress(pool.map(_run_one, jobs, chunksize=4), len(jobs)))
 
 
 def default_workers() -> int:
