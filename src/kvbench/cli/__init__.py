@@ -19,6 +19,7 @@ from kvbench.cli import (  # noqa: F401  isort: skip
     launch,
     replay,
     sim,
+    simulate_jobs,
     capacity,
     sweep,
     results,

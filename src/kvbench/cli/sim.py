@@ -13,9 +13,8 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
-from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.cli.sim_loop import DEFAULT_SIM_CONCURRENCY, judge_open_loop, loop_mode
 from kvbench.errors import SimError
-from kvbench.matrix.selection import Selection
 
 _POLICIES = ("write_through", "write_through_selective", "write_back")
 _MODEL_HELP = "Model profile name (kvbench.models) or the built-in 'reference-8b'."
@@ -276,7 +275,7 @@ def simulate(
         raise SimError(f"--format: {output_format!r} is not one of json, table")
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
-    concurrency = _loop_mode(concurrency, open_loop, arrival_scale)
+    concurrency = loop_mode(concurrency, open_loop, arrival_scale)
     bounds = _bounds(concurrency, duration=duration, max_requests=max_requests,
                      warmup_requests=warmup_requests, max_tokens_cap=max_tokens_cap,
                      think_time_cap=think_time_cap, think_time_scale=think_time_scale,
@@ -305,7 +304,7 @@ def simulate(
                          else run_sessions(workload, costs, setup, bounds))
     if concurrency is None:
         for summary in results.values():
-            _judge_open_loop(summary, traces, arrival_scale)
+            judge_open_loop(summary, traces, arrival_scale)
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
         write_json_atomic(output, doc)
@@ -316,119 +315,3 @@ def simulate(
 
         names = [t.name for t in traces] or [str(p) for p in trace]
         print_arms(results, names)
-
-
-def _progress(entries, total: int):
-    """The entries as they complete, with a progress bar on stderr when it is a terminal."""
-    if not sys.stderr.isatty():
-        yield from entries
-        return
-    from rich.progress import track
-
-    yield from track(entries, total=total, description="simulating jobs", transient=True)
-
-
-DEFAULT_SIM_CONCURRENCY = 8
-# An open-loop run "keeps up" when requests are admitted within this median wait and the last
-# one finishes within this share of the trace's span (plus a minute) after the last arrival.
-KEEP_UP_QUEUE_S = 10.0
-KEEP_UP_TAIL = 0.2
-
-
-def _loop_mode(concurrency: int | None, open_loop: bool, arrival_scale: float) -> int | None:
-    """Closed loop at a stated concurrency unless --open-loop; said on stderr either way."""
-    if open_loop and concurrency is not None:
-        raise SimError("give --concurrency (closed loop) or --open-loop, not both")
-    if not open_loop and arrival_scale != 1.0:
-        raise SimError("--arrival-scale is for --open-loop runs")
-    if open_loop:
-        print(f"open loop: requests at the trace's times x{arrival_scale:g}", file=sys.stderr)
-        return None
-    lanes = concurrency if concurrency is not None else DEFAULT_SIM_CONCURRENCY
-    print(f"closed loop: {lanes} session lanes (--concurrency N to change, --open-loop for the "
-          "trace's own times)", file=sys.stderr)
-    return lanes
-
-
-def _judge_open_loop(summary: dict, traces: list, arrival_scale: float) -> None:
-    """Mark (and say) an open-loop run whose server fell behind the trace: its latencies are
-    a growing backlog, not the engine's."""
-    arrivals = [t.arrival_s * arrival_scale for tr in traces for sess in tr.sessions
-                for t in sess]
-    span = (max(arrivals) - min(arrivals)) if arrivals else 0.0
-    tail = summary["duration_s"] - span
-    queue_p50 = (summary["queue_ms"]["p50"] or 0) / 1e3
-    behind = queue_p50 > KEEP_UP_QUEUE_S or tail > KEEP_UP_TAIL * span + 60
-    summary["open_loop"] = {"kept_up": not behind, "arrival_span_s": span,
-                            "finished_after_last_arrival_s": tail, "queue_p50_s": queue_p50}
-    if behind:
-        print(f"open loop fell behind the trace: the median request waited {queue_p50:,.0f} s "
-              f"for admission and the last finished {tail:,.0f} s after the last arrival "
-              f"(trace span {span:,.0f} s); latencies are a backlog. Stretch arrivals "
-              "(--arrival-scale > 1) or run closed loop (--concurrency N)", file=sys.stderr)
-
-
-@app.command("simulate-jobs", cls=SelectionCommand)
-@with_selection
-def simulate_jobs(
-    selection: Selection,
-    trace: Annotated[list[Path], typer.Option(
-        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
-    max_jobs: Annotated[int | None, typer.Option(
-        help="Simulate at most this many of the selected jobs (default: all; says so when "
-             "it cuts).")] = None,
-    write_policy: Annotated[str, typer.Option(
-        help="write_through | write_through_selective | write_back")] = "write_through",
-    output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
-    duration: DurationOpt = None,
-    max_requests: MaxRequestsOpt = None,
-    max_tokens_cap: MaxTokensCapOpt = None,
-    think_time_cap: ThinkCapOpt = 60.0,
-    workers: Annotated[int, typer.Option(
-        help="Processes to spread the jobs over; 0 = one per available core.")] = 0,
-    prune: Annotated[bool, typer.Option(
-        "--prune", help="Print the CI matrix (github-matrix) of only the rows whose predicted "
-        "offload benefit is within --noise or above --threshold.")] = False,
-    noise: Annotated[float, typer.Option(help="--prune: |benefit| at most this.")] = 0.05,
-    threshold: Annotated[float, typer.Option(help="--prune: benefit at least this.")] = 0.2,
-) -> None:
-    """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
-    GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
-    and with the planned host tier, side by side. DP-attention rows run one rank per
-    attention group behind the job's router; multi-node rows run their prefill and decode
-    workers; a row that cannot be modelled is listed with the reason."""
-    from kvbench.cli import sim_jobs
-    from kvbench.matrix import select_jobs
-    from kvbench.sim.table import print_jobs
-    from kvbench.workload import load_trace
-
-    if prune:
-        from kvbench.cli.capacity import predict_matrix
-
-        predict_matrix(selection, trace=trace, noise=noise, threshold=threshold,
-                       emit="github-matrix", output_format=output_format)
-        return
-    if output_format not in ("json", "table"):
-        raise SimError(f"--format: {output_format!r} is not one of json, table")
-    if workers < 0:
-        raise SimError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
-    policy = _policy(write_policy)
-    load_trace(trace)  # bad input fails here, once, before any worker starts
-    _bounds(1, duration=duration, max_requests=max_requests, max_tokens_cap=max_tokens_cap,
-            think_time_cap=think_time_cap)  # and bad bounds
-    jobs = select_jobs(selection)
-    if not jobs:
-        raise SimError("no job matches the selection",
-                       hint="check --config-files and the filters")
-    if max_jobs is not None and max_jobs < len(jobs):
-        print(f"simulating {max_jobs} of the {len(jobs)} selected jobs (--max-jobs)",
-              file=sys.stderr)
-        jobs = jobs[:max_jobs]
-    bounds = {"duration_s": duration, "max_requests": max_requests,
-              "max_tokens_cap": max_tokens_cap, "think_time_cap_s": think_time_cap}
-    out = sim_jobs.simulate_jobs(jobs, list(trace), bounds, policy,
-                                 workers or sim_jobs.default_workers(), progress=_progress)
-    if output_format == "json":
-        print(json.dumps(out, indent=1))
-    else:
-        print_jobs(out)
