@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sim.conftest import plain_costs
 
 from kvbench.sim import SimSetup, Trace, TraceRequest, run
-from kvbench.sim.engine import EngineConfig
+from kvbench.sim.engine_config import EngineConfig
 
 PAGE = 16
 

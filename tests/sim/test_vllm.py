@@ -10,7 +10,7 @@ import pytest
 from kvbench.hardware import load_hardware
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.costs import CostModel
-from kvbench.sim.engine import EngineConfig
+from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.request import SimRequest
 from kvbench.sim.simulate import SimSetup, make_cache, run_sessions
 from kvbench.sim.vllm import VllmEngine, block_chain, vllm_pool

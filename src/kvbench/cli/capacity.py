@@ -168,7 +168,7 @@ def capacity(
         predict_curve,
         sessions_to_traces,
     )
-    from kvbench.sim.engine import EngineConfig
+    from kvbench.sim.engine_config import EngineConfig
 
     if output_format not in ("table", "json"):
         raise CapacityError(f"--format: {output_format!r} is not one of table, json")

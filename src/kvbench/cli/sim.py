@@ -90,7 +90,7 @@ def _host_tokens(tokens: int | None, gb: float | None, costs) -> int:
 def _engine_config(profile: str | None, block_tokens: int | None = None, **kw):
     """The engine's scheduler settings, with the KV manager its profile names (and its block
     size unless the plan gives one)."""
-    from kvbench.sim.engine import EngineConfig
+    from kvbench.sim.engine_config import EngineConfig
     from kvbench.sim.engine_profile import load_engine_profile
 
     p = load_engine_profile(profile)

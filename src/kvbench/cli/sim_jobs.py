@@ -50,7 +50,7 @@ def _ranks(worker: dict) -> int:
 def model_job(job, plan) -> JobModel:
     """The simulator setup of a planned job; raises KvbenchError (the reason) if it cannot
     be modelled."""
-    from kvbench.sim.engine import EngineConfig
+    from kvbench.sim.engine_config import EngineConfig
     from kvbench.sim.engine_profile import load_engine_profile
     from kvbench.sim.simulate import DisaggSetup
     from kvbench.sim.sizing import gpu_tier_tokens, resolve_costs

@@ -4,7 +4,8 @@ continuous-batching scheduler and a cost model, in virtual time; served over HTT
 
 from kvbench.sim.cache import WRITE_POLICIES, Admission, TieredCache
 from kvbench.sim.costs import CostModel
-from kvbench.sim.engine import Engine, EngineConfig
+from kvbench.sim.engine import Engine
+from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.request import SimRequest
 from kvbench.sim.simulate import SimSetup, run, summarize
 from kvbench.sim.trace import Trace, TraceRequest, load_trace, load_traces

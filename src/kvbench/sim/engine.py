@@ -19,19 +19,9 @@ from dataclasses import dataclass
 from kvbench.errors import SimError
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
+from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.link import HostLink
 from kvbench.sim.request import SimRequest
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    max_running_requests: int = 256
-    chunked_prefill_tokens: int = 8192  # prefill token budget per step
-    fast_forward: bool = True  # False: one decode step per event (streaming servers)
-    # KV manager: `radix` (SGLang's radix tree over TieredCache) or `vllm_blocks` (vLLM's
-    # block pool and scheduler, sim/vllm.py), with its block size in tokens.
-    kv_manager: str = "radix"
-    block_tokens: int = 16
 
 
 @dataclass(slots=True)

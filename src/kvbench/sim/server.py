@@ -20,7 +20,8 @@ from aiohttp import web
 
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
-from kvbench.sim.engine import Engine, EngineConfig
+from kvbench.sim.engine import Engine
+from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.metrics import SimMetrics
 from kvbench.sim.request import SimRequest
 from kvbench.sim.tokens import Prompt, chat_text, text_prompt, token_prompt

@@ -17,7 +17,8 @@ from kvbench.sim.blocks import BlockPool
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
 from kvbench.sim.disagg import DisaggEngines
-from kvbench.sim.engine import Engine, EngineConfig
+from kvbench.sim.engine import Engine
+from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.lanes import LaneDriver
 from kvbench.sim.ranks import RankedEngines
 from kvbench.sim.request import SimRequest

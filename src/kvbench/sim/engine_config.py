@@ -1,0 +1,17 @@
+"""What the continuous-batching engine is configured with: its admission limits, whether
+decode fast-forwards, and which KV manager (SGLang radix or vLLM blocks) it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    max_running_requests: int = 256
+    chunked_prefill_tokens: int = 8192  # prefill token budget per step
+    fast_forward: bool = True  # False: one decode step per event (streaming servers)
+    # KV manager: `radix` (SGLang's radix tree over TieredCache) or `vllm_blocks` (vLLM's
+    # block pool and scheduler, sim/vllm.py), with its block size in tokens.
+    kv_manager: str = "radix"
+    block_tokens: int = 16
