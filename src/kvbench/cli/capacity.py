@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
-from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.cli.selection import SelectionCommand, selected_jobs, with_selection
 from kvbench.errors import CapacityError
 from kvbench.matrix.selection import Selection
 
@@ -259,16 +259,12 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
     from kvbench.capacity import WorkloadBounds, sessions_to_traces
     from kvbench.capacity.prune import kept_jobs, predict_jobs
     from kvbench.cli.plan import _runners
-    from kvbench.matrix import select_jobs
 
     if emit not in (None, "github-matrix"):
         raise CapacityError(f"--emit {emit!r} is not one of github-matrix")
     if output_format not in ("table", "json"):
         raise CapacityError(f"--format: {output_format!r} is not one of table, json")
-    jobs = select_jobs(selection)
-    if not jobs:
-        raise CapacityError("the selection matched no jobs",
-                            hint="check the recipe files and the selection flags")
+    jobs = selected_jobs(selection, CapacityError)
     sessions = load_workload(trace, not trace, 0, 1.0, 0)[0]
     traces = sessions_to_traces(sessions, WorkloadBounds())
     predictions = predict_jobs(jobs, _runners(selection), traces, noise=noise,

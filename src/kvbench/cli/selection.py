@@ -133,3 +133,15 @@ def with_selection(fn):
         wrapper.__annotations__ = {}
     del wrapper.__wrapped__  # typer must read the new signature, not the original
     return wrapper
+
+
+def selected_jobs(selection: Selection, error: type) -> list:
+    """The selection's jobs; none is an error of the calling command's kind (`error`, a
+    KvbenchError class), with the one message every command gives."""
+    from kvbench.matrix import select_jobs
+
+    jobs = select_jobs(selection)
+    if not jobs:
+        raise error("the selection matched no jobs",
+                    hint="check the recipe files and the selection flags")
+    return jobs

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
-from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.cli.selection import SelectionCommand, selected_jobs, with_selection
 from kvbench.cli.sim import (
     DurationOpt,
     MaxRequestsOpt,
@@ -64,7 +64,6 @@ def simulate_jobs(
     attention group behind the job's router; multi-node rows run their prefill and decode
     workers; a row that cannot be modelled is listed with the reason."""
     from kvbench.cli import sim_jobs
-    from kvbench.matrix import select_jobs
     from kvbench.sim.table import print_jobs
     from kvbench.workload import load_trace
 
@@ -82,10 +81,7 @@ def simulate_jobs(
     load_trace(trace)  # bad input fails here, once, before any worker starts
     _bounds(1, duration=duration, max_requests=max_requests, max_tokens_cap=max_tokens_cap,
             think_time_cap=think_time_cap)  # and bad bounds
-    jobs = select_jobs(selection)
-    if not jobs:
-        raise SimError("no job matches the selection",
-                       hint="check --config-files and the filters")
+    jobs = selected_jobs(selection, SimError)
     if max_jobs is not None and max_jobs < len(jobs):
         print(f"simulating {max_jobs} of the {len(jobs)} selected jobs (--max-jobs)",
               file=sys.stderr)

@@ -13,7 +13,7 @@ import typer
 
 from kvbench.cli.app import app
 from kvbench.cli.launch import split_engine_args
-from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.cli.selection import SelectionCommand, selected_jobs, with_selection
 from kvbench.errors import SweepError
 from kvbench.matrix.selection import Selection
 
@@ -134,7 +134,6 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     """The body of `kvbench run` (also used by `kvbench quickstart`)."""
     import orjson
 
-    from kvbench.matrix import select_jobs
     from kvbench.matrix.generate import runner_config_path
     from kvbench.sweep import SlurmExecutor, build_specs, failures_error, run_local
 
@@ -144,10 +143,7 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         raise SweepError(f"--emit {emit!r} is not one of github-matrix")
     if format not in ("table", "json"):
         raise SweepError(f"--format {format!r} is not one of table, json")
-    jobs = select_jobs(selection)
-    if not jobs:
-        raise SweepError("the selection matched no jobs",
-                         hint="check the recipe files and the selection flags")
+    jobs = selected_jobs(selection, SweepError)
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
     if "--time-scale" in options.engine_args and real:
         raise SweepError(f"--time-scale is for the embedded engine only; the selection also "
