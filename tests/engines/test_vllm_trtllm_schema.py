@@ -2,7 +2,7 @@
 
 vLLM's own parser also checks them (test_vllm_parser.py), but it does not restrict values
 such as --block-size; this schema adds the value sets from vLLM's docs and the InferenceX
-launchers (../shared/reference/kvoffload.md section 4, inferencex.md section 5) and the
+launchers (the project's reference notes kvoffload.md section 4, inferencex.md section 5) and the
 sizing invariants. TRT-LLM is not installable on a CPU machine: its flags and YAML config are
 checked against this schema only."""
 
