@@ -99,7 +99,6 @@ def test_no_transport_errors_when_the_server_closes_idle_connections(tmp_path, a
         # the server's closes were seen (a closed connection is reopened) or raced (resent)
         assert conns["opened"] > 24
     assert summary["requests"]["errors"] == 0
-    print(conns)
 
 
 def test_streams_of_empty_text_tokens_are_timed_not_empty(tmp_path):
