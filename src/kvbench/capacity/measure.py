@@ -45,11 +45,27 @@ async def _replay_with_scrape(cfg: ReplayConfig, sessions: list[Session], engine
     return summary, summarize_scrape(path, engine)
 
 
+def _check_prompts(summary: dict, step_dir: Path) -> None:
+    """Stop at the first step whose prompts the server counted differently from the trace:
+    every later step would measure other requests than the prediction (longer prompts, other
+    reuse; at worst refusals past the context length), and its maximum would mean nothing."""
+    from kvbench.errors import CapacityError
+
+    prompt = summary.get("prompt") or {}
+    if prompt.get("agrees") is False:
+        raise CapacityError(
+            f"the server counted {prompt['server_tokens']:,} prompt tokens for "
+            f"{prompt['sent_tokens']:,} sent ({prompt['deviation']:+.1%}) at {step_dir}: the "
+            "steps would not replay the predicted requests",
+            hint="pass the served model's --tokenizer (a model directory or name)")
+
+
 def measure_point(target: Target, host_gb: float, *, url: str, model: str,
                   sessions: list[Session], bounds: WorkloadBounds, slo: Slo, ceiling: int,
                   hint: int, out_dir: Path, time_scale: float, workload: dict,
                   trace: list[Path] | None, synthetic: SyntheticSpec | None,
-                  engine: str = "sim", on_step: StepDone | None = None) -> HostPoint:
+                  engine: str = "sim", tokenizer: str | None = None,
+                  on_step: StepDone | None = None) -> HostPoint:
     from kvbench.results import build_result, write_result
 
     t0 = time.perf_counter()
@@ -63,7 +79,7 @@ def measure_point(target: Target, host_gb: float, *, url: str, model: str,
             output_dir=step_dir, think_time_scale=bounds.think_time_scale,
             think_time_cap_s=bounds.think_time_cap_s, max_tokens_cap=bounds.max_tokens_cap,
             max_input_tokens=bounds.max_input_tokens, time_scale=time_scale,
-            num_gpus=int(target.describe.get("tp", 1)))
+            num_gpus=int(target.describe.get("tp", 1)), tokenizer=tokenizer)
         summary, server = asyncio.run(_replay_with_scrape(cfg, sessions, engine))
         m = metrics_from_replay(c, summary)
         violations = slo.violations(m)
@@ -73,6 +89,7 @@ def measure_point(target: Target, host_gb: float, *, url: str, model: str,
             plan=tier.plan, summary=summary, server=server, telemetry=None, status="ok",
             fingerprint=_fingerprint(row, url, workload))
         path = write_result(step_dir, result)
+        _check_prompts(summary, step_dir)  # after the result: the evidence stays
         step = Step(concurrency=c, passed=not violations, violations=violations,
                     metrics=m.to_json() | {"hit_rate": (summary.get("cache") or {}).get(
                         "hit_rate")}, result_path=str(path))

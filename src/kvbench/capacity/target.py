@@ -40,6 +40,9 @@ class Target:
     describe: dict[str, Any]
     job: Any | None = None  # matrix Job (recipe targets)
     runners: Any | None = None
+    # Device KV tokens per rank the planner cannot see: a row whose engine arguments cap the
+    # GPU pool (vLLM --kv-cache-memory-bytes, SGLang --max-total-tokens) is sized by them.
+    gpu_tokens: int | None = None
     _tiers: dict[float, Tier] = field(default_factory=dict)
     _direct: dict[str, Any] = field(default_factory=dict)
 
@@ -49,13 +52,18 @@ class Target:
                                     else _direct_tier(self, host_gb))
         return self._tiers[host_gb]
 
+    @property
+    def engine_name(self) -> str:
+        """The server's engine, whose /metrics adapter a measured step scrapes with."""
+        return str(self.describe.get("framework", "sim"))
+
     def planned_tier(self) -> Tier:
         """The row as written (the planner's own size for its budget)."""
         plan = _plan(self.job, self.job.row, self.runners)
-        top = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size) / _GB
-        return Tier(top, plan.gpu_kv_tokens, plan.host_kv_tokens,
+        top = configured_gb(plan)
+        return Tier(top, self.gpu_tokens or plan.gpu_kv_tokens, plan.host_kv_tokens,
                     _write_policy(list(plan.engine_args)), list(plan.engine_args),
-                    plan.to_json())
+                    _plan_json(plan, self.gpu_tokens))
 
     def row_for(self, host_gb: float, conc: int) -> dict:
         """The matrix row a measured step at this size and concurrency reports."""
@@ -69,6 +77,14 @@ class Target:
         row["conc"] = conc
         row["exp-name"] = f"{self.label}_host{host_gb:g}gb_conc{conc}"
         return row
+
+
+def configured_gb(plan: Any) -> float:
+    """The host size per rank as the row configures it (the grid's unit): each pool's share of
+    the configured size where the sizer knows it, else its bytes. vLLM 0.26's native pool
+    pins 38.65 GB for a 24 GB size; its point on the grid is 24."""
+    return sum(p.bytes_per_rank / _GB if p.configured_gb is None else p.configured_gb
+               for p in plan.host_pools if p.inside_configured_size)
 
 
 def _write_policy(engine_args: list[str]) -> str:
@@ -105,8 +121,20 @@ def _planned_tier(t: Target, host_gb: float) -> Tier:
             f"{t.label}: the planner refuses host {host_gb:g} GB per rank: "
             f"{'; '.join(plan.errors) or 'over the host budget'}",
             hint="lower --host-gb or the grid's top (--budget-gb)")
-    return Tier(host_gb, plan.gpu_kv_tokens, plan.host_kv_tokens if host_gb else 0,
-                _write_policy(list(plan.engine_args)), list(plan.engine_args), plan.to_json())
+    return Tier(host_gb, t.gpu_tokens or plan.gpu_kv_tokens, plan.host_kv_tokens if host_gb else 0,
+                _write_policy(list(plan.engine_args)), list(plan.engine_args),
+                _plan_json(plan, t.gpu_tokens))
+
+
+def _plan_json(plan: Any, gpu_tokens: int | None) -> dict:
+    """plan.json of a size, with the device pool the target really has."""
+    out = plan.to_json()
+    if gpu_tokens:
+        out["gpu-kv-tokens"] = gpu_tokens
+        out["arithmetic"] = [*out.get("arithmetic", []), f"GPU KV tokens per rank: "
+                             f"{gpu_tokens:,} from --gpu-tokens (the planner's HBM estimate "
+                             f"was {plan.gpu_kv_tokens:,})"]
+    return out
 
 
 def _direct_tier(t: Target, host_gb: float) -> Tier:
@@ -120,10 +148,11 @@ def _direct_tier(t: Target, host_gb: float) -> Tier:
                 d["write_policy"], args)
 
 
-def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None = None
-                    ) -> Target:
+def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None = None,
+                    gpu_tokens: int | None = None) -> Target:
     """A recipe row with a host tier (kv-offloading other than none); the grid's top is the
-    host size the planner picks for the row's budget."""
+    host size the planner picks for the row's budget. `gpu_tokens` replaces the planner's
+    device pool (HBM x utilisation - weights) when the server's arguments cap it."""
     from kvbench.sim.engine_profile import engine_profile_for
     from kvbench.sim.sizing import resolve_costs
 
@@ -137,20 +166,24 @@ def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None =
     if plan.errors or not plan.within_budget:
         raise CapacityError(f"{job.exp_name}: the planner refuses the row: "
                             f"{'; '.join(plan.errors) or 'over the host budget'}")
-    top = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size) / _GB
+    if gpu_tokens is not None and gpu_tokens < 1:
+        raise CapacityError(f"--gpu-tokens must be >= 1, got {gpu_tokens}")
+    top = configured_gb(plan)
     profile = engine_profile_for(job.framework)
     costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
                           kv_dtype=plan.kv_dtype, dp_attention=bool(job.row.get("dp-attn")),
                           engine=profile)
     label = str(job.row.get("exp-name", job.config_key)).replace(f"_conc{job.conc}", "")
     return Target(
-        label=label, costs=costs, budget_gb=float(int(top)),
-        engine=engine or EngineConfig(), job=job, runners=runners,
+        label=label, costs=costs, budget_gb=round(top, 1),
+        engine=engine or EngineConfig(), job=job, runners=runners, gpu_tokens=gpu_tokens,
         describe={"config-key": job.config_key, "model": job.model, "hardware": plan.hardware,
                   "framework": job.framework, "engine-profile": profile or "sglang",
                   "tp": int(job.row["tp"]), "precision": job.precision,
                   "backend": plan.backend, "budget-gb-node": plan.budget_gb,
-                  "ranks-on-node": plan.ranks_on_node, "host-gb-per-rank-max": float(int(top))})
+                  "ranks-on-node": plan.ranks_on_node, "host-gb-per-rank-max": round(top, 1),
+                  "gpu-kv-tokens": gpu_tokens or plan.gpu_kv_tokens,
+                  "gpu-kv-tokens-from": "--gpu-tokens" if gpu_tokens else "planner"})
 
 
 def target_direct(model: str, hardware: str, tp: int, *, precision: str | None,

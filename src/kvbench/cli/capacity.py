@@ -78,7 +78,7 @@ def _target(selection: Selection, *, model, hardware, tp, precision, engine_prof
         raise CapacityError(
             f"capacity sizes one recipe row with a host tier; the selection has {len(rows)} "
             f"({names})", hint="narrow it with --config-keys, --framework or --model-prefix")
-    target = target_from_job(next(iter(rows.values())), _runners(selection), engine)
+    target = target_from_job(next(iter(rows.values())), _runners(selection), engine, gpu_tokens)
     if budget_gb is not None:
         if budget_gb > target.budget_gb:
             raise CapacityError(f"--budget-gb {budget_gb:g} exceeds the planner's host size "
@@ -133,7 +133,9 @@ def capacity(
         help="bf16 | fp8 | fp4 (default: from the model name).", rich_help_panel=_T)] = None,
     engine_profile: Annotated[str, typer.Option(rich_help_panel=_T)] = "sglang",
     gpu_tokens: Annotated[int | None, typer.Option(
-        help="Device KV tokens per rank (default: from HBM).", rich_help_panel=_T)] = None,
+        help="Device KV tokens per rank (default: from HBM; with a recipe row, the planner's). "
+        "Give it when the server's arguments cap the GPU pool (--kv-cache-memory-bytes).")
+    ] = None,
     write_policy: Annotated[str, typer.Option(rich_help_panel=_T)] = "write_through",
     max_running_requests: Annotated[int, typer.Option()] = 256,
     chunked_prefill_tokens: Annotated[int, typer.Option()] = 8192,
@@ -141,6 +143,9 @@ def capacity(
         help="Also measure on this server (replay steps) at --server-host-gb.")] = None,
     served_model: Annotated[str | None, typer.Option(
         help="--url: model name (default: /v1/models).")] = None,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="--url: the served model's tokenizer (directory or name), so that prompts have "
+        "exactly the workload's token counts.")] = None,
     server_host_gb: Annotated[float | None, typer.Option(
         help="--url: the server's host tier per rank, GB (default: the grid's top).")] = None,
     time_scale: Annotated[float, typer.Option(
@@ -227,7 +232,8 @@ def capacity(
             target, measure_gb, url=url, model=served_model or _first_model(url),
             sessions=sessions, bounds=bounds, slo=slo, ceiling=ceiling, hint=max(hint, 1),
             out_dir=output / "measured" / f"host{measure_gb:g}gb", time_scale=time_scale,
-            workload=workload, trace=paths, synthetic=spec))
+            workload=workload, trace=paths, synthetic=spec, engine=target.engine_name,
+            tokenizer=tokenizer))
     doc.wall_s = time.perf_counter() - t0
     if output is not None:
         from kvbench.capacity.curve import CAPACITY_FILE

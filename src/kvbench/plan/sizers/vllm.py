@@ -60,8 +60,11 @@ class VllmOffloadSizer:
                 note += (f"; {tensors} pinned tensors of {tensor_bytes / GB:.3f} GB, each "
                          f"rounded up to {pinned / GB:.3f} GB (torch pin_memory)")
                 per_rank = tensors * pinned
+            # configured_gb: the size as the flag gives it, which the pinned footprint may
+            # exceed (per-tensor rounding); capacity's host axis is in these units
             return [HostPool(name="kv_offload", bytes_per_rank=per_rank,
-                             inside_configured_size=True, note=note)]
+                             inside_configured_size=True, note=note,
+                             configured_gb=centi * CENTI_GIB / world / GB)]
 
         explicit = ctx.explicit_knob(CENTI_GIB, ranks=world)
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes * world // int(CENTI_GIB) + 1,
