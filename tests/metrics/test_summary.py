@@ -180,3 +180,17 @@ def test_real_vllm_026_offload_scrape_reads_tiers_and_marks_lookups_as_attempts(
     assert s["scheduler"]["prefix_cache_lookups_per_prompt_token"] == pytest.approx(58.17, abs=0.01)
     assert s["sources"]["cached_tokens_device"] == "vllm:prompt_tokens_by_source_total"
     assert s["engine_reported"]["offload_enabled"] is True
+
+
+@pytest.mark.parametrize(("case", "enabled"), [("vllm026_simple_nohit", True),
+                                               ("vllm026_resident", False)])
+def test_vllm_connector_shows_offload_on_even_when_it_never_hits(case, enabled):
+    """vLLM 0.26's simple CPU connector exports no kv_offload_* counters; at conc 12 its tier
+    never hit. Its external-cache lookups (every prompt token) still show the connector is
+    attached, so the offload arm is not mislabelled "offload off"; the resident server's are 0."""
+    s = summarize_snapshots(golden_snapshots(case), "vllm")
+    assert s["engine_reported"]["offload_enabled"] is enabled
+    lookups = s["counters"]["connector_lookups"]
+    assert (lookups == 845_026) if enabled else (lookups == 0)
+    if enabled:
+        assert s["cache"]["cached_tokens_by_tier"]["external"] == 0

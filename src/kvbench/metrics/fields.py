@@ -36,6 +36,10 @@ FIELDS: dict[str, Field] = {
               "prompt tokens looked up in the prefix cache, once per scheduling attempt: an "
               "attempt count (a waiting request is looked up again at every step), never the "
               "denominator of a hit rate"),
+        Field("connector_lookups", "counter",
+              "prompt tokens looked up in a KV connector's store (vLLM external prefix cache "
+              "queries): positive only while a connector is attached, so it shows an offload "
+              "tier is on even when it never hits; an attempt count, not a denominator"),
         Field("spec_draft_tokens", "counter", "speculative draft tokens proposed"),
         Field("gpu_kv_usage", "gauge", "fraction of the GPU KV pool in use"),
         Field("gpu_kv_capacity_tokens", "gauge", "GPU KV pool size in tokens"),
