@@ -112,9 +112,13 @@ def test_two_offload_backends_are_two_arms_never_repeats_of_one():
     assert out["arms"] == ["kv_offloading=none", "kv_offloading=dram,backend=vllm-native",
                            "kv_offloading=dram,backend=vllm-simple"]
     c4 = next(c for c in out["cells"] if c["key"]["conc"] == "4")
-    assert {n: len(r) for n, r in c4["runs"].items()} == {a: 1 for a in out["arms"]}
+    # the resident arm ran twice (sessions 1 and 2: TTFT p50 1,237.8 and 1,336.0 ms)
+    assert {n: len(r) for n, r in c4["runs"].items()} == {
+        "kv_offloading=none": 2, "kv_offloading=dram,backend=vllm-native": 1,
+        "kv_offloading=dram,backend=vllm-simple": 1}
     ttft = next(m for m in c4["metrics"] if m["metric"] == "TTFT p50 ms")
-    assert ttft["arms"]["kv_offloading=none"]["mean"] == pytest.approx(1_238, abs=1)
+    assert ttft["arms"]["kv_offloading=none"]["mean"] == pytest.approx(1_286.9, abs=1)
     assert ttft["arms"]["kv_offloading=dram,backend=vllm-simple"]["mean"] == pytest.approx(
         712.6, abs=0.1)
-    assert ttft["deltas"]["kv_offloading=dram,backend=vllm-native"]["verdict"] == "no repeats"
+    # one repeat of one arm: a t-interval at 1 degree of freedom, too wide to call -36%
+    assert ttft["deltas"]["kv_offloading=dram,backend=vllm-native"]["verdict"] == "within noise"

@@ -49,10 +49,9 @@ def main() -> None:
         print(" | ".join(str(c) for c in row))
     print()
     for arm in ("resident", "native", "simple"):
-        path = root / "calls" / arm / "memory.jsonl"
-        if path.is_file():
+        for path in sorted((root / "calls").glob(f"{arm}*/memory.jsonl")):
             peaks = ", ".join(f"{b / 1e9:.2f}" for b in _engine_peak_bytes(path).values())
-            print(f"{arm}: EngineCore peak RSS GB per job: {peaks}")
+            print(f"{path.parent.name}: EngineCore peak RSS GB per job: {peaks}")
 
 
 def _lookups(run: Path) -> float:

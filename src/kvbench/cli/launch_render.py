@@ -178,7 +178,8 @@ def run_server(b: Built, *, ready_timeout_s: float, grace_s: float, follow_log: 
         print(f"  model:       {spec.served_model_name}")
         if spec.correlation_header:
             print(f"  session header: {spec.correlation_header}")
-        print("Ctrl-C stops the server and everything it started.", flush=True)
+        print("Ctrl-C or SIGTERM stops the server and everything it started (a script that "
+              "put kvbench in the background: SIGINT is ignored there, send TERM).", flush=True)
         while True:
             code = server.poll()
             if code is not None:

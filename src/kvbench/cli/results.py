@@ -152,3 +152,46 @@ def report(
 
     path = write_dashboard(result_dirs, out)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+@app.command()
+def rescore(
+    result_dirs: Annotated[list[Path], typer.Argument(
+        help="Job directories, or results directories holding them.")],
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the new verdicts; write nothing.")] = False,
+    format: Annotated[str, typer.Option(help="table | json")] = "table",
+) -> None:
+    """Derive each job's result.json again from its raw files (replay summary, /metrics
+    scrape, plan) with this kvbench's adapters and checks; the run's own result is kept as
+    result.orig.json."""
+    from kvbench.errors import ResultError
+    from kvbench.results import find_results
+    from kvbench.results.rescore import rescore as do_rescore
+    from kvbench.results.rescore import rescore_job
+
+    if format not in ("table", "json"):
+        raise ResultError(f"--format {format!r} is not one of table, json")
+    rows = []
+    for path in find_results(result_dirs):
+        old, new = (rescore_job if dry_run else do_rescore)(path.parent)
+        rows.append({"job": str(path.parent), "status": [old.get("status"), new.status],
+                     "valid": [(old.get("validity") or {}).get("valid"), new.validity["valid"]],
+                     "reasons": new.validity["reasons"]})
+    if format == "json":
+        import orjson
+
+        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    from rich.table import Table
+
+    from kvbench.cli.console import table_console
+
+    table = Table(title=f"{len(rows)} result(s) {'would be ' if dry_run else ''}rescored")
+    for col in ("job", "status", "valid", "reasons"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(Path(r["job"]).name, " -> ".join(map(str, r["status"])),
+                      " -> ".join("unknown" if v is None else str(v) for v in r["valid"]),
+                      "; ".join(r["reasons"]) or "-")
+    table_console().print(table)

@@ -1,0 +1,81 @@
+"""Rescoring: a job's result.json derived again from the raw files the run left beside it
+(summary.json from the replay, scrape.jsonl of /metrics, plan.json), with this kvbench's
+metric adapters and checks. A run measured before a check existed, or read by an adapter that
+has since learnt a metric, gets the verdict it would get today; the measurements are the same
+bytes. What only the run knew is kept from the old result: its status when the job did not
+produce measurements, the failure, GPU telemetry, the engine patches, the fingerprint, the
+repeat index and its own warnings. The first original stays as result.orig.json."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kvbench import __version__
+from kvbench.errors import ResultError
+from kvbench.files import read_json
+from kvbench.results.build import build_result
+from kvbench.results.schema import Result
+from kvbench.results.store import RESULT_FILE, write_result
+from kvbench.results.validate import DEFAULT_FAILED_REQUEST_THRESHOLD
+
+ORIGINAL_FILE = "result.orig.json"
+SUMMARY_FILE = "summary.json"
+SCRAPE_FILE = "scrape.jsonl"
+PLAN_FILE = "plan.json"
+_ABSENT_SERVER = "server metrics absent: per-tier cache numbers are unknown"
+_RESCORED = "rescored by kvbench "
+
+
+def _run_warnings(old: dict) -> list[str]:
+    """The old result's warnings less those build_result derives again (server warnings,
+    validation flags, the absent-metrics note, an earlier rescoring's line)."""
+    derived = set((old.get("server_metrics") or {}).get("warnings") or []) | {_ABSENT_SERVER}
+    return [w for w in old.get("warnings") or []
+            if w not in derived and not w.startswith("[") and not w.startswith(_RESCORED)]
+
+
+def rescore_job(job_dir: Path, engine: str | None = None) -> tuple[dict, Result]:
+    """(old result as JSON, new Result) for the job directory `job_dir`; writes nothing."""
+    from kvbench.metrics import summarize_scrape
+
+    job_dir = Path(job_dir)
+    path = job_dir / RESULT_FILE
+    if not path.is_file():
+        raise ResultError(f"{job_dir}: no {RESULT_FILE} to rescore")
+    old = read_json(path)
+    summary_path = job_dir / SUMMARY_FILE
+    if old.get("status") == "ok" and not summary_path.is_file():
+        raise ResultError(f"{job_dir}: no {SUMMARY_FILE}: the replay's measurements are "
+                          "needed to rescore", hint="rescore only directories `kvbench run` wrote")
+    failure = old.get("failure")
+    # a job failed by validation alone ran to the end: it is judged again
+    ran = old.get("status") == "ok" or (failure or {}).get("stage") == "validation"
+    scrape = job_dir / SCRAPE_FILE
+    server = (summarize_scrape(scrape, engine or old["framework"]) if scrape.is_file()
+              else old.get("server_metrics"))
+    plan = read_json(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
+    stamp = (f"{_RESCORED}{__version__} on {datetime.now(UTC).date().isoformat()} from the "
+             f"job's raw files (the run's own result: {ORIGINAL_FILE})")
+    result = build_result(
+        job_row=old["job_row"], config_key=old["config_key"], plan=plan,
+        summary=read_json(summary_path) if summary_path.is_file() else None, server=server,
+        telemetry=old.get("telemetry"), status="ok" if ran else old["status"],
+        failure=None if ran else failure, warnings=[*_run_warnings(old), stamp],
+        fingerprint=old["fingerprint"], repeat=int(old.get("repeat") or 0),
+        engine_patches=old.get("engine_patches"),
+        failed_request_threshold=(old.get("validation") or {}).get(
+            "failed_request_threshold") or DEFAULT_FAILED_REQUEST_THRESHOLD)
+    result.created_at = old.get("created_at") or result.created_at  # when it was measured
+    return old, result
+
+
+def rescore(job_dir: Path, engine: str | None = None) -> tuple[dict, Result]:
+    """rescore_job, then keep the original (once) and replace result.json atomically."""
+    old, result = rescore_job(job_dir, engine)
+    original = Path(job_dir) / ORIGINAL_FILE
+    if not original.exists():
+        shutil.copy2(Path(job_dir) / RESULT_FILE, original)
+    write_result(job_dir, result)
+    return old, result

@@ -1,0 +1,79 @@
+"""`kvbench rescore` on a real run: vLLM 0.26's simple CPU offload at conc 12 on the H200
+(benchmarks/results/h200/vllm/runs/), as `kvbench run` wrote it on the device. Its result
+said "recipe says kv-offloading=dram but the engine reports offload off": the simple connector
+exports no kv_offload_* counters and its tier never hit. Rescored with the adapter that reads
+the connector's lookups, the label check passes and the true finding stays: the host tier
+was never hit (twelve ~20K-token contexts exceed the 24 GB pool)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kvbench.cli import main
+
+RUN = (Path(__file__).resolve().parents[2] / "benchmarks/results/h200/vllm/runs"
+       / "qwen3-8b_tp1_conc12_kvdram-vllm-simple")
+
+
+@pytest.fixture
+def job(tmp_path) -> Path:
+    """The job directory with the run's own result.json back in place."""
+    d = tmp_path / RUN.name
+    shutil.copytree(RUN, d)
+    if (d / "result.orig.json").exists():
+        (d / "result.orig.json").replace(d / "result.json")
+    return d
+
+
+def _codes(result: dict) -> set[str]:
+    return {f["code"] for f in result["validation"]["flags"]}
+
+
+def test_rescore_applies_todays_adapter_and_keeps_the_measurements(job, capsys):
+    run = json.loads((job / "result.json").read_text())
+    assert "label-offload-mismatch" in _codes(run)  # what the device wrote
+    main(["rescore", str(job.parent), "--format", "json"])
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["status"] == ["ok", "ok"] and row["valid"] == [False, False]
+    new = json.loads((job / "result.json").read_text())
+    assert "label-offload-mismatch" not in _codes(new)
+    assert new["validity"]["checks"]["label"]["passed"] is True
+    assert new["validity"]["checks"]["offload_tier"]["passed"] is False
+    assert new["server_metrics"]["engine_reported"]["offload_enabled"] is True
+    assert new["server_metrics"]["counters"]["connector_lookups"] > 0
+    # the same measurements, the same identity, the clock of the run
+    for key in ("request_metrics", "request_accounting", "fingerprint", "telemetry",
+                "created_at", "plan", "job_row"):
+        assert new[key] == run[key], key
+    assert any(w.startswith("rescored by kvbench") for w in new["warnings"])
+    assert json.loads((job / "result.orig.json").read_text()) == run
+
+
+def test_second_rescore_keeps_the_first_original_and_one_stamp(job):
+    run = json.loads((job / "result.json").read_text())
+    main(["rescore", str(job)])
+    main(["rescore", str(job)])
+    assert json.loads((job / "result.orig.json").read_text()) == run
+    warnings = json.loads((job / "result.json").read_text())["warnings"]
+    assert sum(w.startswith("rescored by kvbench") for w in warnings) == 1
+
+
+def test_dry_run_writes_nothing(job, capsys):
+    before = (job / "result.json").read_bytes()
+    main(["rescore", str(job), "--dry-run"])
+    assert "would be rescored" in capsys.readouterr().out
+    assert (job / "result.json").read_bytes() == before
+    assert not (job / "result.orig.json").exists()
+
+
+def test_a_job_without_its_replay_summary_is_one_line_and_exit_2(job, capsys):
+    (job / "summary.json").unlink()
+    with pytest.raises(SystemExit) as e:
+        main(["rescore", str(job)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "no summary.json" in err and "Traceback" not in err
