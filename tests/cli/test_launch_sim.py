@@ -63,7 +63,7 @@ def test_launch_sim_serves_then_ctrl_c_cleans_up(tmp_path):
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             lines.append(line)
-            if "Ctrl-C stops" in line or not line:
+            if "stops the server" in line or not line:
                 break
         assert any(line.startswith("ready after") for line in lines), \
             "".join(lines) + proc.stderr.read() if proc.poll() is not None else "".join(lines)
