@@ -48,6 +48,7 @@ def _real(run: Path) -> dict:
             "ttft_p50_ms": m["latency"]["ttft_ms"]["p50"],
             "ttft_p90_ms": m["latency"]["ttft_ms"]["p90"],
             "itl_p50_ms": m["latency"]["itl_ms"]["p50"],
+            "tpot_p50_ms": m["latency"]["tpot_ms"]["p50"],
             "input_tok_s": m["throughput"]["input_tok_s"],
             "output_tok_s": m["throughput"]["output_tok_s"],
             "sent": {(x["session_id"], x["turn"]) for x in recs if not x["is_warmup"]}}
@@ -66,6 +67,7 @@ def _simulated(sessions, conc: int, host_tokens: int, hardware: str,
     return {"requests": s["requests"], "hit_device": s["hit_rate"]["device"],
             "hit_host": s["hit_rate"]["host"], "ttft_p50_ms": s["ttft_ms"]["p50"],
             "ttft_p90_ms": s["ttft_ms"]["p90"], "itl_p50_ms": s["itl_ms"]["p50"],
+            "tpot_p50_ms": s["tpot_ms"]["p50"],
             "input_tok_s": s["throughput"]["input_tok_s"],
             "output_tok_s": s["throughput"]["output_tok_s"],
             "preemptions": s["cache"]["preemptions"],
@@ -89,7 +91,7 @@ def main() -> None:
         a, b = real.pop("sent"), sim.pop("sent")
         rows.append({"job": run.name, "conc": real["conc"], "arm": real["arm"], "real": real,
                      "sim": sim, "same_requests": len(a & b), "union_requests": len(a | b)})
-    keys = ("requests", "hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms",
+    keys = ("requests", "hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "tpot_p50_ms",
             "input_tok_s", "output_tok_s")
     print(f"{'job':<40}" + "".join(f"{k:>26}" for k in keys) + f"{'same / union':>14}")
     for r in rows:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from kvbench.sim.request import SimRequest
 
 @dataclass(slots=True)
 class _Step:
+    start_s: float
     end_s: float
     chunks: list[tuple[SimRequest, int]]
     decode_steps: int
@@ -49,6 +51,9 @@ class Engine:
         # driver decides there whether a send happens, as the replay does at send time).
         self.on_arrival = on_arrival
         self.now_s = 0.0
+        # token-weighted inter-token gaps, one entry per applied step (sim/simulate.py summarize)
+        self.itl_gap_s: array = array("d")
+        self.itl_tokens: array = array("d")
         self._arrivals: list[tuple[float, int, SimRequest]] = []
         self._seq = 0
         self.waiting: deque[SimRequest] = deque()
@@ -210,7 +215,7 @@ class Engine:
                                context, load_tokens, sync_tokens,
                                load_time_s=self.link.load_s(load_tokens),
                                sync_time_s=sync_time_s)
-            return _Step(self.now_s + dur, chunks, 1 if self.decode_batch else 0)
+            return _Step(self.now_s, self.now_s + dur, chunks, 1 if self.decode_batch else 0)
         return self._decode_stretch(context, horizon_s)
 
     def _decode_stretch(self, context: float, horizon_s: float) -> _Step:
@@ -235,7 +240,7 @@ class Engine:
                         lo = mid + 1
                 k = lo
         dur = costs.decode_steps_s(batch, context, growth, k)
-        return _Step(self.now_s + dur, [], k)
+        return _Step(self.now_s, self.now_s + dur, [], k)
 
     def _start(self, req: SimRequest, adm) -> None:
         req.admission = adm
@@ -260,6 +265,14 @@ class Engine:
     def _apply(self, step: _Step) -> None:
         now = self.now_s
         if step.decode_steps:
+            # Inter-token gaps as the replay measures them (the gap to each streamed token):
+            # every decoder gets accept_length tokens per step, each a step's time apart
+            # over accept_length; a stretch of k steps is taken at its mean step time.
+            tokens = self.decode_batch * step.decode_steps * self.costs.accept_length
+            if tokens > 0:
+                self.itl_gap_s.append((step.end_s - step.start_s) / step.decode_steps
+                                      / self.costs.accept_length)
+                self.itl_tokens.append(tokens)
             self.decode_step += step.decode_steps
             if not self.config.fast_forward:  # streaming: tokens leave step by step
                 self._emit_decoded(now)

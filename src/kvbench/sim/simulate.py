@@ -19,6 +19,7 @@ from kvbench.sim.costs import CostModel
 from kvbench.sim.disagg import DisaggEngines
 from kvbench.sim.engine import Engine
 from kvbench.sim.engine_config import EngineConfig
+from kvbench.sim.gaps import engine_gaps, itl_percentiles
 from kvbench.sim.lanes import LaneDriver
 from kvbench.sim.ranks import RankedEngines
 from kvbench.sim.request import SimRequest
@@ -72,8 +73,10 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
     cache = make_cache(setup)
     done: list[SimRequest] = [] if requests is None else requests
     sessions = [s for tr in traces for s in tr.sessions if s]
-    wall_s = _timed(lambda: _drive(sessions, cache, costs, setup, done))
-    return _finish_summary(summarize(done, cache), wall_s, len(done), costs, setup)
+    engines: list = []
+    wall_s = _timed(lambda: engines.append(_drive(sessions, cache, costs, setup, done)))
+    return _finish_summary(summarize(done, cache, engine_gaps(engines[0])), wall_s, len(done),
+                           costs, setup)
 
 
 def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
@@ -105,7 +108,7 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     driver = LaneDriver(sessions, bounds, make_engine, done)
     wall_s = _timed(driver.run)
     profiled = [r for r in done if not r.meta.get("is_warmup")]
-    summary = summarize(profiled, caches[0])
+    summary = summarize(profiled, caches[0], engine_gaps(driver.engine))
     if setup.dp > 1:
         summary["cache"] = _sum_caches([summarize([], c)["cache"] for c in caches])
         summary["link"] = None
@@ -191,7 +194,7 @@ def _finish_summary(summary: dict, wall_s: float, n: int, costs: CostModel,
 
 
 def _drive(sessions: list[list[TraceRequest]], cache: TieredCache, costs: CostModel,
-           setup: SimSetup, done: list[SimRequest]) -> None:
+           setup: SimSetup, done: list[SimRequest]) -> Engine:
     if not setup.arrival_scale > 0:
         raise SimError(f"arrival_scale must be > 0, got {setup.arrival_scale}")
     if setup.concurrency is None:
@@ -202,36 +205,37 @@ def _drive(sessions: list[list[TraceRequest]], cache: TieredCache, costs: CostMo
                 engine.submit(_to_request(rid, t, t.arrival_s * setup.arrival_scale, sid))
                 rid += 1
         engine.run_until()
-    else:
-        if setup.concurrency < 1:
-            raise SimError(f"concurrency must be >= 1, got {setup.concurrency}")
-        pending = deque(enumerate(sessions))
-        cursor: dict[int, int] = {}
-        counter = [0]
+        return engine
+    if setup.concurrency < 1:
+        raise SimError(f"concurrency must be >= 1, got {setup.concurrency}")
+    pending = deque(enumerate(sessions))
+    cursor: dict[int, int] = {}
+    counter = [0]
 
-        def send(sid: int, at_s: float) -> None:
-            t = sessions[sid][cursor[sid]]
-            req = _to_request(counter[0], t, at_s, sid)
-            counter[0] += 1
-            engine.submit(req, at_s + (t.think_s if cursor[sid] else 0.0))
+    def send(sid: int, at_s: float) -> None:
+        t = sessions[sid][cursor[sid]]
+        req = _to_request(counter[0], t, at_s, sid)
+        counter[0] += 1
+        engine.submit(req, at_s + (t.think_s if cursor[sid] else 0.0))
 
-        def on_finish(req: SimRequest) -> None:
-            done.append(req)
-            sid = req.session
-            cursor[sid] += 1
-            if cursor[sid] < len(sessions[sid]):
-                send(sid, engine.now_s)
-            elif pending:
-                nxt, _ = pending.popleft()
-                cursor[nxt] = 0
-                send(nxt, engine.now_s)
+    def on_finish(req: SimRequest) -> None:
+        done.append(req)
+        sid = req.session
+        cursor[sid] += 1
+        if cursor[sid] < len(sessions[sid]):
+            send(sid, engine.now_s)
+        elif pending:
+            nxt, _ = pending.popleft()
+            cursor[nxt] = 0
+            send(nxt, engine.now_s)
 
-        engine = engine_for(cache, costs, setup, on_finish=on_finish)
-        for _ in range(min(setup.concurrency, len(pending))):
-            sid, _ = pending.popleft()
-            cursor[sid] = 0
-            send(sid, 0.0)
-        engine.run_until()
+    engine = engine_for(cache, costs, setup, on_finish=on_finish)
+    for _ in range(min(setup.concurrency, len(pending))):
+        sid, _ = pending.popleft()
+        cursor[sid] = 0
+        send(sid, 0.0)
+    engine.run_until()
+    return engine
 
 
 def _percentiles(values: list[float], scale: float = 1.0) -> dict[str, float | None]:
@@ -246,16 +250,18 @@ def _percentiles(values: list[float], scale: float = 1.0) -> dict[str, float | N
             "p99": q(0.99), "max": v[-1] * scale}
 
 
-def summarize(done: list[SimRequest], cache: TieredCache) -> dict:
+def summarize(done: list[SimRequest], cache: TieredCache,
+              gaps: tuple[list[float], list[float]] | None = None) -> dict:
     """Hit rates are fractions of the prompt tokens of completed requests; times in ms of
-    simulated time; throughput over the span from the first arrival to the last finish."""
+    simulated time; throughput over the span from the first arrival to the last finish.
+    `gaps` (sim/gaps.py) gives ITL, the gap before each token; TPOT is each request's mean."""
     ok = [r for r in done if r.error is None]
     prompt = sum(r.input_tokens for r in ok)
     dev = sum(r.device_hit_tokens for r in ok)
     host = sum(r.host_hit_tokens for r in ok)
     out = sum(r.output_tokens for r in ok)
     span = (max(r.finish_s for r in ok) - min(r.arrival_s for r in ok)) if ok else 0.0
-    itl = [(r.finish_s - r.first_s) / (r.output_tokens - 1) for r in ok if r.output_tokens > 1]
+    tpot = [(r.finish_s - r.first_s) / (r.output_tokens - 1) for r in ok if r.output_tokens > 1]
     c = cache.counters
 
     def frac(x: int) -> float:
@@ -275,7 +281,8 @@ def summarize(done: list[SimRequest], cache: TieredCache) -> dict:
         "hit_rate": {"device": frac(dev), "host": frac(host), "total": frac(dev + host)},
         "ttft_ms": _percentiles([r.ttft_s for r in ok], 1e3),
         "e2e_ms": _percentiles([r.e2e_s for r in ok], 1e3),
-        "itl_ms": _percentiles(itl, 1e3),
+        "itl_ms": itl_percentiles(*(gaps or ([], []))),
+        "tpot_ms": _percentiles(tpot, 1e3),
         "queue_ms": _percentiles([r.admit_s - r.arrival_s for r in ok], 1e3),
         "throughput": {"input_tok_s": rate(prompt), "output_tok_s": rate(out),
                        "requests_s": rate(len(ok))},
