@@ -45,7 +45,7 @@ async def _replay_with_scrape(cfg: ReplayConfig, sessions: list[Session], engine
     return summary, summarize_scrape(path, engine)
 
 
-def _check_prompts(summary: dict, step_dir: Path) -> None:
+def _check_prompts(summary: dict, step_dir: Path, tokenizer: str | None) -> None:
     """Stop at the first step whose prompts the server counted differently from the trace:
     every later step would measure other requests than the prediction (longer prompts, other
     reuse; at worst refusals past the context length), and its maximum would mean nothing."""
@@ -57,7 +57,9 @@ def _check_prompts(summary: dict, step_dir: Path) -> None:
             f"the server counted {prompt['server_tokens']:,} prompt tokens for "
             f"{prompt['sent_tokens']:,} sent ({prompt['deviation']:+.1%}) at {step_dir}: the "
             "steps would not replay the predicted requests",
-            hint="pass the served model's --tokenizer (a model directory or name)")
+            hint="pass the served model's --tokenizer (a model directory or name)"
+            if tokenizer is None else f"the server does not count as --tokenizer {tokenizer} "
+            "does: pass the served model's tokenizer")
 
 
 def measure_point(target: Target, host_gb: float, *, url: str, model: str,
@@ -89,7 +91,7 @@ def measure_point(target: Target, host_gb: float, *, url: str, model: str,
             plan=tier.plan, summary=summary, server=server, telemetry=None, status="ok",
             fingerprint=_fingerprint(row, url, workload))
         path = write_result(step_dir, result)
-        _check_prompts(summary, step_dir)  # after the result: the evidence stays
+        _check_prompts(summary, step_dir, tokenizer)  # after the result: the evidence stays
         step = Step(concurrency=c, passed=not violations, violations=violations,
                     metrics=m.to_json() | {"hit_rate": (summary.get("cache") or {}).get(
                         "hit_rate")}, result_path=str(path))
