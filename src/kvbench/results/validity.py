@@ -102,7 +102,8 @@ def _prompt(summary: dict) -> dict[str, Any]:
     msg = (f"server counted {p['server_tokens']:,} prompt tokens for {p['sent_tokens']:,} sent "
            f"({dev:+.1%})")
     if not p["agrees"]:
-        msg += (f", beyond {p['tolerance']:.0%}: the reuse the server sees is not the trace's "
+        msg += (f", beyond {p['tolerance']:.0%} (or {p.get('template_tokens_per_request', 0)} "
+                "per request of chat template): the reuse the server sees is not the trace's "
                 "(pass the model's --tokenizer, or send token ids)")
     return _check(p["agrees"], msg, **{k: p[k] for k in ("sent_tokens", "server_tokens",
                                                            "deviation")})
