@@ -70,3 +70,19 @@ def test_page_renders_in_headless_chromium(tmp_path, artifacts_dir):
     assert not problems
     assert traces == 3
     assert pwned
+
+
+def test_a_capacity_json_named_alone_adds_the_panel_not_its_steps(tmp_path):
+    """The H200 dashboard: the runs beside the measured capacity point. The capacity steps are
+    another workload (8 sessions, 5 turns): named as capacity.json they add the panel only; named
+    as their directory their result.json files join the runs (and pool with the conc-4 arm)."""
+    from pathlib import Path
+
+    from kvbench.report import write_dashboard
+
+    h200 = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/vllm"
+    alone = write_dashboard([h200 / "runs", h200 / "capacity" / "capacity.json"],
+                            tmp_path / "alone.html").read_text()
+    assert "p-capacity" in alone and "host24gb" not in alone
+    both = write_dashboard([h200 / "runs", h200 / "capacity"], tmp_path / "both.html").read_text()
+    assert "p-capacity" in both and "host24gb_conc3" in both
