@@ -91,8 +91,8 @@ def main() -> None:
         a, b = real.pop("sent"), sim.pop("sent")
         rows.append({"job": run.name, "conc": real["conc"], "arm": real["arm"], "real": real,
                      "sim": sim, "same_requests": len(a & b), "union_requests": len(a | b)})
-    keys = ("requests", "hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "tpot_p50_ms",
-            "input_tok_s", "output_tok_s")
+    keys = ("requests", "hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms",
+            "tpot_p50_ms", "input_tok_s", "output_tok_s")
     print(f"{'job':<40}" + "".join(f"{k:>26}" for k in keys) + f"{'same / union':>14}")
     for r in rows:
         cells = []
