@@ -50,6 +50,8 @@ def test_rescore_applies_todays_adapter_and_keeps_the_measurements(job, capsys):
                 "created_at", "plan", "job_row"):
         assert new[key] == run[key], key
     assert any(w.startswith("rescored by kvbench") for w in new["warnings"])
+    # the duration the replay ran (run.sh: --duration 50), not the matrix default in the row
+    assert (run["duration_s"], new["duration_s"], new["job_row"]["duration"]) == (3600, 50, 3600)
     assert json.loads((job / "result.orig.json").read_text()) == run
 
 

@@ -69,6 +69,7 @@ def measure_point(target: Target, host_gb: float, *, url: str, model: str,
                   engine: str = "sim", tokenizer: str | None = None,
                   on_step: StepDone | None = None) -> HostPoint:
     from kvbench.results import build_result, write_result
+    from kvbench.results.build import options_digest
 
     t0 = time.perf_counter()
     tier = target.tier(host_gb)
@@ -89,7 +90,8 @@ def measure_point(target: Target, host_gb: float, *, url: str, model: str,
         result = build_result(
             job_row=row, config_key=str(target.describe.get("config-key", target.label)),
             plan=tier.plan, summary=summary, server=server, telemetry=None, status="ok",
-            fingerprint=_fingerprint(row, url, workload))
+            fingerprint=_fingerprint(row, url, workload),
+            options_id=options_digest({"capacity-workload": workload, "tokenizer": tokenizer}))
         path = write_result(step_dir, result)
         _check_prompts(summary, step_dir, tokenizer)  # after the result: the evidence stays
         step = Step(concurrency=c, passed=not violations, violations=violations,

@@ -92,12 +92,14 @@ def _print_tables(out: dict) -> None:
     by_mode = len(out["compared"]) <= 2 and all("," not in a for a in out["arms"])
     keys = list(out["cells"][0]["key"])
     common = {k: out["cells"][0]["key"][k] for k in keys
-              if len({c["key"][k] for c in out["cells"]}) == 1}
+              if len({c["key"][k] for c in out["cells"]}) == 1
+              and not (k == "options_id" and out["cells"][0]["key"][k] == "None")}
     console.print("[bold]comparing[/] " + " vs ".join(out["arms"]))
     console.print("[dim]common: " + " ".join(f"{k}={v}" for k, v in common.items()) + "[/]")
     reasons: dict[str, dict[str, str]] = {}  # check -> where -> its first reason
     for cell in out["cells"]:
-        varying = " ".join(f"{k}={v}" for k, v in cell["key"].items() if k not in common)
+        varying = " ".join(f"{k}={v}" for k, v in cell["key"].items()
+                           if k not in common and not (k == "options_id" and v == "None"))
         table = Table(title=varying or None, title_justify="left", title_style="bold")
         table.add_column("metric")
         for arm in cell["arms"]:

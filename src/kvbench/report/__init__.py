@@ -18,8 +18,21 @@ def write_dashboard(paths: Sequence[Path], out: Path) -> Path:
     # (another workload than the runs beside it: they would pool as repeats of one arm)
     docs = find_capacity_docs(paths)
     extra = [capacity_panel(docs)] if docs else []
-    results = [p for p in map(Path, paths) if not (p.is_file() and p.name == CAPACITY_FILE)]
-    return write_atomic(Path(out), render(load_results(results) if results else [], extra))
+    paths = [p for p in map(Path, paths) if not (p.is_file() and p.name == CAPACITY_FILE)]
+    results = load_results(paths) if paths else []
+    tag_option_sets(results)
+    return write_atomic(Path(out), render(results, extra))
+
+
+def tag_option_sets(results: list) -> None:
+    """Results of several run-option sets (Result.options_id) in one dashboard: each arm name
+    gets its set's tag, so that lines, points and repeats never mix two experiments. One set
+    (or results written before the id existed, None) leaves the names as they are."""
+    ids = sorted({r.options_id for r in results}, key=str)
+    if len(ids) < 2:
+        return
+    for r in results:
+        r.tag_arm(f"options {r.options_id or 'unknown'}")
 
 
 __all__ = ["write_dashboard"]

@@ -56,12 +56,30 @@ def _energy(telemetry: dict[str, Any], server: dict[str, Any],
     }
 
 
+def options_digest(identity: dict) -> str:
+    """Result.options_id of a run's measurement identity (JSON-able; key order ignored)."""
+    import hashlib
+
+    import orjson
+
+    return hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+
+
+def _duration_s(row: dict, summary: dict | None) -> float | None:
+    """The replay's bound as it ran (`kvbench run --duration 50` over a row whose matrix
+    default says 3600; None: no time bound, e.g. sessions played once); the row's value only
+    when there is no replay summary. The row itself keeps its own in job_row."""
+    run = (summary or {}).get("run") or {}
+    return run["duration_s"] if "duration_s" in run else row.get("duration")
+
+
 def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: dict | None,
                  server: dict | None, telemetry: dict | None, status: str,
                  failure: dict | None = None, warnings: Sequence[str] = (),
                  fingerprint: str, repeat: int = 0,
                  engine_patches: Sequence[dict] | None = None,
-                 failed_request_threshold: float = DEFAULT_FAILED_REQUEST_THRESHOLD) -> Result:
+                 failed_request_threshold: float = DEFAULT_FAILED_REQUEST_THRESHOLD,
+                 options_id: str | None = None) -> Result:
     """Build and validate a Result. A job that ran but fails validation comes back with
     status "failed" and failure.stage "validation"."""
     if status not in STATUSES:
@@ -115,7 +133,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         kv_offload_backend=backend if isinstance(backend, dict) else None,
         allocated_cpu_dram_gb=float(row.get("total-cpu-dram-gb", 0) or 0),
         router=row.get("router") if isinstance(row.get("router"), dict) else None,
-        duration_s=row.get("duration"),
+        duration_s=_duration_s(row, summary),
         plan=plan,
         engine_patches=list(engine_patches) if engine_patches is not None else None,
         num_requests_total=accounting["records_total"],
@@ -124,5 +142,5 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         request_metrics=request_metrics(summary),
         server_metrics=server, telemetry=telemetry,
         energy=_energy(telemetry, server, summary), client=client,
-        validation=check, validity=stamp, warnings=all_warnings,
+        validation=check, validity=stamp, warnings=all_warnings, options_id=options_id,
     )

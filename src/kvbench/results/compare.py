@@ -201,7 +201,9 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
 
     for k in list(compared):
         compared |= COUPLED.get(k, set())
-    key_fields = [f for f in IDENTITY if f not in compared]
+    # results of other run options (traces, bounds, engine arguments) are other experiments:
+    # they never pair with, nor pool as repeats of, these
+    key_fields = [f for f in IDENTITY if f not in compared] + ["options_id"]
     cells: dict[tuple, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
         arm = arm_of(r)

@@ -64,7 +64,7 @@ def rescore_job(job_dir: Path, engine: str | None = None) -> tuple[dict, Result]
         telemetry=old.get("telemetry"), status="ok" if ran else old["status"],
         failure=None if ran else failure, warnings=[*_run_warnings(old), stamp],
         fingerprint=old["fingerprint"], repeat=int(old.get("repeat") or 0),
-        engine_patches=old.get("engine_patches"),
+        engine_patches=old.get("engine_patches"), options_id=old.get("options_id"),
         failed_request_threshold=(old.get("validation") or {}).get(
             "failed_request_threshold") or DEFAULT_FAILED_REQUEST_THRESHOLD)
     result.created_at = old.get("created_at") or result.created_at  # when it was measured

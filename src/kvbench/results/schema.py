@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from kvbench import SCHEMA_VERSION
 
@@ -68,6 +68,12 @@ class Result(BaseModel):
     warnings: list[str] = []
     # engine-image patches checked at server start and what each did (launch/patcher.py)
     engine_patches: list[dict[str, Any]] | None = None
+    # Digest of the run options that change what was measured (traces by content, workload
+    # bounds, engine arguments): results that differ in it are other experiments, never
+    # repeats of one arm (compare and the dashboard keep them apart). None: written before it.
+    options_id: str | None = None
+    # Set by a reader that shows several option sets side by side (the dashboard), never saved.
+    _arm_suffix: str = PrivateAttr("")
 
     @field_validator("status")
     @classmethod
@@ -80,6 +86,11 @@ class Result(BaseModel):
     def valid(self) -> bool | None:
         return None if self.validity is None else bool(self.validity.get("valid"))
 
+    def tag_arm(self, tag: str) -> None:
+        """Append `tag` to this result's arm name (in memory only): a reader showing several
+        run-option sets keeps their arms apart."""
+        self._arm_suffix = f" [{tag}]"
+
     @property
     def arm(self) -> str:
         """The configuration without concurrency: what a Pareto front or a line is drawn for."""
@@ -88,4 +99,5 @@ class Result(BaseModel):
         topo = f"tp{self.tp}" + (f"ep{self.ep}" if self.ep > 1 else "") + (
             "-dpa" if self.dp_attention else "")
         spec = "" if self.spec_decoding in ("none", None) else f" spec-{self.spec_decoding}"
-        return f"{self.framework} {self.infmax_model_prefix or self.model} {topo} {offload}{spec}"
+        return (f"{self.framework} {self.infmax_model_prefix or self.model} {topo} {offload}{spec}"
+                f"{self._arm_suffix}")

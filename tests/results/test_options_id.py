@@ -1,0 +1,54 @@
+"""Results of other run options are other experiments: compare never pairs or pools them
+with these, and the dashboard names their arms apart. Built from the real H200 run of the
+resident arm at conc 4 (benchmarks/results/h200/vllm/runs/) and its repeat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvbench.report import write_dashboard
+from kvbench.results import compare, read_result, write_result
+from kvbench.results.build import options_digest
+
+RUNS = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/vllm/runs"
+
+
+def _copies(tmp_path: Path, ids: tuple[str | None, str | None]) -> list:
+    out = []
+    for name, oid in zip(("qwen3-8b_tp1_conc4_kvnone", "qwen3-8b_tp1_conc4_kvdram-vllm-native"),
+                         ids, strict=True):
+        for d in (RUNS / name, RUNS / f"{name}__r1"):
+            if not d.is_dir():
+                continue
+            r = read_result(d / "result.json")
+            r.options_id = oid
+            write_result(tmp_path / d.name, r)
+            out.append(read_result(tmp_path / d.name / "result.json"))
+    return out
+
+
+def test_options_digest_is_stable_and_order_free():
+    a = options_digest({"duration_s": 50, "trace": ["x"]})
+    assert a == options_digest({"trace": ["x"], "duration_s": 50}) and len(a) == 12
+    assert a != options_digest({"duration_s": 60, "trace": ["x"]})
+
+
+def test_same_options_pair_other_options_do_not(tmp_path):
+    same = _copies(tmp_path / "same", ("aaaaaaaaaaaa", "aaaaaaaaaaaa"))
+    [cell] = compare(same)["cells"]
+    assert {n: len(r) for n, r in cell["runs"].items()} == {
+        "kv_offloading=none": 2, "kv_offloading=dram": 1}
+    assert cell["key"]["options_id"] == "aaaaaaaaaaaa"
+    # the offload run measured under other options: nothing to pair with
+    other = _copies(tmp_path / "other", ("aaaaaaaaaaaa", "bbbbbbbbbbbb"))
+    out = compare(other)
+    assert out["cells"] == [] and out["unpaired_cells"] == 2
+
+
+def test_the_dashboard_names_two_option_sets_apart(tmp_path):
+    _copies(tmp_path / "runs", ("aaaaaaaaaaaa", "bbbbbbbbbbbb"))
+    html = write_dashboard([tmp_path / "runs"], tmp_path / "d.html").read_text()
+    assert "resident [options aaaaaaaaaaaa]" in html
+    assert "offload-vllm-native [options bbbbbbbbbbbb]" in html
+    one = write_dashboard([RUNS], tmp_path / "one.html").read_text()
+    assert "[options" not in one  # one set (the committed runs predate the id): names as ever
