@@ -113,7 +113,7 @@ def plan(
     import json
 
     if predict:
-        from kvbench.cli.capacity import predict_matrix
+        from kvbench.cli.predict import predict_matrix
 
         predict_matrix(selection, trace=trace, noise=noise, threshold=threshold, emit=emit,
                        output_format=format)

@@ -68,7 +68,7 @@ def simulate_jobs(
     from kvbench.workload import load_trace
 
     if prune:
-        from kvbench.cli.capacity import predict_matrix
+        from kvbench.cli.predict import predict_matrix
 
         predict_matrix(selection, trace=trace, noise=noise, threshold=threshold,
                        emit="github-matrix", output_format=output_format)
