@@ -41,7 +41,7 @@ def job_and_runners():
     sel = Selection(config_files=(GPU / "recipe.yaml",), runner_config=GPU / "runners.yaml",
                     config_keys=(KEY,))
     jobs = list(select_jobs(sel))
-    assert [j.conc for j in jobs] == [4, 12]
+    assert [j.conc for j in jobs] == [4, 6, 12]  # conc 6: the next GPU session's runs
     return jobs[0], load_runners(GPU / "runners.yaml")
 
 

@@ -6,7 +6,9 @@
 #
 #   [RUN_ARGS="--max-conc 4 --repeat 2"] [TAG=x] bash benchmarks/gpu/vllm/run.sh ARM...
 #   ARM: probe | resident | native | simple; RUN_ARGS: more `kvbench run` options (a
-#   concurrency, repeats); TAG: suffix of the per-call directory (two calls of one arm).
+#   concurrency, repeats); TAG: suffix of the per-call directory (two calls of one arm). An
+#   arm is skipped when less than JOB_S (330) seconds are left before DEADLINE: each job of
+#   session 2 took 257-306 s (server start included), and a cut job measures nothing.
 #
 # Needs the vLLM 0.26 bundle unpacked into /tmp/site (docs/performance.md says how it travels).
 # Jobs go to /tmp/kvb/results (copied from benchmarks/results/h200/vllm/runs on first use, so
@@ -39,6 +41,9 @@ if [ "$arm" = probe ]; then
     --max-tokens 64 --out "$C/probe.json" >> "$C/call.log" 2>&1
   curl -s 127.0.0.1:8000/metrics > "$C/metrics-after-probe.txt"
   kill $SP; wait $SP 2>/dev/null
+elif [ "$(left_s)" -lt "${JOB_S:-330}" ]; then
+  # a job cut by the deadline costs its whole server start and measures nothing
+  echo "skipped: $(left_s) s left, a job takes up to ${JOB_S:-330} s (JOB_S)" | tee -a "$C/call.log"
 else
   key=qwen3-8b-bf16-h200-vllm-agentic-$arm
   # shellcheck disable=SC2086  # RUN_ARGS is a list of options
