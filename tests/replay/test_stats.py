@@ -48,6 +48,21 @@ def test_time_scale_reports_the_servers_clock():
     assert s["cache"] == wall["cache"]
 
 
+def test_itl_below_the_clients_resolution_in_server_time_is_unknown():
+    """Tokens 0.05 ms of wall time apart (a burst of one server tick) at x50 would read as
+    2.5 ms of ITL in the server's clock, under the 50 ms the client resolves there: unknown,
+    with the reason; TPOT stands. At x1 the same gaps are kept."""
+    burst = _rec(chunk_ns=[10_000_100, 10_050_100, 10_100_100, 40_000_100],
+                 chunk_tokens=[1, 1, 1, 1], completion_tokens=4)
+    s = summarize([burst], time_scale=50.0)
+    assert s["itl_ms"]["p50"] is None and s["itl_ms"]["n"] == 3
+    assert "below the 50 ms of server time" in s["itl_ms"]["unresolved"]
+    assert s["tpot_ms"]["mean"] == pytest.approx(500.0)  # (40 - 10) ms / 3 x 50
+    assert summarize([burst])["itl_ms"]["p50"] == pytest.approx(0.05)
+    # 10 ms wall gaps at x50 are 500 ms of server time: resolved, kept
+    assert summarize([_rec()], time_scale=50.0)["itl_ms"]["p50"] == pytest.approx(500.0)
+
+
 def test_warmup_and_errors_are_excluded_and_counted():
     recs = [_rec(), _rec(is_warmup=True),
             _rec(status="error", error_kind="http_500", t_first_ns=None, t_last_ns=None),
