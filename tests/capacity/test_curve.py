@@ -96,7 +96,7 @@ def test_quickstart_row_gives_curve_and_recommendation_fast(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--format", "xml"], "--format: 'xml' is not one of table, json"),
+    (["--format", "xml"], "--format 'xml' is not one of table, json"),
     (["--ttft-p90-ms", "0"], "SLO: "),
     (["--url", "http://127.0.0.1:9"], "--url writes one result.json per step"),
     (["--synthetic-sessions", "0"], "--synthetic-sessions must be >= 1"),

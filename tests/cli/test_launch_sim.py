@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from fixtures.inferencex import CONFIGS, RUNNERS
+from fixtures.inferencex import launch_sim_argv
 from fixtures.servers import alive, free_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -49,12 +49,7 @@ def test_launch_sim_serves_then_ctrl_c_cleans_up(tmp_path):
     if not _has_serve_sim():
         pytest.skip("kvbench serve-sim is not part of this checkout")
     port = free_port()
-    argv = [sys.executable, "-m", "kvbench", "launch", "--config-files", *map(str, CONFIGS),
-            "--runner-config", str(RUNNERS), "--config-keys",
-            "qwen3.5-fp8-b300-sglang-agentic-mtp", "--exp-name",
-            "qwen3.5_tp2_conc32_kvdram-hicache_spec-mtp", "--engine", "sim",
-            "--work-dir", str(tmp_path), "--port", str(port), "--ready-timeout", "60",
-            "--grace", "3"]
+    argv = launch_sim_argv(tmp_path, port, ready_timeout_s=60, grace_s=3)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=ENV)
     try:

@@ -12,35 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures.inferencex import CONFIGS, RUNNERS
-from fixtures.servers import PY, alive, free_port
+from fixtures.inferencex import launch_sim_argv
+from fixtures.servers import FORKING_SERVER, PY, alive, free_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {**os.environ, "PYTHONPATH": str(SRC)}
-
-SERVER = """
-import http.server, signal, subprocess, sys
-port, pid_file, stubborn = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-head = "import signal, time; "
-if stubborn:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    head += "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-sleeper = [sys.executable, "-c", head + "time.sleep(600)"]
-child = subprocess.Popen(sleeper)
-escaped = subprocess.Popen(sleeper, start_new_session=True)
-orphan = subprocess.Popen([sys.executable, "-c",
-    "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
-    + repr(head + "import os; os.setsid(); time.sleep(600)") + "]); print(p.pid, flush=True)"],
-    stdout=subprocess.PIPE, text=True)
-orphan_pid = int(orphan.stdout.readline()); orphan.wait()
-with open(pid_file, "w") as f:
-    f.write(f"{child.pid} {escaped.pid} {orphan_pid}")
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers()
-    def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-"""
 
 DRIVER = """
 import sys, time
@@ -61,7 +37,7 @@ except KeyboardInterrupt:
 
 def start_driver(tmp_path: Path, *, stubborn: bool = False, grace_s: float = 2.0):
     server = tmp_path / "server.py"
-    server.write_text(SERVER)
+    server.write_text(FORKING_SERVER)
     pid_file = tmp_path / "pids"
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER.format(src=str(SRC), server=str(server), port=free_port(),
@@ -165,12 +141,7 @@ def _serve_sim_pids(root: int) -> list[int]:
 @pytest.mark.slow
 def test_sigkill_of_kvbench_launch_takes_serve_sim_down(tmp_path):
     port = free_port()
-    argv = [PY, "-m", "kvbench", "launch", "--config-files", *map(str, CONFIGS),
-            "--runner-config", str(RUNNERS), "--config-keys",
-            "qwen3.5-fp8-b300-sglang-agentic-mtp", "--exp-name",
-            "qwen3.5_tp2_conc32_kvdram-hicache_spec-mtp", "--engine", "sim",
-            "--work-dir", str(tmp_path), "--port", str(port), "--ready-timeout", "90",
-            "--grace", "2"]
+    argv = launch_sim_argv(tmp_path, port, ready_timeout_s=90, grace_s=2)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=ENV)
     sims: list[int] = []

@@ -3,8 +3,6 @@ each request's mean (TPOT). Hand-computed timelines on the plain cost model."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from sim.test_engine import engine, req
 
@@ -53,5 +51,6 @@ def test_a_prefill_chunk_is_one_long_gap_not_a_slower_decode(costs):
     mixed_ms = max(g for g in gaps) * 1e3
     assert mixed_ms > 20 * itl["p50"]
     assert itl["max"] == pytest.approx(mixed_ms)
-    assert tpot_ms > itl["p50"] + (mixed_ms - itl["p50"]) / 200 * 0.9
-    assert sum(tokens) == 200 and not math.isclose(tpot_ms, itl["p50"], rel_tol=0.05)
+    # one decoder: its TPOT is the mean of its 200 gaps, stall included; the median is not
+    assert sum(tokens) == 200 and itl["mean"] == pytest.approx(tpot_ms)
+    assert tpot_ms > 1.1 * itl["p50"]

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.console import check_format
 from kvbench.errors import CalibrateError
 
 
@@ -64,8 +65,7 @@ def calibrate(
     from kvbench.calibrate.shape import resolve_shape
     from kvbench.hardware import load_hardware
 
-    if fmt not in ("text", "json"):
-        raise CalibrateError(f"--format {fmt!r} is not one of text, json")
+    check_format(fmt, ("text", "json"), CalibrateError)
     if page_size and min(page_size) < 1:
         raise CalibrateError(f"--page-size must be >= 1, got {min(page_size)}")
     shape = resolve_shape(model, {

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.console import check_format
 from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.errors import CapacityError
 from kvbench.matrix.selection import Selection
@@ -175,8 +176,7 @@ def capacity(
     )
     from kvbench.sim.engine_config import EngineConfig
 
-    if output_format not in ("table", "json"):
-        raise CapacityError(f"--format: {output_format!r} is not one of table, json")
+    check_format(output_format, ("table", "json"), CapacityError)
     if url is not None and output is None:
         raise CapacityError("--url writes one result.json per step", hint="add --output DIR")
     try:

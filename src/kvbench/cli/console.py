@@ -14,3 +14,9 @@ def table_console(*, stderr: bool = False):
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, width=None if stream.isatty() else PIPED_WIDTH,
                    highlight=False)
+
+
+def check_format(value: str, allowed: tuple[str, ...], error: type) -> None:
+    """`--format` outside `allowed`: one line naming the value and the choices (exit 2)."""
+    if value not in allowed:
+        raise error(f"--format {value!r} is not one of {', '.join(allowed)}")

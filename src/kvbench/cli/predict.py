@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvbench.cli.capacity import load_workload
+from kvbench.cli.console import check_format
 from kvbench.cli.selection import selected_jobs
 from kvbench.errors import CapacityError
 from kvbench.matrix.selection import Selection
@@ -25,8 +26,7 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
 
     if emit not in (None, "github-matrix"):
         raise CapacityError(f"--emit {emit!r} is not one of github-matrix")
-    if output_format not in ("table", "json"):
-        raise CapacityError(f"--format: {output_format!r} is not one of table, json")
+    check_format(output_format, ("table", "json"), CapacityError)
     jobs = selected_jobs(selection, CapacityError)
     sessions = load_workload(trace, not trace, 0, 1.0, 0)[0]
     traces = sessions_to_traces(sessions, WorkloadBounds())

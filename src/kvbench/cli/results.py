@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.console import check_format
 
 
 @app.command()
@@ -29,8 +30,7 @@ def compare(
     from kvbench.results import compare as do_compare
     from kvbench.results import load_results, parse_selection
 
-    if format not in ("table", "json"):
-        raise ResultError(f"--format {format!r} is not one of table, json")
+    check_format(format, ("table", "json"), ResultError)
     out = do_compare(load_results(result_dirs), by=by,
                      a=parse_selection(a) if a is not None else None,
                      b=parse_selection(b) if b is not None else None)
@@ -172,8 +172,7 @@ def rescore(
     from kvbench.results.rescore import rescore as do_rescore
     from kvbench.results.rescore import rescore_job
 
-    if format not in ("table", "json"):
-        raise ResultError(f"--format {format!r} is not one of table, json")
+    check_format(format, ("table", "json"), ResultError)
     rows = []
     for path in find_results(result_dirs):
         old, new = (rescore_job if dry_run else do_rescore)(path.parent)

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.console import check_format
 from kvbench.cli.sim_loop import DEFAULT_SIM_CONCURRENCY, judge_open_loop, loop_mode
 from kvbench.errors import SimError
 
@@ -271,8 +272,7 @@ def simulate(
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.trace import load_traces
 
-    if output_format not in ("json", "table"):
-        raise SimError(f"--format: {output_format!r} is not one of json, table")
+    check_format(output_format, ("json", "table"), SimError)
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
     concurrency = loop_mode(concurrency, open_loop, arrival_scale)

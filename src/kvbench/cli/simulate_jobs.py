@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.console import check_format
 from kvbench.cli.selection import SelectionCommand, selected_jobs, with_selection
 from kvbench.cli.sim import (
     DurationOpt,
@@ -73,8 +74,7 @@ def simulate_jobs(
         predict_matrix(selection, trace=trace, noise=noise, threshold=threshold,
                        emit="github-matrix", output_format=output_format)
         return
-    if output_format not in ("json", "table"):
-        raise SimError(f"--format: {output_format!r} is not one of json, table")
+    check_format(output_format, ("json", "table"), SimError)
     if workers < 0:
         raise SimError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
     policy = _policy(write_policy)

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.console import check_format
 from kvbench.cli.launch import split_engine_args
 from kvbench.cli.selection import SelectionCommand, selected_jobs, with_selection
 from kvbench.errors import SweepError
@@ -141,8 +142,7 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         raise SweepError(f"--executor {executor!r} is not one of local, slurm")
     if emit not in (None, "github-matrix"):
         raise SweepError(f"--emit {emit!r} is not one of github-matrix")
-    if format not in ("table", "json"):
-        raise SweepError(f"--format {format!r} is not one of table, json")
+    check_format(format, ("table", "json"), SweepError)
     jobs = selected_jobs(selection, SweepError)
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
     if "--time-scale" in options.engine_args and real:

@@ -17,13 +17,16 @@ from kvbench.errors import ResultError
 from kvbench.files import read_json
 from kvbench.results.build import build_result
 from kvbench.results.schema import Result
-from kvbench.results.store import RESULT_FILE, write_result
+from kvbench.results.store import (
+    PLAN_FILE,
+    RESULT_FILE,
+    SCRAPE_FILE,
+    SUMMARY_FILE,
+    write_result,
+)
 from kvbench.results.validate import DEFAULT_FAILED_REQUEST_THRESHOLD
 
 ORIGINAL_FILE = "result.orig.json"
-SUMMARY_FILE = "summary.json"
-SCRAPE_FILE = "scrape.jsonl"
-PLAN_FILE = "plan.json"
 _ABSENT_SERVER = "server metrics absent: per-tier cache numbers are unknown"
 _RESCORED = "rescored by kvbench "
 

@@ -15,6 +15,11 @@ from kvbench.redaction import redact_json
 from kvbench.results.schema import Result
 
 RESULT_FILE = "result.json"
+# What a run leaves beside its result that a result is built from (sweep/layout.py lays the
+# job directory out with these; results/rescore.py reads them back).
+PLAN_FILE = "plan.json"
+SUMMARY_FILE = "summary.json"
+SCRAPE_FILE = "scrape.jsonl"
 _REPEAT_RE = re.compile(r"__r(\d+)$")
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from kvbench.errors import SimError
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine_config import EngineConfig
+from kvbench.sim.gaps import GapLog
 from kvbench.sim.link import HostLink
 from kvbench.sim.request import SimRequest
 
@@ -51,9 +51,7 @@ class Engine:
         # driver decides there whether a send happens, as the replay does at send time).
         self.on_arrival = on_arrival
         self.now_s = 0.0
-        # token-weighted inter-token gaps, one entry per applied step (sim/simulate.py summarize)
-        self.itl_gap_s: array = array("d")
-        self.itl_tokens: array = array("d")
+        self.gaps = GapLog()  # inter-token gaps as the replay measures them (sim/gaps.py)
         self._arrivals: list[tuple[float, int, SimRequest]] = []
         self._seq = 0
         self.waiting: deque[SimRequest] = deque()
@@ -265,14 +263,8 @@ class Engine:
     def _apply(self, step: _Step) -> None:
         now = self.now_s
         if step.decode_steps:
-            # Inter-token gaps as the replay measures them (the gap to each streamed token):
-            # every decoder gets accept_length tokens per step, each a step's time apart
-            # over accept_length; a stretch of k steps is taken at its mean step time.
-            tokens = self.decode_batch * step.decode_steps * self.costs.accept_length
-            if tokens > 0:
-                self.itl_gap_s.append((step.end_s - step.start_s) / step.decode_steps
-                                      / self.costs.accept_length)
-                self.itl_tokens.append(tokens)
+            self.gaps.record(step.end_s - step.start_s, step.decode_steps, self.decode_batch,
+                             self.costs.accept_length)
             self.decode_step += step.decode_steps
             if not self.config.fast_forward:  # streaming: tokens leave step by step
                 self._emit_decoded(now)

@@ -13,7 +13,28 @@ request)."""
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any
+
+
+class GapLog:
+    """Token-weighted inter-token gaps of one engine, one entry per applied decode step."""
+
+    __slots__ = ("gap_s", "tokens")
+
+    def __init__(self) -> None:
+        self.gap_s = array("d")
+        self.tokens = array("d")
+
+    def record(self, step_s: float, decode_steps: int, batch: int, accept_length: float
+               ) -> None:
+        """A step of `step_s` that ran `decode_steps` decode steps for `batch` decoders:
+        each decoder got accept_length tokens per decode step, each a step / accept_length
+        after the last; a fast-forwarded stretch counts at its mean step time."""
+        tokens = batch * decode_steps * accept_length
+        if tokens > 0:
+            self.gap_s.append(step_s / decode_steps / accept_length)
+            self.tokens.append(tokens)
 
 
 def engine_gaps(engine: Any) -> tuple[list[float], list[float]]:
@@ -21,7 +42,7 @@ def engine_gaps(engine: Any) -> tuple[list[float], list[float]]:
     prefill and decode workers)."""
     subs = getattr(engine, "engines", None)
     if subs is None:
-        return list(engine.itl_gap_s), list(engine.itl_tokens)
+        return list(engine.gaps.gap_s), list(engine.gaps.tokens)
     gaps: list[float] = []
     weights: list[float] = []
     for sub in subs:

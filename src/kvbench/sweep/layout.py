@@ -6,14 +6,12 @@ from pathlib import Path
 
 import orjson
 
+from kvbench.results.store import PLAN_FILE, RESULT_FILE, SCRAPE_FILE, SUMMARY_FILE
+
 JOB_FILE = "job.json"
-PLAN_FILE = "plan.json"
 LOG_FILE = "server.log"
 RECORDS_FILE = "records.jsonl"
-SUMMARY_FILE = "summary.json"
-SCRAPE_FILE = "scrape.jsonl"
 TELEMETRY_FILE = "telemetry.jsonl"
-RESULT_FILE = "result.json"
 # Written by one attempt; cleared before the next so that nothing stale mixes in.
 ATTEMPT_FILES = (PLAN_FILE, "command.json", "env.json", LOG_FILE, RECORDS_FILE, SUMMARY_FILE,
                  SCRAPE_FILE, TELEMETRY_FILE, RESULT_FILE, "workers.json")
