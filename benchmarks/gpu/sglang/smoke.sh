@@ -3,21 +3,23 @@
 # /tmp/stage/sg-part-NN, and optionally /tmp/stage/sg-fa3-part-NN) into /tmp/sgsite, then import
 # the modules `python3 -m sglang.launch_server` loads for a Qwen3 dense model with HiCache, on
 # the GPU, and print the versions. Takes well under a minute, so a broken bundle costs little.
-#   bash benchmarks/gpu/sglang/smoke.sh        (from the repository root)
+#   [SMOKE_JIT=1] bash benchmarks/gpu/sglang/smoke.sh     (from the repository root)
+# SMOKE_JIT=1 also builds one of sglang's JIT kernels (nvcc through tvm-ffi) and times it.
 set -u
 S=/tmp/sgsite
 if [ ! -f $S/sglang/__init__.py ]; then
   mkdir -p $S
-  cat /tmp/stage/sg-part-* | xz -d | tar -xf - -C $S || { echo "unpack failed"; exit 1; }
+  cat /tmp/stage/sg-part-* | xz -d -T0 | tar -xf - -C $S || { echo "unpack failed"; exit 1; }
   if ls /tmp/stage/sg-fa3-part-* > /dev/null 2>&1; then
-    cat /tmp/stage/sg-fa3-part-* | xz -d | tar -xf - -C $S || { echo "fa3 unpack failed"; exit 1; }
+    cat /tmp/stage/sg-fa3-part-* | xz -d -T0 | tar -xf - -C $S || { echo "fa3 unpack failed"; exit 1; }
   fi
 fi
 du -sm $S
 export PYTHONPATH=$S:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export TVM_FFI_CACHE_DIR=${TVM_FFI_CACHE_DIR:-/tmp/sgjit} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/sgjit/triton}
 t0=$SECONDS
 python3 - <<'EOF'
-import importlib, time, traceback
+import importlib, os, time, traceback
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0),
       "cc", torch.cuda.get_device_capability(0))
@@ -46,8 +48,17 @@ try:
     print("fa3: sgl_kernel.flash_attn loads (--attention-backend fa3 possible)")
 except BaseException as e:  # noqa: BLE001
     print(f"fa3: not available ({type(e).__name__}); use --attention-backend triton")
-from sgl_kernel.kvcacheio import transfer_kv_per_layer_pf_lf  # noqa: F401 - HiCache kernel io
-print("hicache kernel io ops: ok")
+# HiCache's fallback io when its JIT kernel cannot be built (pool_host/mha.py)
+ops = [o for o in ("transfer_kv_per_layer_pf_lf", "transfer_kv_all_layer_lf_pf", "transfer_kv_direct")
+       if not hasattr(torch.ops.sgl_kernel, o)]
+print("sgl_kernel hicache io ops:", "ok" if not ops else f"MISSING {ops}")
+failed += ops
+if os.environ.get("SMOKE_JIT") == "1":
+    # one tvm-ffi + nvcc build, as the first server start does for every JIT kernel
+    from sglang.kernels.ops.kvcache.hicache import can_use_hicache_jit_kernel
+    t = time.time()
+    ok = can_use_hicache_jit_kernel(element_size=8 * 128 * 2)  # Qwen3-8B: 8 KV heads x 128 x bf16
+    print(f"jit hicache kernel: {ok} ({time.time() - t:.1f} s, cache {os.environ.get('TVM_FFI_CACHE_DIR')})")
 raise SystemExit(1 if failed else 0)
 EOF
 rc=$?
