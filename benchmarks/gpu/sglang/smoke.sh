@@ -22,7 +22,9 @@ python3 - <<'EOF'
 import importlib, os, time, traceback
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0),
-      "cc", torch.cuda.get_device_capability(0))
+      "cc", torch.cuda.get_device_capability(0),
+      # torch >= 2.10 has it; without it tvm-ffi builds a torch addon with nvcc on import
+      "dlpack_c_exchange_api", hasattr(torch.Tensor, "__dlpack_c_exchange_api__"))
 failed = []
 for name in [
     "sgl_kernel",                      # loads sgl_kernel/sm90/common_ops on compute capability 9.0
