@@ -112,13 +112,20 @@ def test_two_offload_backends_are_two_arms_never_repeats_of_one():
     assert out["arms"] == ["kv_offloading=none", "kv_offloading=dram,backend=vllm-native",
                            "kv_offloading=dram,backend=vllm-simple"]
     c4 = next(c for c in out["cells"] if c["key"]["conc"] == "4")
-    # the resident arm ran twice (sessions 1 and 2: TTFT p50 1,237.8 and 1,336.0 ms)
+    # every arm ran twice at conc 4: resident in sessions 1 and 2, the offload arms in
+    # sessions 1 and 3 (the session-1 results got their options_id from job.json by rescore)
     assert {n: len(r) for n, r in c4["runs"].items()} == {
-        "kv_offloading=none": 2, "kv_offloading=dram,backend=vllm-native": 1,
-        "kv_offloading=dram,backend=vllm-simple": 1}
+        "kv_offloading=none": 2, "kv_offloading=dram,backend=vllm-native": 2,
+        "kv_offloading=dram,backend=vllm-simple": 2}
     ttft = next(m for m in c4["metrics"] if m["metric"] == "TTFT p50 ms")
-    assert ttft["arms"]["kv_offloading=none"]["mean"] == pytest.approx(1_286.9, abs=1)
-    assert ttft["arms"]["kv_offloading=dram,backend=vllm-simple"]["mean"] == pytest.approx(
-        712.6, abs=0.1)
-    # one repeat of one arm: a t-interval at 1 degree of freedom, too wide to call -36%
-    assert ttft["deltas"]["kv_offloading=dram,backend=vllm-native"]["verdict"] == "within noise"
+    arms = ttft["arms"]
+    assert arms["kv_offloading=none"]["mean"] == pytest.approx((1_237.8 + 1_336.0) / 2, abs=0.1)
+    assert arms["kv_offloading=dram,backend=vllm-native"]["mean"] == pytest.approx(
+        (817.6 + 800.4) / 2, abs=0.1)
+    assert arms["kv_offloading=dram,backend=vllm-simple"]["mean"] == pytest.approx(
+        (712.6 + 968.3) / 2, abs=0.1)
+    # native's two runs agree (818 / 800 ms): better; simple's spread (713 / 968 ms) is of
+    # the size of its 35% benefit, so at n=2 the verdict is noise
+    deltas = ttft["deltas"]
+    assert deltas["kv_offloading=dram,backend=vllm-native"]["verdict"] == "better"
+    assert deltas["kv_offloading=dram,backend=vllm-simple"]["verdict"] == "within noise"

@@ -79,3 +79,31 @@ def test_a_job_without_its_replay_summary_is_one_line_and_exit_2(job, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "no summary.json" in err and "Traceback" not in err
+
+
+def test_a_result_older_than_its_options_id_gets_it_from_job_json(job):
+    """Session 1 wrote no options_id; its job.json holds the options. The id derived from it
+    equals the one `kvbench run` recorded on the device for a session-3 job of the same sweep
+    options, so old and new repeats pool (conc 4: resident x2, native x2, simple x2)."""
+    assert json.loads((job / "result.json").read_text()).get("options_id") is None
+    spec = json.loads((job / "job.json").read_text())
+    # the device's absolute trace path; the same traces are in this checkout
+    spec["options"]["trace"] = [str(RUN.parents[5] / "benchmarks/gpu/vllm/traces")]
+    (job / "job.json").write_text(json.dumps(spec))
+    new = json.loads((RUN.parent / "qwen3-8b_tp1_conc6_kvnone" / "result.orig.json").read_text())
+    main(["rescore", str(job)])
+    assert json.loads((job / "result.json").read_text())["options_id"] == new["options_id"]
+
+
+def test_without_job_json_the_options_id_stays_unknown(job):
+    (job / "job.json").unlink()
+    main(["rescore", str(job)])
+    assert json.loads((job / "result.json").read_text())["options_id"] is None
+
+
+def test_traces_gone_leave_the_options_id_unknown(job):
+    spec = json.loads((job / "job.json").read_text())
+    spec["options"]["trace"] = [str(job / "no-such-traces")]
+    (job / "job.json").write_text(json.dumps(spec))
+    main(["rescore", str(job)])
+    assert json.loads((job / "result.json").read_text())["options_id"] is None

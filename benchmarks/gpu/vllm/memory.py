@@ -1,9 +1,10 @@
-"""Host memory while a GPU run goes: every 2 s, the node's /proc/meminfo (MemAvailable, Mlocked)
-and, per vLLM or SGLang process (API server, EngineCore, sglang::scheduler), RSS and locked / pinned pages from
-/proc/PID/status. The offload arms' growth over the resident arm is what the engine really
-pinned for its CPU KV pool, to set beside the planner's projection. Every 10 s it also keeps the
-latest raw /metrics text of each `vllm serve` / `sglang.launch_server` `--port N` it sees (metrics-N.txt beside OUT): the
-real exposition text the metrics goldens are cut from.
+"""Host memory while a GPU run goes: every 2 s, the node's /proc/meminfo (MemAvailable,
+Mlocked) and, per vLLM or SGLang process (API server, EngineCore, sglang::scheduler), RSS and
+locked / pinned pages from /proc/PID/status. The offload arms' growth over the resident arm is
+what the engine really pinned for its CPU KV pool, to set beside the planner's projection.
+Every 10 s it also keeps the latest raw /metrics text of each `vllm serve` or
+`sglang.launch_server` `--port N` it sees (metrics-N.txt beside OUT): the real exposition text
+the metrics goldens are cut from.
 
     python benchmarks/gpu/vllm/memory.py OUT.jsonl
 """

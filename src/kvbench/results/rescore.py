@@ -39,8 +39,11 @@ def _run_warnings(old: dict) -> list[str]:
             if w not in derived and not w.startswith("[") and not w.startswith(_RESCORED)]
 
 
-def rescore_job(job_dir: Path, engine: str | None = None) -> tuple[dict, Result]:
-    """(old result as JSON, new Result) for the job directory `job_dir`; writes nothing."""
+def rescore_job(job_dir: Path, engine: str | None = None,
+                options_id: str | None = None) -> tuple[dict, Result]:
+    """(old result as JSON, new Result) for the job directory `job_dir`; writes nothing.
+    `options_id` stands in for a result written before kvbench recorded one (the caller
+    derives it from the job's job.json), so old and new repeats of one job pool."""
     from kvbench.metrics import summarize_scrape
 
     job_dir = Path(job_dir)
@@ -67,16 +70,17 @@ def rescore_job(job_dir: Path, engine: str | None = None) -> tuple[dict, Result]
         telemetry=old.get("telemetry"), status="ok" if ran else old["status"],
         failure=None if ran else failure, warnings=[*_run_warnings(old), stamp],
         fingerprint=old["fingerprint"], repeat=int(old.get("repeat") or 0),
-        engine_patches=old.get("engine_patches"), options_id=old.get("options_id"),
+        engine_patches=old.get("engine_patches"), options_id=old.get("options_id") or options_id,
         failed_request_threshold=(old.get("validation") or {}).get(
             "failed_request_threshold") or DEFAULT_FAILED_REQUEST_THRESHOLD)
     result.created_at = old.get("created_at") or result.created_at  # when it was measured
     return old, result
 
 
-def rescore(job_dir: Path, engine: str | None = None) -> tuple[dict, Result]:
+def rescore(job_dir: Path, engine: str | None = None,
+            options_id: str | None = None) -> tuple[dict, Result]:
     """rescore_job, then keep the original (once) and replace result.json atomically."""
-    old, result = rescore_job(job_dir, engine)
+    old, result = rescore_job(job_dir, engine, options_id)
     original = Path(job_dir) / ORIGINAL_FILE
     if not original.exists():
         shutil.copy2(Path(job_dir) / RESULT_FILE, original)

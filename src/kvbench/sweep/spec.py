@@ -12,9 +12,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kvbench import SCHEMA_VERSION
-from kvbench.errors import SweepError
+from kvbench.errors import KvbenchError, SweepError
 from kvbench.files import path_part, read_json, write_json_atomic
 from kvbench.redaction import REDACTED, redact_json
+from kvbench.sweep.layout import JOB_FILE
 from kvbench.sweep.options import RunOptions
 
 
@@ -95,6 +96,19 @@ class JobSpec(BaseModel):
                              "run from this file",
                              hint="pass secrets through the environment, not --engine-arg")
         return spec
+
+
+def job_options_id(job_dir: Path) -> str | None:
+    """Result.options_id of the job that wrote `job_dir`, from its job.json: for results
+    written before kvbench recorded the id (`kvbench rescore`). None without a readable
+    job.json or when its traces are gone (their content is part of the id)."""
+    from kvbench.results.build import options_digest
+
+    try:
+        spec = JobSpec.model_validate(read_json(Path(job_dir) / JOB_FILE))
+        return options_digest(spec.options.measurement_identity())
+    except (OSError, ValueError, KvbenchError):  # no job.json, or its traces are gone
+        return None
 
 
 def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
