@@ -240,3 +240,28 @@ def test_sglang_sizes_the_mamba_pool_from_the_memory_after_weights():
     # without speculative decoding: (budget - 48,844,800) // 48,844,800 = 289 slots (+1 pad)
     assert sglang_mamba_pool(30_000_000_000, 48_844_800, draft_tokens=0, max_running=64) == (
         289, 290 * 48_844_800)
+
+
+QWEN3_8B_H200_SGLANG = {**QWEN3_8B_H200, "image": "lmsysorg/sglang:v0.5.17",
+                        "framework": "sglang", "spec-decoding": "none", "model-prefix": "qwen3-8b",
+                        "kv-offload-backend": {"name": "hicache", "size-gb-per-rank": 24}}
+
+
+def test_sglang_0517_hicache_pool_equals_what_the_h200_server_allocated():
+    """SGLang 0.5.17 on the H200 (benchmarks/results/h200/sglang/attempt-1/server.log):
+    "Allocating kv hierarchical KV host pool: 162816 tokens, 24.01 GB host memory". Qwen3-8B:
+    36 layers x K,V x 8 heads x 128 x 2 B = 147,456 B per token; 24e9 B / 147,456 = 162,760.4
+    tokens, which SGLang takes up to whole 64-token pages: 2,544 x 64 = 162,816 tokens."""
+    plan = plan_job(make_job(**QWEN3_8B_H200_SGLANG))
+    [pool] = plan.host_pools
+    assert pool.units == plan.host_kv_tokens == 162_816
+    assert pool.bytes_per_rank == 162_816 * 147_456 == 24_008_196_096
+
+
+def test_the_fa3_hicache_rewrite_warning_stops_at_0513():
+    # ServerArgs rewrote HiCache + FA3 decode up to 0.5.13; 0.5.14+ keeps the backends as given
+    warned = "Hopper: kernel io with the default FA3 decode backend"
+    old = plan_job(make_job(**{**QWEN3_8B_H200_SGLANG, "image": "lmsysorg/sglang:v0.5.13"}))
+    new = plan_job(make_job(**QWEN3_8B_H200_SGLANG))
+    assert any(warned in w for w in old.warnings)
+    assert not any(warned in w for w in new.warnings)

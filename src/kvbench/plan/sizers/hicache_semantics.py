@@ -32,6 +32,11 @@ FIRST_SPLIT_NIGHTLY = date(2026, 8, 1)
 FIRST_G2_RELEASE = (0, 5, 14)
 # Draft layers packed into the KV host pool (inside --hicache-size) from this release.
 FIRST_PACKED_DRAFT_RELEASE = (0, 5, 18)
+# The last release whose ServerArgs rewrites HiCache + an FA3 decode backend (decode to
+# flashinfer/triton, or io to direct when FA3 decode is explicit: "FlashAttention3 decode backend
+# is not compatible with hierarchical cache"): in the wheels of 0.5.6, 0.5.9, 0.5.12, 0.5.13;
+# gone from 0.5.14, 0.5.17 and 0.5.23 (read 2026-12-01).
+LAST_FA3_HICACHE_REWRITE_RELEASE = (0, 5, 13)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kvbench.plan.sizers.hicache_semantics import LAST_FA3_HICACHE_REWRITE_RELEASE
+
 if TYPE_CHECKING:
     from kvbench.plan.sizers.base import SizingContext
     from kvbench.plan.sizers.hicache_semantics import HiCacheSemantics
@@ -27,7 +29,9 @@ def hicache_warnings(ctx: SizingContext, sem: HiCacheSemantics) -> list[str]:
             "speculative decoding: draft KV must be offloaded and restored with the target "
             "(sglang PR #30393); watch spec_accept_length after the cache fills"
         )
-    if ctx.gpu.hardware in ("h100", "h200"):
+    release = ctx.version.release  # None: a nightly or unknown tag, which may still rewrite
+    if ctx.gpu.hardware in ("h100", "h200") and (
+            release is None or release <= LAST_FA3_HICACHE_REWRITE_RELEASE):
         out.append(
             "Hopper: kernel io with the default FA3 decode backend makes SGLang switch decode to "
             "flashinfer (or force direct io if FA3 is set explicitly); read /server_info"
