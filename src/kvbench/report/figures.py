@@ -187,11 +187,12 @@ def hit_rate_by_tier(results: list[Result], colors: dict[str, str]) -> go.Figure
             name="ideal-cache ceiling", marker={"symbol": "line-ns-open", "size": 18,
                                                 "color": "#1f2328", "line": {"width": 2}},
             hovertemplate="%{y}<br>an unlimited cache: %{x:.1f} %<extra></extra>"))
-    _layout(fig, "prompt tokens served from cache (%)", "",
-            height=max(260, 90 + 26 * len(rows)))
+    height = max(260, 90 + 26 * len(rows))
+    _layout(fig, "prompt tokens served from cache (%)", "", height=height)
     fig.update_layout(barmode="stack", margin={"l": 10, "r": 20, "t": 34, "b": 10},
-                      # below the x-axis title, which sits ~40 px under a short chart
-                      legend={"y": -0.12 if len(rows) > 8 else -0.38})
+                      # 64 px under the plot area, below the x-axis title (legend y is a
+                      # fraction of the plot area's height: the figure's less its margins)
+                      legend={"y": -64 / (height - 44)})
     fig.update_yaxes(automargin=True, autorange="reversed")
     fig.update_xaxes(range=[0, 100])
     return fig if rows else _empty(fig, "no server metrics in these results")
