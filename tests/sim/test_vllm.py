@@ -150,3 +150,72 @@ def test_cache_units_of_a_trace_page() -> None:
     assert [r.device_hit_tokens for r in done] == [0, 0, 0, 256]
     assert eng.pool.unit_blocks == 4 and eng.pool.plain_free + 4 * len(
         eng.pool.free_cached) == 100
+
+
+def _load_costs(load_ready_steps: int) -> CostModel:
+    """Round numbers: 1,000 B of KV per token over a 1 MB/s link (1 ms per token loaded), 1 ms
+    of compute per prefilled token, 10 ms per step, nothing else."""
+    return CostModel(weight_bytes_per_rank=0.0, kv_bytes_per_token_per_rank=1000.0,
+                     flops_per_token_per_rank=1e6,
+                     attention_flops_per_token_per_context_token_per_rank=0.0,
+                     flops_per_s=1e9, hbm_bytes_per_s=1e15, h2d_bytes_per_s=1e6,
+                     d2h_bytes_per_s=1e9, step_overhead_s=0.01, load_fixed_s=0.0,
+                     load_ready_steps=load_ready_steps)
+
+
+def _host_hit_beside_a_long_prefill(load_ready_steps: int) -> tuple[SimRequest, SimRequest]:
+    """A (40 blocks, its first 39 stored on the host) and C (1,024 new tokens, one output
+    token) arrive together; 256 tokens per step."""
+    pool = BlockPool(200, B, host_blocks=100)
+    a, c = _req(0, "a", 40, out=1), _req(1, "c", 64, out=1)
+    for h in block_chain(a, B).chain[:39]:
+        pool._store(h)
+    eng = VllmEngine(pool, _load_costs(load_ready_steps),
+                     EngineConfig(chunked_prefill_tokens=256))
+    eng.submit(a, 0.0)
+    eng.submit(c, 0.0)
+    eng.run_until()
+    return a, c
+
+
+def test_a_host_hit_waits_for_its_load_and_two_step_starts() -> None:
+    """vLLM 0.26 (load_ready_steps 2): A's 39 host blocks (624 tokens) load from t = 0 while
+    it computes nothing; C prefills 256 tokens per step, 0.01 + 0.256 = 0.266 s each:
+    [0, .266], [.266, .532], [.532, .798], [.798, 1.064]. The load ends at 0.624, inside the
+    third step; the fourth is the first to start after it (the worker's poll sees the load
+    done), and it was composed before A was known to be ready; when it ends C is done, and
+    the engine runs a connector-only step [1.064, 1.074] (the second start after the load);
+    A's last 16 tokens are prefilled in the next: 1.074 + 0.01 + 0.016 = 1.100 s."""
+    a, c = _host_hit_beside_a_long_prefill(2)
+    assert a.host_hit_tokens == 624 and a.device_hit_tokens == 0
+    assert c.first_s == pytest.approx(1.064, abs=1e-6)
+    assert a.first_s == pytest.approx(1.100, abs=1e-6)
+
+
+def test_an_overlapped_host_load_is_part_of_the_first_chunk_step() -> None:
+    """load_ready_steps -1 (the load overlaps the compute): A's 16 tokens and C's first 240
+    share the first step, which lasts 0.01 + max(0.256 s of compute, 0.624 s of load); C
+    then takes three steps of 256 (0.266 s each) and one of its last 16 (0.026 s)."""
+    a, c = _host_hit_beside_a_long_prefill(-1)
+    assert a.host_hit_tokens == 624
+    assert a.first_s == pytest.approx(0.634, abs=1e-6)
+    assert c.first_s == pytest.approx(0.634 + 3 * 0.266 + 0.026, abs=1e-6)
+
+
+def test_full_prompt_admission_holds_a_request_back_instead_of_preempting() -> None:
+    """The preemption case above with vLLM 0.26's full-sequence admission check: A's first
+    chunk takes 16 of the 50 blocks; B's whole prompt needs 40 and 34 are free, so B waits
+    (in each step: 18 free after A's second chunk, 1 after its last) until A finishes and
+    frees its 41 blocks; nothing is preempted."""
+    from dataclasses import replace
+
+    done: list[SimRequest] = []
+    eng = VllmEngine(BlockPool(50, B), replace(COSTS, admit_full_prompt=True),
+                     EngineConfig(chunked_prefill_tokens=256), on_finish=done.append)
+    a, b = _req(0, "a", 40), _req(1, "b", 40)
+    eng.submit(a, 0.0)
+    eng.submit(b, 0.0)
+    eng.run_until()
+    assert eng.pool.preemptions == 0
+    assert [r.rid for r in done] == [0, 1]
+    assert b.admit_s == a.finish_s

@@ -50,6 +50,17 @@ class EngineProfile(BaseModel):
         default=Sourced(value=16, source="vLLM's default block_size on CUDA"),
         description="tokens per KV block of the vllm_blocks manager (a plan's page size "
         "replaces it)")
+    admit_full_prompt: Sourced = Field(
+        default=Sourced(value=0, source="default: a waiting request needs its first chunk's "
+                        "blocks only"),
+        description="1: the vllm_blocks scheduler admits a waiting request only when the free "
+        "blocks hold its whole prompt (vLLM's scheduler_reserve_full_isl)")
+    load_ready_steps: Sourced = Field(
+        default=Sourced(value=-1, source="default: a host hit is loaded within the step that "
+                        "computes the request's first chunk, overlapping its compute"),
+        description=">= 0: the vllm_blocks scheduler loads a host hit asynchronously; the "
+        "request is scheduled for the rest of its prompt only once this many steps have "
+        "started after the load ended (vLLM's WAITING_FOR_REMOTE_KVS)")
 
     @field_validator("attention_efficiency")
     @classmethod
