@@ -65,6 +65,18 @@ def test_sequential_sessions_keep_the_head_of_an_evicted_prompt() -> None:
     assert eng.pool.preemptions == 0
 
 
+def _two_prompts_on_50_blocks(costs: CostModel):
+    """A then B, 40 full blocks each, both at t = 0, on 50 blocks, 256 tokens per step."""
+    done: list[SimRequest] = []
+    eng = VllmEngine(BlockPool(50, B), costs, EngineConfig(chunked_prefill_tokens=256),
+                     on_finish=done.append)
+    a, b = _req(0, "a", 40), _req(1, "b", 40)
+    eng.submit(a, 0.0)
+    eng.submit(b, 0.0)
+    eng.run_until()
+    return eng, a, b, done
+
+
 def test_a_chunk_that_cannot_get_blocks_preempts_the_newest_request() -> None:
     """50 blocks, a 256-token budget per step. A (640 + 16 tokens, 41 blocks) prefills in
     chunks of 256, 256, 128 (its last chunk also takes its output block); B (same size) is
@@ -73,13 +85,7 @@ def test_a_chunk_that_cannot_get_blocks_preempts_the_newest_request() -> None:
     B, the newest, is preempted (recompute). It cannot come back while A holds 41 blocks,
     and when it does its 8 cached blocks are hits that vLLM does not report (its cached
     tokens are counted at the first scheduling: 0)."""
-    done: list[SimRequest] = []
-    eng = VllmEngine(BlockPool(50, B), COSTS, EngineConfig(chunked_prefill_tokens=256),
-                     on_finish=done.append)
-    a, b = _req(0, "a", 40), _req(1, "b", 40)
-    eng.submit(a, 0.0)
-    eng.submit(b, 0.0)
-    eng.run_until()
+    eng, a, b, done = _two_prompts_on_50_blocks(COSTS)
     assert eng.pool.preemptions == 1
     assert [r.rid for r in done] == [0, 1]
     assert a.device_hit_tokens == b.device_hit_tokens == 0
@@ -209,13 +215,7 @@ def test_full_prompt_admission_holds_a_request_back_instead_of_preempting() -> N
     frees its 41 blocks; nothing is preempted."""
     from dataclasses import replace
 
-    done: list[SimRequest] = []
-    eng = VllmEngine(BlockPool(50, B), replace(COSTS, admit_full_prompt=True),
-                     EngineConfig(chunked_prefill_tokens=256), on_finish=done.append)
-    a, b = _req(0, "a", 40), _req(1, "b", 40)
-    eng.submit(a, 0.0)
-    eng.submit(b, 0.0)
-    eng.run_until()
+    eng, a, b, done = _two_prompts_on_50_blocks(replace(COSTS, admit_full_prompt=True))
     assert eng.pool.preemptions == 0
     assert [r.rid for r in done] == [0, 1]
     assert b.admit_s == a.finish_s
