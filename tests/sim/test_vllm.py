@@ -8,12 +8,13 @@ import math
 import pytest
 
 from kvbench.hardware import load_hardware
+from kvbench.sim.block_table import block_chain
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.request import SimRequest
 from kvbench.sim.simulate import SimSetup, make_cache, run_sessions
-from kvbench.sim.vllm import VllmEngine, block_chain, vllm_pool
+from kvbench.sim.vllm import VllmEngine, vllm_pool
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.session import Session, Turn
 

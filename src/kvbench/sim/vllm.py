@@ -17,64 +17,23 @@ and core/kv_cache_manager.py:
   (vLLM's num_cached_tokens), so recomputation after preemption never counts as a hit.
 - Full prompt blocks are cached (hashed) once scheduled for compute; a hit takes the
   longest chain of cached blocks, at most prompt - 1 tokens (the last token is computed).
-- With `admit_full_prompt` (vLLM 0.26's scheduler_reserve_full_isl, on by default) a
-  waiting request is admitted only when the free blocks hold its whole prompt, not just its
-  first chunk (kv_cache_manager.allocate_slots, full_sequence_must_fit).
-- With a host tier (OffloadingConnector / SimpleCPUOffloadConnector in eager mode): newly
-  cached blocks are stored to CPU; a CPU hit continuing the GPU chain is loaded into new
-  GPU blocks. With `load_ready_steps` >= 0, as vLLM 0.26 does it, the load is asynchronous:
-  the request takes blocks for its hit only (if they fit beside what the prefilling requests
-  still need), leaves the waiting queue without computing (WAITING_FOR_REMOTE_KVS), its load
-  queues on the H2D link, and it is scheduled for the rest of its prompt (ahead of the
-  waiting queue, with the same admission check) once `load_ready_steps` steps have started
-  after the load ended: the worker polls its transfers once per step and, with asynchronous
-  scheduling, the step after that was composed before the poll's answer arrived. Otherwise
-  the load overlaps the compute of the step that computes its first chunk."""
+- `admit_full_prompt` (vLLM 0.26's scheduler_reserve_full_isl): a waiting request is
+  admitted only when the free blocks hold its whole prompt, not just its first chunk.
+- With a host tier (Offloading- / SimpleCPUOffloadConnector, eager): newly cached blocks are
+  stored to CPU; a CPU hit continuing the GPU chain is loaded into new GPU blocks. With
+  `load_ready_steps` >= 0 (vLLM 0.26, WAITING_FOR_REMOTE_KVS) the request first takes blocks
+  for its hit only (beside what the prefilling requests still need) and computes nothing;
+  its load queues on the H2D link; it is scheduled for the rest of its prompt, ahead of the
+  waiting queue, once that many steps have started after the load ended (a poll per step,
+  asynchronous scheduling: engines/vllm.yaml). Else the load overlaps its first chunk's step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from kvbench.errors import SimError
+from kvbench.sim.block_table import BlockTable, block_chain
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.engine import Engine, _Step
 from kvbench.sim.request import SimRequest
-
-
-@dataclass(slots=True)
-class _Blocks:
-    chain: list[int]  # hash of each full prompt block, chained (a hit needs its prefix)
-    full: int  # full prompt blocks that may be cached
-    cached: int = 0  # chain[:cached] are referenced by the request
-    plain: int = 0  # uncached blocks held (partial prompt block, output)
-    extra: int = 0  # generated tokens to recompute after a preemption
-    decode_left: int = -1  # decode steps still to run after a preemption (-1: none yet)
-    scheduled: bool = False  # first scheduled (hits counted) already
-    hit_blocks: list[int] = field(default_factory=list)
-    ready_s: float = 0.0  # an asynchronous host load ends then
-    starts_after_ready: int = 0  # steps started since the load ended
-
-
-def block_chain(req: SimRequest, unit_tokens: int) -> _Blocks:
-    """Chained hashes of the request's full cache units of `unit_tokens` (a block, or a
-    trace page of several blocks), from its page keys: a unit's identity is its
-    predecessor's and the pages it spans (with its offset in the first), so equal prefixes
-    give equal chains whatever the two sizes are."""
-    page, keys = req.page_tokens, req.keys
-    covered = min(req.input_tokens, len(keys) * page)
-    full = covered // unit_tokens
-    chain, prev = [], 0
-    if unit_tokens == page:
-        for i in range(full):
-            prev = hash((prev, keys[i]))
-            chain.append(prev)
-        return _Blocks(chain, full)
-    for i in range(full):
-        a = i * unit_tokens
-        first, last = a // page, (a + unit_tokens - 1) // page
-        prev = hash((prev, keys[first], a - first * page, keys[last]))
-        chain.append(prev)
-    return _Blocks(chain, full)
 
 
 class VllmEngine(Engine):
@@ -100,7 +59,7 @@ class VllmEngine(Engine):
         budget = cfg.chunked_prefill_tokens - self.decode_batch * costs.verify_tokens
         chunks: list[tuple[SimRequest, int]] = []
         load_tokens = 0
-        preempted = False
+        preempted = blocked = False
         for req in list(self.prefilling):
             if budget <= 0:
                 break
@@ -114,7 +73,6 @@ class VllmEngine(Engine):
             chunks.append((req, n))
             budget -= n
         if not preempted:
-            blocked = False
             for req in list(self.loading):  # vLLM's skipped-waiting queue comes first
                 if budget <= 0:
                     break
@@ -149,6 +107,9 @@ class VllmEngine(Engine):
         if step is None and self.loading:
             # nothing to compute: vLLM runs connector-only steps until the loads are done
             later = [r.blocks.ready_s for r in self.loading if r.blocks.ready_s > now]
+            if blocked and self.num_running == len(self.loading):
+                raise SimError("internal: loaded requests wait for blocks but nothing runs "
+                               "to free them")
             step = _Step(now, max(now + costs.step_overhead_s, min(later, default=now)), [], 0)
         for req in self.loading:
             if now >= req.blocks.ready_s:
@@ -184,7 +145,7 @@ class VllmEngine(Engine):
         """Allocate the blocks for `n` more tokens of a running request, preempting the
         newest running requests while the pool is short. False: `req` preempted itself."""
         self._preempted_now = False
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         need = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks - b.plain
         pool = self.pool
         while need > 0 and not pool.can_allocate(need):
@@ -201,7 +162,7 @@ class VllmEngine(Engine):
     def _account(self, req: SimRequest, allocated: int, n: int) -> None:
         """`allocated` new blocks hold the next `n` tokens: those that complete prompt
         blocks are cached, the rest stay plain."""
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         done = min(b.full, (req.context_tokens + n) // self.U)
         if done > b.cached:
             self.pool.cache(b.chain, b.cached, done)
@@ -226,7 +187,7 @@ class VllmEngine(Engine):
         """First chunk of a waiting request: (tokens, host tokens loaded) or None. Tokens 0:
         it went to load its host hit first (`loading`)."""
         pool, costs = self.pool, self.costs
-        b: _Blocks | None = req.blocks
+        b: BlockTable | None = req.blocks
         if b is None:
             b = req.blocks = block_chain(req, self._unit(req))
         U, k = self.U, pool.unit_blocks
@@ -272,7 +233,7 @@ class VllmEngine(Engine):
     def _resume(self, req: SimRequest, budget: int) -> int | None:
         """The first chunk after a request's host load: its tokens, or None when the blocks
         for it (or, with `admit_full_prompt`, for its whole prompt) are not free."""
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         pool, held = self.pool, b.cached * self.pool.unit_blocks + b.plain
         n = min(req.prefill_left, budget)
         need = self._blocks_for(req, n) - held
@@ -289,7 +250,7 @@ class VllmEngine(Engine):
 
     # -- preemption ------------------------------------------------------------------------
     def _preempt(self, req: SimRequest) -> None:
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         del self.running[req]
         self.num_running -= 1
         self.pool.preemptions += 1
@@ -313,7 +274,7 @@ class VllmEngine(Engine):
 
     # -- applying a step -------------------------------------------------------------------
     def _prefill_done(self, req: SimRequest, now: float) -> None:
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         if b.decode_left < 0:
             super()._prefill_done(req, now)
             return
@@ -329,7 +290,7 @@ class VllmEngine(Engine):
         super()._finish(req, now)
 
     def _release(self, req: SimRequest) -> None:
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         self.pool.release(b.chain, b.cached, b.plain)
         b.cached = b.plain = 0
 
