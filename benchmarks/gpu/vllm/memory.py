@@ -1,8 +1,8 @@
 """Host memory while a GPU run goes: every 2 s, the node's /proc/meminfo (MemAvailable, Mlocked)
-and, per vLLM process (API server, EngineCore), RSS and locked / pinned pages from
+and, per vLLM or SGLang process (API server, EngineCore, sglang::scheduler), RSS and locked / pinned pages from
 /proc/PID/status. The offload arms' growth over the resident arm is what the engine really
 pinned for its CPU KV pool, to set beside the planner's projection. Every 10 s it also keeps the
-latest raw /metrics text of each `vllm serve --port N` it sees (metrics-N.txt beside OUT): the
+latest raw /metrics text of each `vllm serve` / `sglang.launch_server` `--port N` it sees (metrics-N.txt beside OUT): the
 real exposition text the metrics goldens are cut from.
 
     python benchmarks/gpu/vllm/memory.py OUT.jsonl
@@ -48,11 +48,12 @@ def _engine_processes() -> list[dict]:
         try:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             name = (d / "comm").read_text().strip()
-            if "vllm" not in cmd and "VLLM" not in name and "EngineCore" not in name:
+            if not any(k in cmd for k in ("vllm", "sglang")) and "VLLM" not in name \
+                    and "EngineCore" not in name:
                 continue
             argv = cmd.split()
-            port = argv[argv.index("--port") + 1] if "serve" in argv and "--port" in argv[:-1] \
-                else None
+            server = "serve" in argv or "sglang.launch_server" in argv
+            port = argv[argv.index("--port") + 1] if server and "--port" in argv[:-1] else None
             procs.append({"pid": int(d.name), "comm": name, "port": port,
                           **_kib((d / "status").read_text(), FIELDS)})
         except OSError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -12,10 +13,18 @@ from kvbench.errors import MetricsError
 Samples = dict[str, list[list]]
 
 
+# sample-name suffixes a family's samples add to its name (OpenMetrics / Prometheus text)
+_SUFFIXES = ("_total", "_count", "_sum", "_bucket", "_created", "_info")
+# a sample line's shape: name, optional labels, a value (what the filter drops is still checked)
+_SAMPLE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})?[ \t]+[-+]?(?:[0-9.]|Inf|inf|NaN|nan)")
+
+
 def parse_exposition(text: str, keep: set[str] | None = None) -> Samples:
     """Parse /metrics text. `keep` limits the sample names stored (None keeps all but
     histogram buckets and `_created` timestamps, which no summary reads)."""
     out: Samples = {}
+    if keep is not None:
+        text = _kept_lines(text, keep)
     try:
         for family in text_string_to_metric_families(text):
             for s in family.samples:
@@ -30,3 +39,24 @@ def parse_exposition(text: str, keep: set[str] | None = None) -> Samples:
     except ValueError as e:
         raise MetricsError(f"cannot parse Prometheus text: {e}") from e
     return out
+
+
+def _kept_lines(text: str, keep: set[str]) -> str:
+    """Only the lines of the kept samples and their families' comments. The parser costs
+    ~13 ms on vLLM 0.26's 68 KB /metrics text, nearly all in histograms no summary reads;
+    a scrape runs in the replay's event loop, so that cost once a second was the loop lag
+    that flagged the H200 runs "client saturated". Filtering first costs ~1 ms."""
+    families = keep | {n.removesuffix(s) for n in keep for s in _SUFFIXES if n.endswith(s)}
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(" ", 3)  # "# TYPE name type" / "# HELP name text"
+            if len(parts) > 2 and parts[2] in families:
+                lines.append(line)
+        elif not line.strip():
+            continue
+        elif not _SAMPLE.match(line):
+            raise MetricsError(f"cannot parse Prometheus text: line {line[:80]!r}")
+        elif line.split("{", 1)[0].split(" ", 1)[0] in keep:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
