@@ -4,6 +4,8 @@ recompute and the CPU tier, each against hand-worked block counts."""
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
@@ -220,3 +222,63 @@ def test_full_prompt_admission_holds_a_request_back_instead_of_preempting() -> N
     assert eng.pool.preemptions == 0
     assert [r.rid for r in done] == [0, 1]
     assert b.admit_s == a.finish_s
+
+
+def test_tokenization_delays_a_lone_host_hit_by_its_whole_prompt() -> None:
+    """prompt_token_overhead_s 0.1 ms per prompt token: A (640 tokens, 624 of them on the host)
+    reaches the scheduler at 0.064 s, cached tokens included. Its load (624 ms) ends at 0.688;
+    connector-only steps start at 0.688 and 0.698 (the two starts after the load), and its last
+    16 tokens prefill in [0.708, 0.734]: TTFT 0.734 s against 0.670 s without the cost."""
+    from dataclasses import replace
+
+    def lone(costs: CostModel) -> SimRequest:
+        pool = BlockPool(200, B, host_blocks=100)
+        a = _req(0, "a", 40, out=1)
+        for h in block_chain(a, B).chain[:39]:
+            pool._store(h)
+        eng = VllmEngine(pool, costs, EngineConfig(chunked_prefill_tokens=256))
+        eng.submit(a, 0.0)
+        eng.run_until()
+        return a
+
+    plain = lone(_load_costs(2))
+    tokenized = lone(replace(_load_costs(2), prompt_token_overhead_s=1e-4))
+    assert plain.host_hit_tokens == tokenized.host_hit_tokens == 624
+    assert plain.ttft_s == pytest.approx(0.670, abs=1e-6)
+    assert tokenized.arrival_s == 0.0
+    assert tokenized.ttft_s == pytest.approx(0.734, abs=1e-6)
+
+
+def test_the_vllm_profile_slows_host_loads_to_its_copy_size_rate() -> None:
+    """engines/vllm.yaml: loads at 0.75 of h200-measured's 53.36 GB/s host-to-device rate
+    (40.0 GB/s, its 2.25 MiB point), so 19,136 tokens of Qwen3-8B KV (147,456 B each, 2.82 GB)
+    take 70.5 ms instead of 52.9 ms; tokenization 1.24 us per prompt token."""
+    from kvbench.sim.engine_profile import load_engine_profile
+    from kvbench.sim.sizing import resolve_costs
+
+    plain = resolve_costs("qwen3-8b", "h200-measured", 1, "bf16")
+    vllm = resolve_costs("qwen3-8b", "h200-measured", 1, "bf16",
+                         engine=load_engine_profile("vllm"))
+    assert plain.h2d_bytes_per_s == pytest.approx(53.357e9, rel=1e-4)
+    assert vllm.h2d_bytes_per_s == pytest.approx(40.018e9, rel=1e-4)
+    assert (vllm.load_s(19136) - vllm.load_fixed_s) * 1e3 == pytest.approx(70.51, abs=0.01)
+    assert (plain.load_s(19136) - plain.load_fixed_s) * 1e3 == pytest.approx(52.88, abs=0.01)
+    assert vllm.prompt_token_overhead_s == 1.24e-6
+
+
+@pytest.mark.parametrize(("field", "value", "allowed"), [
+    ("load_bandwidth_efficiency", 0.0, "(0, 1]"), ("load_bandwidth_efficiency", 1.5, "(0, 1]"),
+    ("prompt_token_overhead_s", -1e-6, ">= 0")])
+def test_engine_profile_refuses_impossible_host_costs(field: str, value: float, allowed: str,
+                                                      tmp_path: Path) -> None:
+    from kvbench.errors import SimError
+    from kvbench.sim.engine_profile import load_engine_profile
+
+    data = load_engine_profile("vllm").model_dump()
+    data[field] = {"value": value, "source": "test"}
+    import yaml
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SimError, match=rf"{field} must be .*{re.escape(allowed)}"):
+        load_engine_profile(path)
