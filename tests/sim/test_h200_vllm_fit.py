@@ -1,13 +1,14 @@
 """The vllm engine profile against the committed real vLLM 0.26 H200 runs
 (benchmarks/results/h200/vllm): its overheads are what the probe fit gives (never the runs), and
 on the runs' own workload bounds, per (arm, concurrency) against the mean of the repeats, it
-meets these of issue 16's targets: hit rate per tier within 5 points, ITL p50 within 5%, input
-tok/s within 15%, the offload / resident output tok/s ratio within 10%, TTFT p50 within 15% in
-every resident job, at conc 12 and in the native arm at conc 4. Not met (docs/performance.md,
-"What an unqueued host hit costs"): TTFT p50 in the simple arm at conc 4 (-18%) and at conc 6
-(-15.1%), the offload / resident TTFT ratio at conc 4 and 6 (-13..-19%), and TTFT p90 at conc 6
-(-22%), held to the bounds below. An unqueued host hit still takes ~70 ms less here than on the
-real server, a cost not found in vLLM's source."""
+meets these of issue 12's targets: hit rate per tier within 5 points, ITL p50 within 5%, input
+tok/s within 15%, the offload / resident output tok/s ratio within 10%, TTFT p50 within 15%
+but in the simple arm at conc 4 (-17.7% against a mean of 713 and 968 ms, the arm's own repeats
+36% apart), the offload / resident TTFT p50 ratio within 10% but at conc 4 (-11%, -14%), and
+TTFT p90 within 10% but resident conc 6 (+11%). Per request, TTFT within a mean |ln| of 0.25
+(0.40 in the conc-4 offload runs). What is left: an unqueued host hit takes ~70 ms less here than
+on the real server, a cost not found in vLLM's source (docs/performance.md, "What an unqueued
+host hit costs")."""
 
 from __future__ import annotations
 
@@ -55,14 +56,14 @@ def validation() -> list[dict]:
         if key not in sims:  # the simulation is deterministic: one per setting
             sims[key] = v._simulated(sessions, real["conc"], real["host_tokens"],
                                      "h200-measured")
-        rows.append((run.name, real, sims[key]))
+        rows.append((run.name, real, sims[key], v.request_error(real, sims[key])))
     return rows
 
 
 def _groups(validation) -> dict[tuple[int, str], tuple[dict, dict]]:
     """(conc, arm) -> (the mean of the real repeats per metric, the simulation)."""
     by: dict[tuple[int, str], list] = defaultdict(list)
-    for _, real, sim in validation:
+    for _, real, sim, _ in validation:
         by[(real["conc"], real["arm"])].append((real, sim))
     keys = ("hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms",
             "input_tok_s", "output_tok_s")
@@ -71,9 +72,11 @@ def _groups(validation) -> dict[tuple[int, str], tuple[dict, dict]]:
 
 
 # (conc, arm) -> TTFT p50 bound against the mean of the repeats, where the 15% target is not met
-TTFT_P50_MISSED = {(4, "vllm-simple"): 0.20, (6, "vllm-simple"): 0.17}
+TTFT_P50_MISSED = {(4, "vllm-simple"): 0.19}
 # (conc) -> offload / resident TTFT p50 ratio bound, where the 10% target is not met
-TTFT_RATIO_MISSED = {4: 0.18, 6: 0.21}
+TTFT_RATIO_MISSED = {4: 0.15}
+# (conc, arm) -> TTFT p90 bound, where 10% is not met
+TTFT_P90_MISSED = {(6, "resident"): 0.12}
 
 
 def test_vllm_profile_meets_the_targets_per_arm_and_concurrency(validation) -> None:
@@ -89,8 +92,7 @@ def test_vllm_profile_meets_the_targets_per_arm_and_concurrency(validation) -> N
         assert sim["input_tok_s"] == pytest.approx(real["input_tok_s"], rel=0.15), name
         bound = TTFT_P50_MISSED.get(name, 0.15)
         assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=bound), name
-        # the tail: within 10% but at conc 6, where it is 22% low (see the module doc)
-        p90 = 0.25 if conc == 6 and arm != "resident" else 0.10
+        p90 = TTFT_P90_MISSED.get(name, 0.10)
         assert sim["ttft_p90_ms"] == pytest.approx(real["ttft_p90_ms"], rel=p90), name
         if arm == "resident":
             continue
@@ -103,8 +105,11 @@ def test_vllm_profile_meets_the_targets_per_arm_and_concurrency(validation) -> N
 
 
 def test_vllm_profile_holds_per_run(validation) -> None:
-    """Each run alone, where the bounds hold run by run: the hits, ITL and input tok/s."""
-    for name, real, sim in validation:
+    """Each run alone, where the bounds hold run by run: the hits, ITL, input tok/s, and TTFT
+    per request (the conc-4 offload runs' host hits are where the missing cost shows)."""
+    for name, real, sim, error in validation:
+        bound = 0.40 if real["conc"] == 4 and real["arm"] != "resident" else 0.25
+        assert error <= bound, (name, error)
         for tier in ("hit_device", "hit_host"):
             assert abs(sim[tier] - real[tier]) <= 0.05, (name, tier, real[tier], sim[tier])
         assert sim["itl_p50_ms"] == pytest.approx(real["itl_p50_ms"], rel=0.05), name

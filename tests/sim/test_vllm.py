@@ -249,6 +249,39 @@ def test_tokenization_delays_a_lone_host_hit_by_its_whole_prompt() -> None:
     assert tokenized.ttft_s == pytest.approx(0.734, abs=1e-6)
 
 
+def _tokenizer_admissions(*reqs: tuple[int, float]) -> list[float]:
+    """Requests of (blocks, arrival_s) submitted in that order to an idle engine with 0.1 ms
+    of tokenization per prompt token, room for all and compute too fast to matter (a step is
+    its 10 ms overhead): when each is admitted."""
+    from dataclasses import replace
+
+    costs = replace(_load_costs(2), prompt_token_overhead_s=1e-4, flops_per_s=1e15)
+    eng = VllmEngine(BlockPool(400, B), costs, EngineConfig(chunked_prefill_tokens=4096))
+    made = [_req(i, f"r{i}", n, out=1, at=at) for i, (n, at) in enumerate(reqs)]
+    for r in made:
+        eng.submit(r, r.arrival_s)
+    eng.run_until()
+    return [r.admit_s for r in made]
+
+
+def test_one_tokenizer_thread_queues_simultaneous_prompts_in_arrival_order() -> None:
+    """vLLM 0.26's renderer pool has one thread (renderer_num_workers 1): A (40 blocks, 640
+    tokens: 64 ms) and B (20 blocks: 32 ms) arrive together; B waits for A's tokenization,
+    0.064 + 0.032 = 0.096 s (A's step [0.064, 0.074] is over by then), instead of overtaking
+    it at 0.032 s."""
+    a_s, b_s = _tokenizer_admissions((40, 0.0), (20, 0.0))
+    assert a_s == pytest.approx(0.064, abs=1e-9)
+    assert b_s == pytest.approx(0.096, abs=1e-9)
+
+
+def test_the_tokenizer_follows_arrival_time_not_submission_order() -> None:
+    """C is submitted first but arrives at 1.0 s; D, submitted second, arrives at 0.5 s and
+    is tokenized then (10 blocks: 16 ms), not behind C; neither waits for the other."""
+    c_s, d_s = _tokenizer_admissions((10, 1.0), (10, 0.5))
+    assert d_s == pytest.approx(0.516, abs=1e-9)
+    assert c_s == pytest.approx(1.016, abs=1e-9)
+
+
 def test_the_vllm_profile_slows_host_loads_to_its_copy_size_rate() -> None:
     """engines/vllm.yaml: loads at 0.75 of h200-measured's 53.36 GB/s host-to-device rate
     (40.0 GB/s, its 2.25 MiB point), so 19,136 tokens of Qwen3-8B KV (147,456 B each, 2.82 GB)
