@@ -16,6 +16,11 @@ third of the work) to equal the measured one. The other long-prompt points (8,19
 4, 32,768 at 4) are in no fit; the script replays every probe point through the simulator to
 show how the fitted profile does on them.
 
+A host cost per prompt token measured apart (`--prompt-token-overhead-s`: the API server's
+tokenization, benchmarks/gpu/vllm/tokenize_cost.py) is taken out of each TTFT before the fit,
+so the prefill overhead and the attention efficiency no longer carry it; it is charged on every
+prompt token then, cached or not, where the compute terms are charged on computed tokens only.
+
     PYTHONPATH=src python benchmarks/gpu/fit_engine_profile.py \\
         benchmarks/results/h200/calibrate/probe.json --engine transformers
 """
@@ -36,21 +41,24 @@ FIT_PROMPTS = (128, 1024)
 ATTENTION_PROMPT = 32768
 
 
-def _body_costs(model: str, hardware: str, engine: str):
-    """The engine's costing with no overheads and attention at the dense layers' rate."""
+def _body_costs(model: str, hardware: str, engine: str, prompt_token_overhead_s: float = 0.0):
+    """The engine's costing with no fitted overheads and attention at the dense layers' rate;
+    the per-prompt-token cost is the one given (measured apart), not the profile's."""
     costs = resolve_costs(model, hardware, 1, engine=engine)
     raw = resolve_costs(model, hardware, 1).attention_flops_per_token_per_context_token_per_rank
     return replace(costs, step_overhead_s=0.0, prefill_overhead_s=0.0,
-                   per_sequence_overhead_s=0.0,
+                   per_sequence_overhead_s=0.0, prompt_token_overhead_s=prompt_token_overhead_s,
                    attention_flops_per_token_per_context_token_per_rank=raw)
 
 
 def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-measured",
         engine: str = "transformers", fit_prompts: tuple[int, ...] = FIT_PROMPTS,
-        attention_prompt: int = ATTENTION_PROMPT) -> dict[str, float]:
+        attention_prompt: int = ATTENTION_PROMPT,
+        prompt_token_overhead_s: float = 0.0) -> dict[str, float]:
     """step_overhead_s, per_sequence_overhead_s, prefill_overhead_s (seconds) and
-    attention_efficiency (a fraction)."""
-    body = _body_costs(model, hardware, engine)
+    attention_efficiency (a fraction), with prompt_token_overhead_s (s per prompt token)
+    given."""
+    body = _body_costs(model, hardware, engine, prompt_token_overhead_s)
     point = {(p["prompt_tokens"], p["concurrency"]): p for p in probe}
     steps, per_seq, prefill = [], [], []
     for n in fit_prompts:
@@ -62,7 +70,8 @@ def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-m
         steps.append(t1 - s)
         per_seq.append(s)
         prompt = int(one["server_prompt_tokens_p50"])
-        p = one["ttft_ms_p50"] / 1e3 - body.step_s([(prompt, 0)], 0, 0)
+        p = (one["ttft_ms_p50"] / 1e3 - body.step_s([(prompt, 0)], 0, 0)
+             - prompt_token_overhead_s * prompt)
         prefill.append(p - t1)
     overheads = {"step_overhead_s": statistics.fmean(steps),
                  "per_sequence_overhead_s": statistics.fmean(per_seq),
@@ -74,13 +83,14 @@ def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-m
         costs, attention_flops_per_token_per_context_token_per_rank=0.0))[0]["ttft_ms"]
     attention_ms = with_attention - without["predicted"]
     missing_ms = long[0]["ttft_ms_p50"] - with_attention
-    return {**overheads, "attention_efficiency": attention_ms / (attention_ms + missing_ms)}
+    return {**overheads, "attention_efficiency": attention_ms / (attention_ms + missing_ms),
+            "prompt_token_overhead_s": prompt_token_overhead_s}
 
 
 def fitted_costs(fitted: dict[str, float], model: str = "Qwen/Qwen3-8B",
                  hardware: str = "h200-measured", engine: str = "transformers"):
     """The engine's cost model with the fitted numbers in place of the profile's."""
-    body = _body_costs(model, hardware, engine)
+    body = _body_costs(model, hardware, engine, fitted.get("prompt_token_overhead_s", 0.0))
     return replace(body, **{k: v for k, v in fitted.items() if k != "attention_efficiency"},
                    attention_flops_per_token_per_context_token_per_rank=(
                        body.attention_flops_per_token_per_context_token_per_rank
@@ -126,11 +136,14 @@ def main() -> None:
                     help="short prompt lengths of the overhead fit (probe points at conc 1, 4)")
     ap.add_argument("--attention-prompt", type=int, default=ATTENTION_PROMPT,
                     help="the long prompt (conc 1) that fits the attention efficiency")
+    ap.add_argument("--prompt-token-overhead-s", type=float, default=0.0,
+                    help="host seconds per prompt token measured apart (tokenization), "
+                    "taken out of the TTFTs before the fit")
     a = ap.parse_args()
     probe = json.loads(a.probe.read_text())
     fitted = fit(probe, a.model, a.hardware, a.engine, tuple(a.fit_prompts),
-                 a.attention_prompt)
-    print("fitted (overheads in s):", {k: round(v, 4) for k, v in fitted.items()})
+                 a.attention_prompt, a.prompt_token_overhead_s)
+    print("fitted (overheads in s):", {k: float(f"{v:.4g}") for k, v in fitted.items()})
     rows = replay_probe(probe, fitted_costs(fitted, a.model, a.hardware, a.engine),
                         tuple(a.fit_prompts), a.attention_prompt)
     print("prompt conc  TTFT meas  pred   TPOT meas  pred  (ms; * = fit point)")

@@ -31,7 +31,7 @@ def test_shipped_transformers_overheads_are_the_probe_fit():
                                                        .read_text()))
     profile = load_engine_profile("transformers")
     assert set(fit) == {"step_overhead_s", "per_sequence_overhead_s", "prefill_overhead_s",
-                        "attention_efficiency"}
+                        "attention_efficiency", "prompt_token_overhead_s"}
     for key, value in fit.items():
         assert getattr(profile, key).value == pytest.approx(value, abs=5e-4), key
 

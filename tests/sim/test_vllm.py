@@ -4,16 +4,19 @@ recompute and the CPU tier, each against hand-worked block counts."""
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
 from kvbench.hardware import load_hardware
+from kvbench.sim.block_table import block_chain
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.request import SimRequest
 from kvbench.sim.simulate import SimSetup, make_cache, run_sessions
-from kvbench.sim.vllm import VllmEngine, block_chain, vllm_pool
+from kvbench.sim.vllm import VllmEngine, vllm_pool
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.session import Session, Turn
 
@@ -65,6 +68,18 @@ def test_sequential_sessions_keep_the_head_of_an_evicted_prompt() -> None:
     assert eng.pool.preemptions == 0
 
 
+def _two_prompts_on_50_blocks(costs: CostModel):
+    """A then B, 40 full blocks each, both at t = 0, on 50 blocks, 256 tokens per step."""
+    done: list[SimRequest] = []
+    eng = VllmEngine(BlockPool(50, B), costs, EngineConfig(chunked_prefill_tokens=256),
+                     on_finish=done.append)
+    a, b = _req(0, "a", 40), _req(1, "b", 40)
+    eng.submit(a, 0.0)
+    eng.submit(b, 0.0)
+    eng.run_until()
+    return eng, a, b, done
+
+
 def test_a_chunk_that_cannot_get_blocks_preempts_the_newest_request() -> None:
     """50 blocks, a 256-token budget per step. A (640 + 16 tokens, 41 blocks) prefills in
     chunks of 256, 256, 128 (its last chunk also takes its output block); B (same size) is
@@ -73,13 +88,7 @@ def test_a_chunk_that_cannot_get_blocks_preempts_the_newest_request() -> None:
     B, the newest, is preempted (recompute). It cannot come back while A holds 41 blocks,
     and when it does its 8 cached blocks are hits that vLLM does not report (its cached
     tokens are counted at the first scheduling: 0)."""
-    done: list[SimRequest] = []
-    eng = VllmEngine(BlockPool(50, B), COSTS, EngineConfig(chunked_prefill_tokens=256),
-                     on_finish=done.append)
-    a, b = _req(0, "a", 40), _req(1, "b", 40)
-    eng.submit(a, 0.0)
-    eng.submit(b, 0.0)
-    eng.run_until()
+    eng, a, b, done = _two_prompts_on_50_blocks(COSTS)
     assert eng.pool.preemptions == 1
     assert [r.rid for r in done] == [0, 1]
     assert a.device_hit_tokens == b.device_hit_tokens == 0
@@ -150,3 +159,159 @@ def test_cache_units_of_a_trace_page() -> None:
     assert [r.device_hit_tokens for r in done] == [0, 0, 0, 256]
     assert eng.pool.unit_blocks == 4 and eng.pool.plain_free + 4 * len(
         eng.pool.free_cached) == 100
+
+
+def _load_costs(load_ready_steps: int) -> CostModel:
+    """Round numbers: 1,000 B of KV per token over a 1 MB/s link (1 ms per token loaded), 1 ms
+    of compute per prefilled token, 10 ms per step, nothing else."""
+    return CostModel(weight_bytes_per_rank=0.0, kv_bytes_per_token_per_rank=1000.0,
+                     flops_per_token_per_rank=1e6,
+                     attention_flops_per_token_per_context_token_per_rank=0.0,
+                     flops_per_s=1e9, hbm_bytes_per_s=1e15, h2d_bytes_per_s=1e6,
+                     d2h_bytes_per_s=1e9, step_overhead_s=0.01, load_fixed_s=0.0,
+                     load_ready_steps=load_ready_steps)
+
+
+def _host_hit_beside_a_long_prefill(load_ready_steps: int) -> tuple[SimRequest, SimRequest]:
+    """A (40 blocks, its first 39 stored on the host) and C (1,024 new tokens, one output
+    token) arrive together; 256 tokens per step."""
+    pool = BlockPool(200, B, host_blocks=100)
+    a, c = _req(0, "a", 40, out=1), _req(1, "c", 64, out=1)
+    for h in block_chain(a, B).chain[:39]:
+        pool._store(h)
+    eng = VllmEngine(pool, _load_costs(load_ready_steps),
+                     EngineConfig(chunked_prefill_tokens=256))
+    eng.submit(a, 0.0)
+    eng.submit(c, 0.0)
+    eng.run_until()
+    return a, c
+
+
+def test_a_host_hit_waits_for_its_load_and_two_step_starts() -> None:
+    """vLLM 0.26 (load_ready_steps 2): A's 39 host blocks (624 tokens) load from t = 0 while
+    it computes nothing; C prefills 256 tokens per step, 0.01 + 0.256 = 0.266 s each:
+    [0, .266], [.266, .532], [.532, .798], [.798, 1.064]. The load ends at 0.624, inside the
+    third step; the fourth is the first to start after it (the worker's poll sees the load
+    done), and it was composed before A was known to be ready; when it ends C is done, and
+    the engine runs a connector-only step [1.064, 1.074] (the second start after the load);
+    A's last 16 tokens are prefilled in the next: 1.074 + 0.01 + 0.016 = 1.100 s."""
+    a, c = _host_hit_beside_a_long_prefill(2)
+    assert a.host_hit_tokens == 624 and a.device_hit_tokens == 0
+    assert c.first_s == pytest.approx(1.064, abs=1e-6)
+    assert a.first_s == pytest.approx(1.100, abs=1e-6)
+
+
+def test_an_overlapped_host_load_is_part_of_the_first_chunk_step() -> None:
+    """load_ready_steps -1 (the load overlaps the compute): A's 16 tokens and C's first 240
+    share the first step, which lasts 0.01 + max(0.256 s of compute, 0.624 s of load); C
+    then takes three steps of 256 (0.266 s each) and one of its last 16 (0.026 s)."""
+    a, c = _host_hit_beside_a_long_prefill(-1)
+    assert a.host_hit_tokens == 624
+    assert a.first_s == pytest.approx(0.634, abs=1e-6)
+    assert c.first_s == pytest.approx(0.634 + 3 * 0.266 + 0.026, abs=1e-6)
+
+
+def test_full_prompt_admission_holds_a_request_back_instead_of_preempting() -> None:
+    """The preemption case above with vLLM 0.26's full-sequence admission check: A's first
+    chunk takes 16 of the 50 blocks; B's whole prompt needs 40 and 34 are free, so B waits
+    (in each step: 18 free after A's second chunk, 1 after its last) until A finishes and
+    frees its 41 blocks; nothing is preempted."""
+    from dataclasses import replace
+
+    eng, a, b, done = _two_prompts_on_50_blocks(replace(COSTS, admit_full_prompt=True))
+    assert eng.pool.preemptions == 0
+    assert [r.rid for r in done] == [0, 1]
+    assert b.admit_s == a.finish_s
+
+
+def test_tokenization_delays_a_lone_host_hit_by_its_whole_prompt() -> None:
+    """prompt_token_overhead_s 0.1 ms per prompt token: A (640 tokens, 624 of them on the host)
+    reaches the scheduler at 0.064 s, cached tokens included. Its load (624 ms) ends at 0.688;
+    connector-only steps start at 0.688 and 0.698 (the two starts after the load), and its last
+    16 tokens prefill in [0.708, 0.734]: TTFT 0.734 s against 0.670 s without the cost."""
+    from dataclasses import replace
+
+    def lone(costs: CostModel) -> SimRequest:
+        pool = BlockPool(200, B, host_blocks=100)
+        a = _req(0, "a", 40, out=1)
+        for h in block_chain(a, B).chain[:39]:
+            pool._store(h)
+        eng = VllmEngine(pool, costs, EngineConfig(chunked_prefill_tokens=256))
+        eng.submit(a, 0.0)
+        eng.run_until()
+        return a
+
+    plain = lone(_load_costs(2))
+    tokenized = lone(replace(_load_costs(2), prompt_token_overhead_s=1e-4))
+    assert plain.host_hit_tokens == tokenized.host_hit_tokens == 624
+    assert plain.ttft_s == pytest.approx(0.670, abs=1e-6)
+    assert tokenized.arrival_s == 0.0
+    assert tokenized.ttft_s == pytest.approx(0.734, abs=1e-6)
+
+
+def _tokenizer_admissions(*reqs: tuple[int, float]) -> list[float]:
+    """Requests of (blocks, arrival_s) submitted in that order to an idle engine with 0.1 ms
+    of tokenization per prompt token, room for all and compute too fast to matter (a step is
+    its 10 ms overhead): when each is admitted."""
+    from dataclasses import replace
+
+    costs = replace(_load_costs(2), prompt_token_overhead_s=1e-4, flops_per_s=1e15)
+    eng = VllmEngine(BlockPool(400, B), costs, EngineConfig(chunked_prefill_tokens=4096))
+    made = [_req(i, f"r{i}", n, out=1, at=at) for i, (n, at) in enumerate(reqs)]
+    for r in made:
+        eng.submit(r, r.arrival_s)
+    eng.run_until()
+    return [r.admit_s for r in made]
+
+
+def test_one_tokenizer_thread_queues_simultaneous_prompts_in_arrival_order() -> None:
+    """vLLM 0.26's renderer pool has one thread (renderer_num_workers 1): A (40 blocks, 640
+    tokens: 64 ms) and B (20 blocks: 32 ms) arrive together; B waits for A's tokenization,
+    0.064 + 0.032 = 0.096 s (A's step [0.064, 0.074] is over by then), instead of overtaking
+    it at 0.032 s."""
+    a_s, b_s = _tokenizer_admissions((40, 0.0), (20, 0.0))
+    assert a_s == pytest.approx(0.064, abs=1e-9)
+    assert b_s == pytest.approx(0.096, abs=1e-9)
+
+
+def test_the_tokenizer_follows_arrival_time_not_submission_order() -> None:
+    """C is submitted first but arrives at 1.0 s; D, submitted second, arrives at 0.5 s and
+    is tokenized then (10 blocks: 16 ms), not behind C; neither waits for the other."""
+    c_s, d_s = _tokenizer_admissions((10, 1.0), (10, 0.5))
+    assert d_s == pytest.approx(0.516, abs=1e-9)
+    assert c_s == pytest.approx(1.016, abs=1e-9)
+
+
+def test_the_vllm_profile_slows_host_loads_to_its_copy_size_rate() -> None:
+    """engines/vllm.yaml: loads at 0.75 of h200-measured's 53.36 GB/s host-to-device rate
+    (40.0 GB/s, its 2.25 MiB point), so 19,136 tokens of Qwen3-8B KV (147,456 B each, 2.82 GB)
+    take 70.5 ms instead of 52.9 ms; tokenization 1.24 us per prompt token."""
+    from kvbench.sim.engine_profile import load_engine_profile
+    from kvbench.sim.sizing import resolve_costs
+
+    plain = resolve_costs("qwen3-8b", "h200-measured", 1, "bf16")
+    vllm = resolve_costs("qwen3-8b", "h200-measured", 1, "bf16",
+                         engine=load_engine_profile("vllm"))
+    assert plain.h2d_bytes_per_s == pytest.approx(53.357e9, rel=1e-4)
+    assert vllm.h2d_bytes_per_s == pytest.approx(40.018e9, rel=1e-4)
+    assert (vllm.load_s(19136) - vllm.load_fixed_s) * 1e3 == pytest.approx(70.51, abs=0.01)
+    assert (plain.load_s(19136) - plain.load_fixed_s) * 1e3 == pytest.approx(52.88, abs=0.01)
+    assert vllm.prompt_token_overhead_s == 1.24e-6
+
+
+@pytest.mark.parametrize(("field", "value", "allowed"), [
+    ("load_bandwidth_efficiency", 0.0, "(0, 1]"), ("load_bandwidth_efficiency", 1.5, "(0, 1]"),
+    ("prompt_token_overhead_s", -1e-6, ">= 0")])
+def test_engine_profile_refuses_impossible_host_costs(field: str, value: float, allowed: str,
+                                                      tmp_path: Path) -> None:
+    from kvbench.errors import SimError
+    from kvbench.sim.engine_profile import load_engine_profile
+
+    data = load_engine_profile("vllm").model_dump()
+    data[field] = {"value": value, "source": "test"}
+    import yaml
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SimError, match=rf"{field} must be .*{re.escape(allowed)}"):
+        load_engine_profile(path)

@@ -59,6 +59,14 @@ class CostModel:
     expert_bytes_per_rank: float = 0.0
     num_experts: int = 0
     experts_per_token: int = 0
+    # vLLM scheduler behaviour (engine_profile: admit_full_prompt, load_ready_steps), used by
+    # the vllm_blocks manager (sim/vllm.py): admission needs room for the whole prompt; a host
+    # hit waits for its load (-1: the load overlaps the first chunk's step instead).
+    admit_full_prompt: bool = False
+    load_ready_steps: int = -1
+    # Host time per prompt token before the engine sees the request (the API server's
+    # tokenization): it delays the request's arrival at the scheduler, cached or not.
+    prompt_token_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_MODES:
@@ -227,6 +235,10 @@ class CostModel:
             prefill_overhead_s=engine.prefill_overhead_s.value,
             per_sequence_overhead_s=engine.per_sequence_overhead_s.value,
             attention=engine.attention, engine=engine.name,
+            admit_full_prompt=bool(engine.admit_full_prompt.value),
+            load_ready_steps=int(engine.load_ready_steps.value),
+            prompt_token_overhead_s=engine.prompt_token_overhead_s.value,
+            h2d_bytes_per_s=self.h2d_bytes_per_s * engine.load_bandwidth_efficiency.value,
         )
 
     @classmethod

@@ -23,6 +23,7 @@ from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.gaps import GapLog
 from kvbench.sim.link import HostLink
 from kvbench.sim.request import SimRequest
+from kvbench.sim.tokenizer import TokenizerThread
 
 
 @dataclass(slots=True)
@@ -53,6 +54,7 @@ class Engine:
         self.now_s = 0.0
         self.gaps = GapLog()  # inter-token gaps as the replay measures them (sim/gaps.py)
         self._arrivals: list[tuple[float, int, SimRequest]] = []
+        self.tokenizer = TokenizerThread()
         self._seq = 0
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: deque[SimRequest] = deque()
@@ -76,13 +78,18 @@ class Engine:
 
     # -- input -----------------------------------------------------------------------------
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
-        """Queue a request arriving at `at_s` (default now; never earlier than now)."""
+        """Queue a request arriving at `at_s` (default now; never earlier than now). The
+        scheduler sees it once the host's one tokenizer thread has tokenized its prompt
+        (`prompt_token_overhead_s` per prompt token, sim/tokenizer.py); its TTFT still counts
+        from its arrival."""
         req.arrival_s = max(self.now_s, req.arrival_s if at_s is None else at_s)
+        seen_s = self.tokenizer.done_s(
+            req.arrival_s, self.costs.prompt_token_overhead_s * req.input_tokens, self.now_s)
         self._seq += 1
-        heapq.heappush(self._arrivals, (req.arrival_s, self._seq, req))
+        heapq.heappush(self._arrivals, (seen_s, self._seq, req))
         step = self._step
         if step is not None and step.decode_steps > 1 and not step.chunks and (
-                step.end_s > req.arrival_s):
+                step.end_s > seen_s):
             # A decode stretch in flight was planned to the next arrival known then: end it
             # at the first step boundary after this one (arrivals from another rank).
             context = self._decode_base + self.decode_batch * self.costs.accept_length * (

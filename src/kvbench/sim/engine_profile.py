@@ -50,12 +50,39 @@ class EngineProfile(BaseModel):
         default=Sourced(value=16, source="vLLM's default block_size on CUDA"),
         description="tokens per KV block of the vllm_blocks manager (a plan's page size "
         "replaces it)")
+    admit_full_prompt: Sourced = Field(
+        default=Sourced(value=0, source="default: a waiting request needs its first chunk's "
+                        "blocks only"),
+        description="1: the vllm_blocks scheduler admits a waiting request only when the free "
+        "blocks hold its whole prompt (vLLM's scheduler_reserve_full_isl)")
+    load_ready_steps: Sourced = Field(
+        default=Sourced(value=-1, source="default: a host hit is loaded within the step that "
+                        "computes the request's first chunk, overlapping its compute"),
+        description=">= 0: the vllm_blocks scheduler loads a host hit asynchronously; the "
+        "request is scheduled for the rest of its prompt only once this many steps have "
+        "started after the load ended (vLLM's WAITING_FOR_REMOTE_KVS)")
+    prompt_token_overhead_s: Sourced = Field(
+        default=Sourced(value=0.0, source="default: no host cost per prompt token"),
+        description="host time per prompt token before the scheduler sees the request "
+        "(API-server tokenization), whether or not the tokens are cached")
+    load_bandwidth_efficiency: Sourced = Field(
+        default=Sourced(value=1.0, source="default: host loads run at the hardware profile's "
+                        "host-to-device rate"),
+        description="fraction of the hardware profile's host-to-device rate that the "
+        "engine's host-hit loads reach (their copy size)")
 
-    @field_validator("attention_efficiency")
+    @field_validator("attention_efficiency", "load_bandwidth_efficiency")
     @classmethod
-    def _positive(cls, v: Sourced) -> Sourced:
+    def _positive(cls, v: Sourced, info) -> Sourced:
         if not 0 < v.value <= 1:
-            raise ValueError(f"attention_efficiency must be in (0, 1], got {v.value}")
+            raise ValueError(f"{info.field_name} must be in (0, 1], got {v.value}")
+        return v
+
+    @field_validator("prompt_token_overhead_s")
+    @classmethod
+    def _non_negative(cls, v: Sourced) -> Sourced:
+        if v.value < 0:
+            raise ValueError(f"prompt_token_overhead_s must be >= 0, got {v.value}")
         return v
 
 

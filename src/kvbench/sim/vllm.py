@@ -17,52 +17,23 @@ and core/kv_cache_manager.py:
   (vLLM's num_cached_tokens), so recomputation after preemption never counts as a hit.
 - Full prompt blocks are cached (hashed) once scheduled for compute; a hit takes the
   longest chain of cached blocks, at most prompt - 1 tokens (the last token is computed).
-- With a host tier (OffloadingConnector / SimpleCPUOffloadConnector in eager mode): newly
-  cached blocks are stored to CPU; a CPU hit continuing the GPU chain is loaded into new
-  GPU blocks before the request's first chunk (the load overlaps the step's compute)."""
+- `admit_full_prompt` (vLLM 0.26's scheduler_reserve_full_isl): a waiting request is
+  admitted only when the free blocks hold its whole prompt, not just its first chunk.
+- With a host tier (Offloading- / SimpleCPUOffloadConnector, eager): newly cached blocks are
+  stored to CPU; a CPU hit continuing the GPU chain is loaded into new GPU blocks. With
+  `load_ready_steps` >= 0 (vLLM 0.26, WAITING_FOR_REMOTE_KVS) the request first takes blocks
+  for its hit only (beside what the prefilling requests still need) and computes nothing;
+  its load queues on the H2D link; it is scheduled for the rest of its prompt, ahead of the
+  waiting queue, once that many steps have started after the load ended (a poll per step,
+  asynchronous scheduling: engines/vllm.yaml). Else the load overlaps its first chunk's step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from kvbench.errors import SimError
+from kvbench.sim.block_table import BlockTable, block_chain
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.engine import Engine, _Step
 from kvbench.sim.request import SimRequest
-
-
-@dataclass(slots=True)
-class _Blocks:
-    chain: list[int]  # hash of each full prompt block, chained (a hit needs its prefix)
-    full: int  # full prompt blocks that may be cached
-    cached: int = 0  # chain[:cached] are referenced by the request
-    plain: int = 0  # uncached blocks held (partial prompt block, output)
-    extra: int = 0  # generated tokens to recompute after a preemption
-    decode_left: int = -1  # decode steps still to run after a preemption (-1: none yet)
-    scheduled: bool = False  # first scheduled (hits counted) already
-    hit_blocks: list[int] = field(default_factory=list)
-
-
-def block_chain(req: SimRequest, unit_tokens: int) -> _Blocks:
-    """Chained hashes of the request's full cache units of `unit_tokens` (a block, or a
-    trace page of several blocks), from its page keys: a unit's identity is its
-    predecessor's and the pages it spans (with its offset in the first), so equal prefixes
-    give equal chains whatever the two sizes are."""
-    page, keys = req.page_tokens, req.keys
-    covered = min(req.input_tokens, len(keys) * page)
-    full = covered // unit_tokens
-    chain, prev = [], 0
-    if unit_tokens == page:
-        for i in range(full):
-            prev = hash((prev, keys[i]))
-            chain.append(prev)
-        return _Blocks(chain, full)
-    for i in range(full):
-        a = i * unit_tokens
-        first, last = a // page, (a + unit_tokens - 1) // page
-        prev = hash((prev, keys[first], a - first * page, keys[last]))
-        chain.append(prev)
-    return _Blocks(chain, full)
 
 
 class VllmEngine(Engine):
@@ -75,16 +46,20 @@ class VllmEngine(Engine):
         self.B = cache.block_tokens
         self.U = 0  # tokens per cache unit, set by the first request (`_unit`)
         self.running: dict[SimRequest, None] = {}  # scheduling order: preempt from the end
+        # Host loads in flight or done but not yet scheduled, in issue order. They hold
+        # blocks and count in num_running (so the engine is not idle) but not towards the
+        # running cap, and are never preempted (vLLM keeps them out of `running`).
+        self.loading: list[SimRequest] = []
         self._preempted_now = False
 
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
         cfg, costs = self.config, self.costs
-        self.link.now_s = self.now_s
+        self.link.now_s = now = self.now_s
         budget = cfg.chunked_prefill_tokens - self.decode_batch * costs.verify_tokens
         chunks: list[tuple[SimRequest, int]] = []
         load_tokens = 0
-        preempted = False
+        preempted = blocked = False
         for req in list(self.prefilling):
             if budget <= 0:
                 break
@@ -98,7 +73,19 @@ class VllmEngine(Engine):
             chunks.append((req, n))
             budget -= n
         if not preempted:
-            while self.waiting and budget > 0 and self.num_running < cfg.max_running_requests:
+            for req in list(self.loading):  # vLLM's skipped-waiting queue comes first
+                if budget <= 0:
+                    break
+                if req.blocks.starts_after_ready < costs.load_ready_steps:
+                    continue  # its load is not known to be done yet
+                n = self._resume(req, budget)
+                if n is None:
+                    blocked = True
+                    break
+                chunks.append((req, n))
+                budget -= n
+            while not blocked and self.waiting and budget > 0 and (
+                    self.num_running - len(self.loading) < cfg.max_running_requests):
                 req = self.waiting[0]
                 if req.blocks is None and self._blocks_total(req) > self.pool.capacity:
                     self.waiting.popleft()
@@ -109,10 +96,25 @@ class VllmEngine(Engine):
                     break
                 n, loaded = got
                 self.waiting.popleft()
-                load_tokens += loaded
-                chunks.append((req, n))
-                budget -= n
-        return self._step_for(chunks, load_tokens, 0, 0.0, horizon_s)
+                if n:
+                    load_tokens += loaded
+                    chunks.append((req, n))
+                    budget -= n
+        if self.loading:  # a decode stretch ends when a load does, then steps one by one
+            first = min(r.blocks.ready_s for r in self.loading)
+            horizon_s = min(horizon_s, max(first, now))
+        step = self._step_for(chunks, load_tokens, 0, 0.0, horizon_s)
+        if step is None and self.loading:
+            # nothing to compute: vLLM runs connector-only steps until the loads are done
+            later = [r.blocks.ready_s for r in self.loading if r.blocks.ready_s > now]
+            if blocked and self.num_running == len(self.loading):
+                raise SimError("internal: loaded requests wait for blocks but nothing runs "
+                               "to free them")
+            step = _Step(now, max(now + costs.step_overhead_s, min(later, default=now)), [], 0)
+        for req in self.loading:
+            if now >= req.blocks.ready_s:
+                req.blocks.starts_after_ready += 1
+        return step
 
     def _unit(self, req: SimRequest) -> int:
         """Tokens per cache unit: the trace page when it is a whole number of blocks (the
@@ -143,7 +145,7 @@ class VllmEngine(Engine):
         """Allocate the blocks for `n` more tokens of a running request, preempting the
         newest running requests while the pool is short. False: `req` preempted itself."""
         self._preempted_now = False
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         need = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks - b.plain
         pool = self.pool
         while need > 0 and not pool.can_allocate(need):
@@ -160,7 +162,7 @@ class VllmEngine(Engine):
     def _account(self, req: SimRequest, allocated: int, n: int) -> None:
         """`allocated` new blocks hold the next `n` tokens: those that complete prompt
         blocks are cached, the rest stay plain."""
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         done = min(b.full, (req.context_tokens + n) // self.U)
         if done > b.cached:
             self.pool.cache(b.chain, b.cached, done)
@@ -169,10 +171,23 @@ class VllmEngine(Engine):
         # is plain (a unit's blocks that only part-filled it stay plain until it fills)
         b.plain = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks
 
+    def _prompt_blocks(self, req: SimRequest) -> int:
+        """Blocks of the request's whole prompt (and outputs to recompute after preemption):
+        what vLLM's full-sequence admission check asks for."""
+        return -(-(req.input_tokens + req.blocks.extra) // self.B)
+
+    def _reserved_blocks(self) -> int:
+        """Blocks the prefilling and loading requests still need for their prompts: an
+        asynchronous load may not take them (vLLM's _inflight_prefill_reserved_blocks)."""
+        k = self.pool.unit_blocks
+        return sum(max(0, self._prompt_blocks(r) - r.blocks.cached * k - r.blocks.plain)
+                   for group in (self.prefilling, self.loading) for r in group)
+
     def _schedule_waiting(self, req: SimRequest, budget: int) -> tuple[int, int] | None:
-        """First chunk of a waiting request: (tokens, host tokens loaded) or None."""
-        pool = self.pool
-        b: _Blocks | None = req.blocks
+        """First chunk of a waiting request: (tokens, host tokens loaded) or None. Tokens 0:
+        it went to load its host hit first (`loading`)."""
+        pool, costs = self.pool, self.costs
+        b: BlockTable | None = req.blocks
         if b is None:
             b = req.blocks = block_chain(req, self._unit(req))
         U, k = self.U, pool.unit_blocks
@@ -184,8 +199,13 @@ class VllmEngine(Engine):
         req.prefill_left = prompt - hit * U
         n = min(req.prefill_left, budget)
         pool.touch(b.chain, 0, dev)
-        need = self._blocks_for(req, n) - dev * k
-        if not pool.can_allocate(need):
+        asynchronous = host > 0 and costs.load_ready_steps >= 0
+        # the loaded blocks only, beside what the prefilling requests still need; or the
+        # first chunk's blocks
+        need = (hit - dev) * k if asynchronous else self._blocks_for(req, n) - dev * k
+        room = need + (self._reserved_blocks() if asynchronous else 0)
+        if not pool.can_allocate(room) or (costs.admit_full_prompt and not pool.can_allocate(
+                self._prompt_blocks(req) - dev * k)):
             pool.untouch(b.chain, 0, dev)
             return None
         pool.allocate(need)
@@ -194,19 +214,43 @@ class VllmEngine(Engine):
             pool.cache(b.chain, dev, hit)
             pool.load(b.chain, dev, hit)
             b.cached = hit
-        self._account(req, need, n)
         if not b.scheduled:
             b.scheduled = True
             req.admit_s = self.now_s
             req.device_hit_tokens, req.host_hit_tokens = dev * U, host * U
+        self.num_running += 1
+        if asynchronous:
+            b.plain = 0
+            b.ready_s = self.now_s + self.link.load_s(host * U)
+            b.starts_after_ready = 0
+            self.loading.append(req)
+            return 0, host * U
+        self._account(req, need, n)
         self.prefilling.append(req)
         self.running[req] = None
-        self.num_running += 1
         return n, host * U
+
+    def _resume(self, req: SimRequest, budget: int) -> int | None:
+        """The first chunk after a request's host load: its tokens, or None when the blocks
+        for it (or, with `admit_full_prompt`, for its whole prompt) are not free."""
+        b: BlockTable = req.blocks
+        pool, held = self.pool, b.cached * self.pool.unit_blocks + b.plain
+        n = min(req.prefill_left, budget)
+        need = self._blocks_for(req, n) - held
+        if not pool.can_allocate(need) or (self.costs.admit_full_prompt and not (
+                pool.can_allocate(self._prompt_blocks(req) - held))):
+            return None
+        if need > 0:
+            pool.allocate(need)
+        self._account(req, max(need, 0), n)
+        self.loading.remove(req)
+        self.prefilling.append(req)
+        self.running[req] = None
+        return n
 
     # -- preemption ------------------------------------------------------------------------
     def _preempt(self, req: SimRequest) -> None:
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         del self.running[req]
         self.num_running -= 1
         self.pool.preemptions += 1
@@ -230,7 +274,7 @@ class VllmEngine(Engine):
 
     # -- applying a step -------------------------------------------------------------------
     def _prefill_done(self, req: SimRequest, now: float) -> None:
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         if b.decode_left < 0:
             super()._prefill_done(req, now)
             return
@@ -246,7 +290,7 @@ class VllmEngine(Engine):
         super()._finish(req, now)
 
     def _release(self, req: SimRequest) -> None:
-        b: _Blocks = req.blocks
+        b: BlockTable = req.blocks
         self.pool.release(b.chain, b.cached, b.plain)
         b.cached = b.plain = 0
 
