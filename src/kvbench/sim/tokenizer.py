@@ -8,27 +8,33 @@ arrival order instead of overtaking (a long prompt first delays a short one behi
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 
 class TokenizerThread:
-    """Busy intervals of the one thread, earliest arrivals served first."""
+    """Busy intervals of the one thread (disjoint, sorted; ends therefore sorted too)."""
 
-    __slots__ = ("busy",)
+    __slots__ = ("ends", "starts")
 
     def __init__(self) -> None:
-        self.busy: list[tuple[float, float]] = []
+        self.starts: list[float] = []
+        self.ends: list[float] = []
 
     def done_s(self, arrival_s: float, work_s: float, now_s: float) -> float:
         """When a prompt arriving at `arrival_s` with `work_s` of tokenization is done: in
         the first gap that long at or after its arrival. Prompts are submitted in the order
-        their senders get to them, not by arrival time, so a later-submitted prompt that
-        arrives first takes an earlier gap."""
+        their senders get to them, not by arrival time (an open-loop trace submits them all
+        at once), so a later-submitted prompt that arrives first takes an earlier gap."""
         if work_s <= 0:
             return arrival_s
-        self.busy = [b for b in self.busy if b[1] > now_s]
-        start = arrival_s
-        for b0, b1 in sorted(self.busy):
-            if start + work_s <= b0:
-                break
-            start = max(start, b1)
-        self.busy.append((start, start + work_s))
+        starts, ends = self.starts, self.ends
+        done = bisect_right(ends, now_s)  # intervals over by now never matter again
+        if done:
+            del starts[:done], ends[:done]
+        i, start = bisect_right(ends, arrival_s), arrival_s
+        while i < len(starts) and start + work_s > starts[i]:
+            start = max(start, ends[i])
+            i += 1
+        starts.insert(i, start)
+        ends.insert(i, start + work_s)
         return start + work_s
