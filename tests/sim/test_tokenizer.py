@@ -1,0 +1,32 @@
+"""The engine host's one tokenizer thread (sim/tokenizer.py), by hand."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kvbench.sim.tokenizer import TokenizerThread
+
+
+def test_prompts_take_the_first_gap_at_or_after_their_arrival() -> None:
+    t = TokenizerThread()
+    assert t.done_s(0.0, 1.0, now_s=0.0) == 1.0          # A: [0, 1)
+    assert t.done_s(0.5, 0.2, now_s=0.0) == 1.2          # B waits for A: [1.0, 1.2)
+    assert t.done_s(3.0, 1.0, now_s=0.0) == 4.0          # C, submitted early: [3, 4)
+    assert t.done_s(1.5, 0.5, now_s=0.0) == 2.0          # D fits before C: [1.5, 2.0)
+    assert t.done_s(2.8, 0.3, now_s=0.0) == pytest.approx(4.3)  # E overlaps C: after it
+    assert t.done_s(2.0, 0.0, now_s=0.0) == 2.0          # no work: no wait
+    # what ended by now is dropped; what is still to come stays
+    t.done_s(4.5, 0.1, now_s=2.5)
+    assert t.starts == [3.0, 4.0, 4.5] and t.ends == pytest.approx([4.0, 4.3, 4.6])
+
+
+def test_an_open_loop_trace_submitted_at_once_stays_linear_enough() -> None:
+    """20,000 prompts submitted before any runs (an open-loop trace): each is placed by
+    bisection, not by sorting the whole busy list (which took minutes)."""
+    t, t0 = TokenizerThread(), time.perf_counter()
+    for i in range(20_000):
+        t.done_s(i * 0.01, 0.004, now_s=0.0)
+    assert time.perf_counter() - t0 < 5.0
+    assert len(t.starts) == 20_000 and t.ends[-1] == pytest.approx(199.994)
