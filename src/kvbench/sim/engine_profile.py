@@ -64,7 +64,8 @@ class EngineProfile(BaseModel):
     prompt_token_overhead_s: Sourced = Field(
         default=Sourced(value=0.0, source="default: no host cost per prompt token"),
         description="host time per prompt token before the scheduler sees the request "
-        "(API-server tokenization), whether or not the tokens are cached")
+        "(API-server tokenization on one thread, sim/tokenizer.py), whether or not the "
+        "tokens are cached")
     load_bandwidth_efficiency: Sourced = Field(
         default=Sourced(value=1.0, source="default: host loads run at the hardware profile's "
                         "host-to-device rate"),
