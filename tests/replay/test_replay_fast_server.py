@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from time import perf_counter_ns
 
 from conftest import REPO, TRACES
 
@@ -65,3 +66,61 @@ def test_cli_bad_trace_path_is_a_clear_error(tmp_path):
     assert out.returncode == 2
     err = " ".join(out.stderr.split())
     assert "no such trace file" in err and "Traceback" not in err
+
+
+def test_gc_is_frozen_for_the_replay_and_released_after(sse_server, tmp_path, monkeypatch):
+    """What exists before the replay is out of the collector's reach while it runs (a full
+    collection over a sweep's heap took 48-60 ms in the quickstart: loop lag), and given back
+    after, so the next job of a sweep can free it."""
+    import gc
+
+    from kvbench.replay import runner
+
+    calls = []
+
+    class Recorder:
+        def freeze(self):
+            calls.append(("freeze", len(list(tmp_path.glob("records.jsonl")))))
+            gc.freeze()
+
+        def unfreeze(self):
+            calls.append(("unfreeze", len(read_jsonl(tmp_path / "records.jsonl"))))
+            gc.unfreeze()
+
+    monkeypatch.setattr(runner, "gc", Recorder())
+    cfg = ReplayConfig(url=sse_server, model="fake-model", concurrency=2, max_requests=6,
+                       output_dir=tmp_path, synthetic=SyntheticSpec(num_sessions=3, scale=0.02),
+                       think_time_scale=0, max_tokens_cap=4)
+    run_replay(cfg)
+    # frozen before the first request was written, released once all six were
+    assert calls == [("freeze", 1), ("unfreeze", 6)]
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_turns_first_seen_blocks_are_rendered_during_its_think_time(sse_server, tmp_path,
+                                                                        monkeypatch):
+    """A turn that follows a think time has its prompt text ready when it is due, as an
+    agent's is: the rendering happens before the target send time, so send lateness measures
+    the client missing the schedule, not text synthesis."""
+    from kvbench.replay.lanes import Lanes
+
+    warmed, sent = {}, []
+    real_warm, real_one = Lanes._warm, Lanes._one
+
+    async def warm(self, turn, namespace):
+        warmed.setdefault((namespace, id(turn)), perf_counter_ns())
+        await real_warm(self, turn, namespace)
+
+    async def one(self, lane, key, k, turn, namespace, target, is_warmup, conn):
+        sent.append(((namespace, id(turn)), target))
+        return await real_one(self, lane, key, k, turn, namespace, target, is_warmup, conn)
+
+    monkeypatch.setattr(Lanes, "_warm", warm)
+    monkeypatch.setattr(Lanes, "_one", one)
+    cfg = ReplayConfig(url=sse_server, model="fake-model", concurrency=2, max_requests=8,
+                       output_dir=tmp_path, trace=[TRACES / "claude-code" / "trace_0165.json.gz"],
+                       block_tokens=2, max_tokens_cap=2, think_time_cap_s=0.2)
+    run_replay(cfg)
+    followed = [(key, target) for key, target in sent if target is not None]
+    assert len(followed) >= 4
+    assert all(warmed[key] < target for key, target in followed)

@@ -124,6 +124,10 @@ class Lanes:
             if prev_end is not None and not warm_turn:
                 think = bounds.think_s(turn) / cfg.time_scale
                 target = prev_end + int(think * 1e9)
+                # render its first-seen blocks while the user "thinks", as an agent has its
+                # prompt ready when it sends: lateness is then the client failing the
+                # schedule, not text synthesis the schedule leaves time for
+                await self._warm(turn, namespace)
                 wait = (target - perf_counter_ns()) / 1e9
                 if self.deadline_ns is not None:
                     wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
@@ -136,6 +140,14 @@ class Lanes:
             prev_end = perf_counter_ns()
         return conn
 
+    async def _warm(self, turn: Turn, namespace: str) -> None:
+        """Render the turn's first-seen blocks in slices, yielding between them: a new
+        100K-token context must not stall the loop that timestamps every other lane's bytes."""
+        missing = self.prompts.missing(turn, namespace)
+        for i in range(0, len(missing), WARM_SLICE_BLOCKS):
+            self.prompts.warm(namespace, missing[i:i + WARM_SLICE_BLOCKS], turn.block_tokens)
+            await asyncio.sleep(0)
+
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool,
                    conn: Connection | None) -> Connection | None:
@@ -145,12 +157,7 @@ class Lanes:
         if not is_warmup:
             self.c.profiled_sent += 1
         max_tokens = self.bounds.max_tokens(turn)
-        missing = self.prompts.missing(turn, namespace)
-        for i in range(0, len(missing), WARM_SLICE_BLOCKS):
-            # render first-seen blocks in slices, yielding between them: a new 100K-token
-            # context must not stall the loop that timestamps every other lane's bytes
-            self.prompts.warm(namespace, missing[i:i + WARM_SLICE_BLOCKS], turn.block_tokens)
-            await asyncio.sleep(0)
+        await self._warm(turn, namespace)  # a first turn's blocks (later turns: done already)
         prompt = self.prompts.build(turn, namespace, (key, k))
         base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,

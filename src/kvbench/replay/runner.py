@@ -4,6 +4,7 @@ write records as they complete and the summary at the end."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import secrets
 import time
 from collections.abc import Callable
@@ -66,6 +67,10 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         t0 = perf_counter_ns()
         if cfg.duration_s is not None:
             lanes.deadline_ns = t0 + int(cfg.duration_s * 1e9)
+        # What exists now (traces, vocabulary, earlier jobs' results in a sweep) lives all
+        # run: out of the collector's reach, so no full collection walks it mid-replay (one
+        # took 48-60 ms in the quickstart, the loop lag that flagged its runs saturated)
+        gc.freeze()
         monitor.start()
         lanes.digest.start()
         tasks = [asyncio.create_task(lanes.run_lane(i)) for i in range(cfg.concurrency)]
@@ -83,6 +88,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
                 on_progress(counters, (perf_counter_ns() - t0) / 1e9)  # type: ignore[misc]
             await lanes.digest.drain()
             await monitor.stop()
+            gc.unfreeze()
     records = read_jsonl(records_path)
     summary = summarize(records, num_gpus=cfg.num_gpus, client=monitor.report(),
                         time_scale=cfg.time_scale)
