@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvbench.errors import SimError
+from kvbench.sim.arrivals import Arrivals
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.gaps import GapLog
 from kvbench.sim.link import HostLink
 from kvbench.sim.request import SimRequest
-from kvbench.sim.tokenizer import TokenizerThread
 
 
 @dataclass(slots=True)
@@ -53,8 +53,7 @@ class Engine:
         self.on_arrival = on_arrival
         self.now_s = 0.0
         self.gaps = GapLog()  # inter-token gaps as the replay measures them (sim/gaps.py)
-        self._arrivals: list[tuple[float, int, SimRequest]] = []
-        self.tokenizer = TokenizerThread()
+        self.arrivals = Arrivals()
         self._seq = 0
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: deque[SimRequest] = deque()
@@ -83,10 +82,8 @@ class Engine:
         (`prompt_token_overhead_s` per prompt token, sim/tokenizer.py); its TTFT still counts
         from its arrival."""
         req.arrival_s = max(self.now_s, req.arrival_s if at_s is None else at_s)
-        seen_s = self.tokenizer.done_s(
-            req.arrival_s, self.costs.prompt_token_overhead_s * req.input_tokens, self.now_s)
-        self._seq += 1
-        heapq.heappush(self._arrivals, (seen_s, self._seq, req))
+        seen_s = self.arrivals.push(
+            req, self.costs.prompt_token_overhead_s * req.input_tokens, self.now_s)
         step = self._step
         if step is not None and step.decode_steps > 1 and not step.chunks and (
                 step.end_s > seen_s):
@@ -106,12 +103,9 @@ class Engine:
         req.error, req.sink = CANCELLED, None
         if req in self.waiting:
             self.waiting.remove(req)
-        elif any(r is req for _, _, r in self._arrivals):
-            self._arrivals = [a for a in self._arrivals if a[2] is not req]
-            heapq.heapify(self._arrivals)
         elif req in self._decoders:
             self._withdraw_decoder(req, self.now_s)
-        else:
+        elif not self.arrivals.remove(req):
             return  # prefilling: _apply ends it when its prefill completes
         req.finish_s = self.now_s
 
@@ -125,10 +119,10 @@ class Engine:
 
     @property
     def num_queued(self) -> int:
-        return len(self.waiting) + len(self._arrivals)
+        return len(self.waiting) + len(self.arrivals)
 
     def is_idle(self) -> bool:
-        return self._step is None and not self._arrivals and not self.waiting and (
+        return self._step is None and not self.arrivals and not self.waiting and (
             self.num_running == 0
         )
 
@@ -138,7 +132,7 @@ class Engine:
             return self._step.end_s
         if self.waiting or self.num_running:
             return self.now_s
-        return self._arrivals[0][0] if self._arrivals else None
+        return self.arrivals.next_s()
 
     # -- the loop --------------------------------------------------------------------------
     def run_until(self, horizon_s: float = math.inf) -> None:
@@ -147,11 +141,12 @@ class Engine:
             if self._step is None:
                 self._take_arrivals()
                 if not self.waiting and not self.num_running:
-                    if not self._arrivals or self._arrivals[0][0] > horizon_s:
+                    next_s = self.arrivals.next_s()
+                    if next_s is None or next_s > horizon_s:
                         if horizon_s != math.inf:
                             self.now_s = max(self.now_s, horizon_s)
                         return
-                    self.now_s = self._arrivals[0][0]
+                    self.now_s = next_s
                     continue
                 self._step = self._compose(horizon_s if self.plan_to_horizon else math.inf)
                 if self._step is None:
@@ -165,9 +160,8 @@ class Engine:
             self._apply(step)
 
     def _take_arrivals(self) -> None:
-        arrivals, now, hook = self._arrivals, self.now_s, self.on_arrival
-        while arrivals and arrivals[0][0] <= now:
-            req = heapq.heappop(arrivals)[2]
+        hook = self.on_arrival
+        for req in self.arrivals.pop_due(self.now_s):
             if hook is None or hook(req):
                 self.waiting.append(req)
 
@@ -231,7 +225,8 @@ class Engine:
         growth = batch * costs.accept_length
         # Stop at the first step that ends at or after the next arrival (it is admitted then)
         # or after the horizon (the caller comes back then).
-        limit = min(self._arrivals[0][0] if self._arrivals else math.inf, horizon_s)
+        next_s = self.arrivals.next_s()
+        limit = min(math.inf if next_s is None else next_s, horizon_s)
         k = k_max
         if limit < math.inf and k_max > 1:
             gap = limit - self.now_s
