@@ -21,6 +21,11 @@ ENGINE_DIR = Path(__file__).parent / "engines"
 DEFAULT_ENGINE = "sglang"
 
 
+def _defaulted(value: float, source: str, description: str):
+    """A profile number that may be left out: its default, the default's source, its meaning."""
+    return Field(default=Sourced(value=value, source=source), description=description)
+
+
 class EngineProfile(BaseModel):
     """Per-step overheads in seconds; each number says where it came from."""
 
@@ -35,9 +40,9 @@ class EngineProfile(BaseModel):
     attention: Literal["per_request", "packed_dense"] = Field(
         description="attention costing mode (costs.ATTENTION_MODES)")
     attention_source: str
-    attention_efficiency: Sourced = Field(
-        default=Sourced(value=1.0, source="default: attention runs at the dense layers' rate"),
-        description="fraction of the effective FLOP/s the attention kernel reaches (a masked "
+    attention_efficiency: Sourced = _defaulted(
+        1.0, "default: attention runs at the dense layers' rate",
+        "fraction of the effective FLOP/s the attention kernel reaches (a masked "
         "SDPA kernel is slower than the flash kernel calibrate timed)")
     use_layer_efficiency: bool = Field(
         description="scale FLOP/s and HBM rates by the hardware profile's measured "
@@ -46,30 +51,27 @@ class EngineProfile(BaseModel):
     kv_manager: Literal["radix", "vllm_blocks"] = Field(
         "radix", description="radix: SGLang's radix tree (cache.py); vllm_blocks: vLLM's block "
         "pool, free-block queue and scheduler with preemption (blocks.py, vllm.py)")
-    block_tokens: Sourced = Field(
-        default=Sourced(value=16, source="vLLM's default block_size on CUDA"),
-        description="tokens per KV block of the vllm_blocks manager (a plan's page size "
-        "replaces it)")
-    admit_full_prompt: Sourced = Field(
-        default=Sourced(value=0, source="default: a waiting request needs its first chunk's "
-                        "blocks only"),
-        description="1: the vllm_blocks scheduler admits a waiting request only when the free "
+    block_tokens: Sourced = _defaulted(
+        16, "vLLM's default block_size on CUDA",
+        "tokens per KV block of the vllm_blocks manager (a plan's page size replaces it)")
+    admit_full_prompt: Sourced = _defaulted(
+        0, "default: a waiting request needs its first chunk's blocks only",
+        "1: the vllm_blocks scheduler admits a waiting request only when the free "
         "blocks hold its whole prompt (vLLM's scheduler_reserve_full_isl)")
-    load_ready_steps: Sourced = Field(
-        default=Sourced(value=-1, source="default: a host hit is loaded within the step that "
-                        "computes the request's first chunk, overlapping its compute"),
-        description=">= 0: the vllm_blocks scheduler loads a host hit asynchronously; the "
+    load_ready_steps: Sourced = _defaulted(
+        -1, "default: a host hit is loaded within the step that computes the request's "
+        "first chunk, overlapping its compute",
+        ">= 0: the vllm_blocks scheduler loads a host hit asynchronously; the "
         "request is scheduled for the rest of its prompt only once this many steps have "
         "started after the load ended (vLLM's WAITING_FOR_REMOTE_KVS)")
-    prompt_token_overhead_s: Sourced = Field(
-        default=Sourced(value=0.0, source="default: no host cost per prompt token"),
-        description="host time per prompt token before the scheduler sees the request "
+    prompt_token_overhead_s: Sourced = _defaulted(
+        0.0, "default: no host cost per prompt token",
+        "host time per prompt token before the scheduler sees the request "
         "(API-server tokenization on one thread, sim/tokenizer.py), whether or not the "
         "tokens are cached")
-    load_bandwidth_efficiency: Sourced = Field(
-        default=Sourced(value=1.0, source="default: host loads run at the hardware profile's "
-                        "host-to-device rate"),
-        description="fraction of the hardware profile's host-to-device rate that the "
+    load_bandwidth_efficiency: Sourced = _defaulted(
+        1.0, "default: host loads run at the hardware profile's host-to-device rate",
+        "fraction of the hardware profile's host-to-device rate that the "
         "engine's host-hit loads reach (their copy size)")
 
     @field_validator("attention_efficiency", "load_bandwidth_efficiency")
