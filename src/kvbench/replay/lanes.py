@@ -157,7 +157,8 @@ class Lanes:
         if not is_warmup:
             self.c.profiled_sent += 1
         max_tokens = self.bounds.max_tokens(turn)
-        await self._warm(turn, namespace)  # a first turn's blocks (later turns: done already)
+        # turns that follow no think time (a session's first, warm-up turns): render now
+        await self._warm(turn, namespace)
         prompt = self.prompts.build(turn, namespace, (key, k))
         base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,

@@ -199,14 +199,13 @@ class _Run:
     # -- result -----------------------------------------------------------------------------
     def write_result(self, status: str, failure: dict | None) -> Path:
         from kvbench.results import build_result, write_result
-        from kvbench.results.build import options_digest
 
         result = build_result(
             job_row=self.spec.row, config_key=self.spec.config_key, plan=self.plan_json,
             summary=self.summary, server=self.server, telemetry=self.telemetry, status=status,
             failure=failure, warnings=self.warnings, fingerprint=self.spec.fingerprint,
             repeat=self.spec.repeat, engine_patches=self.patches,
-            options_id=options_digest(self.spec.options.measurement_identity()),
+            options_id=self.spec.options.options_id(),
         )
         return write_result(self.job_dir, result)
 

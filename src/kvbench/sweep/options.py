@@ -61,6 +61,12 @@ class RunOptions(BaseModel):
         identity["trace"] = None if paths is None else _trace_digests(paths)
         return identity
 
+    def options_id(self) -> str:
+        """Result.options_id: the digest of `measurement_identity`."""
+        from kvbench.results.build import options_digest
+
+        return options_digest(self.measurement_identity())
+
     def trace_paths(self) -> list[Path] | None:
         """The traces to replay, or None for synthetic sessions."""
         if self.bundled_traces:

@@ -102,11 +102,8 @@ def job_options_id(job_dir: Path) -> str | None:
     """Result.options_id of the job that wrote `job_dir`, from its job.json: for results
     written before kvbench recorded the id (`kvbench rescore`). None without a readable
     job.json or when its traces are gone (their content is part of the id)."""
-    from kvbench.results.build import options_digest
-
     try:
-        spec = JobSpec.model_validate(read_json(Path(job_dir) / JOB_FILE))
-        return options_digest(spec.options.measurement_identity())
+        return JobSpec.model_validate(read_json(Path(job_dir) / JOB_FILE)).options.options_id()
     except (OSError, ValueError, KvbenchError):  # no job.json, or its traces are gone
         return None
 
