@@ -127,3 +127,27 @@ def test_glm52_split_rows_are_sized_as_sglang_allocates():
                      "draft_kv": 3_205_184 * 576}
     # 4 x 3,205,184 x 55,800 B = 715.40 GB <= 717 GB usable (145 GB would need 720.35 GB)
     assert plan.projected_host_bytes == 715_397_068_800 and plan.within_budget
+
+
+def test_a_recipe_write_policy_replaces_the_launchers():
+    """`kv-offload-backend.write-policy` (a kvbench extension) is the arm's HiCache policy; the
+    launcher's own (qwen3.5 H200: write_through_selective) or SGLang's default applies without
+    it."""
+    def policy(backend: dict, key: str = "qwen3.5-fp8-h200-sglang-agentic-mtp") -> str:
+        args = plan_job(make_job(key, **{"kv-offload-backend": backend})).engine_args
+        return args[args.index("--hicache-write-policy") + 1]
+
+    assert policy({"name": "hicache"}) == "write_through_selective"
+    assert policy({"name": "hicache", "write-policy": "write_back"}) == "write_back"
+
+
+def test_a_write_policy_is_refused_on_a_backend_without_one():
+    from kvbench.recipe.components import KvOffloadBackend
+
+    assert KvOffloadBackend.model_validate(
+        {"name": "hicache", "write-policy": "write_through_selective"}).write_policy \
+        == "write_through_selective"
+    with pytest.raises(ValueError, match="write-policy is a HiCache setting"):
+        KvOffloadBackend.model_validate({"name": "lmcache", "write-policy": "write_through"})
+    with pytest.raises(ValueError, match="write_through_selective"):
+        KvOffloadBackend.model_validate({"name": "hicache", "write-policy": "sometimes"})

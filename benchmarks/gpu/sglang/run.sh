@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Issue 12 item 6 on the GPU machine: `kvbench run` of SGLang 0.5.17 arms of recipe.yaml (dummy
-# weights, GPU KV capped at the vLLM arms' 43,680 tokens) with the host-memory sampler beside it.
+# Issue 25 on the GPU machine: `kvbench run` of the SGLang 0.5.17 arms of recipe.yaml (dummy
+# weights, GPU KV capped at the vLLM arms' 43,680 tokens), with the host-memory sampler beside
+# each job, and optionally a probe of a resident server for the simulator's sglang profile.
 #
-#   [RUN_ARGS="--min-conc 6 --max-conc 6"] bash benchmarks/gpu/sglang/run.sh ARM...
-#   ARM: hicache | resident. An arm is skipped when less than JOB_S (200) s are left before
-#   DEADLINE (epoch seconds; default BUDGET_S=560 s from now).
+#   bash benchmarks/gpu/sglang/run.sh STEP...
+#   STEP: ARM:CONC[xN]   one job of arm resident | hicache | selective at concurrency CONC;
+#                        xN runs N repeats (--repeat N; repeats already done are skipped)
+#         probe          a resident server probed at fixed prompt lengths (probe.json)
+#   A step is skipped when less than JOB_S (190) s are left before DEADLINE (epoch seconds;
+#   default BUDGET_S=560 s from now).
 #
 # Needs the bundle of build-bundle.sh unpacked into /tmp/sgsite (smoke.sh does it). Flags beside
-# the recipe's (README.md says why): triton attention (the FA3 kernels are not carried), PyTorch
-# sampling (flashinfer's sampler JIT-builds). Jobs go to /tmp/kvb/results-sglang, per-call files
-# to /tmp/kvb/sglang-<ARM>/, and $OUT/kvb.tar.gz holds everything under /tmp/kvb.
+# the recipe's, taken by every arm alike (README.md says why): triton attention (the FA3 kernels
+# are not carried), PyTorch sampling (flashinfer's sampler JIT-builds), and no prefill CUDA
+# graph (`--cuda-graph-backend-prefill disabled`, sglang 0.5.17 srt/server_args.py: capturing 58
+# piecewise prefill graphs took 81 s of a 4.5-minute start; decode graphs stay). Jobs go to
+# /tmp/kvb/results-sglang, per-step files to /tmp/kvb/<step>/, and $OUT/kvb.tar.gz holds /tmp/kvb.
 set -u
-[ $# -gt 0 ] || { echo "usage: run.sh ARM..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: run.sh STEP..." >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
 OUT=${OUT:-/tmp/kvb-out}
@@ -24,25 +30,47 @@ M=/tmp/model
 [ -f $M/config.json ] || python3 -m kvbench dummy-model $M --model qwen3-8b > /dev/null
 DEADLINE=${DEADLINE:-$(( $(date +%s) + ${BUDGET_S:-560} ))}
 left_s() { echo $(( DEADLINE - $(date +%s) )); }
-for arm in "$@"; do
-C=$W/sglang-$arm
-mkdir -p "$C"
-python3 benchmarks/gpu/vllm/memory.py "$C/memory.jsonl" & MP=$!
-t0=$SECONDS
-if [ "$(left_s)" -lt "${JOB_S:-200}" ]; then
-  echo "skipped: $(left_s) s left, a job takes up to ${JOB_S:-200} s (JOB_S)" | tee -a "$C/call.log"
-else
-  # shellcheck disable=SC2086  # RUN_ARGS is a list of options
-  timeout "$(left_s)" python3 -m kvbench run "$here/recipe.yaml" \
-    --runner-config benchmarks/gpu/vllm/runners.yaml \
-    --config-keys "qwen3-8b-bf16-h200-sglang-agentic-$arm" --results "$W/results-sglang" \
-    --trace benchmarks/gpu/vllm/traces --duration 50 --max-tokens-cap 256 \
-    --load-format dummy --model-path $M --engine-arg=--max-total-tokens=43680 \
-    --engine-arg=--attention-backend=triton --engine-arg=--sampling-backend=pytorch \
-    ${RUN_ARGS:-} --no-dashboard --continue-on-error --format json > "$C/run.json" 2> "$C/run.log"
-  echo "kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$C/call.log"
-fi
-kill $MP 2>/dev/null
-tar czf "$OUT/kvb.tar.gz" -C $W .
+C_ARGS=(--config-files "$here/recipe.yaml" --runner-config benchmarks/gpu/vllm/runners.yaml)
+E_ARGS=(--load-format dummy --model-path $M --engine-arg=--max-total-tokens=43680
+        --engine-arg=--attention-backend=triton --engine-arg=--sampling-backend=pytorch
+        --engine-arg=--cuda-graph-backend-prefill=disabled)
+
+probe() {  # a resident server (kvbench launch), probed like the vLLM one (benchmarks/gpu/probe.py)
+  local d=$1 port=30100
+  python3 -m kvbench launch "${C_ARGS[@]}" --config-keys qwen3-8b-bf16-h200-sglang-agentic-resident \
+    --max-conc 4 --port $port "${E_ARGS[@]}" --work-dir "$d/server" > "$d/launch.log" 2>&1 & LP=$!
+  for _ in $(seq 1 $(( $(left_s) - 60 ))); do
+    curl -sf 127.0.0.1:$port/health > /dev/null && break; sleep 1; done
+  echo "probe server ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  curl -s 127.0.0.1:$port/metrics > "$d/metrics-idle.txt"
+  timeout $(( $(left_s) - 20 )) python3 benchmarks/gpu/probe.py --url http://127.0.0.1:$port \
+    --model Qwen/Qwen3-8B --tokenizer $M --prompt-tokens 128 1024 8192 32000 --concurrency 1 4 \
+    --requests 4 --max-tokens 32 --out "$d/probe.json" >> "$d/call.log" 2>&1
+  echo "probe rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  curl -s 127.0.0.1:$port/metrics > "$d/metrics-after.txt"
+  kill -TERM $LP; wait $LP
+}
+
+for step in "$@"; do
+  d=$W/${step//[:]/-c}
+  mkdir -p "$d"
+  python3 benchmarks/gpu/vllm/memory.py "$d/memory.jsonl" & MP=$!
+  t0=$SECONDS
+  if [ "$(left_s)" -lt "${JOB_S:-190}" ]; then
+    echo "skipped: $(left_s) s left, a step takes up to ${JOB_S:-190} s (JOB_S)" | tee -a "$d/call.log"
+  elif [ "$step" = probe ]; then
+    probe "$d"
+  else
+    arm=${step%%:*}; rest=${step#*:}; conc=${rest%%x*}; rep=1
+    [ "$rest" != "$conc" ] && rep=${rest#*x}
+    timeout "$(left_s)" python3 -m kvbench run "${C_ARGS[@]}" \
+      --config-keys "qwen3-8b-bf16-h200-sglang-agentic-$arm" --results "$W/results-sglang" \
+      --min-conc "$conc" --max-conc "$conc" --repeat "$rep" \
+      --trace benchmarks/gpu/vllm/traces --duration 50 --max-tokens-cap 256 "${E_ARGS[@]}" \
+      --no-dashboard --continue-on-error --format json > "$d/run.json" 2> "$d/run.log"
+    echo "$step: kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  fi
+  kill $MP 2>/dev/null
+  tar czf "$OUT/kvb.tar.gz" -C $W .
 done
 ls -la "$OUT"

@@ -162,7 +162,8 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
                         ranks_on_node=ranks, budget_bytes=max(0, topo.budget_gb * GB - headroom),
                         gpu=gpu,
                         page_size_tokens=common["page_size_tokens"],
-                        version=image_version(topo.image), hicache_options=settings.hicache)
+                        version=image_version(topo.image),
+                        hicache_options=_hicache_options(settings.hicache, topo))
     sizing = sizer.size(ctx)
     per_rank = per_rank_bytes(sizing.pools, sizing.pin_policy)
     projected = per_rank * ranks
@@ -208,6 +209,13 @@ def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> Rec
         "offload": topo.backend if offload else "none", "dp_attn": topo.dp_attention,
         "tp": topo.tp, "conc": topo.conc,
     })
+
+
+def _hicache_options(launcher: dict[str, str], topo: Topology) -> dict[str, str]:
+    """The launcher's HiCache settings, with the recipe's own `write-policy` over them."""
+    if topo.write_policy is None:
+        return launcher
+    return {**launcher, "write-policy": topo.write_policy}
 
 
 def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology) -> str:

@@ -53,6 +53,7 @@ class Topology:
     backend: str | None
     backend_version: str | None
     size_gb_per_rank: float | None
+    write_policy: str | None
     budget_gb: int
 
     @property
@@ -110,5 +111,6 @@ def topology_of(job: JobLike) -> Topology:
         backend=backend.get("name"),
         backend_version=backend.get("version"),
         size_gb_per_rank=backend.get("size-gb-per-rank"),
+        write_policy=backend.get("write-policy"),
         budget_gb=int(row.get("total-cpu-dram-gb", 0)),
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
 from kvbench.recipe.base import RecipeModel, check_dcp_divides_tp
@@ -30,11 +32,21 @@ class ComponentMetadata(RecipeModel):
 class KvOffloadBackend(RecipeModel):
     """The host KV offload backend of a `dram` row; `version` is optional for engine-native
     backends. `size-gb-per-rank` is a kvbench extension: an explicit host pool size per rank
-    that the planner uses instead of deriving one from the DRAM budget."""
+    that the planner uses instead of deriving one from the DRAM budget. `write-policy` is one
+    too: the HiCache write policy of this arm (`--hicache-write-policy`, sglang 0.5.17
+    `srt/server_args.py` choices), over the launcher's own (plan/data/settings.yaml)."""
 
     name: KvOffloadBackendName
     version: str | None = Field(default=None, min_length=1)
     size_gb_per_rank: float | None = Field(default=None, alias="size-gb-per-rank", gt=0)
+    write_policy: Literal["write_back", "write_through", "write_through_selective"] | None = \
+        Field(default=None, alias="write-policy")
+
+    @model_validator(mode="after")
+    def _policy_is_hicache(self) -> KvOffloadBackend:
+        if self.write_policy is not None and self.name != "hicache":
+            raise ValueError(f"write-policy is a HiCache setting; backend {self.name!r} has none")
+        return self
 
     _check_version = field_validator("version")(_not_an_image)
 
