@@ -5,9 +5,14 @@ architecture's config.json and a local tokenizer whose vocabulary is exactly the
 Why the vocabulary must match: random weights emit ids anywhere in [0, vocab_size). With a
 smaller tokenizer those ids decode to nothing, every stream looks empty, and the prompt tokens
 kvbench synthesises are not the ones the engine counts. The tokenizer here is a small byte-level
-BPE trained offline on a fixed word list, padded with plain added tokens (" w0", " w1", ...) to
+BPE trained offline on a fixed word list, padded with vocabulary entries (" w0", " w1", ...) to
 `vocab_size`, so every id decodes to text and the model keeps its real embedding and LM-head
-shapes (the LM head is ~7% of Qwen3-8B's decode weight reads)."""
+shapes (the LM head is ~7% of Qwen3-8B's decode weight reads).
+
+The padding is BPE vocabulary without merges, not added tokens: no text encodes to it, and a
+tokenizer with 151,487 added tokens took 24 s per load in transformers 5.24 (the added-token
+trie and specials bookkeeping), which SGLang 0.5.17 pays about eight times per server start
+(tokenizer manager, scheduler, detokenizer, template checks): 60 of the 150 s an H200 start took."""
 
 from __future__ import annotations
 
@@ -67,7 +72,7 @@ def build_dummy_model(out: Path, config: dict, *, max_position_embeddings: int |
 
 
 def _tokenizer(vocab_size: int):
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     corpus = [" ".join(WORDS[(i * 13 + j * 7) % len(WORDS)] for j in range(32))
@@ -78,8 +83,12 @@ def _tokenizer(vocab_size: int):
     tok.train_from_iterator(corpus, trainers.BpeTrainer(
         vocab_size=min(vocab_size, 4096), special_tokens=SPECIAL, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
     have = tok.get_vocab_size()
-    tok.add_tokens([AddedToken(f" w{i}", normalized=False) for i in range(vocab_size - have)])
+    # byte-level BPE spells the leading space "Ġ"; ids follow the trained and special tokens
+    vocab.update({f"Ġw{i}": have + i for i in range(vocab_size - have)})
+    tok = Tokenizer.from_str(json.dumps(spec))
     if tok.get_vocab_size() != vocab_size:
         raise ModelError(f"dummy tokenizer has {tok.get_vocab_size()} tokens, not {vocab_size}")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
