@@ -194,3 +194,22 @@ def test_vllm_connector_shows_offload_on_even_when_it_never_hits(case, enabled):
     assert (lookups == 845_026) if enabled else (lookups == 0)
     if enabled:
         assert s["cache"]["cached_tokens_by_tier"]["external"] == 0
+
+
+def test_real_sglang_0517_hicache_scrape_reads_the_host_tier():
+    """Real SGLang 0.5.17 /metrics text from the H200 (benchmarks/results/h200/sglang/): pre is
+    an idle resident server of the same build, post the HiCache write_through_selective conc-6
+    server near the end of its replay. Expected values read off the text by hand."""
+    s = summarize_snapshots(golden_snapshots("sglang0517_hicache"), "sglang")
+    # prompt_tokens_total{is_streaming="true"}: the replay's; the 18 of SGLang's own warm-up
+    # /generate request are the is_streaming="false" child
+    assert s["tokens"] == {"prompt_total": 285_762, "generation_total": 2_886}
+    # cached_tokens_total has only a cache_source="host" child: no device hit was ever counted
+    assert s["cache"]["cached_tokens_by_tier"] == {"device": 0, "host": 133_184, "external": 0}
+    assert s["cache"]["cpu_cache_hit_rate"] == pytest.approx(133_184 / 285_762)
+    assert s["kv_offload"]["tokens_cpu_to_gpu"] == 148_800  # load_back_tokens_total
+    assert s["kv_cache"]["gpu_total_tokens"] == 43_648  # --max-total-tokens 43680 in pages of 64
+    assert (s["kv_cache"]["cpu_used_tokens_max"], s["kv_cache"]["cpu_total_tokens"]) == (
+        152_064, 162_816)  # the host pool kvbench planned: 162,816 tokens
+    assert s["engine_reported"] == {"page_size_tokens": 64, "offload_enabled": True,
+                                    "spec_decoding": False}

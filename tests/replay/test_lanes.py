@@ -91,6 +91,25 @@ def test_stream_framing_styles_give_the_same_record(tmp_path, style):
                for b in server.bodies)
 
 
+# SGLang 0.5.17 with --enable-cache-report leaves prompt_tokens_details out of the usage when
+# nothing was cached (srt/entrypoints/openai/usage_processor.py:13-15, _details_if_cached)
+SGLANG_NO_HIT = EVENTS[:-2] + [b'data: {"choices":[],"usage":{"prompt_tokens":7,'
+                               b'"completion_tokens":9,"total_tokens":16}}\n\n',
+                               b"data: [DONE]\n\n"]
+
+
+@pytest.mark.parametrize(("absent_is_zero", "cached", "hit_rate"), [(True, 0, 0.0),
+                                                                    (False, None, None)])
+def test_a_usage_without_cached_tokens_counts_zero_only_where_the_engine_means_it(
+        tmp_path, absent_is_zero, cached, hit_rate):
+    server = Scripted("one_frame", events=SGLANG_NO_HIT)
+    summary, recs = asyncio.run(_run(server, tmp_path, concurrency=1, max_requests=2,
+                                     absent_cached_tokens_are_zero=absent_is_zero))
+    assert [(r["status"], r["cached_tokens"]) for r in recs] == [("ok", cached)] * 2
+    assert summary["cache"]["hit_rate"] == hit_rate
+    assert summary["cache"]["prompt_tokens"] == (14 if absent_is_zero else None)
+
+
 def test_http_errors_are_records_not_exceptions(tmp_path):
     summary, recs = asyncio.run(_run(Scripted("one_frame", status=500), tmp_path,
                                      max_requests=3))

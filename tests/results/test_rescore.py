@@ -107,3 +107,25 @@ def test_traces_gone_leave_the_options_id_unknown(job):
     (job / "job.json").write_text(json.dumps(spec))
     main(["rescore", str(job)])
     assert json.loads((job / "result.json").read_text())["options_id"] is None
+
+
+def test_an_sglang_run_gets_its_zero_hits_from_the_records(tmp_path, capsys):
+    """The real SGLang 0.5.17 resident conc-6 run (benchmarks/results/h200/sglang/): its replay
+    read SGLang's usage without prompt_tokens_details (SGLang leaves it out when nothing was
+    cached) as unknown; rescore reads the records again with the engine's meaning, 0."""
+    src = RUN.parents[2] / "sglang" / "runs" / "resident-c6"
+    d = tmp_path / src.name
+    shutil.copytree(src, d)
+    if (d / "result.orig.json").exists():
+        (d / "result.orig.json").replace(d / "result.json")
+    run = json.loads((d / "result.json").read_text())
+    assert run["request_metrics"]["cache"]["hit_rate"] is None
+    main(["rescore", str(d)])
+    new = json.loads((d / "result.json").read_text())
+    # 24 requests, none of them a hit: six 16K-token sessions do not fit 43,648 GPU tokens
+    assert new["request_metrics"]["cache"] == {
+        "prompt_tokens": 461_076, "cached_tokens": 0, "hit_rate": 0.0,
+        "ideal_hit_rate": run["request_metrics"]["cache"]["ideal_hit_rate"]}
+    assert new["validity"]["checks"]["ideal_cache"]["achieved"]["total"] == 0.0
+    for key in ("request_accounting", "fingerprint", "created_at", "plan"):
+        assert new[key] == run[key], key

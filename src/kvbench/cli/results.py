@@ -171,13 +171,14 @@ def rescore(
     from kvbench.results import find_results
     from kvbench.results.rescore import rescore as do_rescore
     from kvbench.results.rescore import rescore_job
-    from kvbench.sweep.spec import job_options_id
+    from kvbench.sweep.spec import job_absent_cached_tokens_are_zero, job_options_id
 
     check_format(format, ("table", "json"), ResultError)
     rows = []
     for path in find_results(result_dirs):
         old, new = (rescore_job if dry_run else do_rescore)(
-            path.parent, options_id=job_options_id(path.parent))
+            path.parent, options_id=job_options_id(path.parent),
+            absent_cached_tokens_are_zero=job_absent_cached_tokens_are_zero(path.parent))
         rows.append({"job": str(path.parent), "status": [old.get("status"), new.status],
                      "valid": [(old.get("validity") or {}).get("valid"), new.validity["valid"]],
                      "reasons": new.validity["reasons"]})

@@ -102,6 +102,7 @@ class EngineAdapter:
                                if router else None),
             served_model_name=ctx.served_model_name,
             correlation_header=data.routers[router].correlation_header if router else None,
+            absent_cached_tokens_are_zero=data.cache_report_omits_zero in argv,
             sources=sources,
             warnings=(([f"plan refused: {e}" for e in plan.errors] + list(plan.warnings))
                       if plan is not None else []) + warnings,

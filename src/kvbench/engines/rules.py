@@ -90,6 +90,9 @@ class EngineData(BaseModel):
     # Flags that serve the model's shape with random weights (no checkpoint read); None: the
     # engine cannot.
     dummy_weights: dict[str, Any] | None = Field(None, alias="dummy-weights")
+    # The flag with which the engine reports per-request cached tokens and leaves the usage's
+    # prompt_tokens_details out when none were cached (absent then means 0, not unknown).
+    cache_report_omits_zero: str | None = Field(None, alias="cache-report-omits-zero")
     routers: dict[str, RouterData] = Field(default_factory=dict)
     rules: list[Rule] = Field(default_factory=list)
 

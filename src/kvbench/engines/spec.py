@@ -52,6 +52,8 @@ class LaunchSpec(BaseModel):
     router_health_url: str | None = None
     served_model_name: str
     correlation_header: str | None = None
+    # per-request cached tokens the usage leaves out mean 0 (the engine reports only hits)
+    absent_cached_tokens_are_zero: bool = False
     sources: list[ArgSource] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 

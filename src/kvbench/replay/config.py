@@ -52,6 +52,9 @@ class ReplayConfig(BaseModel):
     keep_text: bool = False
     run_marker: str | None = None  # per-run cache-bust marker; random when None
     api_key: str | None = None
+    # the server reports per-request cached tokens only when some were (SGLang's cache
+    # report): a successful response without them counts 0 cached tokens, not unknown
+    absent_cached_tokens_are_zero: bool = False
     extra_body: dict = Field(default_factory=dict)
 
     @model_validator(mode="after")

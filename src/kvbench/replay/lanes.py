@@ -237,6 +237,9 @@ class Lanes:
 
     def _finish(self, base: dict, t_send: int, rec: dict) -> None:
         out = {**base, "t_send_ns": t_send, **rec}
+        if (out["status"] == "ok" and out["cached_tokens"] is None
+                and self.cfg.absent_cached_tokens_are_zero):
+            out["cached_tokens"] = 0
         self.c.done += 1
         if out["status"] == "error":
             self.c.errors += 1

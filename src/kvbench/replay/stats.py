@@ -87,11 +87,38 @@ def _scaled(stats: dict, factor: float) -> dict:
     return {k: v * factor if isinstance(v, float) else v for k, v in stats.items()}
 
 
+def _measured_ok(recs: list[dict]) -> list[dict]:
+    return [r for r in recs if not r.get("is_warmup") and r.get("status") == "ok"
+            and r.get("t_first_ns")]
+
+
+def _cache(ok: list[dict]) -> dict:
+    with_cache = [r for r in ok if r.get("cached_tokens") is not None]
+    prompt_c = sum((r.get("prompt_tokens") or 0) for r in with_cache)
+    cached = sum(r["cached_tokens"] for r in with_cache)
+    return {
+        "prompt_tokens": prompt_c if with_cache else None,
+        "cached_tokens": cached if with_cache else None,
+        "hit_rate": (cached / prompt_c) if with_cache and prompt_c else None,
+        "ideal_hit_rate": ideal_hit_rate(ok),
+    }
+
+
+def cache_summary(records: Iterable[dict], *, absent_cached_tokens_are_zero: bool) -> dict:
+    """The summary's `cache` block from the records again, reading a successful request that
+    reported no cached tokens as 0 where the engine reports only hits (rescore of runs whose
+    records were written before the replay knew it)."""
+    ok = _measured_ok(list(records))
+    if absent_cached_tokens_are_zero:
+        ok = [r if r.get("cached_tokens") is not None else {**r, "cached_tokens": 0} for r in ok]
+    return _cache(ok)
+
+
 def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | None) -> dict:
     recs = list(records)
     warm = [r for r in recs if r.get("is_warmup")]
     measured = [r for r in recs if not r.get("is_warmup")]
-    ok = [r for r in measured if r.get("status") == "ok" and r.get("t_first_ns")]
+    ok = _measured_ok(recs)
     # requests cut off by the end of the run are neither results nor server errors
     cancelled = [r for r in measured if r.get("status") == "cancelled"]
     errors = [r for r in measured if r.get("status") not in ("ok", "cancelled")]
@@ -134,10 +161,6 @@ def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | No
             buckets[min(int((r["t_last_ns"] - t0) / 1e9), len(buckets) - 1)] += 1
         qps = buckets[: max(1, int(window_s))].tolist()
 
-    with_cache = [r for r in ok if r.get("cached_tokens") is not None]
-    prompt_c = sum((r.get("prompt_tokens") or 0) for r in with_cache)
-    cached = sum(r["cached_tokens"] for r in with_cache)
-
     lateness = [(r["t_send_ns"] - r["t_target_ns"]) / 1e6 for r in measured
                 if r.get("t_target_ns") and r.get("t_send_ns")]
     lag_ms = [x / 1e6 for x in (client or {}).get("loop_lag_ns", [])]
@@ -175,12 +198,7 @@ def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | No
         "qps": {"window_s": 1.0, **describe(qps)},
         "window_s": window_s,
         "tokens": {"input": n_in, "output": n_out},
-        "cache": {
-            "prompt_tokens": prompt_c if with_cache else None,
-            "cached_tokens": cached if with_cache else None,
-            "hit_rate": (cached / prompt_c) if with_cache and prompt_c else None,
-            "ideal_hit_rate": ideal_hit_rate(ok),
-        },
+        "cache": _cache(ok),
         "prompt": prompt_agreement(ok),
         "warm_cache": warm_cache_guard(recs),
         "client": {

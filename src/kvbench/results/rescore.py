@@ -14,11 +14,12 @@ from pathlib import Path
 
 from kvbench import __version__
 from kvbench.errors import ResultError
-from kvbench.files import read_json
+from kvbench.files import read_json, read_jsonl
 from kvbench.results.build import build_result
 from kvbench.results.schema import Result
 from kvbench.results.store import (
     PLAN_FILE,
+    RECORDS_FILE,
     RESULT_FILE,
     SCRAPE_FILE,
     SUMMARY_FILE,
@@ -39,12 +40,15 @@ def _run_warnings(old: dict) -> list[str]:
             if w not in derived and not w.startswith("[") and not w.startswith(_RESCORED)]
 
 
-def rescore_job(job_dir: Path, engine: str | None = None,
-                options_id: str | None = None) -> tuple[dict, Result]:
+def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None = None,
+                absent_cached_tokens_are_zero: bool = False) -> tuple[dict, Result]:
     """(old result as JSON, new Result) for the job directory `job_dir`; writes nothing.
     `options_id` stands in for a result written before kvbench recorded one (the caller
-    derives it from the job's job.json), so old and new repeats of one job pool."""
+    derives it from the job's job.json), so old and new repeats of one job pool.
+    `absent_cached_tokens_are_zero`: the server reported cached tokens only when there were
+    some (the caller knows the engine), so the cache block is read from the records again."""
     from kvbench.metrics import summarize_scrape
+    from kvbench.replay.stats import cache_summary
 
     job_dir = Path(job_dir)
     path = job_dir / RESULT_FILE
@@ -62,11 +66,15 @@ def rescore_job(job_dir: Path, engine: str | None = None,
     server = (summarize_scrape(scrape, engine or old["framework"]) if scrape.is_file()
               else old.get("server_metrics"))
     plan = read_json(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
+    summary = read_json(summary_path) if summary_path.is_file() else None
+    records = job_dir / RECORDS_FILE
+    if summary is not None and absent_cached_tokens_are_zero and records.is_file():
+        summary["cache"] = cache_summary(read_jsonl(records), absent_cached_tokens_are_zero=True)
     stamp = (f"{_RESCORED}{__version__} on {datetime.now(UTC).date().isoformat()} from the "
              f"job's raw files (the run's own result: {ORIGINAL_FILE})")
     result = build_result(
         job_row=old["job_row"], config_key=old["config_key"], plan=plan,
-        summary=read_json(summary_path) if summary_path.is_file() else None, server=server,
+        summary=summary, server=server,
         telemetry=old.get("telemetry"), status="ok" if ran else old["status"],
         failure=None if ran else failure, warnings=[*_run_warnings(old), stamp],
         fingerprint=old["fingerprint"], repeat=int(old.get("repeat") or 0),
@@ -77,10 +85,10 @@ def rescore_job(job_dir: Path, engine: str | None = None,
     return old, result
 
 
-def rescore(job_dir: Path, engine: str | None = None,
-            options_id: str | None = None) -> tuple[dict, Result]:
+def rescore(job_dir: Path, engine: str | None = None, options_id: str | None = None,
+            absent_cached_tokens_are_zero: bool = False) -> tuple[dict, Result]:
     """rescore_job, then keep the original (once) and replace result.json atomically."""
-    old, result = rescore_job(job_dir, engine, options_id)
+    old, result = rescore_job(job_dir, engine, options_id, absent_cached_tokens_are_zero)
     original = Path(job_dir) / ORIGINAL_FILE
     if not original.exists():
         shutil.copy2(Path(job_dir) / RESULT_FILE, original)

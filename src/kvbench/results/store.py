@@ -19,6 +19,7 @@ RESULT_FILE = "result.json"
 # job directory out with these; results/rescore.py reads them back).
 PLAN_FILE = "plan.json"
 SUMMARY_FILE = "summary.json"
+RECORDS_FILE = "records.jsonl"
 SCRAPE_FILE = "scrape.jsonl"
 _REPEAT_RE = re.compile(r"__r(\d+)$")
 

@@ -171,6 +171,7 @@ class _Run:
             num_gpus=self.spec.job().gpus, max_tokens_cap=opts.max_tokens_cap,
             max_input_tokens=opts.max_input_tokens, think_time_scale=opts.think_time_scale,
             time_scale=opts.time_scale,
+            absent_cached_tokens_are_zero=launch.absent_cached_tokens_are_zero,
         )
         timeout = opts.timeouts.replay_s or (
             duration + cfg.grace_s + REPLAY_MARGIN_S if duration else NO_DURATION_REPLAY_S)

@@ -108,6 +108,20 @@ def job_options_id(job_dir: Path) -> str | None:
         return None
 
 
+def job_absent_cached_tokens_are_zero(job_dir: Path) -> bool:
+    """Whether the server of the job that wrote `job_dir` (its command.json) reported cached
+    tokens only when there were some, so a usage without them means 0 (`kvbench rescore`)."""
+    from kvbench.engines import get_adapter
+
+    try:
+        command = read_json(Path(job_dir) / "command.json")
+        data = get_adapter(read_json(Path(job_dir) / JOB_FILE)["row"]["framework"]).data
+    except (OSError, ValueError, KeyError, TypeError, KvbenchError):
+        return False
+    return data.cache_report_omits_zero is not None and \
+        data.cache_report_omits_zero in (command.get("argv") or [])
+
+
 def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
                 runner_config: Path | None = None) -> list[JobSpec]:
     """One spec per (job, repeat). Directory names are the exp-name; exp-names that collide
