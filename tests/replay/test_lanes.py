@@ -93,9 +93,9 @@ def test_stream_framing_styles_give_the_same_record(tmp_path, style):
 
 # SGLang 0.5.17 with --enable-cache-report leaves prompt_tokens_details out of the usage when
 # nothing was cached (srt/entrypoints/openai/usage_processor.py:13-15, _details_if_cached)
-SGLANG_NO_HIT = EVENTS[:-2] + [b'data: {"choices":[],"usage":{"prompt_tokens":7,'
-                               b'"completion_tokens":9,"total_tokens":16}}\n\n',
-                               b"data: [DONE]\n\n"]
+SGLANG_NO_HIT = [*EVENTS[:-2],
+                 b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":9,'
+                 b'"total_tokens":16}}\n\n', b"data: [DONE]\n\n"]
 
 
 @pytest.mark.parametrize(("absent_is_zero", "cached", "hit_rate"), [(True, 0, 0.0),
