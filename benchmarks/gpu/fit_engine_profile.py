@@ -54,10 +54,12 @@ def _body_costs(model: str, hardware: str, engine: str, prompt_token_overhead_s:
 def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-measured",
         engine: str = "transformers", fit_prompts: tuple[int, ...] = FIT_PROMPTS,
         attention_prompt: int = ATTENTION_PROMPT,
-        prompt_token_overhead_s: float = 0.0) -> dict[str, float]:
+        prompt_token_overhead_s: float = 0.0,
+        decode_point: tuple[int, int] | None = None) -> dict[str, float]:
     """step_overhead_s, per_sequence_overhead_s, prefill_overhead_s (seconds) and
     attention_efficiency (a fraction), with prompt_token_overhead_s (s per prompt token)
-    given."""
+    given; with `decode_point` (prompt tokens, concurrency), also decode_kv_read_efficiency
+    from that probe point's TPOT."""
     body = _body_costs(model, hardware, engine, prompt_token_overhead_s)
     point = {(p["prompt_tokens"], p["concurrency"]): p for p in probe}
     steps, per_seq, prefill = [], [], []
@@ -83,8 +85,22 @@ def fit(probe: list[dict], model: str = "Qwen/Qwen3-8B", hardware: str = "h200-m
         costs, attention_flops_per_token_per_context_token_per_rank=0.0))[0]["ttft_ms"]
     attention_ms = with_attention - without["predicted"]
     missing_ms = long[0]["ttft_ms_p50"] - with_attention
-    return {**overheads, "attention_efficiency": attention_ms / (attention_ms + missing_ms),
-            "prompt_token_overhead_s": prompt_token_overhead_s}
+    out = {**overheads, "attention_efficiency": attention_ms / (attention_ms + missing_ms),
+           "prompt_token_overhead_s": prompt_token_overhead_s}
+    if decode_point is not None:
+        out["decode_kv_read_efficiency"] = _decode_kv_read_efficiency(
+            point[decode_point], decode_point[1], costs)
+    return out
+
+
+def _decode_kv_read_efficiency(p: dict, batch: int, costs) -> float:
+    """The fraction of the HBM rate at which decode reads the KV for the TPOT measured at a
+    long prompt: TPOT = overhead + weights / HBM + KV x batch x context / (HBM x eff), the
+    memory arm (a decode step of a few sequences is never compute-bound)."""
+    ctx = batch * (p["server_prompt_tokens_p50"] + 16)
+    a_mem, b_mem, _, _ = costs.decode_lines(batch)
+    kv_s = p["tpot_ms_p50"] / 1e3 - costs.decode_overhead_s(batch) - a_mem
+    return min(1.0, b_mem * ctx / kv_s) if kv_s > 0 else 1.0
 
 
 def fitted_costs(fitted: dict[str, float], model: str = "Qwen/Qwen3-8B",
@@ -139,10 +155,13 @@ def main() -> None:
     ap.add_argument("--prompt-token-overhead-s", type=float, default=0.0,
                     help="host seconds per prompt token measured apart (tokenization), "
                     "taken out of the TTFTs before the fit")
+    ap.add_argument("--decode-point", type=int, nargs=2, metavar=("PROMPT", "CONC"),
+                    help="a long-prompt probe point whose TPOT fits decode_kv_read_efficiency")
     a = ap.parse_args()
     probe = json.loads(a.probe.read_text())
     fitted = fit(probe, a.model, a.hardware, a.engine, tuple(a.fit_prompts),
-                 a.attention_prompt, a.prompt_token_overhead_s)
+                 a.attention_prompt, a.prompt_token_overhead_s,
+                 tuple(a.decode_point) if a.decode_point else None)
     print("fitted (overheads in s):", {k: float(f"{v:.4g}") for k, v in fitted.items()})
     rows = replay_probe(probe, fitted_costs(fitted, a.model, a.hardware, a.engine),
                         tuple(a.fit_prompts), a.attention_prompt)

@@ -69,6 +69,16 @@ def test_overheads_fixed_per_prefill_step_and_per_sequence():
     assert costs.step_s([(1000, 0)], 3, 0) == pytest.approx(0.16 + 0.01008005)
 
 
+def test_decode_kv_read_efficiency_slows_only_the_kv_reads():
+    full = plain_costs()
+    half = replace(full, decode_kv_read_efficiency=0.5)
+    kv = full.decode_step_s(1, 10_000) - full.decode_step_s(1, 0)
+    assert kv > 0
+    assert half.decode_step_s(1, 0) == pytest.approx(full.decode_step_s(1, 0))  # weights
+    assert half.decode_step_s(1, 10_000) - half.decode_step_s(1, 0) == pytest.approx(2 * kv)
+    assert half.load_s(10_000) == pytest.approx(full.load_s(10_000))  # host loads: unchanged
+
+
 def test_profile_schema_allows_exactly_the_cost_model_attention_modes():
     from typing import get_args
 

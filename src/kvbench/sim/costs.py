@@ -67,6 +67,9 @@ class CostModel:
     # Host time per prompt token before the engine sees the request (the API server's
     # tokenization): it delays the request's arrival at the scheduler, cached or not.
     prompt_token_overhead_s: float = 0.0
+    # Fraction of the HBM rate at which the decode attention kernel reads a sequence's KV (a
+    # split-KV triton kernel reads it far below the rate the weights stream at).
+    decode_kv_read_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_MODES:
@@ -115,7 +118,8 @@ class CostModel:
         memory = a_mem + b_mem * C and compute = a_cmp + b_cmp * C (seconds)."""
         per_step = self.verify_tokens
         a_mem = self.weight_bytes_read(per_step * batch) / self.hbm_bytes_per_s
-        b_mem = self.kv_bytes_per_token_per_rank / self.hbm_bytes_per_s
+        b_mem = self.kv_bytes_per_token_per_rank / (
+            self.hbm_bytes_per_s * self.decode_kv_read_efficiency)
         a_cmp = per_step * batch * self.flops_per_token_per_rank / self.flops_per_s
         # per_request: each query scores its own context, so the batch's pairs are C;
         # packed_dense: each of the batch's queries scores every key of the batch: batch x C.
@@ -239,6 +243,7 @@ class CostModel:
             load_ready_steps=int(engine.load_ready_steps.value),
             prompt_token_overhead_s=engine.prompt_token_overhead_s.value,
             h2d_bytes_per_s=self.h2d_bytes_per_s * engine.load_bandwidth_efficiency.value,
+            decode_kv_read_efficiency=engine.decode_kv_read_efficiency.value,
         )
 
     @classmethod

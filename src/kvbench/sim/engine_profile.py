@@ -73,8 +73,13 @@ class EngineProfile(BaseModel):
         1.0, "default: host loads run at the hardware profile's host-to-device rate",
         "fraction of the hardware profile's host-to-device rate that the "
         "engine's host-hit loads reach (their copy size)")
+    decode_kv_read_efficiency: Sourced = _defaulted(
+        1.0, "default: decode attention reads the KV at the HBM rate the weights stream at",
+        "fraction of the HBM rate at which the engine's decode attention kernel reads each "
+        "sequence's KV (TPOT growth with context)")
 
-    @field_validator("attention_efficiency", "load_bandwidth_efficiency")
+    @field_validator("attention_efficiency", "load_bandwidth_efficiency",
+                     "decode_kv_read_efficiency")
     @classmethod
     def _positive(cls, v: Sourced, info) -> Sourced:
         if not 0 < v.value <= 1:
