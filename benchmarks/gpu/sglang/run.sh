@@ -9,6 +9,10 @@
 #         probe          a resident server probed at fixed prompt lengths (probe.json)
 #   A step is skipped when less than JOB_S (190) s are left before DEADLINE (epoch seconds;
 #   default BUDGET_S=560 s from now).
+#   Two GPUs (issue 29): RECIPE=recipe-x2.yaml RUNNERS=benchmarks/gpu/sglang/runners-x2.yaml
+#   KEY=qwen3-8b-bf16-h200x2-sglang-agentic-dp- with steps resident:8, selective:12, ...; the
+#   DP-attention router needs the sglang-router wheel installed into /tmp/sgsite beside the
+#   bundle (.ci/router-requirements.txt pins it; carry it as a wheel, device README).
 #
 # Needs the bundle of build-bundle.sh unpacked into /tmp/sgsite (smoke.sh does it). Flags beside
 # the recipe's, taken by every arm alike (README.md says why): triton attention (the FA3 kernels
@@ -30,14 +34,16 @@ M=/tmp/model
 [ -f $M/config.json ] || python3 -m kvbench dummy-model $M --model qwen3-8b > /dev/null
 DEADLINE=${DEADLINE:-$(( $(date +%s) + ${BUDGET_S:-560} ))}
 left_s() { echo $(( DEADLINE - $(date +%s) )); }
-C_ARGS=(--config-files "$here/recipe.yaml" --runner-config benchmarks/gpu/vllm/runners.yaml)
+C_ARGS=(--config-files "$here/${RECIPE:-recipe.yaml}"
+        --runner-config "${RUNNERS:-benchmarks/gpu/vllm/runners.yaml}")
+KEY=${KEY:-qwen3-8b-bf16-h200-sglang-agentic-}
 E_ARGS=(--load-format dummy --model-path $M --engine-arg=--max-total-tokens=43680
         --engine-arg=--attention-backend=triton --engine-arg=--sampling-backend=pytorch
         --engine-arg=--cuda-graph-backend-prefill=disabled)
 
 probe() {  # a resident server (kvbench launch), probed like the vLLM one (benchmarks/gpu/probe.py)
   local d=$1 port=30100
-  python3 -m kvbench launch "${C_ARGS[@]}" --config-keys qwen3-8b-bf16-h200-sglang-agentic-resident \
+  python3 -m kvbench launch "${C_ARGS[@]}" --config-keys "${KEY}resident" \
     --max-conc 4 --port $port "${E_ARGS[@]}" --work-dir "$d/server" > "$d/launch.log" 2>&1 & LP=$!
   for _ in $(seq 1 $(( $(left_s) - 60 ))); do
     curl -sf 127.0.0.1:$port/health > /dev/null && break; sleep 1; done
@@ -64,7 +70,7 @@ for step in "$@"; do
     arm=${step%%:*}; rest=${step#*:}; conc=${rest%%x*}; rep=1
     [ "$rest" != "$conc" ] && rep=${rest#*x}
     timeout "$(left_s)" python3 -m kvbench run "${C_ARGS[@]}" \
-      --config-keys "qwen3-8b-bf16-h200-sglang-agentic-$arm" --results "$W/results-sglang" \
+      --config-keys "$KEY$arm" --results "$W/results-sglang" \
       --min-conc "$conc" --max-conc "$conc" --repeat "$rep" \
       --trace benchmarks/gpu/vllm/traces --duration 50 --max-tokens-cap 256 "${E_ARGS[@]}" \
       --no-dashboard --continue-on-error --format json > "$d/run.json" 2> "$d/run.log"

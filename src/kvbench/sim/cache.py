@@ -15,9 +15,14 @@ Invariants:
   descendants, so its oldest entry is always a device leaf (touches go leaf first);
 - the host LRU holds exactly the unpinned host-only nodes (evicted from device, backed up).
 
-Write policies (kvoffload.md 1.1): `write_through` backs a node up when it is inserted,
-`write_through_selective` when it is hit for the second time, `write_back` only when the
-device evicts it. A device node evicted without a backup is dropped. Running requests pin
+Write policies: `write_through` backs a node up when it is inserted, `write_back` only when
+the device evicts it, and `write_through_selective` when the request that prefilled it
+finishes. SGLang 0.5.17 counts a node's hits on *inserts*, not on matches, and backs it up at
+the second (`hiradix_cache.py` `insert` -> `_inc_hit_count`, `write_through_threshold` 2): a
+request inserts its prompt path once its prefill is done (`batch_result_processor.py`,
+`maybe_cache_unfinished_req`; the inserts of intermediate chunks are not counted) and again
+when it finishes (`radix_cache.py` `cache_finished_req`), so a prompt's pages reach 2 with
+their own request's end, and later requests' inserts find them backed up. A device node evicted without a backup is dropped. Running requests pin
 their path (`lock`, counted along the parent chain as SGLang's lock refs), so eviction
 never takes it."""
 
@@ -30,7 +35,6 @@ from kvbench.errors import SimError
 from kvbench.sim.node import Admission, CacheCounters, Node, common_prefix
 
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
-_SELECTIVE_HITS = 2
 
 
 class TieredCache:
@@ -132,8 +136,6 @@ class TieredCache:
                 x.device = True
                 x = x.parent
             counters.load_tokens += host
-        if self.write_policy == "write_through_selective" and self.host_capacity > 0:
-            self._count_hits(node)
         if i < n:
             node = self._insert(node, keys, i, page_tokens)
         added = host + new_tokens + private_tokens
@@ -143,8 +145,10 @@ class TieredCache:
                          counters.sync_backup_tokens - sync_before)
 
     def release(self, adm: Admission) -> None:
-        """A request finished: unpin its path (touching it, leaf first) and free its
-        private tokens."""
+        """A request finished: back its path up (write_through_selective: its second insert),
+        unpin it (touching it, leaf first) and free its private tokens."""
+        if self.write_policy == "write_through_selective" and self.host_capacity > 0:
+            self._backup_path(adm.node)
         self._unpin(adm.node)
         self.device_used -= adm.private_tokens
         self.pinned_tokens -= adm.private_tokens
@@ -154,8 +158,7 @@ class TieredCache:
         """Cut `node` after `size` pages; returns the new upper part, which inherits the
         state (and the LRU membership, to be taken out by the pin that follows)."""
         upper = Node(node.keys[:size], node.page, node.parent)
-        upper.device, upper.host, upper.lock, upper.hits = (node.device, node.host, node.lock,
-                                                            node.hits)
+        upper.device, upper.host, upper.lock = node.device, node.host, node.lock
         node.keys = node.keys[size:]
         node.tokens = len(node.keys) * node.page
         upper.children = {node.keys[0]: node}
@@ -187,7 +190,7 @@ class TieredCache:
                 if keys[i:i + size] != child.keys:
                     size = common_prefix(child.keys, keys, i)
                     child = self._split(child, size)
-                child.device, child.hits = True, 1
+                child.device = True
                 i += size
             child.lock = 1
             if backup_new:
@@ -195,14 +198,13 @@ class TieredCache:
             parent = child
         return parent
 
-    def _count_hits(self, node: Node) -> None:
+    def _backup_path(self, node: Node) -> None:
         path = []
         while node is not self.root:
             path.append(node)
             node = node.parent
         for x in reversed(path):  # root first: a backup needs a backed parent
-            x.hits += 1
-            if not x.host and x.hits >= _SELECTIVE_HITS:
+            if not x.host:
                 self._backup(x)
 
     def _pin(self, node: Node) -> None:

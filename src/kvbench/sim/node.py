@@ -9,8 +9,8 @@ from dataclasses import dataclass
 class Node:
     """A run of pages. A plain slotted class: tens of thousands are made per simulated hour."""
 
-    __slots__ = ("children", "device", "hits", "host", "keys", "lock", "page", "parent",
-                 "ready_s", "tokens")
+    __slots__ = ("children", "device", "host", "keys", "lock", "page", "parent", "ready_s",
+                 "tokens")
 
     def __init__(self, keys: list, page: int, parent: Node | None) -> None:
         self.keys = keys
@@ -21,7 +21,6 @@ class Node:
         self.device = True
         self.host = False
         self.lock = 0
-        self.hits = 1
         self.ready_s = 0.0  # when its host copy is complete (asynchronous backups)
 
 
