@@ -220,3 +220,13 @@ def test_a_refused_plan_is_the_first_warning():
     spec = get_adapter("sglang").build(make_job(), plan, port=1)
     assert spec.warnings[:2] == ["plan refused: projected 2,683 GB > budget 2,399 GB",
                                  "pinning may round up"]
+
+
+def test_only_sglang_with_its_cache_report_counts_an_absent_cached_count_as_zero():
+    """SGLang 0.5.17 leaves prompt_tokens_details out of a usage with no cached token when
+    --enable-cache-report is on (usage_processor.py, _details_if_cached): the launch tells the
+    replay so; vLLM reports the count on every usage."""
+    spec = get_adapter("sglang").build(make_job(), make_plan(), port=30000)
+    assert "--enable-cache-report" in spec.argv and spec.absent_cached_tokens_are_zero
+    vllm = get_adapter("vllm").build(make_job(framework="vllm"), make_plan(), port=30000)
+    assert not vllm.absent_cached_tokens_are_zero

@@ -22,9 +22,9 @@ the second (`hiradix_cache.py` `insert` -> `_inc_hit_count`, `write_through_thre
 request inserts its prompt path once its prefill is done (`batch_result_processor.py`,
 `maybe_cache_unfinished_req`; the inserts of intermediate chunks are not counted) and again
 when it finishes (`radix_cache.py` `cache_finished_req`), so a prompt's pages reach 2 with
-their own request's end, and later requests' inserts find them backed up. A device node evicted without a backup is dropped. Running requests pin
-their path (`lock`, counted along the parent chain as SGLang's lock refs), so eviction
-never takes it."""
+their own request's end, and later requests' inserts find them backed up. A device node
+evicted without a backup is dropped. Running requests pin their path (`lock`, counted along
+the parent chain as SGLang's lock refs), so eviction never takes it."""
 
 from __future__ import annotations
 
