@@ -54,12 +54,15 @@ def row_gpus(row: dict[str, Any]) -> int:
 def agentic_budget_gb(block: dict[str, Any], row: dict[str, Any], runner: str,
                       runners: Runners) -> int:
     """`total-cpu-dram-gb` of an agentic row (raw YAML dicts); 0 unless it offloads to DRAM.
-    Multi-node rows are budgeted by their prefill worker: only prefill offloads today."""
+    Multi-node rows are budgeted by their aggregated `worker`, else their prefill worker:
+    only prefill offloads today."""
     if row.get("kv-offloading", "none") != "dram":
         return 0
     hardware = runners.hardware_for(runner)
     per_node = hardware.gpus_per_node
-    if "prefill" in row:
+    if "worker" in row:
+        gpus = replica_gpus_on_node(row["worker"], per_node)
+    elif "prefill" in row:
         gpus = replica_gpus_on_node(row["prefill"], per_node)
     else:
         gpus = row_gpus(row)

@@ -230,8 +230,7 @@ def _gpus_per_node(spec: JobSpec) -> int:
     if spec.runner_config:
         from kvbench.recipe import load_runners
 
-        hardware = load_runners(Path(spec.runner_config)).hardware or {}
-        runner = spec.row.get("runner", "")
-        if runner in hardware:
-            return hardware[runner].gpus_per_node
+        known = load_runners(Path(spec.runner_config)).gpus_per_node(spec.row.get("runner", ""))
+        if known is not None:
+            return known
     return DEFAULT_GPUS_PER_NODE
