@@ -10,7 +10,7 @@ from typing import Any
 from kvbench.errors import KvbenchError, MatrixError
 from kvbench.matrix.budget import agentic_budget_gb
 from kvbench.matrix.concurrency import filter_plain, written
-from kvbench.matrix.entry import EntryContext, with_worker_defaults
+from kvbench.matrix.entry import EntryContext, srt_recipe, worker_pair
 from kvbench.matrix.names import agentic_exp_name, multinode_agentic_exp_name
 from kvbench.matrix.selection import Selection
 from kvbench.recipe import DEFAULT_AGENTIC_DURATION_SECONDS, Runners
@@ -43,6 +43,8 @@ def _tail(ctx: EntryContext, row: dict, out: dict[str, Any]) -> dict[str, Any]:
     if backend is not None:
         out["kv-offload-backend"] = copy.deepcopy(backend)
     out.update(ctx.components(row))
+    if ctx.is_multinode:
+        ctx.with_node_count(out, row)
     # kvbench extension: the entry's engine patches for this row's arm travel in the row
     if patches := patches_for(ctx.raw.get("patches"), out):
         out["patches"] = patches
@@ -66,6 +68,7 @@ def _single_node(ctx: EntryContext, row: dict, values: list[int], budget: int
                 "dp-attn": dp_attn if dp_attn is not None else False,
                 "spec-decoding": spec,
                 "conc": conc,
+                **srt_recipe(row),
                 "kv-offloading": mode,
                 "total-cpu-dram-gb": budget,
                 "duration": DEFAULT_AGENTIC_DURATION_SECONDS,
@@ -76,8 +79,7 @@ def _single_node(ctx: EntryContext, row: dict, values: list[int], budget: int
 
 
 def _multinode(ctx: EntryContext, row: dict, values: list[int], budget: int) -> Iterator[dict]:
-    prefill = with_worker_defaults(row["prefill"])
-    decode = with_worker_defaults(row["decode"])
+    prefill, decode = worker_pair(row)
     mode = row.get("kv-offloading", "none")
     size = CONCURRENCIES_PER_ALLOCATION
     chunks = [values[i:i + size] for i in range(0, len(values), size)]

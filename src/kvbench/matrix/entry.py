@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from kvbench.recipe import Runners
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,6 +15,15 @@ class EntryContext:
     key: str
     raw: dict[str, Any]
     runners: tuple[str, ...]  # runner values to emit rows for (label, or filtered nodes)
+    inventory: Runners | None = None
+    # the generator the rows follow: "classic" (843c6254f) or "e2e" (the newer one, which
+    # adds node-count to multi-node rows and eval-framework/eval-suite to eval rows)
+    layout: str = "classic"
+    base: Path | None = None  # the checkout's benchmark folder (srt-slurm recipes)
+
+    @property
+    def e2e(self) -> bool:
+        return self.layout == "e2e"
 
     @property
     def is_multinode(self) -> bool:
@@ -33,6 +45,19 @@ class EntryContext:
             "runner": runner,
         }
 
+    def with_node_count(self, out: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+        """Newer layout: a multi-node row's `node-count`, after its component metadata."""
+        if self.e2e and self.inventory is not None:
+            from kvbench.errors import MatrixError
+            from kvbench.matrix.nodes import node_count
+
+            try:
+                out["node-count"] = node_count(out, row.get("num-nodes"), self.inventory,
+                                               self.base)
+            except MatrixError as e:
+                raise MatrixError(f"{self.key}: {e.message}", hint=e.hint) from None
+        return out
+
     def components(self, row: dict[str, Any]) -> dict[str, Any]:
         """router / kv-p2p-transfer from the row, else from the top level (never both)."""
         out = {}
@@ -41,6 +66,25 @@ class EntryContext:
             if value is not None:
                 out[field] = copy.deepcopy(value)
         return out
+
+
+def srt_recipe(row: dict[str, Any]) -> dict[str, Any]:
+    """Newer layout: the srt-slurm recipe a single-node row launches with (when it names one)."""
+    return {"srt-recipe": row["srt-recipe"]} if row.get("srt-recipe") is not None else {}
+
+
+def worker_pair(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The row's prefill and decode workers as the generator writes them. An aggregated
+    `worker` becomes a prefill worker (num-worker 1 unless written) beside a num-worker 0
+    decode worker without its settings (InferenceX inferencex-e2e generate.py,
+    multinode_worker_pair)."""
+    if "worker" not in row:
+        return with_worker_defaults(row["prefill"]), with_worker_defaults(row["decode"])
+    worker = with_worker_defaults(row["worker"])
+    prefill = {"num-worker": 1, **worker}
+    decode = {"num-worker": 0, **{k: v for k, v in worker.items()
+                                  if k not in ("num-worker", "additional-settings")}}
+    return prefill, decode
 
 
 def with_worker_defaults(worker: dict[str, Any]) -> dict[str, Any]:

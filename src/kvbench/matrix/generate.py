@@ -33,9 +33,11 @@ def runner_config_path(selection: Selection) -> Path:
     )
 
 
-def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> set[str]:
-    """Globs (`*`, `?`) and exact keys; one that matches nothing is an error listing keys."""
-    out: set[str] = set()
+def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> list[str]:
+    """Globs (`*`, `?`) and exact keys, in the order given (each glob's matches in file
+    order), each key once: the order the reference's `test-config` expands them in. One that
+    matches nothing is an error listing keys."""
+    out: dict[str, None] = {}
     for pattern in patterns:
         matches = fnmatch.filter(available, pattern) if any(c in pattern for c in "*?[") else (
             [pattern] if pattern in available else []
@@ -43,8 +45,8 @@ def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> set[s
         if not matches:
             raise MatrixError(f"config key {pattern!r} matches no config key",
                               hint=_close_keys(pattern, available))
-        out.update(matches)
-    return out
+        out.update(dict.fromkeys(matches))
+    return list(out)
 
 
 def _close_keys(pattern: str, available: list[str]) -> str:
@@ -111,6 +113,7 @@ def keyed_rows(selection: Selection) -> Keyed:
     _check(selection, runners)
     keys = expand_config_keys(selection.config_keys, list(entries)) if selection.config_keys \
         else None
+    order = keys if keys is not None else list(entries)
     _check_values("--precision", selection.precisions, {e.raw["precision"] for e in
                                                          entries.values()})
     _check_values("--framework", selection.frameworks, {e.raw["framework"] for e in
@@ -120,31 +123,41 @@ def keyed_rows(selection: Selection) -> Keyed:
     seq_filter = {SEQ_LENS[s] for s in selection.seq_lens} or None
     scenarios = set(selection.scenario_types) or set(SCENARIO_TYPES)
     node_filter = selection.runner_node_filter
+    # The runners file's layout says which generator the rows follow (the newer generator
+    # reads only the clusters: layout; the classic one only hardware:).
+    layout = runners.layout
+    base = Path(selection.config_files[0]).resolve().parent.parent
     out: Keyed = []
-    for key, entry in entries.items():
+    wanted_keys = set(order)
+    for key in order:
+        entry = entries[key]
         raw = entry.raw
-        if not _wanted(key, raw, selection, keys):
+        if not _wanted(key, raw, selection, wanted_keys):
             continue
         runner_values: tuple[str, ...] = (raw["runner"],)
         if node_filter:
             runner_values = tuple(n for n in runners.nodes_for(raw["runner"]) if node_filter in n)
             if not runner_values:
                 continue
-        ctx = EntryContext(key=key, raw=raw, runners=runner_values)
+        ctx = EntryContext(key=key, raw=raw, runners=runner_values, inventory=runners,
+                           layout=layout, base=base)
         if (ctx.is_multinode and not multi) or (not ctx.is_multinode and not single):
             continue
         if "fixed-seq-len" in scenarios:
             out.extend((key, row) for row in fixed_rows(ctx, selection, seq_filter))
         if "agentic-coding" in scenarios:
             out.extend((key, row) for row in agentic_rows(ctx, selection, runners))
+    e2e = layout == "e2e"
     if not selection.no_evals:
-        out = mark_evals(out, include_agentic=selection.evals_only or selection.all_evals)
+        out = mark_evals(out, include_agentic=selection.evals_only or selection.all_evals,
+                         e2e=e2e)
         if selection.all_evals:
-            out = mark_all_evals(out)
+            out = mark_all_evals(out, e2e=e2e)
     if selection.evals_only or selection.all_evals:
         out = [(k, r) for k, r in out if r.get("run-eval", False)]
         for _, row in out:
             row["eval-only"] = True
+            row.pop("require-power", None)  # an eval measures accuracy, never power
     return out
 
 
