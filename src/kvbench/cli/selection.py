@@ -32,8 +32,10 @@ def _selection_params() -> list[inspect.Parameter]:
         )
 
     return [
-        opt("config_files", list[Path], None, "Master config YAML files (recipes)."),
-        opt("runner_config", Path | None, None, "runners.yaml with labels and hardware."),
+        opt("config_files", list[Path], None, "Master config YAML files (recipes; default: "
+            "the configs/*master*.yaml of the InferenceX checkout here, either layout)."),
+        opt("runner_config", Path | None, None, "runners.yaml with labels and hardware "
+            "(default: beside the first config file)."),
         opt("scenario_type", list[str], None, "fixed-seq-len and/or agentic-coding."),
         opt("model_prefix", list[str], None, "Keep rows of these model prefixes."),
         opt("precision", list[str], None, "Keep rows of these precisions."),
@@ -89,6 +91,16 @@ class SelectionCommand(TyperCommand):
         return super().parse_args(ctx, spread_multi_values(list(args)))
 
 
+def checkout_config_files() -> tuple[Path, ...]:
+    """The master configs of the InferenceX checkout at (or around) the working directory:
+    `configs/` at a classic root, `inferencex-e2e/configs/` at a newer one; none elsewhere
+    (the command then asks for --config-files)."""
+    from kvbench.recipe.layout import find_checkout
+
+    checkout = find_checkout()
+    return tuple(checkout.master_configs()) if checkout is not None else ()
+
+
 def with_selection(fn):
     """Decorate a command whose signature has a `selection: Selection` parameter."""
     params = _selection_params()
@@ -98,7 +110,7 @@ def with_selection(fn):
     def wrapper(*args, **kwargs):
         raw = {n: kwargs.pop(n) for n in names}
         kwargs["selection"] = Selection(
-            config_files=tuple(raw["config_files"] or ()),
+            config_files=tuple(raw["config_files"] or checkout_config_files()),
             runner_config=raw["runner_config"],
             scenario_types=tuple(raw["scenario_type"] or ("agentic-coding",)),
             model_prefixes=tuple(raw["model_prefix"] or ()),
