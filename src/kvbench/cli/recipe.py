@@ -138,34 +138,6 @@ def validate(
     print(f"{len(entries)} config keys valid")
 
 
-def _print_table(keyed: list[tuple[str, dict]]) -> None:
-    from collections import Counter
-
-    from rich.console import Console
-    from rich.table import Table
-
-    counts: Counter[tuple[str, str]] = Counter()
-    meta: dict[tuple[str, str], dict] = {}
-    for key, row in keyed:
-        scenario = row.get("scenario-type", "fixed-seq-len")
-        counts[(key, scenario)] += 1
-        info = meta.setdefault((key, scenario), {
-            "nodes": "multi" if "prefill" in row else "single", "offload": Counter()})
-        backend = row.get("kv-offload-backend")
-        info["offload"][backend["name"] if backend else "none"] += 1
-    table = Table(title=f"{len(keyed)} rows from {len({k for k, _ in counts})} config keys")
-    table.add_column("config key", no_wrap=True)
-    for column in ("scenario", "nodes", "offload"):
-        table.add_column(column)
-    table.add_column("rows", justify="right")
-    for (key, scenario), n in counts.items():
-        info = meta[(key, scenario)]
-        offload = " ".join(f"{name}:{c}" for name, c in info["offload"].items())
-        table.add_row(key, scenario, info["nodes"],
-                      offload if scenario == "agentic-coding" else "", str(n))
-    Console().print(table)
-
-
 @app.command(cls=SelectionCommand)
 @with_selection
 def matrix(
@@ -181,21 +153,6 @@ def matrix(
     ] = None,
 ) -> None:
     """Expand recipes into job rows, exactly like the InferenceX generator's full-sweep."""
-    import json
+    from kvbench.cli.matrix_fast import run_matrix
 
-    from kvbench.errors import MatrixError
-    from kvbench.matrix.generate import keyed_rows
-
-    chosen = format or ("table" if sys.stdout.isatty() else "json")
-    if chosen not in ("json", "table"):
-        raise MatrixError(f"--format {chosen!r} is not allowed (allowed: json, table)")
-    keyed = keyed_rows(selection)
-    text = json.dumps([row for _, row in keyed])
-    if output is not None:
-        from kvbench.files import write_atomic
-
-        write_atomic(output, text + "\n")
-    if chosen == "json":
-        print(text)
-    else:
-        _print_table(keyed)
+    run_matrix(selection, format, output)

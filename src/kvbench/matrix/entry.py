@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvbench.recipe import Runners
+if TYPE_CHECKING:
+    from kvbench.recipe.facts import RunnerFacts
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +15,7 @@ class EntryContext:
     key: str
     raw: dict[str, Any]
     runners: tuple[str, ...]  # runner values to emit rows for (label, or filtered nodes)
-    inventory: Runners | None = None
+    inventory: RunnerFacts | None = None
     # the generator the rows follow: "classic" (843c6254f) or "e2e" (the newer one, which
     # adds node-count to multi-node rows and eval-framework/eval-suite to eval rows)
     layout: str = "classic"
@@ -64,8 +64,18 @@ class EntryContext:
         for field in ("router", "kv-p2p-transfer"):
             value = row.get(field, self.raw.get(field))
             if value is not None:
-                out[field] = copy.deepcopy(value)
+                out[field] = plain_copy(value)
         return out
+
+
+def plain_copy(value: Any) -> Any:
+    """A deep copy of YAML data (mappings, lists, scalars): copy.deepcopy's memo and
+    dispatch are a tenth of expanding the catalog, and recipes hold nothing else."""
+    if type(value) is dict:
+        return {k: plain_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [plain_copy(v) for v in value]
+    return value
 
 
 def srt_recipe(row: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +100,7 @@ def worker_pair(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 def with_worker_defaults(worker: dict[str, Any]) -> dict[str, Any]:
     """A worker copy with pp / dcp-size / pcp-size made explicit (kept in place if written)."""
     return {
-        **copy.deepcopy(worker),
+        **plain_copy(worker),
         "pp": worker.get("pp", 1),
         "dcp-size": worker.get("dcp-size", 1),
         "pcp-size": worker.get("pcp-size", 1),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from typing import Any
 
 from kvbench.matrix.concurrency import filter_list, filter_range, geometric, written
-from kvbench.matrix.entry import EntryContext, srt_recipe, worker_pair
+from kvbench.matrix.entry import EntryContext, plain_copy, srt_recipe, worker_pair
 from kvbench.matrix.names import fixed_exp_name
 from kvbench.matrix.selection import Selection
 
@@ -46,8 +45,8 @@ def _multinode(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: int,
             "osl": osl,
             **power,
             "spec-decoding": row.get("spec-decoding", "none"),
-            "prefill": copy.deepcopy(prefill),
-            "decode": copy.deepcopy(decode),
+            "prefill": plain_copy(prefill),
+            "decode": plain_copy(decode),
             "conc": list(values),
             "max-model-len": isl + osl + MAX_MODEL_LEN_MARGIN_TOKENS,
             "exp-name": fixed_exp_name(ctx.raw["model-prefix"], isl, osl),

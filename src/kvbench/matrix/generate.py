@@ -15,7 +15,9 @@ from kvbench.matrix.evals import Keyed, mark_all_evals, mark_evals
 from kvbench.matrix.fixed import fixed_rows
 from kvbench.matrix.names import SEQ_LENS
 from kvbench.matrix.selection import Selection
-from kvbench.recipe import SCENARIO_TYPES, Runners, load_master_configs, load_runners
+from kvbench.recipe.cache import load_recipes
+from kvbench.recipe.facts import RunnerFacts
+from kvbench.recipe.fields import SCENARIO_TYPES
 
 
 def runner_config_path(selection: Selection) -> Path:
@@ -61,7 +63,7 @@ def _close_keys(pattern: str, available: list[str]) -> str:
             "the rows, and a glob such as 'qwen3.5-*' selects several")
 
 
-def _check(selection: Selection, runners: Runners) -> None:
+def _check(selection: Selection, runners: RunnerFacts) -> None:
     if selection.step_size <= 1:
         raise MatrixError(f"--step-size must be greater than 1 (got {selection.step_size})")
     lo, hi = selection.min_conc, selection.max_conc
@@ -108,8 +110,8 @@ def _wanted(key: str, raw: dict[str, Any], sel: Selection, keys: set[str] | None
 
 def keyed_rows(selection: Selection) -> Keyed:
     """(config key, row) pairs in the reference's order, evals marked."""
-    entries = load_master_configs([Path(p) for p in selection.config_files])
-    runners = load_runners(runner_config_path(selection))
+    entries, runners = load_recipes([Path(p) for p in selection.config_files],
+                                     runner_config_path(selection))
     _check(selection, runners)
     keys = expand_config_keys(selection.config_keys, list(entries)) if selection.config_keys \
         else None

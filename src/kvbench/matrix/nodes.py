@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.errors import MatrixError
-from kvbench.recipe import Runners
 from kvbench.recipe.fields import CLUSTER_LABEL_PREFIX
+
+if TYPE_CHECKING:
+    from kvbench.recipe.facts import RunnerFacts
 
 # Where a checkout keeps the multi-node srt-slurm recipes, relative to its benchmark folder.
 RECIPE_ROOT = Path("benchmarks") / "multi_node" / "srt-slurm-recipes"
@@ -95,7 +97,7 @@ def _family(label: str) -> str:
     return label.removeprefix(CLUSTER_LABEL_PREFIX).split("-", 1)[0]
 
 
-def scheduling_gpus_per_node(label: str, runners: Runners) -> int:
+def scheduling_gpus_per_node(label: str, runners: RunnerFacts) -> int:
     """gpus-per-node of a cluster label, or of the one GPU family a label or runner name
     (`gb300-nv_00`, `b200`) belongs to."""
     facts = runners.node_facts()
@@ -110,7 +112,7 @@ def scheduling_gpus_per_node(label: str, runners: Runners) -> int:
     raise MatrixError(f"ambiguous gpus-per-node for {label!r}: {sorted(found)}")
 
 
-def _worker_nodes(worker: dict[str, Any], role: str, runner: str, runners: Runners) -> int:
+def _worker_nodes(worker: dict[str, Any], role: str, runner: str, runners: RunnerFacts) -> int:
     override = _node_override(worker, f"{role.upper()}_NODES")
     if override is not None:
         return override
@@ -119,7 +121,7 @@ def _worker_nodes(worker: dict[str, Any], role: str, runner: str, runners: Runne
     return math.ceil(gpus / per_node)
 
 
-def node_count(row: dict[str, Any], num_nodes: int | None, runners: Runners,
+def node_count(row: dict[str, Any], num_nodes: int | None, runners: RunnerFacts,
                base: Path | None) -> int:
     """The row's `node-count` (`row` carries runner, disagg, prefill and decode)."""
     if num_nodes is not None:

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kvbench.errors import RecipeError
 from kvbench.recipe.base import RecipeModel
+from kvbench.recipe.facts import NodeFacts, RunnerFacts
 from kvbench.recipe.fields import CLUSTER_LABEL_PREFIX
 
 PARTITION_LABEL_PREFIX = "partition:"
@@ -113,50 +113,31 @@ class Runners(RecipeModel):
         """`e2e` for the `clusters:` layout, `classic` for `hardware:`."""
         return "e2e" if self.clusters else "classic"
 
-    def node_facts(self) -> dict[str, dict[str, int]]:
-        """Master `runner` label -> the node facts it has (either layout)."""
+    def facts(self) -> RunnerFacts:
+        """The plain data the matrix stage reads (labels, layout, node facts)."""
         if self.clusters:
-            return {f"{CLUSTER_LABEL_PREFIX}{cid}": {
+            nodes = {f"{CLUSTER_LABEL_PREFIX}{cid}": {
                 k: v for k, v in (("gpus-per-node", c.gpus_per_node),
                                   ("available-cpu-dram-mib", c.available_cpu_dram_mib))
                 if v is not None} for cid, c in self.clusters.items()}
-        return {label: {"gpus-per-node": h.gpus_per_node,
-                        "available-cpu-dram-mib": h.available_cpu_dram_mib}
-                for label, h in self.hardware.items()}
+        else:
+            nodes = {label: {"gpus-per-node": h.gpus_per_node,
+                             "available-cpu-dram-mib": h.available_cpu_dram_mib}
+                     for label, h in self.hardware.items()}
+        return RunnerFacts(labels={k: list(v) for k, v in self.labels.items()},
+                           layout=self.layout, nodes=nodes)
+
+    def node_facts(self) -> dict[str, dict[str, int]]:
+        """Master `runner` label -> the node facts it has (either layout)."""
+        return self.facts().nodes
 
     def gpus_per_node(self, runner: str) -> int | None:
-        facts = self.node_facts().get(runner)
-        return facts["gpus-per-node"] if facts else None
+        return self.facts().gpus_per_node(runner)
 
-    def hardware_for(self, runner: str) -> RunnerHardware:
+    def hardware_for(self, runner: str) -> NodeFacts:
         """The node facts of `runner`; a RecipeError lists the known keys when absent."""
-        if self.clusters:
-            cluster = self.clusters.get(runner.removeprefix(CLUSTER_LABEL_PREFIX))
-            if cluster is None or not runner.startswith(CLUSTER_LABEL_PREFIX):
-                known = ", ".join(f"{CLUSTER_LABEL_PREFIX}{c}" for c in sorted(self.clusters))
-                raise RecipeError(
-                    f"runner {runner!r} has no record under 'clusters' in runners.yaml; "
-                    f"known: {known or '(none)'}",
-                    hint="add the cluster's gpus-per-node and available-cpu-dram-mib")
-            if cluster.available_cpu_dram_mib is None:
-                raise RecipeError(
-                    f"cluster {runner.removeprefix(CLUSTER_LABEL_PREFIX)!r} in runners.yaml "
-                    "has no 'available-cpu-dram-mib', so its 'kv-offloading: dram' rows have "
-                    "no host-DRAM budget",
-                    hint="add available-cpu-dram-mib to the cluster's record")
-            return RunnerHardware.model_validate({
-                "available-cpu-dram-mib": cluster.available_cpu_dram_mib,
-                "gpus-per-node": cluster.gpus_per_node})
-        try:
-            return self.hardware[runner]
-        except KeyError:
-            known = ", ".join(sorted(self.hardware)) or "(none)"
-            raise RecipeError(
-                f"runner {runner!r} has no entry under 'hardware' in runners.yaml; "
-                f"known: {known}",
-                hint="add available-cpu-dram-mib and gpus-per-node for it to runners.yaml",
-            ) from None
+        return self.facts().hardware_for(runner)
 
     def nodes_for(self, label: str) -> list[str]:
         """Concrete runner names of a scheduling label (empty if unknown)."""
-        return list(self.labels.get(label, []))
+        return self.facts().nodes_for(label)
