@@ -5,8 +5,7 @@ without importing pydantic and the schema (about 0.1 s of a `kvbench matrix` run
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kvbench.registry import lazy_exports
 
 _EXPORTS = {
     "RecipeError": "kvbench.errors",
@@ -36,9 +35,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'kvbench.recipe' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
