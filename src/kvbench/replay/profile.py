@@ -92,10 +92,13 @@ def verdict(profile: ValidityProfile, run: dict[str, Any], records: list[dict[st
     def check(name: str, passed: bool | None, message: str, **detail: Any) -> None:
         checks[name] = {"passed": passed, "message": message, **detail}
 
-    duration = run.get("duration_s")
-    if duration is None:
-        check("duration", False, "no profiling duration (a request-count bound instead); "
-              f"AgentX profiles for a duration >= {profile.min_duration_s:g} s", value=None)
+    duration, elapsed = run.get("duration_s"), run.get("elapsed_s")
+    if duration is None or run.get("max_requests") is not None:
+        check("duration", False, "a request-count bound, not a profiling duration; AgentX "
+              f"profiles for a duration >= {profile.min_duration_s:g} s", value=duration)
+    elif elapsed is not None and elapsed < duration:
+        check("duration", False, f"the run ended after {elapsed:.0f} s of its {duration:g} s "
+              "(every trace used up)", value=elapsed)
     else:
         check("duration", duration >= profile.min_duration_s,
               f"profiling duration {duration:g} s (minimum {profile.min_duration_s:g} s, "

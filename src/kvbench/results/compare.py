@@ -155,8 +155,15 @@ def _offload_idle(arms: dict[str, list[Result]], present: list[str]) -> set[str]
 def _arm_validity(rs: list[Result]) -> dict[str, Any]:
     flags = sorted({f["code"] for r in rs for f in r.validation.get("flags") or []})
     reasons = sorted({why for r in rs for why in (r.validity or {}).get("reasons") or []})
-    return {"valid": sum(1 for r in rs if r.valid), "stamped": sum(
+    out = {"valid": sum(1 for r in rs if r.valid), "stamped": sum(
         1 for r in rs if r.valid is not None), "n": len(rs), "flags": flags, "reasons": reasons}
+    judged = [s for r in rs if (s := (r.validity or {}).get("submission"))]
+    if judged:
+        out["submission"] = {
+            "profile": judged[0]["profile"], "n": len(judged),
+            "valid": sum(1 for s in judged if s["submission_valid"]),
+            "reasons": sorted({why for s in judged for why in s["reasons"]})}
+    return out
 
 
 def compare(results: list[Result], *, by: str | None = "kv_offloading",
