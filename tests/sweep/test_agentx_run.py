@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 
@@ -28,6 +29,10 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
         # a short smoke run: a request bound, not AgentX's profiling duration
         assert sub["reasons"] == ["duration: a request-count bound, not a profiling duration; "
                                   "AgentX profiles for a duration >= 900 s"]
+        reuse = result["cache_reuse"]  # InferenceX's cache-reuse view, per concurrency
+        assert reuse["source"] == "engine tier counters" and reuse["agrees"] is True
+        assert reuse["gpu"] + reuse["host"] + reuse["external"] + reuse["recomputed"] == \
+            pytest.approx(1.0)
         summary = json.loads((path.parent / "summary.json").read_text())
         assert summary["run"]["warmup_requests"] == 20  # 10 per lane at conc 2
         assert summary["profile"]["checks"]["fresh_server"]["passed"] is True
@@ -35,5 +40,7 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
                              capture_output=True, text=True, env=env, cwd=REPO)
     assert compare.returncode == 0, compare.stderr
     assert "submission" in compare.stdout and "0/1 agentx-v1" in compare.stdout
+    assert "prompt tokens from" in compare.stdout and "recomputed" in compare.stdout
     html = (tmp_path / "dashboard.html").read_text()
     assert "not a submission (agentx-v1)" in html
+    assert "Cache reuse per concurrency" in html and '"name":"recomputed"' in html

@@ -124,6 +124,13 @@ def _print_tables(out: dict) -> None:
         if validity:
             vals = [_validity_cell(validity[arm]) for arm in cell["arms"]]
             table.add_row("valid", *vals, *[""] * (2 * (len(cell["arms"]) - 1)))
+            reuse = cell.get("cache_reuse") or {}
+            if any(reuse.get(arm) for arm in cell["arms"]):
+                from kvbench.results.reuse import reuse_line
+
+                table.add_row("prompt tokens from", *[reuse_line(reuse.get(arm))
+                                                      for arm in cell["arms"]],
+                              *[""] * (2 * (len(cell["arms"]) - 1)))
             if any(validity[arm].get("submission") for arm in cell["arms"]):
                 table.add_row("submission", *[_submission_cell(validity[arm].get("submission"))
                                               for arm in cell["arms"]],
