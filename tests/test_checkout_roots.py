@@ -79,11 +79,27 @@ def test_newer_root(e2e_root, capsys, monkeypatch, explicit):
     assert out["validate"].rstrip().endswith("10 config keys valid")
     assert "dsv4_p1x8_d0x8_conc1_kvdram-hicache" in out["plan"]
     assert "python3 -m sglang.launch_server" in out["launch"]
+    # the row's srt-slurm recipe, resolved in the checkout (this subset has none of them)
+    assert ("srt-recipe benchmarks/single_node/srt-slurm-recipes/dsv41flash/sglang/"
+            "h200-fp4-mtp/agentic.yaml (not in this checkout") in out["launch"]
     jobs = json.loads(out["run"])["include"]
     assert {j["runner"] for j in jobs} == {"cluster:h200-dgxc"} and len(jobs) == 16
     rows = [j["job"]["row"] for j in jobs]
     assert all(r["srt-recipe"].startswith("benchmarks/single_node/srt-slurm-recipes/")
                for r in rows)
+
+
+def test_launch_resolves_the_srt_recipe_in_the_checkout(e2e_root, capsys, monkeypatch):
+    monkeypatch.chdir(e2e_root)
+    name = "benchmarks/single_node/srt-slurm-recipes/dsv41flash/sglang/h200-fp4-mtp/agentic.yaml"
+    recipe = e2e_root / "inferencex-e2e" / name
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text("schema: 2\n")
+    main(["launch", "--dry-run", "--config-keys", "dsv41flash-fp4-h200-sglang-agentic-dspark",
+          "--format", "json"])
+    jobs = json.loads(capsys.readouterr().out)
+    assert jobs and all(j["srt-recipe"] == {"name": name, "path": str(recipe.resolve())}
+                        for j in jobs)
 
 
 def test_newer_root_multi_node_rows_carry_node_count(e2e_root, capsys, monkeypatch):

@@ -92,3 +92,17 @@ def kind_of(path: Path) -> str | None:
     if name.startswith("perf-changelog"):
         return "changelog"
     return None
+
+
+def srt_recipe_path(row: dict, config_file: Path | None) -> tuple[str, Path | None] | None:
+    """A row's `srt-recipe` and where it lies in the checkout of `config_file` (the name is
+    relative to the benchmark folder, `configs/`'s parent: InferenceX inferencex-e2e
+    benchmarks/single_node/srt-slurm-recipes/...); None for a row without one. The path is
+    None when the checkout does not hold the file (some recipes ship in the runtime image)."""
+    name = row.get("srt-recipe")
+    if not name:
+        return None
+    if config_file is None:
+        return name, None
+    path = Path(config_file).resolve().parent.parent / name
+    return name, path if path.is_file() else None
