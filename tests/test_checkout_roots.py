@@ -122,3 +122,11 @@ def test_changelog_found_in_the_newer_layout(e2e_root, capsys, monkeypatch):
     main(["changelog", "jobs", "--base-file", str(base), "--head-file", str(head)])
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 16 and {r["runner"] for r in rows} == {"cluster:h200-dgxc"}
+
+
+def test_run_with_recipe_files_does_not_add_the_checkouts(classic_root, capsys, monkeypatch):
+    monkeypatch.chdir(classic_root)
+    recipe = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
+    main(["run", str(recipe), "--emit", "github-matrix", "--max-conc", "2"])
+    jobs = json.loads(capsys.readouterr().out)["include"]
+    assert jobs and {j["job"]["row"]["framework"] for j in jobs} == {"sim"}

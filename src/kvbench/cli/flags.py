@@ -72,10 +72,13 @@ def checkout_config_files() -> tuple[Path, ...]:
     return tuple(checkout.master_configs()) if checkout is not None else ()
 
 
-def selection_from(raw: dict[str, Any]) -> Selection:
-    """The Selection of the flags' values (parameter name -> value, as typer passes them)."""
+def selection_from(raw: dict[str, Any], discover: bool = True) -> Selection:
+    """The Selection of the flags' values (parameter name -> value, as typer passes them);
+    without --config-files, the checkout's master configs unless `discover` is off (a
+    command given recipe files of its own)."""
+    given = tuple(raw["config_files"] or ())
     return Selection(
-        config_files=tuple(raw["config_files"] or checkout_config_files()),
+        config_files=given or (checkout_config_files() if discover else ()),
         runner_config=raw["runner_config"],
         scenario_types=tuple(raw["scenario_type"] or ("agentic-coding",)),
         model_prefixes=tuple(raw["model_prefix"] or ()),

@@ -57,7 +57,8 @@ def with_selection(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         raw = {n: kwargs.pop(n) for n in names}
-        kwargs["selection"] = selection_from(raw)
+        # `kvbench run RECIPE...` names its recipes: the checkout's are not added to them
+        kwargs["selection"] = selection_from(raw, discover=not kwargs.get("recipes"))
         return fn(*args, **kwargs)
 
     sig = inspect.signature(fn)
