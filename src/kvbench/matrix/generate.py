@@ -18,6 +18,7 @@ from kvbench.matrix.selection import Selection
 from kvbench.recipe.cache import load_recipes
 from kvbench.recipe.facts import RunnerFacts
 from kvbench.recipe.fields import SCENARIO_TYPES
+from kvbench.recipe.layout import NO_FILES_HINT
 
 
 def runner_config_path(selection: Selection) -> Path:
@@ -25,7 +26,7 @@ def runner_config_path(selection: Selection) -> Path:
     if selection.runner_config is not None:
         return Path(selection.runner_config)
     if not selection.config_files:
-        raise MatrixError("no config files given", hint="pass --config-files FILE...")
+        raise MatrixError("no config files given", hint=NO_FILES_HINT)
     beside = Path(selection.config_files[0]).parent / "runners.yaml"
     if beside.is_file():
         return beside

@@ -21,6 +21,7 @@ from typing import Any
 
 from kvbench.errors import RecipeError
 from kvbench.recipe.facts import RunnerFacts
+from kvbench.recipe.layout import NO_FILES_HINT
 
 FORMAT = b"kvbench-recipes-1"
 _PACKAGE = Path(__file__).resolve().parent
@@ -73,7 +74,7 @@ def load_recipes(configs: Sequence[Path], runners: Path
     """Config key -> entry (file order) and the runner facts; RecipeError lists every error
     of the files when they are invalid (never cached)."""
     if not configs:
-        raise RecipeError("no master config files given", hint="pass --config-files FILE...")
+        raise RecipeError("no master config files given", hint=NO_FILES_HINT)
     configs = [Path(p) for p in configs]
     folder = cache_dir()
     data = None

@@ -21,6 +21,9 @@ CHANGELOG_FILE = "perf-changelog.yaml"
 CI_PRIORITY_FILE = "ci-priority.yaml"
 MASTER_GLOB = "*master*.yaml"
 
+NO_FILES_HINT = ("pass --config-files FILE..., or run it at the root of an InferenceX checkout "
+                 "(configs/ or inferencex-e2e/configs/)")
+
 # What `validate` says about each file or folder that is not a recipe.
 NOT_RECIPES = {
     "changelog": "a perf changelog, not a config: kvbench changelog check --head-file {path} "
