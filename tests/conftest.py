@@ -17,6 +17,15 @@ FAST_SSE_SERVER = DATA / "bench" / "fast_sse_server.py"
 ARTIFACTS = REPO / "test-artifacts"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _recipe_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The recipe parse cache (recipe/cache.py) lives in a temporary folder, never in the
+    user's ~/.cache."""
+    import os
+
+    os.environ["KVBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("recipe-cache"))
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The committed copy of the real data (the fixture keeps its historical name)."""

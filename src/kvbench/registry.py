@@ -52,3 +52,17 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def lazy_exports(package: str, exports: dict[str, str], namespace: dict) -> Callable[[str], object]:
+    """A package's module `__getattr__` that imports each export from its module on first
+    use (and keeps it in `namespace`), so importing the package stays light."""
+
+    def __getattr__(name: str) -> object:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(exports[name]), name)
+        namespace[name] = value
+        return value
+
+    return __getattr__

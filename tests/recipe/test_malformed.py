@@ -142,7 +142,7 @@ CASES = [
      ["multi-node agentic rows cannot set pp at row level"]),
     ("multinode-row-with-tp",
      lambda d: _row(d, 0, MULTI).update(tp=8),
-     ["exactly one topology: 'tp' (single node) or both 'prefill' and 'decode'"]),
+     ["exactly one topology: 'tp' (single node), both 'prefill' and 'decode', or 'worker'"]),
     ("single-node-entry-with-workers",
      lambda d: (_row(d, 0).pop("tp"),
                 _row(d, 0).update(prefill=_row(d, 0, MULTI)["prefill"],

@@ -83,3 +83,14 @@ def test_multinode_node_count_follows_worker_sizes(tmp_path: Path):
     # 16-GPU decode worker takes two: 1 + 1 + 2
     assert "#SBATCH --nodes=4" in text.splitlines()
     assert "#SBATCH --ntasks=3" in text.splitlines()
+
+
+def test_aggregated_row_allocates_the_generators_node_count(tmp_path: Path):
+    """Newer layout: an aggregated `worker:` row (decode num-worker 0) asks for the nodes its
+    `num-nodes` / node-count names, even when its one worker needs fewer GPUs."""
+    tp8 = {"num-worker": 1, "tp": 8, "pp": 1, "pcp-size": 1, "ep": 1, "dp-attn": False}
+    row = {**SGL, "exp-name": "agg", "conc": [8], "prefill": tp8,
+           "decode": {**tp8, "num-worker": 0}, "node-count": 2}
+    [spec] = build_specs([Job("k", row, "agentic-coding")], RunOptions())
+    lines = SlurmExecutor().multinode_script(spec, tmp_path, tmp_path).splitlines()
+    assert "#SBATCH --nodes=2" in lines and "#SBATCH --ntasks=1" in lines

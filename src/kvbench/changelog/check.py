@@ -139,9 +139,8 @@ def check_change(base_raw: bytes, head_raw: bytes, known_keys: Collection[str], 
         for pattern in entry.config_keys:
             if problem := key_problem(pattern, known_keys):
                 problems.append(f"head:{line}: {problem}")
-        if entry.append_only and (entry.evals_only or entry.all_evals):
-            problems.append(f"head:{line}: append-only cannot be combined with evals-only or "
-                            f"all-evals")
+        if problem := entry.eval_mode_problem():
+            problems.append(f"head:{line}: {problem}")
     if problems:
         raise changelog_error("the changelog change is invalid", problems)
     return report

@@ -27,9 +27,25 @@ class ChangelogEntry(BaseModel):
     pr_link: str = Field(alias="pr-link")
     evals_only: bool = Field(False, alias="evals-only")
     all_evals: bool = Field(False, alias="all-evals")
+    # newer layout (inferencex-e2e/perf-changelog.yaml): run the points without any eval
+    no_evals: bool = Field(False, alias="no-evals")
     append_only: bool = Field(False, alias="append-only")
     eval_min_prefill_ep: int | None = Field(None, alias="eval-min-prefill-ep", ge=1)
     scenario_type: list[ScenarioType] | None = Field(None, alias="scenario-type", min_length=1)
+
+
+    def eval_mode_problem(self) -> str | None:
+        """Why the entry's eval flags contradict each other, or None. Eval selection
+        contradicts both no-evals and append-only (the reference's ChangelogEntry,
+        inferencex-e2e/infx/matrix/validation.py @07db303e); checked on new entries only,
+        as history is immutable."""
+        selecting = [name for name, on in (
+            ("evals-only", self.evals_only), ("all-evals", self.all_evals),
+            ("eval-min-prefill-ep", self.eval_min_prefill_ep is not None)) if on]
+        for flag, on in (("no-evals", self.no_evals), ("append-only", self.append_only)):
+            if on and selecting:
+                return f"{flag} cannot be combined with {', '.join(selecting)}"
+        return None
 
     def scenarios(self) -> tuple[str, ...]:
         """The scenarios this entry runs: its own list, or every scenario."""

@@ -13,11 +13,17 @@ MASTER_GLOBS = ("configs/*master*.yaml", "*-master.yaml")
 
 
 def default_config_files(changelog: Path | None) -> list[Path]:
-    """Master configs beside the changelog or under ./configs (the InferenceX layout)."""
+    """Master configs beside the changelog, under its checkout's configs/ (either layout), or
+    under ./configs."""
+    from kvbench.recipe.layout import find_checkout
+
     roots = [Path.cwd()]
     if changelog is not None:
         roots.insert(0, changelog.resolve().parent)
     for root in roots:
+        checkout = find_checkout(root)
+        if checkout is not None and checkout.master_configs():
+            return checkout.master_configs()
         for pattern in MASTER_GLOBS:
             found = sorted(root.glob(pattern))
             if found:

@@ -6,32 +6,34 @@ imports what it needs inside its body so that `kvbench --help` stays fast."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from kvbench.cli.app import app
 from kvbench.errors import KvbenchError
 
-# Each module attaches its commands to `app` on import, in pipeline order (as --help lists).
-from kvbench.cli import (  # noqa: F401  isort: skip
-    recipe,
-    mirror,
-    plan,
-    model,
-    launch,
-    replay,
-    sim,
-    simulate_jobs,
-    capacity,
-    sweep,
-    results,
-    changelog,
-    calibrate,
-)
+# The command modules, in pipeline order (as --help lists them); each attaches its commands
+# to the typer app on import.
+COMMAND_MODULES = ("recipe", "mirror", "plan", "model", "launch", "replay", "sim",
+                   "simulate_jobs", "capacity", "sweep", "results", "changelog", "calibrate")
 
 
-# The command list shows each docstring's first paragraph as one line, not its line breaks.
-for _cmd in app.registered_commands:
-    _doc = _cmd.help or (_cmd.callback.__doc__ if _cmd.callback else None) or ""
-    _cmd.short_help = _cmd.short_help or " ".join(_doc.split("\n\n")[0].split())
+def _typer_app() -> Any:
+    import importlib
+
+    from kvbench.cli.app import app
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"kvbench.cli.{name}")
+    # The command list shows each docstring's first paragraph as one line, not its breaks.
+    for cmd in app.registered_commands:
+        doc = cmd.help or (cmd.callback.__doc__ if cmd.callback else None) or ""
+        cmd.short_help = cmd.short_help or " ".join(doc.split("\n\n")[0].split())
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the whole typer app, every command attached
+        return _typer_app()
+    raise AttributeError(f"module 'kvbench.cli' has no attribute {name!r}")
 
 
 def _escape(text: str) -> str:
@@ -55,8 +57,13 @@ def _report(message: str, hint: str | None, errors: list[str] | None = None) -> 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn kvbench errors into a clear message and an exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        code = app(args=argv, prog_name="kvbench", standalone_mode=False)
+        from kvbench.cli.matrix_fast import try_matrix
+
+        if try_matrix(args):
+            return
+        code = _typer_app()(args=args, prog_name="kvbench", standalone_mode=False)
         # typer returns (not raises) 130 on Ctrl-C when not in standalone mode
         if isinstance(code, int) and code:
             sys.exit(code)

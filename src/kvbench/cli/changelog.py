@@ -21,7 +21,9 @@ _Base = Annotated[str | None, typer.Option("--base", help="Base git ref (e.g. or
 _Head = Annotated[str | None, typer.Option("--head", help="Head git ref (default HEAD).")]
 _BaseFile = Annotated[Path | None, typer.Option("--base-file", help="Base version of the file.")]
 _HeadFile = Annotated[Path | None, typer.Option("--head-file", help="Head version of the file.")]
-_Path = Annotated[str, typer.Option("--path", help="The changelog's path inside the repo.")]
+_Path = Annotated[str | None, typer.Option(
+    "--path", help="The changelog's path inside the repo (default: perf-changelog.yaml, or "
+                   "inferencex-e2e/perf-changelog.yaml in the newer layout).")]
 _Repo = Annotated[Path, typer.Option("--repo", help="The git repository (for --base/--head).")]
 _Configs = Annotated[list[Path] | None, typer.Option(
     "--config-files", help="Master configs whose keys entries may name (default: "
@@ -30,9 +32,21 @@ _Pr = Annotated[int | None, typer.Option("--pr", help="This PR's number: new ent
                                                       "link to it (or the placeholder).")]
 
 
+def _changelog_path(path: str | None, repo: Path) -> str:
+    """--path, else where the checkout at --repo keeps its changelog (either layout)."""
+    if path is not None:
+        return path
+    from kvbench.recipe.layout import CHANGELOG_FILE, E2E_DIR
+
+    newer = f"{E2E_DIR}/{CHANGELOG_FILE}"
+    return newer if (repo / newer).is_file() else CHANGELOG_FILE
+
+
 def _report(base: str | None, head: str | None, base_file: Path | None, head_file: Path | None,
-            path: str, repo: Path, config_files: list[Path] | None, pr: int | None):
+            path: str | None, repo: Path, config_files: list[Path] | None, pr: int | None):
     from kvbench.changelog import check_files, check_refs
+
+    path = _changelog_path(path, repo)
 
     if head_file is not None or base_file is not None:
         if base is not None or head is not None:
@@ -54,7 +68,7 @@ def _report(base: str | None, head: str | None, base_file: Path | None, head_fil
 @changelog_app.command("check")
 def changelog_check(
     base: _Base = None, head: _Head = None, base_file: _BaseFile = None,
-    head_file: _HeadFile = None, path: _Path = "perf-changelog.yaml", repo: _Repo = Path("."),
+    head_file: _HeadFile = None, path: _Path = None, repo: _Repo = Path("."),
     config_files: _Configs = None, pr: _Pr = None,
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
 ) -> None:
@@ -81,7 +95,7 @@ def changelog_check(
 @changelog_app.command("jobs")
 def changelog_jobs(
     base: _Base = None, head: _Head = None, base_file: _BaseFile = None,
-    head_file: _HeadFile = None, path: _Path = "perf-changelog.yaml", repo: _Repo = Path("."),
+    head_file: _HeadFile = None, path: _Path = None, repo: _Repo = Path("."),
     config_files: _Configs = None, pr: _Pr = None,
     runner_config: Annotated[Path | None, typer.Option(help="runners.yaml")] = None,
     trim_conc: Annotated[bool, typer.Option(help="Keep only the lowest concurrency of each "
@@ -94,7 +108,7 @@ def changelog_jobs(
     from kvbench.changelog.keys import default_config_files
 
     report = _report(base, head, base_file, head_file, path, repo, config_files, pr)
-    where = head_file if head_file is not None else repo / path
+    where = head_file if head_file is not None else repo / _changelog_path(path, repo)
     configs = config_files or default_config_files(where)
     if runner_config is None:
         beside = [c.parent / "runners.yaml" for c in configs]

@@ -20,6 +20,7 @@ from kvbench.files import path_part, write_atomic, write_json_atomic
 from kvbench.launch import REDACTED, ServerProcess, redact_argv, redact_env
 from kvbench.matrix import Job, select_jobs
 from kvbench.matrix.selection import Selection
+from kvbench.recipe.layout import srt_recipe_path
 
 
 @dataclass(slots=True)
@@ -28,6 +29,7 @@ class Built:
     spec: LaunchSpec
     plan_json: dict | None
     work_dir: Path
+    srt_recipe: tuple[str, Path | None] | None = None  # the row's, and where it lies
 
 
 def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] | None,
@@ -61,7 +63,8 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
         except KvbenchError as e:
             skipped.append((job, e.message.splitlines()[0]))
             continue
-        built.append(Built(job, spec, plan.to_json(), job_dir))
+        built.append(Built(job, spec, plan.to_json(), job_dir,
+                           srt_recipe_path(job.row, next(iter(selection.config_files), None))))
     if not built and skipped:
         raise EngineError(f"none of the {len(skipped)} selected jobs can be launched; first: "
                           f"{skipped[0][0].exp_name}: {skipped[0][1]}")
@@ -70,6 +73,9 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
 
 def _job_json(b: Built, explain: bool) -> dict:
     out = b.spec.to_json(exp_name=b.job.exp_name, config_key=b.job.config_key)
+    if b.srt_recipe is not None:
+        name, path = b.srt_recipe
+        out["srt-recipe"] = {"name": name, "path": str(path) if path else None}
     out["argv"] = redact_argv(out["argv"])
     out["env"] = redact_env(out["env"])
     if out["router-argv"] is not None:
@@ -130,6 +136,8 @@ def print_text(built: list[Built], skipped: list[tuple[Job, str]], explain: bool
         out.print(f"[bold]client[/] {spec.base_url}  [bold]metrics[/] {spec.metrics_url}"
                   + (f"  [bold]session header[/] {spec.correlation_header}"
                      if spec.correlation_header else ""))
+        if b.srt_recipe is not None:
+            out.print(f"[bold]srt-recipe[/] {escape(_srt_line(b.srt_recipe))}")
         for w in spec.warnings:
             out.print(f"[yellow]warning:[/] {escape(w)}")
         if explain:
@@ -138,6 +146,16 @@ def print_text(built: list[Built], skipped: list[tuple[Job, str]], explain: bool
         out.print(f"[yellow]skipped[/] {escape(job.exp_name)} ({escape(job.config_key)}): "
                   f"{escape(why)}")
     out.print(f"[dim]{len(built)} jobs, {len(skipped)} skipped[/]")
+
+
+def _srt_line(recipe: tuple[str, Path | None]) -> str:
+    """The row's srt-slurm recipe: InferenceX's launcher runs it; kvbench launches from the
+    row itself and shows where the recipe is, to compare."""
+    name, path = recipe
+    if path is None:
+        return (f"{name} (not in this checkout: InferenceX's srt-slurm launcher takes it from "
+                "its runtime image; kvbench launches from the row)")
+    return f"{path} (InferenceX's srt-slurm launch recipe; kvbench launches from the row)"
 
 
 def _sources_table(spec: LaunchSpec) -> Table:

@@ -15,8 +15,8 @@ from kvbench.matrix.selection import Selection
 
 
 def _is_runners_file(path: Path) -> bool:
-    """runners.yaml has top-level `labels` or `hardware`; master configs never do (their
-    top-level keys are config keys). Undecodable text is still sniffed, so that the file's
+    """runners.yaml has top-level `labels` and `hardware` or `clusters`; master configs never
+    do (their top-level keys are config keys). Undecodable text is still sniffed, so that the file's
     error says which kind of file it is."""
     if path.name.startswith("runners"):
         return True
@@ -24,14 +24,13 @@ def _is_runners_file(path: Path) -> bool:
         head = path.read_bytes()[:1 << 20].decode("utf-8", errors="replace")
     except OSError:
         return False
-    return any(line.startswith(("labels:", "hardware:")) for line in head.splitlines())
+    return any(line.startswith(("labels:", "hardware:", "clusters:"))
+               for line in head.splitlines())
 
 
 def _is_changelog_file(path: Path) -> bool:
-    """perf-changelog.yaml sits beside the master configs (so `configs/*.yaml` names it): a
-    top-level list, where a master config and a runners file are mappings."""
-    if path.name.startswith("perf-changelog"):
-        return True
+    """A perf changelog under another name: a top-level list, where a master config and a
+    runners file are mappings."""
     try:  # any encoding: the file's own reader names a bad one
         with path.open(encoding="utf-8", errors="replace") as f:
             first = next((ln for ln in f if ln.strip() and not ln.lstrip().startswith("#")), "")
@@ -57,18 +56,51 @@ def _budget_errors(entries: dict, runners: object) -> list[str]:
     return errors
 
 
+def _recipe_files(files: list[Path]) -> list[Path]:
+    """The files that may be master configs or runners files; every other file or folder
+    of a checkout's configs/ is named with what it is and skipped."""
+    from kvbench.recipe.layout import NOT_RECIPES, kind_of
+
+    out: list[Path] = []
+    for path in files:
+        kind = kind_of(path)
+        if kind is None and path.is_file() and _is_changelog_file(path):
+            kind = "changelog"
+        if kind is None and path.is_dir():
+            inside = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")
+                            or p.is_dir() or p.suffix == ".md")
+            out.extend(_recipe_files(inside))
+            continue
+        if kind is None:
+            out.append(path)
+            continue
+        print(f"skip {path}{'/' if path.is_dir() else ''} "
+              f"({NOT_RECIPES[kind].format(path=path)})")
+    return out
+
+
+def _default_files() -> list[Path]:
+    from kvbench.recipe.layout import find_checkout
+
+    checkout = find_checkout()
+    if checkout is None:
+        raise RecipeError("no files given and no InferenceX checkout here (configs/runners.yaml"
+                          " or inferencex-e2e/configs/runners.yaml)",
+                          hint="kvbench validate configs/*.yaml, or run it from a checkout root")
+    return [*checkout.master_configs(), checkout.runners]
+
+
 @app.command()
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Master config and runners YAML files.")],
+    files: Annotated[list[Path] | None, typer.Argument(
+        help="Master config and runners YAML files, or configs/ folders (default: the "
+             "checkout's, in either layout).")] = None,
 ) -> None:
     """Check master configs and runners files; print every error of every file at once."""
+    from kvbench.recipe.legacy import recipe_setting_warnings
     from kvbench.recipe.loader import master_config_errors, runners_errors
 
-    changelogs = [f for f in files if _is_changelog_file(f)]
-    for path in changelogs:
-        print(f"skip {path} (a perf changelog, not a config: kvbench changelog check "
-              f"--head-file {path} validates it)")
-    files = [f for f in files if f not in changelogs]
+    files = _recipe_files(list(files) if files else _default_files())
     runner_files = [f for f in files if _is_runners_file(f)]
     config_files = [f for f in files if f not in runner_files]
     entries, errors = master_config_errors(config_files) if config_files else ({}, [])
@@ -82,6 +114,8 @@ def validate(
         if beside.is_file():
             runners, found = runners_errors(beside)
             errors.extend(found)
+    for warning in recipe_setting_warnings(entries):
+        print(f"warning: {warning}", file=sys.stderr)
     if runners is not None:
         errors.extend(_budget_errors(entries, runners))
         for key, entry in entries.items():
@@ -104,34 +138,6 @@ def validate(
     print(f"{len(entries)} config keys valid")
 
 
-def _print_table(keyed: list[tuple[str, dict]]) -> None:
-    from collections import Counter
-
-    from rich.console import Console
-    from rich.table import Table
-
-    counts: Counter[tuple[str, str]] = Counter()
-    meta: dict[tuple[str, str], dict] = {}
-    for key, row in keyed:
-        scenario = row.get("scenario-type", "fixed-seq-len")
-        counts[(key, scenario)] += 1
-        info = meta.setdefault((key, scenario), {
-            "nodes": "multi" if "prefill" in row else "single", "offload": Counter()})
-        backend = row.get("kv-offload-backend")
-        info["offload"][backend["name"] if backend else "none"] += 1
-    table = Table(title=f"{len(keyed)} rows from {len({k for k, _ in counts})} config keys")
-    table.add_column("config key", no_wrap=True)
-    for column in ("scenario", "nodes", "offload"):
-        table.add_column(column)
-    table.add_column("rows", justify="right")
-    for (key, scenario), n in counts.items():
-        info = meta[(key, scenario)]
-        offload = " ".join(f"{name}:{c}" for name, c in info["offload"].items())
-        table.add_row(key, scenario, info["nodes"],
-                      offload if scenario == "agentic-coding" else "", str(n))
-    Console().print(table)
-
-
 @app.command(cls=SelectionCommand)
 @with_selection
 def matrix(
@@ -147,21 +153,6 @@ def matrix(
     ] = None,
 ) -> None:
     """Expand recipes into job rows, exactly like the InferenceX generator's full-sweep."""
-    import json
+    from kvbench.cli.matrix_fast import run_matrix
 
-    from kvbench.errors import MatrixError
-    from kvbench.matrix.generate import keyed_rows
-
-    chosen = format or ("table" if sys.stdout.isatty() else "json")
-    if chosen not in ("json", "table"):
-        raise MatrixError(f"--format {chosen!r} is not allowed (allowed: json, table)")
-    keyed = keyed_rows(selection)
-    text = json.dumps([row for _, row in keyed])
-    if output is not None:
-        from kvbench.files import write_atomic
-
-        write_atomic(output, text + "\n")
-    if chosen == "json":
-        print(text)
-    else:
-        _print_table(keyed)
+    run_matrix(selection, format, output)

@@ -36,14 +36,17 @@ def replay_cmd(
     concurrency: Annotated[int, typer.Option(help="live session lanes")] = 1,
     duration: Annotated[float | None, typer.Option(help="seconds to keep sending")] = None,
     max_requests: Annotated[int | None, typer.Option(help="profiled requests to send")] = None,
-    warmup_requests: Annotated[int, typer.Option(help="first requests excluded")] = 0,
+    warmup_requests: Annotated[int | None, typer.Option(
+        help="first requests excluded (default 0; agentx: 10 per lane)")] = None,
     model: Annotated[str | None, typer.Option(help="model name (default: /v1/models)")] = None,
     endpoint: Annotated[str, typer.Option(help="chat | completions")] = "chat",
     tokenizer: Annotated[str | None, typer.Option(help="tokenizer for exact prompts")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     sessions: Annotated[int, typer.Option(help="synthetic sessions")] = 64,
-    start: Annotated[str, typer.Option(help="beginning | sampled")] = "beginning",
-    think_time_cap: Annotated[float, typer.Option(help="longest think time, s")] = 60.0,
+    start: Annotated[str | None, typer.Option(
+        help="beginning | sampled (default beginning; agentx: sampled in 25-75%)")] = None,
+    think_time_cap: Annotated[float | None, typer.Option(
+        help="longest think time, s (default 60; agentx: 300)")] = None,
     think_time_scale: Annotated[float, typer.Option()] = 1.0,
     time_scale: Annotated[float | None, typer.Option(
         help="the server's clock runs this much faster than wall time (default: what the "
@@ -61,6 +64,9 @@ def replay_cmd(
     max_failed_ratio: Annotated[float, typer.Option(
         help="exit 3 when more than this share of measured requests failed")] = 0.1,
     fmt: Annotated[str, typer.Option("--format", help="human | json")] = "human",
+    profile: Annotated[str | None, typer.Option(
+        help="validity profile: agentx (InferenceX AgentX v1.0: its settings where none is "
+             "given, and a submission_valid verdict with reasons in summary.json)")] = None,
 ) -> None:
     """Replay agentic sessions closed-loop; concurrency is the number of live sessions."""
     from pydantic import ValidationError
@@ -71,16 +77,27 @@ def replay_cmd(
     if fmt not in ("human", "json"):
         raise ReplayError(f"--format {fmt!r} is not one of: human, json")
     synthetic = trace == "synthetic"
+    given = {"duration_s": duration, "warmup_requests": warmup_requests, "start": start,
+             "think_time_cap_s": think_time_cap}
+    settings: dict = {}
+    if profile is not None:
+        from kvbench.replay.profile import profile_named, replay_settings
+
+        settings = replay_settings(profile_named(profile), concurrency, given)
+    chosen = {**{"warmup_requests": 0, "start": "beginning", "think_time_cap_s": 60.0},
+              **{k: v for k, v in given.items() if v is not None}, **settings}
     try:
         cfg = ReplayConfig(
             url=url, model=model or _first_model(url), endpoint=endpoint,
             trace=None if synthetic else [Path(trace)],
             synthetic=SyntheticSpec(num_sessions=sessions, seed=seed) if synthetic else None,
-            concurrency=concurrency, duration_s=duration, max_requests=max_requests,
-            warmup_requests=warmup_requests, seed=seed,
+            concurrency=concurrency, duration_s=chosen.get("duration_s"),
+            max_requests=max_requests, warmup_requests=chosen["warmup_requests"], seed=seed,
             correlation_header=correlation_header or None, output_dir=output,
             tokenizer=tokenizer, num_gpus=num_gpus, max_tokens_cap=max_tokens_cap,
-            think_time_cap_s=think_time_cap, think_time_scale=think_time_scale, start=start,
+            think_time_cap_s=chosen["think_time_cap_s"], think_time_scale=think_time_scale,
+            start=chosen["start"], start_ratio=chosen.get("start_ratio", (0.0, 1.0)),
+            profile=profile,
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
             request_timeout_s=request_timeout, grace_s=grace,
@@ -97,6 +114,15 @@ def replay_cmd(
     else:
         _print_human(summary, output)
     _check_failed_ratio(summary["requests"], max_failed_ratio, output)
+
+
+def _print_profile(console, verdict: dict) -> None:  # type: ignore[no-untyped-def]
+    if verdict["submission_valid"]:
+        console.print(f"[green]{verdict['profile']}: a valid submission[/]")
+        return
+    console.print(f"[bold red]{verdict['profile']}: not a valid submission[/]")
+    for reason in verdict["reasons"]:
+        console.print(f"  {reason}", markup=False, highlight=False)
 
 
 def _check_failed_ratio(req: dict, limit: float, output: Path) -> None:
@@ -155,4 +181,6 @@ def _print_human(s: dict, output: Path) -> None:
         console.print("[bold red]client saturated:[/] " + "; ".join(client["reasons"]))
     if req["errors_by_kind"]:
         console.print(f"errors: {req['errors_by_kind']}")
+    if s.get("profile"):
+        _print_profile(console, s["profile"])
     console.print(f"records: {output / 'records.jsonl'}  summary: {output / 'summary.json'}")

@@ -67,6 +67,18 @@ def _validity_cell(v: dict) -> str:
     return f"[red]{text} valid[/] ⚑ " + ", ".join(v["flags"] or ["see reasons"])
 
 
+def _submission_cell(s: dict | None) -> str:
+    """A validity profile's verdict (AgentX): valid submissions of the arm's runs, and the
+    first reason when not all are."""
+    if not s:
+        return "[dim]not judged[/]"
+    text = f"{s['valid']}/{s['n']} {s['profile']}"
+    if s["valid"] == s["n"]:
+        return f"[green]{text}[/]"
+    first = s["reasons"][0].split(": ", 1)[0] if s["reasons"] else "see reasons"
+    return f"[red]{text}[/] ⚑ {first}"
+
+
 def _delta_cell(d: dict) -> str:
     if d["pct"] is not None:
         text = f"{d['pct']:+.1f} %"
@@ -112,6 +124,17 @@ def _print_tables(out: dict) -> None:
         if validity:
             vals = [_validity_cell(validity[arm]) for arm in cell["arms"]]
             table.add_row("valid", *vals, *[""] * (2 * (len(cell["arms"]) - 1)))
+            reuse = cell.get("cache_reuse") or {}
+            if any(reuse.get(arm) for arm in cell["arms"]):
+                from kvbench.results.reuse import reuse_line
+
+                table.add_row("prompt tokens from", *[reuse_line(reuse.get(arm))
+                                                      for arm in cell["arms"]],
+                              *[""] * (2 * (len(cell["arms"]) - 1)))
+            if any(validity[arm].get("submission") for arm in cell["arms"]):
+                table.add_row("submission", *[_submission_cell(validity[arm].get("submission"))
+                                              for arm in cell["arms"]],
+                              *[""] * (2 * (len(cell["arms"]) - 1)))
             for arm in cell["arms"]:
                 for why in validity[arm]["reasons"]:
                     check, _, detail = why.partition(": ")

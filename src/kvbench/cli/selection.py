@@ -14,9 +14,16 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand
 
+from kvbench.cli.flags import SELECTION_FLAGS, selection_from, spread_multi_values
 from kvbench.matrix.selection import Selection
 
+__all__ = ["SelectionCommand", "selected_jobs", "spread_multi_values", "with_selection"]
+
 _PANEL = "Selection (as the reference generator's full-sweep)"
+
+
+_ANNOTATIONS = {"paths": list[Path], "path?": Path | None, "strs": list[str], "int": int,
+                "int?": int | None, "str?": str | None, "bool": bool}
 
 
 def _selection_params() -> list[inspect.Parameter]:
@@ -31,55 +38,8 @@ def _selection_params() -> list[inspect.Parameter]:
             default=default,
         )
 
-    return [
-        opt("config_files", list[Path], None, "Master config YAML files (recipes)."),
-        opt("runner_config", Path | None, None, "runners.yaml with labels and hardware."),
-        opt("scenario_type", list[str], None, "fixed-seq-len and/or agentic-coding."),
-        opt("model_prefix", list[str], None, "Keep rows of these model prefixes."),
-        opt("precision", list[str], None, "Keep rows of these precisions."),
-        opt("framework", list[str], None, "Keep rows of these frameworks."),
-        opt("runner_type", list[str], None, "Keep rows of these runner types."),
-        opt("seq_lens", list[str], None, "Fixed-seq-len only: 1k1k and/or 8k1k."),
-        opt("step_size", int, 2, "Multiplier of conc-start..conc-end ranges (> 1)."),
-        opt("min_conc", int | None, None, "Drop concurrencies below this."),
-        opt("max_conc", int | None, None, "Drop concurrencies above this."),
-        opt("max_tp", int | None, None, "Drop rows with a larger tp."),
-        opt("max_ep", int | None, None, "Drop rows with a larger ep."),
-        opt("single_node", bool, False, "Single-node rows only."),
-        opt("multi_node", bool, False, "Multi-node rows only."),
-        opt("no_evals", bool, False, "Do not mark eval rows."),
-        opt("config_keys", list[str], None, "Keep these config keys (fnmatch globs)."),
-        opt("evals_only", bool, False, "Only the eval rows (agentic evals included)."),
-        opt("all_evals", bool, False, "Mark every 8k1k and agentic row as an eval."),
-        opt("runner_node_filter", str | None, None,
-            "Expand each runner label to its nodes containing this substring."),
-    ]
-
-
-# Options that take several values after one flag, like the reference's argparse nargs='+'.
-MULTI_VALUE_OPTIONS = frozenset({
-    "--config-files", "--scenario-type", "--model-prefix", "--precision", "--framework",
-    "--runner-type", "--seq-lens", "--config-keys",
-})
-
-
-def spread_multi_values(args: list[str]) -> list[str]:
-    """`--config-files a b --x` -> `--config-files a --config-files b --x` (click takes one
-    value per flag; users of the reference generator write several)."""
-    out: list[str] = []
-    current: str | None = None
-    for arg in args:
-        if arg == "--":
-            current = None
-            out.append(arg)
-        elif arg.startswith("-"):
-            current = arg if arg in MULTI_VALUE_OPTIONS else None
-            out.append(arg)
-        elif current is not None and out and out[-1] != current:
-            out.extend([current, arg])
-        else:
-            out.append(arg)
-    return out
+    return [opt(name, _ANNOTATIONS[kind], default, help)
+            for name, kind, default, help in SELECTION_FLAGS]
 
 
 class SelectionCommand(TyperCommand):
@@ -97,28 +57,8 @@ def with_selection(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         raw = {n: kwargs.pop(n) for n in names}
-        kwargs["selection"] = Selection(
-            config_files=tuple(raw["config_files"] or ()),
-            runner_config=raw["runner_config"],
-            scenario_types=tuple(raw["scenario_type"] or ("agentic-coding",)),
-            model_prefixes=tuple(raw["model_prefix"] or ()),
-            precisions=tuple(raw["precision"] or ()),
-            frameworks=tuple(raw["framework"] or ()),
-            runner_types=tuple(raw["runner_type"] or ()),
-            seq_lens=tuple(raw["seq_lens"] or ()),
-            step_size=raw["step_size"],
-            min_conc=raw["min_conc"],
-            max_conc=raw["max_conc"],
-            max_tp=raw["max_tp"],
-            max_ep=raw["max_ep"],
-            single_node=raw["single_node"],
-            multi_node=raw["multi_node"],
-            no_evals=raw["no_evals"],
-            config_keys=tuple(raw["config_keys"] or ()),
-            evals_only=raw["evals_only"],
-            all_evals=raw["all_evals"],
-            runner_node_filter=raw["runner_node_filter"],
-        )
+        # `kvbench run RECIPE...` names its recipes: the checkout's are not added to them
+        kwargs["selection"] = selection_from(raw, discover=not kwargs.get("recipes"))
         return fn(*args, **kwargs)
 
     sig = inspect.signature(fn)

@@ -62,6 +62,10 @@ def run(
     max_requests: Annotated[int | None, _opt("Profiled requests per job.", _WORK)] = None,
     warmup_requests: Annotated[int, _opt("Warm-up requests per job.", _WORK)] = 0,
     seed: Annotated[int, _opt("Workload seed.", _WORK)] = 0,
+    profile: Annotated[str | None, _opt(
+        "Validity profile: agentx (InferenceX AgentX v1.0: its replay settings where these "
+        "options keep their defaults, and a submission verdict in each result).",
+        _WORK)] = None,
     think_time_scale: Annotated[float, _opt("Multiply trace think times.", _WORK)] = 1.0,
     max_input_tokens: Annotated[int | None, _opt("Skip turns with longer prompts.", _WORK)
                                 ] = None,
@@ -105,6 +109,10 @@ def run(
         engine_args += ["--time-scale", str(time_scale)]
     if synthetic and trace:
         raise SweepError("give --trace or --synthetic, not both")
+    if profile is not None:
+        from kvbench.replay.profile import profile_named
+
+        profile_named(profile)  # an unknown name fails before any job starts
     if load_format not in ("auto", "dummy"):
         raise SweepError(f"--load-format {load_format!r} is not one of auto, dummy")
     if load_format == "dummy" and model_path is None:
@@ -113,7 +121,7 @@ def run(
     options = RunOptions(
         trace=list(trace) if trace else None, bundled_traces=not synthetic and not trace,
         duration_s=duration, max_requests=max_requests,
-        warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer,
+        warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer, profile=profile,
         max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
         think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
         load_format=load_format,

@@ -5,8 +5,7 @@ without pulling in pydantic and the recipe schema."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kvbench.registry import lazy_exports
 
 _EXPORTS = {
     "MAX_AVAILABLE_CPU_DRAM_MIB": "kvbench.matrix.budget",
@@ -22,9 +21,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'kvbench.matrix' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())

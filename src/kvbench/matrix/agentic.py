@@ -3,24 +3,26 @@ in one-concurrency chunks (one server allocation per concurrency)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.errors import KvbenchError, MatrixError
 from kvbench.matrix.budget import agentic_budget_gb
 from kvbench.matrix.concurrency import filter_plain, written
-from kvbench.matrix.entry import EntryContext, with_worker_defaults
+from kvbench.matrix.entry import EntryContext, plain_copy, srt_recipe, worker_pair
 from kvbench.matrix.names import agentic_exp_name, multinode_agentic_exp_name
 from kvbench.matrix.selection import Selection
-from kvbench.recipe import DEFAULT_AGENTIC_DURATION_SECONDS, Runners
-from kvbench.recipe.patches import patches_for
+from kvbench.recipe.arms import patches_for
+from kvbench.recipe.fields import DEFAULT_AGENTIC_DURATION_SECONDS
+
+if TYPE_CHECKING:
+    from kvbench.recipe.facts import RunnerFacts
 
 # How many concurrencies share one multi-node allocation; 1 matches single-node agentic.
 CONCURRENCIES_PER_ALLOCATION = 1
 
 
-def agentic_rows(ctx: EntryContext, sel: Selection, runners: Runners) -> Iterator[dict]:
+def agentic_rows(ctx: EntryContext, sel: Selection, runners: RunnerFacts) -> Iterator[dict]:
     for b, block in enumerate(ctx.raw["scenarios"].get("agentic-coding") or []):
         for r, row in enumerate(block["search-space"]):
             try:
@@ -41,8 +43,10 @@ def agentic_rows(ctx: EntryContext, sel: Selection, runners: Runners) -> Iterato
 def _tail(ctx: EntryContext, row: dict, out: dict[str, Any]) -> dict[str, Any]:
     backend = row.get("kv-offload-backend")
     if backend is not None:
-        out["kv-offload-backend"] = copy.deepcopy(backend)
+        out["kv-offload-backend"] = plain_copy(backend)
     out.update(ctx.components(row))
+    if ctx.is_multinode:
+        ctx.with_node_count(out, row)
     # kvbench extension: the entry's engine patches for this row's arm travel in the row
     if patches := patches_for(ctx.raw.get("patches"), out):
         out["patches"] = patches
@@ -66,6 +70,7 @@ def _single_node(ctx: EntryContext, row: dict, values: list[int], budget: int
                 "dp-attn": dp_attn if dp_attn is not None else False,
                 "spec-decoding": spec,
                 "conc": conc,
+                **srt_recipe(row),
                 "kv-offloading": mode,
                 "total-cpu-dram-gb": budget,
                 "duration": DEFAULT_AGENTIC_DURATION_SECONDS,
@@ -76,8 +81,7 @@ def _single_node(ctx: EntryContext, row: dict, values: list[int], budget: int
 
 
 def _multinode(ctx: EntryContext, row: dict, values: list[int], budget: int) -> Iterator[dict]:
-    prefill = with_worker_defaults(row["prefill"])
-    decode = with_worker_defaults(row["decode"])
+    prefill, decode = worker_pair(row)
     mode = row.get("kv-offloading", "none")
     size = CONCURRENCIES_PER_ALLOCATION
     chunks = [values[i:i + size] for i in range(0, len(values), size)]
@@ -86,8 +90,8 @@ def _multinode(ctx: EntryContext, row: dict, values: list[int], budget: int) -> 
             yield _tail(ctx, row, {
                 **ctx.head(runner),
                 "spec-decoding": row.get("spec-decoding", "none"),
-                "prefill": copy.deepcopy(prefill),
-                "decode": copy.deepcopy(decode),
+                "prefill": plain_copy(prefill),
+                "decode": plain_copy(decode),
                 "conc": list(concs),
                 "kv-offloading": mode,
                 "total-cpu-dram-gb": budget,

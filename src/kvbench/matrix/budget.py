@@ -4,10 +4,12 @@ utilization times the share of the node's GPUs the server uses."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.errors import MatrixError
-from kvbench.recipe import Runners
+
+if TYPE_CHECKING:
+    from kvbench.recipe.facts import RunnerFacts
 
 BYTES_PER_MIB = 1024 * 1024
 BYTES_PER_GB = 1_000_000_000
@@ -52,14 +54,17 @@ def row_gpus(row: dict[str, Any]) -> int:
 
 
 def agentic_budget_gb(block: dict[str, Any], row: dict[str, Any], runner: str,
-                      runners: Runners) -> int:
+                      runners: RunnerFacts) -> int:
     """`total-cpu-dram-gb` of an agentic row (raw YAML dicts); 0 unless it offloads to DRAM.
-    Multi-node rows are budgeted by their prefill worker: only prefill offloads today."""
+    Multi-node rows are budgeted by their aggregated `worker`, else their prefill worker:
+    only prefill offloads today."""
     if row.get("kv-offloading", "none") != "dram":
         return 0
     hardware = runners.hardware_for(runner)
     per_node = hardware.gpus_per_node
-    if "prefill" in row:
+    if "worker" in row:
+        gpus = replica_gpus_on_node(row["worker"], per_node)
+    elif "prefill" in row:
         gpus = replica_gpus_on_node(row["prefill"], per_node)
     else:
         gpus = row_gpus(row)

@@ -4,7 +4,12 @@ Fixed-seq-len: only 8k1k rows; single-node marks the highest and the median conc
 (model, runner, framework, precision, isl, osl, spec-decoding, dp-attn) group, ignoring
 concurrencies below MIN_EVAL_CONC; multi-node marks, per distinct topology, the row holding
 its highest eligible concurrency and records it as `eval-conc`. Agentic evals are opt-in
-(`evals_only` / `all_evals`)."""
+(`evals_only` / `all_evals`).
+
+The newer generator (InferenceX inferencex-e2e/infx/matrix/generate.py, fabe70b7) also names
+the evaluator of each eval row (`eval-framework`, `eval-suite`: lm-eval with no suite unless
+the model has a vendor eval) and always evaluates the agentic rows of models that have one
+(AUTOMATIC_AGENTIC_VENDOR_EVALS); `e2e=True` follows it."""
 
 from __future__ import annotations
 
@@ -16,7 +21,14 @@ from kvbench.matrix.names import SEQ_LENS
 MIN_EVAL_CONC = 16
 _EVAL_SEQ = SEQ_LENS["8k1k"]
 # Fields that vary between rows of one topology; everything else identifies it.
-_NOT_TOPOLOGY = {"conc", "run-eval", "eval-only", "eval-conc", "eval-all-concs", "exp-name"}
+_NOT_TOPOLOGY = {"conc", "run-eval", "eval-only", "eval-conc", "eval-all-concs", "exp-name",
+                 "eval-framework", "eval-suite"}
+DEFAULT_EVAL_FRAMEWORK = "lm-eval"
+# model-prefix -> (eval-framework, eval-suite) of the agentic vendor evals (fabe70b7)
+VENDOR_EVALS = {
+    "kimik3": ("kimi-vendor", "kimi_tool_call_schema_full"),
+    "minimaxm3": ("minimax-vendor", "minimax_m3_full"),
+}
 
 Keyed = list[tuple[str, dict[str, Any]]]
 
@@ -42,10 +54,31 @@ def _is_8k1k(row: dict[str, Any]) -> bool:
     return (row.get("isl"), row.get("osl")) == _EVAL_SEQ
 
 
-def mark_evals(rows: Keyed, include_agentic: bool = False) -> Keyed:
-    """Set `run-eval` on every row (and `eval-conc` on chosen multi-node rows)."""
+def vendor_eval(row: dict[str, Any]) -> tuple[str, str] | None:
+    """The vendor eval an agentic row always runs (newer generator), or None."""
+    if row.get("scenario-type") != "agentic-coding":
+        return None
+    return VENDOR_EVALS.get(row.get("model-prefix", ""))
+
+
+def _concs(row: dict[str, Any]) -> list[int]:
+    conc = row["conc"]
+    return conc if isinstance(conc, list) else [conc]
+
+
+def mark_evals(rows: Keyed, include_agentic: bool = False, e2e: bool = False) -> Keyed:
+    """Set `run-eval` on every row (and `eval-conc` on chosen multi-node rows); `e2e`: the
+    newer generator's vendor evals and evaluator names."""
     chosen: set[int] = set()
     eval_conc: dict[int, int] = {}
+    vendor: dict[int, tuple[str, str]] = {}
+    if e2e:
+        for i, (_, row) in enumerate(rows):
+            if (spec := vendor_eval(row)) is not None:
+                vendor[i] = spec
+                chosen.add(i)
+                if "prefill" in row:
+                    eval_conc[i] = max(_concs(row))
     single: dict[tuple, list[int]] = defaultdict(list)
     multi: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     for i, (_, row) in enumerate(rows):
@@ -63,7 +96,7 @@ def mark_evals(rows: Keyed, include_agentic: bool = False) -> Keyed:
     if include_agentic:
         agentic_single: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
         for i, (_, row) in enumerate(rows):
-            if row.get("scenario-type") != "agentic-coding":
+            if row.get("scenario-type") != "agentic-coding" or i in vendor:
                 continue
             if "prefill" in row:
                 if _eligible(row):
@@ -81,17 +114,27 @@ def mark_evals(rows: Keyed, include_agentic: bool = False) -> Keyed:
         eval_conc[best] = conc
     for i, (_, row) in enumerate(rows):
         row["run-eval"] = i in chosen
+        if e2e and i in chosen:
+            row["eval-framework"], row["eval-suite"] = vendor.get(i, (DEFAULT_EVAL_FRAMEWORK,
+                                                                      ""))
         if i in eval_conc:
             row["eval-conc"] = eval_conc[i]
     return rows
 
 
-def mark_all_evals(rows: Keyed) -> Keyed:
+def mark_all_evals(rows: Keyed, e2e: bool = False) -> Keyed:
     """Every 8k1k fixed row and every agentic row becomes an eval row; multi-node rows of
     one topology merge into one row with the union of their concurrencies."""
     out: Keyed = []
     merged_at: dict[tuple, int] = {}
     for key, row in rows:
+        if e2e and (spec := vendor_eval(row)) is not None:
+            row = {**row, "run-eval": True, "eval-framework": spec[0], "eval-suite": spec[1]}
+            if "prefill" in row:
+                row["conc"] = sorted(set(_concs(row)))
+                row["eval-conc"] = max(row["conc"])
+            out.append((key, row))
+            continue
         agentic = row.get("scenario-type") == "agentic-coding"
         if not agentic and not _is_8k1k(row):
             out.append((key, row))
@@ -116,4 +159,11 @@ def mark_all_evals(rows: Keyed) -> Keyed:
             merged.pop("eval-conc", None)
         merged_at[topo] = len(out)
         out.append((key, merged))
+    if e2e:
+        for _, row in out:
+            if row.get("run-eval"):
+                if not row.get("eval-framework"):
+                    row["eval-framework"] = DEFAULT_EVAL_FRAMEWORK
+                if row.get("eval-suite") is None:
+                    row["eval-suite"] = ""
     return out

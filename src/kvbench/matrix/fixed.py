@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvbench.matrix.concurrency import filter_list, filter_range, geometric, written
-from kvbench.matrix.entry import EntryContext, with_worker_defaults
+from kvbench.matrix.entry import EntryContext, plain_copy, srt_recipe, worker_pair
 from kvbench.matrix.names import fixed_exp_name
 from kvbench.matrix.selection import Selection
 
@@ -19,15 +19,17 @@ def fixed_rows(ctx: EntryContext, sel: Selection, seq_filter: set | None) -> Ite
         isl, osl = block["isl"], block["osl"]
         if seq_filter and (isl, osl) not in seq_filter:
             continue
+        # newer layout: a power-measured block says so in each of its rows
+        power = {"require-power": True} if block.get("require-power") else {}
         for row in block["search-space"]:
             if ctx.is_multinode:
-                yield from _multinode(ctx, sel, row, isl, osl)
+                yield from _multinode(ctx, sel, row, isl, osl, power)
             else:
-                yield from _single_node(ctx, sel, row, isl, osl)
+                yield from _single_node(ctx, sel, row, isl, osl, power)
 
 
-def _multinode(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: int
-               ) -> Iterator[dict]:
+def _multinode(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: int,
+               power: dict) -> Iterator[dict]:
     if row.get("conc-list"):
         values = list(row["conc-list"])
     else:
@@ -35,14 +37,16 @@ def _multinode(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: int
     values = filter_list(values, sel.min_conc, sel.max_conc)
     if values is None:
         return
+    prefill, decode = worker_pair(row)
     for runner in ctx.runners:
         out: dict[str, Any] = {
             **ctx.head(runner),
             "isl": isl,
             "osl": osl,
+            **power,
             "spec-decoding": row.get("spec-decoding", "none"),
-            "prefill": with_worker_defaults(row["prefill"]),
-            "decode": with_worker_defaults(row["decode"]),
+            "prefill": plain_copy(prefill),
+            "decode": plain_copy(decode),
             "conc": list(values),
             "max-model-len": isl + osl + MAX_MODEL_LEN_MARGIN_TOKENS,
             "exp-name": fixed_exp_name(ctx.raw["model-prefix"], isl, osl),
@@ -50,11 +54,11 @@ def _multinode(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: int
             "run-eval": False,
         }
         out.update(ctx.components(row))
-        yield out
+        yield ctx.with_node_count(out, row)
 
 
-def _single_node(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: int
-                 ) -> Iterator[dict]:
+def _single_node(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: int,
+                 power: dict) -> Iterator[dict]:
     tp = row["tp"]
     ep = row.get("ep")
     if sel.max_tp is not None and (sel.max_tp <= 0 or tp > sel.max_tp):
@@ -78,6 +82,7 @@ def _single_node(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: in
                 **ctx.head(runner),
                 "isl": isl,
                 "osl": osl,
+                **power,
                 "tp": tp,
                 "pp": row.get("pp", 1),
                 "dcp-size": row.get("dcp-size", 1),
@@ -87,6 +92,7 @@ def _single_node(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: in
                 "ep": ep if ep is not None else 1,
                 "dp-attn": dp_attn if dp_attn is not None else False,
                 "spec-decoding": row.get("spec-decoding", "none"),
+                **srt_recipe(row),
                 "exp-name": fixed_exp_name(ctx.raw["model-prefix"], isl, osl),
                 "disagg": ctx.disagg,
                 "run-eval": False,

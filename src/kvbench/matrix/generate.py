@@ -15,7 +15,10 @@ from kvbench.matrix.evals import Keyed, mark_all_evals, mark_evals
 from kvbench.matrix.fixed import fixed_rows
 from kvbench.matrix.names import SEQ_LENS
 from kvbench.matrix.selection import Selection
-from kvbench.recipe import SCENARIO_TYPES, Runners, load_master_configs, load_runners
+from kvbench.recipe.cache import load_recipes
+from kvbench.recipe.facts import RunnerFacts
+from kvbench.recipe.fields import SCENARIO_TYPES
+from kvbench.recipe.layout import NO_FILES_HINT
 
 
 def runner_config_path(selection: Selection) -> Path:
@@ -23,7 +26,7 @@ def runner_config_path(selection: Selection) -> Path:
     if selection.runner_config is not None:
         return Path(selection.runner_config)
     if not selection.config_files:
-        raise MatrixError("no config files given", hint="pass --config-files FILE...")
+        raise MatrixError("no config files given", hint=NO_FILES_HINT)
     beside = Path(selection.config_files[0]).parent / "runners.yaml"
     if beside.is_file():
         return beside
@@ -33,9 +36,11 @@ def runner_config_path(selection: Selection) -> Path:
     )
 
 
-def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> set[str]:
-    """Globs (`*`, `?`) and exact keys; one that matches nothing is an error listing keys."""
-    out: set[str] = set()
+def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> list[str]:
+    """Globs (`*`, `?`) and exact keys, in the order given (each glob's matches in file
+    order), each key once: the order the reference's `test-config` expands them in. One that
+    matches nothing is an error listing keys."""
+    out: dict[str, None] = {}
     for pattern in patterns:
         matches = fnmatch.filter(available, pattern) if any(c in pattern for c in "*?[") else (
             [pattern] if pattern in available else []
@@ -43,8 +48,8 @@ def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> set[s
         if not matches:
             raise MatrixError(f"config key {pattern!r} matches no config key",
                               hint=_close_keys(pattern, available))
-        out.update(matches)
-    return out
+        out.update(dict.fromkeys(matches))
+    return list(out)
 
 
 def _close_keys(pattern: str, available: list[str]) -> str:
@@ -59,7 +64,7 @@ def _close_keys(pattern: str, available: list[str]) -> str:
             "the rows, and a glob such as 'qwen3.5-*' selects several")
 
 
-def _check(selection: Selection, runners: Runners) -> None:
+def _check(selection: Selection, runners: RunnerFacts) -> None:
     if selection.step_size <= 1:
         raise MatrixError(f"--step-size must be greater than 1 (got {selection.step_size})")
     lo, hi = selection.min_conc, selection.max_conc
@@ -106,11 +111,12 @@ def _wanted(key: str, raw: dict[str, Any], sel: Selection, keys: set[str] | None
 
 def keyed_rows(selection: Selection) -> Keyed:
     """(config key, row) pairs in the reference's order, evals marked."""
-    entries = load_master_configs([Path(p) for p in selection.config_files])
-    runners = load_runners(runner_config_path(selection))
+    entries, runners = load_recipes([Path(p) for p in selection.config_files],
+                                     runner_config_path(selection))
     _check(selection, runners)
     keys = expand_config_keys(selection.config_keys, list(entries)) if selection.config_keys \
         else None
+    order = keys if keys is not None else list(entries)
     _check_values("--precision", selection.precisions, {e.raw["precision"] for e in
                                                          entries.values()})
     _check_values("--framework", selection.frameworks, {e.raw["framework"] for e in
@@ -120,31 +126,41 @@ def keyed_rows(selection: Selection) -> Keyed:
     seq_filter = {SEQ_LENS[s] for s in selection.seq_lens} or None
     scenarios = set(selection.scenario_types) or set(SCENARIO_TYPES)
     node_filter = selection.runner_node_filter
+    # The runners file's layout says which generator the rows follow (the newer generator
+    # reads only the clusters: layout; the classic one only hardware:).
+    layout = runners.layout
+    base = Path(selection.config_files[0]).resolve().parent.parent
     out: Keyed = []
-    for key, entry in entries.items():
+    wanted_keys = set(order)
+    for key in order:
+        entry = entries[key]
         raw = entry.raw
-        if not _wanted(key, raw, selection, keys):
+        if not _wanted(key, raw, selection, wanted_keys):
             continue
         runner_values: tuple[str, ...] = (raw["runner"],)
         if node_filter:
             runner_values = tuple(n for n in runners.nodes_for(raw["runner"]) if node_filter in n)
             if not runner_values:
                 continue
-        ctx = EntryContext(key=key, raw=raw, runners=runner_values)
+        ctx = EntryContext(key=key, raw=raw, runners=runner_values, inventory=runners,
+                           layout=layout, base=base)
         if (ctx.is_multinode and not multi) or (not ctx.is_multinode and not single):
             continue
         if "fixed-seq-len" in scenarios:
             out.extend((key, row) for row in fixed_rows(ctx, selection, seq_filter))
         if "agentic-coding" in scenarios:
             out.extend((key, row) for row in agentic_rows(ctx, selection, runners))
+    e2e = layout == "e2e"
     if not selection.no_evals:
-        out = mark_evals(out, include_agentic=selection.evals_only or selection.all_evals)
+        out = mark_evals(out, include_agentic=selection.evals_only or selection.all_evals,
+                         e2e=e2e)
         if selection.all_evals:
-            out = mark_all_evals(out)
+            out = mark_all_evals(out, e2e=e2e)
     if selection.evals_only or selection.all_evals:
         out = [(k, r) for k, r in out if r.get("run-eval", False)]
         for _, row in out:
             row["eval-only"] = True
+            row.pop("require-power", None)  # an eval measures accuracy, never power
     return out
 
 

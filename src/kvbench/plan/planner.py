@@ -88,24 +88,27 @@ def _refused(base: dict[str, Any], errors: list[str], **extra: Any) -> Plan:
     return Plan(**fields, within_budget=False, errors=errors)
 
 
+def _node_facts(topo: Topology, runners: Any | None) -> dict[str, int]:
+    """The runner's facts from runners.yaml (either layout: hardware: or clusters:)."""
+    return runners.node_facts().get(topo.runner, {}) if runners is not None else {}
+
+
 def _gpus_per_node(topo: Topology, runners: Any | None, default: int) -> int:
-    hw = getattr(runners, "hardware", None) if runners is not None else None
-    if hw and topo.runner in hw:
-        return hw[topo.runner].gpus_per_node
-    return default
+    return _node_facts(topo, runners).get("gpus-per-node", default)
 
 
 def _runner_dram_error(topo: Topology, runners: Any | None, hardware: Any) -> str | None:
-    hw = getattr(runners, "hardware", None) if runners is not None else None
-    if not hw or topo.runner not in hw:
+    mib = _node_facts(topo, runners).get("available-cpu-dram-mib")
+    if mib is None:
         return None
-    claimed = hw[topo.runner].available_cpu_dram_mib * 2**20
+    claimed = mib * 2**20
     installed = hardware.host_dram_bytes_per_node.value
     if claimed <= installed:
         return None
-    return (f"runners.yaml hardware.{topo.runner}.available-cpu-dram-mib "
-            f"{hw[topo.runner].available_cpu_dram_mib:,} MiB = {claimed / GB:,.0f} GB is more "
-            f"than the {hardware.name} profile installs ({installed / GB:,.0f} GB, "
+    where = (f"clusters.{topo.runner.removeprefix('cluster:')}" if runners.layout == "e2e"
+             else f"hardware.{topo.runner}")
+    return (f"runners.yaml {where}.available-cpu-dram-mib {mib:,} MiB = {claimed / GB:,.0f} GB "
+            f"is more than the {hardware.name} profile installs ({installed / GB:,.0f} GB, "
             f"{hardware.host_dram_bytes_per_node.source}); fix runners.yaml or the profile, or "
             "pass --trust-runner-dram")
 

@@ -5,7 +5,19 @@ sweep, and a misspelt key silently falling back to a default would run the wrong
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import os
+
+# pydantic looks for plugins on the first model it builds by scanning the entry points of
+# every installed distribution (pydantic/plugin/_loader.py, get_plugins): 0.05-0.1 s with
+# an inference stack installed, on every `kvbench matrix` with a cold parse cache. kvbench
+# uses no pydantic plugin, so the recipe models are built with the scan off (the documented
+# PYDANTIC_DISABLE_PLUGINS); a value the user set is kept, and it is restored afterwards
+# once the loader has built them (recipe/loader.py).
+_PLUGINS_ENV = "PYDANTIC_DISABLE_PLUGINS"
+_plugins_before = os.environ.get(_PLUGINS_ENV)
+os.environ.setdefault(_PLUGINS_ENV, "__all__")
+
+from pydantic import BaseModel, ConfigDict  # noqa: E402
 
 
 class RecipeModel(BaseModel):
@@ -84,3 +96,11 @@ def check_worker_hardware_pair(row: object) -> None:
             "'hardware' must be given for both 'prefill' and 'decode', or neither "
             f"(got prefill={prefill.hardware!r}, decode={decode.hardware!r})"
         )
+
+
+def restore_plugin_setting() -> None:
+    """Put PYDANTIC_DISABLE_PLUGINS back as it was before the recipe models were built."""
+    if _plugins_before is None:
+        os.environ.pop(_PLUGINS_ENV, None)
+    else:
+        os.environ[_PLUGINS_ENV] = _plugins_before

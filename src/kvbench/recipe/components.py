@@ -80,3 +80,12 @@ class Worker(RecipeModel):
     @property
     def gpus_per_replica(self) -> int:
         return self.tp * self.pp * self.pcp_size
+
+
+class AggregateWorker(Worker):
+    """The one `worker:` role of an aggregated multi-node row (`disagg: false`, newer
+    layout): it serves prefill and decode, so at least one replica (default 1). The
+    generator writes it as a prefill worker beside a `num-worker: 0` decode worker
+    (InferenceX inferencex-e2e/infx/matrix/generate.py, multinode_worker_pair)."""
+
+    num_worker: int = Field(default=1, alias="num-worker", gt=0, strict=True)

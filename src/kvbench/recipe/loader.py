@@ -9,10 +9,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kvbench.errors import RecipeError
+from kvbench.recipe.base import restore_plugin_setting
 from kvbench.recipe.diagnostics import messages
 from kvbench.recipe.master import MasterEntry, MultiNodeMasterEntry, SingleNodeMasterEntry
 from kvbench.recipe.runners import Runners
 from kvbench.recipe.source import LineFinder, read_yaml
+
+restore_plugin_setting()  # every recipe model is built by now (imports above)
 
 _cache: dict[tuple, Any] = {}
 

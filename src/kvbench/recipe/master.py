@@ -90,6 +90,10 @@ class _MasterEntry(RecipeModel):
                     "'kv-p2p-transfer' is only valid with 'multinode: true'",
                     (*loc, "kv-p2p-transfer"),
                 )
+            if self.disagg and getattr(row, "worker", None) is not None:  # type: ignore[attr-defined]
+                raise RuleError(
+                    "'disagg: true' rows give 'prefill' and 'decode'; an aggregated 'worker' "
+                    "(with 'num-nodes') needs 'disagg: false'", (*loc, "worker"))
             if isinstance(row, AgenticRow) and row.is_multinode != multinode:
                 want = "'prefill' and 'decode'" if multinode else "'tp'"
                 raise RuleError(

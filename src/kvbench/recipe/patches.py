@@ -5,16 +5,13 @@ them. The launch stage applies them (launch/patcher.py); this is their schema.""
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from kvbench.recipe.arms import ALL_ARMS, PATCH_ARMS, RESIDENT_ARM, arm_of, patches_for
 from kvbench.recipe.base import RecipeModel
-from kvbench.recipe.fields import KV_OFFLOAD_BACKENDS
 
-RESIDENT_ARM = "resident"
-ALL_ARMS = "all"
-PATCH_ARMS: tuple[str, ...] = (ALL_ARMS, RESIDENT_ARM, *KV_OFFLOAD_BACKENDS)
+__all__ = ["ALL_ARMS", "PATCH_ARMS", "RESIDENT_ARM", "EnginePatch", "arm_of", "patches_for"]
 
 
 class EnginePatch(RecipeModel):
@@ -58,18 +55,3 @@ class EnginePatch(RecipeModel):
         if self.anchor.strip() == self.replacement.strip():
             raise ValueError("replacement equals anchor: the patch would change nothing")
         return self
-
-
-def arm_of(row: dict[str, Any]) -> str:
-    """`resident`, or the offload backend's name for a `dram` row."""
-    backend = row.get("kv-offload-backend")
-    if row.get("kv-offloading") == "dram" and isinstance(backend, dict):
-        return str(backend.get("name"))
-    return RESIDENT_ARM
-
-
-def patches_for(patches: list[dict[str, Any]] | None, row: dict[str, Any]) -> list[dict]:
-    """The entry's patches (raw YAML mappings) that apply to this row's arm."""
-    arm = arm_of(row)
-    return [dict(p) for p in patches or []
-            if ALL_ARMS in p.get("arms", [ALL_ARMS]) or arm in p.get("arms", [])]

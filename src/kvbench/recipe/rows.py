@@ -11,11 +11,14 @@ from kvbench.recipe.base import (
     check_kv_offload,
     check_worker_hardware_pair,
 )
-from kvbench.recipe.components import ComponentMetadata, KvOffloadBackend, Worker
+from kvbench.recipe.components import AggregateWorker, ComponentMetadata, KvOffloadBackend, Worker
 from kvbench.recipe.fields import KvOffloading, SpecDecoding
 
 
 class _Concurrency(RecipeModel):
+    # newer layout: the srt-slurm recipe that launches this row (and its eval)
+    srt_recipe: str | None = Field(default=None, alias="srt-recipe", min_length=1)
+    eval_srt_recipe: str | None = Field(default=None, alias="eval-srt-recipe", min_length=1)
     conc_start: int | None = Field(default=None, alias="conc-start", strict=True)
     conc_end: int | None = Field(default=None, alias="conc-end", strict=True)
     conc_list: list[int] | None = Field(default=None, alias="conc-list", strict=True)
@@ -40,24 +43,46 @@ class FixedSingleNodeRow(_Concurrency):
         return self
 
 
+def check_multinode_topology(row: object) -> None:
+    """`worker` (aggregated) or both `prefill` and `decode`; `num-nodes` goes with `worker`."""
+    worker, prefill, decode = row.worker, row.prefill, row.decode  # type: ignore[attr-defined]
+    has_pair = prefill is not None and decode is not None
+    if (worker is not None) == (prefill is not None or decode is not None) or (
+            worker is None and not has_pair):
+        raise ValueError("a multi-node row gives either 'worker' (aggregated) or both "
+                         "'prefill' and 'decode'")
+    if worker is not None and row.num_nodes is None:  # type: ignore[attr-defined]
+        raise ValueError("an aggregated 'worker' row needs 'num-nodes' (the nodes its "
+                         "allocation takes)")
+    if worker is None and row.num_nodes is not None:  # type: ignore[attr-defined]
+        raise ValueError("'num-nodes' is only valid with an aggregated 'worker' (a prefill/"
+                         "decode row's node count follows from its workers)")
+    if has_pair:
+        check_worker_hardware_pair(row)
+
+
 class FixedMultiNodeRow(_Concurrency):
-    """A fixed-seq-len row of a multi-node entry: prefill and decode workers."""
+    """A fixed-seq-len row of a multi-node entry: prefill and decode workers, or one
+    aggregated `worker` with `num-nodes`."""
 
     spec_decoding: SpecDecoding = Field(default="none", alias="spec-decoding")
-    prefill: Worker
-    decode: Worker
+    worker: AggregateWorker | None = None
+    prefill: Worker | None = None
+    decode: Worker | None = None
+    num_nodes: int | None = Field(default=None, alias="num-nodes", gt=0, strict=True)
     router: ComponentMetadata | None = None
     kv_p2p_transfer: str | None = Field(default=None, alias="kv-p2p-transfer", min_length=1)
 
     @model_validator(mode="after")
     def _rules(self) -> FixedMultiNodeRow:
         check_concurrency(self)
-        check_worker_hardware_pair(self)
+        check_multinode_topology(self)
         return self
 
 
 class AgenticRow(_Concurrency):
-    """An agentic-coding row: `tp` (single node) or `prefill` + `decode` (multi-node)."""
+    """An agentic-coding row: `tp` (single node), `prefill` + `decode` or an aggregated
+    `worker` (multi-node)."""
 
     tp: int | None = Field(default=None, gt=0, strict=True)
     pp: int = Field(default=1, gt=0, strict=True)
@@ -66,8 +91,10 @@ class AgenticRow(_Concurrency):
     ep: int | None = Field(default=None, gt=0, strict=True)
     dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True)
     spec_decoding: SpecDecoding = Field(default="none", alias="spec-decoding")
+    worker: AggregateWorker | None = None
     prefill: Worker | None = None
     decode: Worker | None = None
+    num_nodes: int | None = Field(default=None, alias="num-nodes", gt=0, strict=True)
     kv_offloading: KvOffloading | None = Field(default=None, alias="kv-offloading")
     kv_offload_backend: KvOffloadBackend | None = Field(default=None, alias="kv-offload-backend")
     router: ComponentMetadata | None = None
@@ -82,14 +109,17 @@ class AgenticRow(_Concurrency):
         check_concurrency(self)
         check_kv_offload(self)
         has_workers = self.prefill is not None and self.decode is not None
-        if (self.tp is not None) == has_workers or (
+        topologies = (self.tp is not None) + has_workers + (self.worker is not None)
+        if topologies != 1 or (
             not has_workers and (self.prefill is not None or self.decode is not None)
         ):
             raise ValueError(
-                "an agentic row gives exactly one topology: 'tp' (single node) or both "
-                "'prefill' and 'decode' (multi-node)"
+                "an agentic row gives exactly one topology: 'tp' (single node), both "
+                "'prefill' and 'decode', or 'worker' (multi-node)"
             )
         if self.tp is not None:
+            if self.num_nodes is not None:
+                raise ValueError("'num-nodes' is only valid with an aggregated 'worker'")
             if self.kv_offloading is None:
                 raise ValueError(
                     "single-node agentic rows must set 'kv-offloading' (allowed: none, dram)"
@@ -106,5 +136,5 @@ class AgenticRow(_Concurrency):
                 f"multi-node agentic rows cannot set {', '.join(explicit)} at row level; "
                 "set them inside 'prefill'/'decode'"
             )
-        check_worker_hardware_pair(self)
+        check_multinode_topology(self)
         return self

@@ -7,17 +7,38 @@ from pydantic import Field, model_validator
 from kvbench.recipe.base import RecipeModel
 from kvbench.recipe.rows import AgenticRow, FixedMultiNodeRow, FixedSingleNodeRow
 
+# The power-measurement rollout covers one shape only (InferenceX inferencex-e2e/infx/matrix/
+# generate.py, _fixed_sequence_entries).
+POWER_SEQ_LEN = (8192, 1024)
+
+
+def check_power(block: object) -> object:
+    if block.require_power and (block.isl, block.osl) != POWER_SEQ_LEN:  # type: ignore[attr-defined]
+        raise ValueError(f"'require-power' is supported only for isl {POWER_SEQ_LEN[0]} / osl "
+                         f"{POWER_SEQ_LEN[1]} (got {block.isl}/{block.osl})")  # type: ignore[attr-defined]
+    return block
+
 
 class FixedSingleNodeBlock(RecipeModel):
     isl: int = Field(gt=0, strict=True)
     osl: int = Field(gt=0, strict=True)
+    require_power: bool = Field(default=False, alias="require-power", strict=True)
     search_space: list[FixedSingleNodeRow] = Field(alias="search-space")
+
+    @model_validator(mode="after")
+    def _power_shape(self) -> FixedSingleNodeBlock:
+        return check_power(self)  # type: ignore[return-value]
 
 
 class FixedMultiNodeBlock(RecipeModel):
     isl: int = Field(gt=0, strict=True)
     osl: int = Field(gt=0, strict=True)
+    require_power: bool = Field(default=False, alias="require-power", strict=True)
     search_space: list[FixedMultiNodeRow] = Field(alias="search-space")
+
+    @model_validator(mode="after")
+    def _power_shape(self) -> FixedMultiNodeBlock:
+        return check_power(self)  # type: ignore[return-value]
 
 
 class AgenticBlock(RecipeModel):

@@ -22,6 +22,23 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
         super().__init__(stream)
         self.duplicates: list[tuple[str, int]] = []
 
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        # The implicit tag of a node, as PyYAML's Resolver.resolve gives it, without its
+        # per-node work where the answer is fixed: a plain scalar whose first character no
+        # implicit resolver is registered for (most strings), and lists and mappings when no
+        # path resolver exists. A third of composing a master config went there.
+        if kind is yaml.ScalarNode:
+            if implicit[0] and value and value[0] not in self.yaml_implicit_resolvers \
+                    and None not in self.yaml_implicit_resolvers \
+                    and not self.yaml_path_resolvers:
+                return self.DEFAULT_SCALAR_TAG
+        elif not self.yaml_path_resolvers:
+            if kind is yaml.MappingNode:
+                return self.DEFAULT_MAPPING_TAG
+            if kind is yaml.SequenceNode:
+                return self.DEFAULT_SEQUENCE_TAG
+        return super().resolve(kind, value, implicit)
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[Any] = set()
         for key_node, _ in node.value:
@@ -35,7 +52,12 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
 def _int_in_range(loader: yaml.BaseConstructor, node: yaml.ScalarNode) -> int:
     """YAML ints, refusing absurd lengths before Python converts them (past 4,300 digits
     `int()` raises; no recipe number needs more than 64 bits)."""
-    digits = sum(c.isalnum() for c in str(node.value))
+    value = str(node.value)
+    if len(value) <= MAX_INT_DIGITS:
+        if value.isascii() and value.isdigit() and (value[0] != "0" or len(value) == 1):
+            return int(value)  # plain decimal; a leading 0 is YAML 1.1 octal
+        return loader.construct_yaml_int(node)
+    digits = sum(c.isalnum() for c in value)
     if digits > MAX_INT_DIGITS:
         raise yaml.constructor.ConstructorError(
             None, None, f"an integer of {digits} digits is out of range (at most "
@@ -70,6 +92,60 @@ def _expanded_size(node: yaml.Node, limit: int) -> int:
         return total
 
     return size(node)
+
+
+_STR, _INT, _FLOAT, _BOOL, _NULL, _SEQ, _MAP = (
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))
+
+
+class _NotPlain(Exception):
+    """The document uses more than plain JSON-like YAML (aliases, merge keys, other tags)."""
+
+
+def _plain(loader: _Loader, root: yaml.Node) -> Any:
+    """The document built straight from its nodes, for the JSON-like YAML recipes are
+    (strings, numbers, booleans, nulls, lists, mappings; no aliases). PyYAML's generic
+    constructor is about half of a cold `kvbench matrix`; this does the same construction
+    with the same duplicate-key notes and integer bound, and raises _NotPlain for anything
+    else, which then takes the general path."""
+    seen: set[int] = set()
+
+    def build(node: yaml.Node) -> Any:
+        tag = node.tag
+        if tag == _STR and type(node) is yaml.ScalarNode:
+            return node.value
+        if type(node) is yaml.ScalarNode:
+            if tag == _INT:
+                return _int_in_range(loader, node)
+            if tag == _FLOAT:
+                return loader.construct_yaml_float(node)
+            if tag == _BOOL:
+                return loader.construct_yaml_bool(node)
+            if tag == _NULL:
+                return None
+            raise _NotPlain
+        if id(node) in seen:  # an alias: the general path bounds its expansion
+            raise _NotPlain
+        seen.add(id(node))
+        if tag == _SEQ:
+            return [build(child) for child in node.value]
+        if tag != _MAP:
+            raise _NotPlain
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if type(key_node) is not yaml.ScalarNode or key_node.tag not in (_STR, _INT,
+                                                                             _BOOL, _NULL):
+                raise _NotPlain  # merge keys, complex keys: PyYAML's rules and messages
+            key = build(key_node)
+            if key in out:
+                loader.duplicates.append((key_node.value, key_node.start_mark.line + 1))
+            out[key] = build(value_node)
+        return out
+
+    try:
+        return build(root)
+    except RecursionError:
+        raise _NotPlain from None
 
 
 def decode_text(raw: bytes, path: Path) -> str:
@@ -112,6 +188,13 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
     loader = _Loader(read_text(path))
     try:
         node = loader.get_single_node()
+        if node is not None:
+            try:
+                data = _plain(loader, node)
+            except _NotPlain:
+                loader.duplicates.clear()
+            else:
+                return data, _duplicate_problems(path, loader)
         if node is not None and _expanded_size(node, MAX_NODES) > MAX_NODES:
             raise RecipeError(
                 f"{path}: YAML aliases expand to more than {MAX_NODES:,} nodes",
@@ -125,9 +208,12 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
         raise RecipeError(f"{where}: not valid YAML: {problem}") from None
     finally:
         loader.dispose()
-    problems = [f"{path}:{line}: duplicate key {key!r} (YAML keeps only the last)"
-                for key, line in loader.duplicates]
-    return data, problems
+    return data, _duplicate_problems(path, loader)
+
+
+def _duplicate_problems(path: Path, loader: _Loader) -> list[str]:
+    return [f"{path}:{line}: duplicate key {key!r} (YAML keeps only the last)"
+            for key, line in loader.duplicates]
 
 
 class LineFinder:

@@ -39,6 +39,11 @@ class ReplayConfig(BaseModel):
     # scale the server advertises (replay/clock.py), else 1; a contradicting value is refused.
     time_scale: float | None = Field(None, gt=0)
     start: Literal["beginning", "sampled"] = "beginning"
+    start_ratio: tuple[float, float] = (0.0, 1.0)
+    # a validity profile to judge the run by (replay/profile.py), and whether the server was
+    # started for this run alone (None: not known)
+    profile: str | None = None
+    fresh_server: bool | None = None
     block_tokens: int | None = Field(
         None, ge=1, description="tokens per hash block instead of the trace's (scales prompts)")
     max_input_tokens: int | None = Field(None, ge=1, description="turns above are skipped")
@@ -72,7 +77,8 @@ class ReplayConfig(BaseModel):
             concurrency=self.concurrency, duration_s=self.duration_s,
             max_requests=self.max_requests, warmup_requests=self.warmup_requests,
             max_tokens_cap=self.max_tokens_cap, think_time_cap_s=self.think_time_cap_s,
-            think_time_scale=self.think_time_scale, start=self.start, seed=self.seed,
+            think_time_scale=self.think_time_scale, start=self.start,
+            start_ratio=self.start_ratio, seed=self.seed,
             block_tokens=self.block_tokens, max_input_tokens=self.max_input_tokens,
             grace_s=self.grace_s)
 

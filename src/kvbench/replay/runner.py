@@ -98,12 +98,19 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         "sessions": len(sessions), "concurrency": cfg.concurrency,
         "duration_s": cfg.duration_s, "max_requests": cfg.max_requests,
         "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
+        "start": cfg.start, "start_ratio": list(cfg.start_ratio),
+        "think_time_cap_s": cfg.think_time_cap_s,
         "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
         "time_scale": scale, "time_scale_source": scale_source,
         "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
         "connections": counters.connections(),
         "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else set())),
     }
+    if cfg.profile is not None:
+        from kvbench.replay.profile import profile_named, verdict
+
+        summary["profile"] = verdict(profile_named(cfg.profile), summary["run"], records,
+                                     cfg.fresh_server)
     write_json_atomic(out / "summary.json", summary)
     return summary
 

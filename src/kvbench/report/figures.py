@@ -11,10 +11,12 @@ from typing import Any
 import plotly.graph_objects as go
 
 from kvbench.results import Result
+from kvbench.results.compare import result_reuse
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#EECA3B",
            "#FF9DA6", "#9D755D", "#BAB0AC"]
-TIER_COLORS = {"device": "#4C78A8", "host": "#F58518", "external": "#54A24B"}
+TIER_COLORS = {"device": "#4C78A8", "host": "#F58518", "external": "#54A24B",
+               "recomputed": "#D0D4D9"}
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif"
 
 
@@ -179,6 +181,17 @@ def hit_rate_by_tier(results: list[Result], colors: dict[str, str]) -> go.Figure
             orientation="h", name=f"{tier} tier", marker_color=TIER_COLORS[tier],
             hovertemplate=f"%{{y}}<br>{tier}: %{{x:.1f}} % of prompt tokens "
                           "(sd %{customdata:.1f})<extra></extra>"))
+    # the rest of the prompt tokens were prefilled again: InferenceX's cache-reuse view
+    recomputed = [[v["recomputed"] for r in rs if (v := result_reuse(r)) is not None
+                   and v.get("recomputed") is not None] for _, rs in rows]
+    if any(recomputed):
+        stats = [_mean_sd(vs) if vs else (0.0, 0.0) for vs in recomputed]
+        fig.add_trace(go.Bar(
+            y=[lab for lab, _ in rows], x=[100 * m for m, _ in stats],
+            customdata=[100 * sd for _, sd in stats], orientation="h", name="recomputed",
+            marker_color=TIER_COLORS["recomputed"],
+            hovertemplate="%{y}<br>recomputed: %{x:.1f} % of prompt tokens "
+                          "(sd %{customdata:.1f})<extra></extra>"))
     ideal = [(lab, [v for r in rs if (v := _ideal_hit_rate(r)) is not None]) for lab, rs in rows]
     ideal = [(lab, statistics.fmean(vs)) for lab, vs in ideal if vs]
     if ideal:
@@ -188,7 +201,7 @@ def hit_rate_by_tier(results: list[Result], colors: dict[str, str]) -> go.Figure
                                                 "color": "#1f2328", "line": {"width": 2}},
             hovertemplate="%{y}<br>an unlimited cache: %{x:.1f} %<extra></extra>"))
     height = max(260, 90 + 26 * len(rows))
-    _layout(fig, "prompt tokens served from cache (%)", "", height=height)
+    _layout(fig, "share of prompt tokens (%)", "", height=height)
     fig.update_layout(barmode="stack", margin={"l": 10, "r": 20, "t": 34, "b": 10},
                       # 64 px under the plot area, below the x-axis title (legend y is a
                       # fraction of the plot area's height: the figure's less its margins)

@@ -121,10 +121,11 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
         ("p-e2e", "End-to-end latency vs concurrency",
          "Solid: p50, dashed: p90; error bars are the spread across repeats.",
          F.latency_vs_concurrency(results, c, "e2e_ms", "E2E latency"), False),
-        ("p-hits", "Cache hit rate by tier",
-         "Share of prompt tokens the engine served from GPU, host DRAM or an external store "
-         "(server counters over the run; the mean over repeats), and the ideal-cache "
-         "ceiling: what an unlimited cache would serve of the same requests.",
+        ("p-hits", "Cache reuse per concurrency",
+         "Share of prompt tokens the engine served from GPU, host DRAM or an external store, "
+         "and the rest it recomputed (the engine's per-request prefix hits summed by its "
+         "counters over the run; the mean over repeats), with the ideal-cache ceiling: what "
+         "an unlimited cache would serve of the same requests.",
          F.hit_rate_by_tier(results, c), False),
         ("p-energy", "Energy per output token",
          "GPU energy (NVML) over the window divided by generated tokens.",

@@ -49,9 +49,24 @@ def _valid_badge(r: Result) -> str:
     return f"<span class='vd vd-no' title='{esc(why)}'>not valid</span>"
 
 
+def _submission_badge(r: Result) -> str:
+    """A validity profile's verdict (AgentX), when the run was judged by one."""
+    s = (r.validity or {}).get("submission")
+    if not s:
+        return ""
+    if s["submission_valid"]:
+        return f"<span class='vd vd-yes'>{esc(s['profile'])} submission</span>"
+    why = "; ".join(s["reasons"])
+    return (f"<span class='vd vd-no' title='{esc(why)}'>not a submission "
+            f"({esc(s['profile'])})</span>")
+
+
 def _warnings_cell(r: Result) -> str:
     items = [f"not valid: {why}" for why in (r.validity or {}).get("reasons") or []
              if r.status == "ok"]
+    submission = (r.validity or {}).get("submission") or {}
+    items += [f"not a submission ({submission['profile']}): {why}"
+              for why in submission.get("reasons") or []]
     items += list(r.warnings)
     if r.failure:
         items.insert(0, f"FAILED at {r.failure.get('stage', '?')}: "
@@ -73,7 +88,8 @@ def run_rows(results: list[Result]) -> str:
         status = r.status + (" ⚑" if flagged and r.status == "ok" else "")
         errors = r.request_accounting.get("records_error_dropped", 0)
         cells = [
-            f"<span class='st st-{esc(r.status)}'>{esc(status)}</span>{_valid_badge(r)}",
+            f"<span class='st st-{esc(r.status)}'>{esc(status)}</span>{_valid_badge(r)}"
+            + _submission_badge(r),
             esc(r.exp_name) + (f" <span class='muted'>r{r.repeat}</span>" if r.repeat else "")
             + f"<div class='arm'>{esc(r.arm)}</div>",
             str(r.conc),

@@ -9,6 +9,7 @@ from typing import Any
 from kvbench import __version__
 from kvbench.errors import ResultError
 from kvbench.results.accounting import request_accounting, request_metrics
+from kvbench.results.reuse import cache_reuse
 from kvbench.results.schema import STATUSES, Result
 from kvbench.results.validate import DEFAULT_FAILED_REQUEST_THRESHOLD, validate
 from kvbench.results.validity import not_run, validity
@@ -143,4 +144,5 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         server_metrics=server, telemetry=telemetry,
         energy=_energy(telemetry, server, summary), client=client,
         validation=check, validity=stamp, warnings=all_warnings, options_id=options_id,
+        cache_reuse=cache_reuse(server, summary) if status == "ok" else None,
     )

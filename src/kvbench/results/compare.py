@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbench.errors import ResultError
+from kvbench.results.reuse import cache_reuse
 from kvbench.results.schema import Result
 
 # Fields that identify a configuration point; two results pair when all but the compared
@@ -152,11 +153,38 @@ def _offload_idle(arms: dict[str, list[Result]], present: list[str]) -> set[str]
     return idle
 
 
+def result_reuse(r: Result) -> dict[str, Any] | None:
+    """The run's cache-reuse shares (results/reuse.py); derived again for a result written
+    before they were stored."""
+    if r.cache_reuse is not None:
+        return r.cache_reuse
+    return cache_reuse(r.server_metrics, {"cache": (r.request_metrics or {}).get("cache")})
+
+
+def _arm_reuse(rs: list[Result]) -> dict[str, Any] | None:
+    """The arm's mean share of prompt tokens per source over its repeats."""
+    views = [v for r in rs if (v := result_reuse(r)) is not None]
+    if not views:
+        return None
+    out: dict[str, Any] = {"n": len(views), "source": views[0]["source"]}
+    for k in ("gpu", "host", "external", "recomputed", "unknown_tier"):
+        vals = [v[k] for v in views if v.get(k) is not None]
+        out[k] = sum(vals) / len(vals) if vals else None
+    return out
+
+
 def _arm_validity(rs: list[Result]) -> dict[str, Any]:
     flags = sorted({f["code"] for r in rs for f in r.validation.get("flags") or []})
     reasons = sorted({why for r in rs for why in (r.validity or {}).get("reasons") or []})
-    return {"valid": sum(1 for r in rs if r.valid), "stamped": sum(
+    out = {"valid": sum(1 for r in rs if r.valid), "stamped": sum(
         1 for r in rs if r.valid is not None), "n": len(rs), "flags": flags, "reasons": reasons}
+    judged = [s for r in rs if (s := (r.validity or {}).get("submission"))]
+    if judged:
+        out["submission"] = {
+            "profile": judged[0]["profile"], "n": len(judged),
+            "valid": sum(1 for s in judged if s["submission_valid"]),
+            "reasons": sorted({why for s in judged for why in s["reasons"]})}
+    return out
 
 
 def compare(results: list[Result], *, by: str | None = "kv_offloading",
@@ -232,6 +260,7 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
         out_cells.append({"key": dict(zip(key_fields, key, strict=True)), "arms": present,
                           "runs": {n: [r.exp_name for r in arms[n]] for n in present},
                           "validity": {n: _arm_validity(arms[n]) for n in present},
+                          "cache_reuse": {n: _arm_reuse(arms[n]) for n in present},
                           "offload_idle": sorted(idle), "metrics": rows})
     return {"compared": sorted(compared), "arms": arm_names, "cells": out_cells,
             "unpaired_cells": unpaired, "confidence": CONFIDENCE}

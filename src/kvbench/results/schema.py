@@ -65,6 +65,9 @@ class Result(BaseModel):
     validation: dict[str, Any]
     # {valid, reasons, checks}: results/validity.py (absent in results written before it)
     validity: dict[str, Any] | None = None
+    # the prompt tokens' shares from GPU / host / recomputed: results/reuse.py (absent in
+    # results written before it)
+    cache_reuse: dict[str, Any] | None = None
     warnings: list[str] = []
     # engine-image patches checked at server start and what each did (launch/patcher.py)
     engine_patches: list[dict[str, Any]] | None = None

@@ -135,7 +135,12 @@ def validity(*, row: dict, summary: dict | None, server: dict, client: dict | No
     }
     reasons = [f"{name}: {c['message']}" for name, c in checks.items() if c["passed"] is False]
     reasons += [f"validation: {f}" for f in check.get("failures") or []]
-    return {"valid": not reasons, "reasons": reasons, "checks": checks}
+    out = {"valid": not reasons, "reasons": reasons, "checks": checks}
+    if profile := summary.get("profile"):
+        # a publication profile's verdict (replay/profile.py), beside kvbench's own: a run can
+        # be a sound measurement and still not a submission (a short GPU run)
+        out["submission"] = {k: profile[k] for k in ("profile", "submission_valid", "reasons")}
+    return out
 
 
 def not_run(status: str, failure: dict | None) -> dict[str, Any]:

@@ -162,10 +162,19 @@ class _Run:
         duration = opts.duration_s
         if duration is None and opts.max_requests is None:
             duration = float(self.spec.row.get("duration", 0)) or None
+        conc = self.spec.job().conc
+        chosen: dict = {"duration_s": duration, "warmup_requests": opts.warmup_requests}
+        if opts.profile is not None:
+            from kvbench.replay.profile import profile_named, replay_settings
+
+            # every job starts its own server: a fresh deployment per concurrency point
+            chosen.update(replay_settings(profile_named(opts.profile), conc, {
+                "duration_s": duration, "warmup_requests": opts.warmup_requests or None}))
+            chosen.update(profile=opts.profile, fresh_server=True)
         cfg = ReplayConfig(
             url=launch.base_url, model=launch.served_model_name, endpoint=opts.endpoint,
-            trace=opts.trace_paths(), concurrency=self.spec.job().conc, duration_s=duration,
-            max_requests=opts.max_requests, warmup_requests=opts.warmup_requests,
+            trace=opts.trace_paths(), concurrency=conc, **chosen,
+            max_requests=opts.max_requests,
             seed=opts.seed, correlation_header=launch.correlation_header,
             output_dir=self.job_dir, tokenizer=opts.prompt_tokenizer,
             num_gpus=self.spec.job().gpus, max_tokens_cap=opts.max_tokens_cap,

@@ -48,6 +48,10 @@ class RunOptions(BaseModel):
     # builds the directory, whose tokenizer then also synthesises the prompts)
     load_format: Literal["auto", "dummy"] = "auto"
     scrape_interval_s: float = Field(1.0, gt=0)
+    # a validity profile (replay/profile.py): its replay settings where these options keep
+    # their defaults, and its verdict in each result. Not part of the identity: what it
+    # changes (warm-up, start, idle cap) is measured in the replay settings themselves.
+    profile: str | None = None
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
 
     def measurement_identity(self) -> dict:
@@ -56,7 +60,7 @@ class RunOptions(BaseModel):
         resumes from another checkout or node."""
         identity = self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
                                                          "model_path", "trace",
-                                                         "bundled_traces"})
+                                                         "bundled_traces", "profile"})
         paths = self.trace_paths()
         identity["trace"] = None if paths is None else _trace_digests(paths)
         return identity

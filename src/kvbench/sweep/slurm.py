@@ -102,8 +102,13 @@ class SlurmExecutor:
         workers = workers_of(spec.row)
         cpu_only = spec.row.get("framework") in CPU_ONLY_FRAMEWORKS
         gpn = _gpus_per_node(spec)
+        nodes = nodes_needed(workers, gpn, cpu_only, self.spread_cpu_workers)
+        if not cpu_only and isinstance(spec.row.get("node-count"), int):
+            # newer layout: the generator's allocation size (num-nodes, or the srt-slurm
+            # recipe's roles), which may hold more than the workers' own GPUs need
+            nodes = max(nodes, spec.row["node-count"])
         lines = [*self._header(job_dir.name, job_dir / "task.log"),
-                 f"#SBATCH --nodes={nodes_needed(workers, gpn, cpu_only, self.spread_cpu_workers)}",
+                 f"#SBATCH --nodes={nodes}",
                  f"#SBATCH --ntasks={len(workers)}"]
         if not cpu_only:
             lines += [f"#SBATCH --gres=gpu:{min(gpn, max(w.gpus for w in workers))}",
@@ -230,8 +235,7 @@ def _gpus_per_node(spec: JobSpec) -> int:
     if spec.runner_config:
         from kvbench.recipe import load_runners
 
-        hardware = load_runners(Path(spec.runner_config)).hardware or {}
-        runner = spec.row.get("runner", "")
-        if runner in hardware:
-            return hardware[runner].gpus_per_node
+        known = load_runners(Path(spec.runner_config)).gpus_per_node(spec.row.get("runner", ""))
+        if known is not None:
+            return known
     return DEFAULT_GPUS_PER_NODE

@@ -32,6 +32,9 @@ class WorkloadBounds:
     think_time_cap_s: float = 60.0
     think_time_scale: float = 1.0
     start: str = "beginning"
+    # with start="sampled": the share of each trace the first profiled turn is drawn from
+    # (AgentX: 25-75%, --trajectory-start-min/max-ratio); (0, 1) is any turn
+    start_ratio: tuple[float, float] = (0.0, 1.0)
     seed: int = 0
     block_tokens: int | None = None
     max_input_tokens: int | None = None
@@ -56,6 +59,8 @@ class WorkloadBounds:
             ("max_input_tokens", self.max_input_tokens,
              self.max_input_tokens is None or self.max_input_tokens >= 1, ">= 1"),
             ("grace_s", self.grace_s, self.grace_s >= 0, ">= 0"),
+            ("start_ratio", self.start_ratio,
+             0 <= self.start_ratio[0] <= self.start_ratio[1] <= 1, "0 <= low <= high <= 1"),
         )
         for name, value, ok, allowed in checks:
             # `not ok` also catches NaN, which fails every comparison
@@ -106,8 +111,10 @@ def pass_key(session: Session, pass_no: int) -> str:
 class SessionPool:
     """Hands sessions to lanes in order, cycling when recycling is on."""
 
-    def __init__(self, sessions: list[Session], recycle: bool, start: str, seed: int) -> None:
+    def __init__(self, sessions: list[Session], recycle: bool, start: str, seed: int,
+                 start_ratio: tuple[float, float] = (0.0, 1.0)) -> None:
         self.sessions = sessions
+        self.start_ratio = start_ratio
         self.recycle = recycle
         self.sampled = start == "sampled"
         self.rng = random.Random(seed)
@@ -116,7 +123,7 @@ class SessionPool:
 
     @classmethod
     def for_bounds(cls, sessions: list[Session], bounds: WorkloadBounds) -> SessionPool:
-        return cls(sessions, bounds.recycle, bounds.start, bounds.seed)
+        return cls(sessions, bounds.recycle, bounds.start, bounds.seed, bounds.start_ratio)
 
     def take(self, lane: int) -> tuple[Session, int, int] | None:
         """(session, pass number, first profiled turn) or None when every session is used."""
@@ -128,6 +135,14 @@ class SessionPool:
         start = 0
         if self.sampled and lane not in self.started_lanes:
             # a lane's first session starts at a random position, as if the run had been going
-            start = self.rng.randrange(session.num_turns)
+            start = self._sampled_start(session.num_turns)
         self.started_lanes.add(lane)
         return session, i // len(self.sessions), start
+
+    def _sampled_start(self, num_turns: int) -> int:
+        lo_ratio, hi_ratio = self.start_ratio
+        if (lo_ratio, hi_ratio) == (0.0, 1.0):
+            return self.rng.randrange(num_turns)
+        lo = min(num_turns - 1, int(lo_ratio * num_turns))
+        hi = min(num_turns - 1, max(lo, int(hi_ratio * num_turns)))
+        return self.rng.randint(lo, hi)

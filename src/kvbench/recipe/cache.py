@@ -1,0 +1,107 @@
+"""Validated recipes cached by content hash: what `kvbench matrix` and the commands that
+select jobs read, without parsing YAML or importing the schema when nothing changed.
+
+The key is a SHA-256 over this cache's format, the recipe package's own source files (name,
+size, mtime: a schema change invalidates), and each input file's resolved path and bytes, so
+any edit to a master config or runners.yaml is a miss. A miss validates with the full loader
+(every error reported as before) and stores the raw entries and the runner facts with
+`marshal` (builtins only). Under ~/.cache/kvbench/recipes (XDG_CACHE_HOME, or
+KVBENCH_CACHE_DIR); KVBENCH_NO_CACHE=1 turns it off. A cache that cannot be read or written
+is ignored: it only ever saves time."""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvbench.errors import RecipeError
+from kvbench.recipe.facts import RunnerFacts
+from kvbench.recipe.layout import NO_FILES_HINT
+
+FORMAT = b"kvbench-recipes-1"
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True, slots=True)
+class CachedEntry:
+    """A validated master-config entry as the matrix stage reads it."""
+
+    raw: dict[str, Any]
+    source: Path
+
+
+def cache_dir() -> Path | None:
+    if os.environ.get("KVBENCH_NO_CACHE"):
+        return None
+    if explicit := os.environ.get("KVBENCH_CACHE_DIR"):
+        return Path(explicit)
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "kvbench" / "recipes"
+
+
+def _key(paths: Sequence[Path]) -> tuple[str, list[bytes]]:
+    h = hashlib.sha256(FORMAT)
+    for src in sorted(_PACKAGE.glob("*.py")):
+        st = src.stat()
+        h.update(f"{src.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    contents = []
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b""  # the loader names the problem on the miss
+        contents.append(data)
+        h.update(str(path.resolve()).encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest(), contents
+
+
+def _validated(configs: Sequence[Path], runners: Path) -> dict:
+    from kvbench.recipe.loader import load_master_configs, load_runners
+
+    entries = load_master_configs(list(configs))
+    facts = load_runners(runners).facts()
+    return {"entries": [(k, e.raw, str(e.source)) for k, e in entries.items()],
+            "runners": facts.to_json()}
+
+
+def load_recipes(configs: Sequence[Path], runners: Path
+                 ) -> tuple[dict[str, CachedEntry], RunnerFacts]:
+    """Config key -> entry (file order) and the runner facts; RecipeError lists every error
+    of the files when they are invalid (never cached)."""
+    if not configs:
+        raise RecipeError("no master config files given", hint=NO_FILES_HINT)
+    configs = [Path(p) for p in configs]
+    folder = cache_dir()
+    data = None
+    if folder is not None:
+        key, _ = _key([*configs, Path(runners)])
+        path = folder / f"{key}.marshal"
+        try:
+            data = marshal.loads(path.read_bytes())
+        except (OSError, ValueError, EOFError, TypeError):
+            data = None
+    if data is None:
+        data = _validated(configs, Path(runners))
+        if folder is not None:
+            _store(folder / f"{key}.marshal", data)
+    entries = {k: CachedEntry(raw, Path(src)) for k, raw, src in data["entries"]}
+    return entries, RunnerFacts.from_json(data["runners"])
+
+
+def _store(path: Path, data: dict) -> None:
+    try:
+        blob = marshal.dumps(data)
+    except ValueError:  # a YAML value marshal cannot hold (a date): just do not cache
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(blob)
+        os.replace(tmp, path)
+    except OSError:
+        pass

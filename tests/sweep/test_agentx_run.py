@@ -1,0 +1,46 @@
+"""`kvbench run --profile agentx` on the embedded engine: each result carries the AgentX
+verdict beside kvbench's own validity, and compare and the dashboard show it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+
+def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "COLUMNS": "200",
+           "KVBENCH_NO_CACHE": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "kvbench", "run", str(REPO / "examples" / "quickstart.yaml"),
+         "--max-conc", "2", "--max-requests", "6", "--time-scale", "50",
+         "--results", str(tmp_path), "--profile", "agentx", "--format", "json"],
+        capture_output=True, text=True, env=env, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    results = sorted(tmp_path.glob("*/result.json"))
+    assert len(results) == 2
+    for path in results:
+        result = json.loads(path.read_text())
+        sub = result["validity"]["submission"]
+        assert sub["profile"] == "agentx-v1" and sub["submission_valid"] is False
+        # a short smoke run: a request bound, not AgentX's profiling duration
+        assert sub["reasons"] == ["duration: a request-count bound, not a profiling duration; "
+                                  "AgentX profiles for a duration >= 900 s"]
+        reuse = result["cache_reuse"]  # InferenceX's cache-reuse view, per concurrency
+        assert reuse["source"] == "engine tier counters" and reuse["agrees"] is True
+        assert reuse["gpu"] + reuse["host"] + reuse["external"] + reuse["recomputed"] == \
+            pytest.approx(1.0)
+        summary = json.loads((path.parent / "summary.json").read_text())
+        assert summary["run"]["warmup_requests"] == 20  # 10 per lane at conc 2
+        assert summary["profile"]["checks"]["fresh_server"]["passed"] is True
+    compare = subprocess.run([sys.executable, "-m", "kvbench", "compare", str(tmp_path)],
+                             capture_output=True, text=True, env=env, cwd=REPO)
+    assert compare.returncode == 0, compare.stderr
+    assert "submission" in compare.stdout and "0/1 agentx-v1" in compare.stdout
+    assert "prompt tokens from" in compare.stdout and "recomputed" in compare.stdout
+    html = (tmp_path / "dashboard.html").read_text()
+    assert "not a submission (agentx-v1)" in html
+    assert "Cache reuse per concurrency" in html and '"name":"recomputed"' in html
