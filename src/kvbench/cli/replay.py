@@ -4,13 +4,14 @@ OpenAI-compatible server and write records.jsonl and summary.json."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kvbench.cli.app import app
-from kvbench.errors import ReplayError
+from kvbench.errors import ReplayError, ReplayOptionError, shown
 
 
 def _first_model(url: str) -> str:
@@ -58,22 +59,35 @@ def replay_cmd(
         help="seconds for one complete response")] = 600.0,
     grace: Annotated[float, typer.Option(
         help="seconds in-flight requests may finish after --duration")] = 30.0,
+    server_gone_after: Annotated[float, typer.Option(
+        help="stop (exit 3) when no request found the server for this many seconds")] = 10.0,
     max_failed_ratio: Annotated[float, typer.Option(
         help="exit 3 when more than this share of measured requests failed")] = 0.1,
     fmt: Annotated[str, typer.Option("--format", help="human | json")] = "human",
 ) -> None:
-    """Replay agentic sessions closed-loop; concurrency is the number of live sessions."""
+    """Replay agentic sessions closed-loop; concurrency is the number of live sessions.
+
+    Exit status: 0 the run completed; 2 a usage error (a bad option or trace, found before
+    the server is contacted); 3 the run failed or the server is unusable (no model list, more
+    than --max-failed-ratio of the requests failed, the server stopped answering); 130
+    interrupted (Ctrl-C), with summary.json written for the requests that finished."""
     from pydantic import ValidationError
 
+    from kvbench.errors import ReplayInterrupted
     from kvbench.replay import ReplayConfig, run_replay
+    from kvbench.replay.http import Endpoint
+    from kvbench.replay.lanes import check_sockets
+    from kvbench.replay.runner import load_sessions
     from kvbench.workload import SyntheticSpec
 
     if fmt not in ("human", "json"):
-        raise ReplayError(f"--format {fmt!r} is not one of: human, json")
+        raise ReplayOptionError(f"--format {fmt!r} is not one of: human, json")
+    if not 0 <= max_failed_ratio <= 1:
+        raise ReplayOptionError(f"--max-failed-ratio {max_failed_ratio} must be within 0..1")
     synthetic = trace == "synthetic"
     try:
         cfg = ReplayConfig(
-            url=url, model=model or _first_model(url), endpoint=endpoint,
+            url=url, model=model or "", endpoint=endpoint,
             trace=None if synthetic else [Path(trace)],
             synthetic=SyntheticSpec(num_sessions=sessions, seed=seed) if synthetic else None,
             concurrency=concurrency, duration_s=duration, max_requests=max_requests,
@@ -83,19 +97,30 @@ def replay_cmd(
             think_time_cap_s=think_time_cap, think_time_scale=think_time_scale, start=start,
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
-            request_timeout_s=request_timeout, grace_s=grace,
+            request_timeout_s=request_timeout, grace_s=grace, server_gone_s=server_gone_after,
         )
     except ValidationError as e:
-        lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err['input']!r})"
-                 for err in e.errors()]
-        raise ReplayError("invalid replay options: " + "; ".join(lines)) from e
-    if not 0 <= max_failed_ratio <= 1:
-        raise ReplayError(f"--max-failed-ratio {max_failed_ratio} must be within 0..1")
-    summary = run_replay(cfg, progress=fmt == "human")
+        lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got "
+                 f"{shown(err['input'])})" for err in e.errors()]
+        raise ReplayOptionError("invalid replay options: " + "; ".join(lines)) from None
+    # everything local first (URL, trace, sockets), so a typo never waits on a server
+    Endpoint.parse(url)
+    workload = load_sessions(cfg)
+    check_sockets(cfg.concurrency)
+    if not model:
+        cfg = cfg.model_copy(update={"model": _first_model(url)})
+    try:
+        summary = run_replay(cfg, progress=fmt == "human", sessions=workload)
+    except ReplayInterrupted as e:
+        print(e.message, file=sys.stderr)
+        raise SystemExit(130) from None
     if fmt == "json":
         print(json.dumps(summary, indent=2))
     else:
         _print_human(summary, output)
+    if (stopped := summary["run"].get("stopped")) is not None:
+        raise ReplayError(f"the replay stopped early: {stopped}",
+                          hint=f"the requests before it are in {output / 'summary.json'}")
     _check_failed_ratio(summary["requests"], max_failed_ratio, output)
 
 

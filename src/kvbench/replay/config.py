@@ -10,6 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.synthetic import SyntheticSpec
 
+# Lanes are tasks and sockets of one process: beyond this no machine holds them (and a huge
+# value would build its task list for minutes before failing)
+MAX_CONCURRENCY = 1 << 20
+
 
 class ReplayConfig(BaseModel):
     # forbid: a misspelt option must fail, not silently run a different experiment
@@ -20,7 +24,7 @@ class ReplayConfig(BaseModel):
     endpoint: Literal["chat", "completions"] = "chat"
     trace: list[Path] | None = None  # None: synthetic
     synthetic: SyntheticSpec | None = None
-    concurrency: int = Field(1, ge=1, description="live session lanes")
+    concurrency: int = Field(1, ge=1, le=MAX_CONCURRENCY, description="live session lanes")
     duration_s: float | None = Field(None, gt=0)
     max_requests: int | None = Field(None, ge=1, description="profiled requests to send")
     warmup_requests: int = Field(0, ge=0)
@@ -49,6 +53,8 @@ class ReplayConfig(BaseModel):
     continuous_usage: bool = False
     request_timeout_s: float = Field(600.0, gt=0)
     grace_s: float = Field(30.0, ge=0, description="wait for in-flight requests after duration")
+    # the run stops when nothing answered for this long (replay/lanes.py: SERVER_GONE_*)
+    server_gone_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     keep_text: bool = False
     run_marker: str | None = None  # per-run cache-bust marker; random when None
     api_key: str | None = None

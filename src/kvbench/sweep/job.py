@@ -188,6 +188,8 @@ class _Run:
         finally:
             self.telemetry = sampler.stop()
             await scraper.stop()
+        if (stopped := self.summary["run"].get("stopped")) is not None:
+            raise PhaseFailure("replay", f"the replay stopped early: {stopped}")
 
     def summarize_server(self) -> None:
         from kvbench.metrics import summarize_scrape
