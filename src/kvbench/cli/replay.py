@@ -63,6 +63,8 @@ def replay_cmd(
         help="stop (exit 3) when no request found the server for this many seconds")] = 10.0,
     max_failed_ratio: Annotated[float, typer.Option(
         help="exit 3 when more than this share of measured requests failed")] = 0.1,
+    compress: Annotated[bool, typer.Option(
+        help="write records.jsonl.gz (long runs; every kvbench reader takes either)")] = False,
     fmt: Annotated[str, typer.Option("--format", help="human | json")] = "human",
 ) -> None:
     """Replay agentic sessions closed-loop; concurrency is the number of live sessions.
@@ -98,6 +100,7 @@ def replay_cmd(
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
             request_timeout_s=request_timeout, grace_s=grace, server_gone_s=server_gone_after,
+            compress_records=compress,
         )
     except ValidationError as e:
         lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got "
@@ -180,4 +183,5 @@ def _print_human(s: dict, output: Path) -> None:
         console.print("[bold red]client saturated:[/] " + "; ".join(client["reasons"]))
     if req["errors_by_kind"]:
         console.print(f"errors: {req['errors_by_kind']}")
-    console.print(f"records: {output / 'records.jsonl'}  summary: {output / 'summary.json'}")
+    records = "records.jsonl" + (".gz" if s["run"].get("compressed") else "")
+    console.print(f"records: {output / records}  summary: {output / 'summary.json'}")

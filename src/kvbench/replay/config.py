@@ -56,6 +56,8 @@ class ReplayConfig(BaseModel):
     # the run stops when nothing answered for this long (replay/lanes.py: SERVER_GONE_*)
     server_gone_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     keep_text: bool = False
+    # records.jsonl.gz instead of records.jsonl (every reader takes either: files.iter_jsonl)
+    compress_records: bool = False
     run_marker: str | None = None  # per-run cache-bust marker; random when None
     api_key: str | None = None
     extra_body: dict = Field(default_factory=dict)

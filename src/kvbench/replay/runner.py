@@ -13,7 +13,7 @@ from pathlib import Path
 from time import perf_counter_ns
 
 from kvbench.errors import ReplayError, ReplayInterrupted
-from kvbench.files import JsonlWriter, read_json, read_jsonl, write_json_atomic
+from kvbench.files import GZ_SUFFIX, JsonlWriter, iter_jsonl, read_json, write_json_atomic
 from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
@@ -65,8 +65,9 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
 
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    records_path = out / RECORDS_FILE
-    records_path.unlink(missing_ok=True)
+    for stale in (RECORDS_FILE, RECORDS_FILE + GZ_SUFFIX):
+        (out / stale).unlink(missing_ok=True)
+    records_path = out / (RECORDS_FILE + (GZ_SUFFIX if cfg.compress_records else ""))
     # a summary left by an earlier run in this directory must never pass for this run's
     (out / SUMMARY_FILE).unlink(missing_ok=True)
     counters = Counters()
@@ -89,7 +90,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         finally:
             lanes.closed = True  # a lane a second cancellation left behind writes nothing
             writer.close()
-        summary = summarize(read_jsonl(records_path), num_gpus=cfg.num_gpus,
+        # streamed: the records are read back one at a time, never held
+        summary = summarize(iter_jsonl(records_path), num_gpus=cfg.num_gpus,
                             client=monitor.report(), time_scale=cfg.time_scale)
         summary["run"] = {
             "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
@@ -106,6 +108,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
             # why the run ended before its bound: None (it reached it), "interrupted", or the
             # server having stopped answering
             "stopped": INTERRUPTED if interrupted else lanes.stop_reason,
+            "compressed": cfg.compress_records,
         }
         write_json_atomic(out / SUMMARY_FILE, summary)
     finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kvbench import __version__
 from kvbench.errors import ResultError
-from kvbench.files import read_json
+from kvbench.files import jsonl_path, read_json
 from kvbench.results.build import build_result
 from kvbench.results.schema import Result
 from kvbench.results.store import (
@@ -58,8 +58,8 @@ def rescore_job(job_dir: Path, engine: str | None = None,
     failure = old.get("failure")
     # a job failed by validation alone ran to the end: it is judged again
     ran = old.get("status") == "ok" or (failure or {}).get("stage") == "validation"
-    scrape = job_dir / SCRAPE_FILE
-    server = (summarize_scrape(scrape, engine or old["framework"]) if scrape.is_file()
+    scrape = job_dir / SCRAPE_FILE  # or scrape.jsonl.gz: summarize_scrape reads either
+    server = (summarize_scrape(scrape, engine or old["framework"]) if jsonl_path(scrape)
               else old.get("server_metrics"))
     plan = read_json(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
     stamp = (f"{_RESCORED}{__version__} on {datetime.now(UTC).date().isoformat()} from the "

@@ -48,6 +48,9 @@ class RunOptions(BaseModel):
     # builds the directory, whose tokenizer then also synthesises the prompts)
     load_format: Literal["auto", "dummy"] = "auto"
     scrape_interval_s: float = Field(1.0, gt=0)
+    # records.jsonl.gz and scrape.jsonl.gz (long runs, committed results): how the raw files
+    # are stored, not what is measured
+    compress_raw: bool = False
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
 
     def measurement_identity(self) -> dict:
@@ -55,8 +58,8 @@ class RunOptions(BaseModel):
         and scrape cadence do not. Traces count by content, not path, so a results directory
         resumes from another checkout or node."""
         identity = self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
-                                                         "model_path", "trace",
-                                                         "bundled_traces"})
+                                                         "compress_raw", "model_path",
+                                                         "trace", "bundled_traces"})
         paths = self.trace_paths()
         identity["trace"] = None if paths is None else _trace_digests(paths)
         return identity
