@@ -14,12 +14,14 @@ from kvbench.cli.app import app
 from kvbench.errors import ReplayError, ReplayOptionError, shown
 
 
-def _first_model(url: str) -> str:
+def _first_model(url: str, api_key: str | None = None) -> str:
     import urllib.request
 
     base = url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(f"{base}/v1/models", timeout=10) as r:
+        req = urllib.request.Request(f"{base}/v1/models", headers=headers)
+        with urllib.request.urlopen(req, timeout=10) as r:
             data = json.load(r)
         return data["data"][0]["id"]
     except Exception as e:  # any failure means: ask the user for --model
@@ -63,6 +65,15 @@ def replay_cmd(
         help="stop (exit 3) when no request found the server for this many seconds")] = 10.0,
     max_failed_ratio: Annotated[float, typer.Option(
         help="exit 3 when more than this share of measured requests failed")] = 0.1,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="KVBENCH_API_KEY", show_envvar=True,
+        help="Bearer token for the server (never printed nor written)")] = None,
+    slo_ttft_ms: Annotated[float | None, typer.Option(
+        help="goodput: a request meets the SLO with TTFT at most this (ms)")] = None,
+    slo_tpot_ms: Annotated[float | None, typer.Option(
+        help="goodput: ... and TPOT at most this (ms)")] = None,
+    slo_e2e_ms: Annotated[float | None, typer.Option(
+        help="goodput: ... and end-to-end latency at most this (ms)")] = None,
     compress: Annotated[bool, typer.Option(
         help="write records.jsonl.gz (long runs; every kvbench reader takes either)")] = False,
     fmt: Annotated[str, typer.Option("--format", help="human | json")] = "human",
@@ -100,7 +111,9 @@ def replay_cmd(
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
             request_timeout_s=request_timeout, grace_s=grace, server_gone_s=server_gone_after,
-            compress_records=compress,
+            compress_records=compress, api_key=api_key or None,
+            slo_ms={k: v for k, v in (("ttft", slo_ttft_ms), ("tpot", slo_tpot_ms),
+                                      ("e2e", slo_e2e_ms)) if v is not None},
         )
     except ValidationError as e:
         lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got "
@@ -111,7 +124,7 @@ def replay_cmd(
     workload = load_sessions(cfg)
     check_sockets(cfg.concurrency)
     if not model:
-        cfg = cfg.model_copy(update={"model": _first_model(url)})
+        cfg = cfg.model_copy(update={"model": _first_model(url, cfg.api_key)})
     try:
         summary = run_replay(cfg, progress=fmt == "human", sessions=workload)
     except ReplayInterrupted as e:
@@ -149,11 +162,21 @@ def _print_human(s: dict, output: Path) -> None:
     table = Table(title=f"replay: {req['profiled']} profiled requests, {req['errors']} errors")
     for col in ("metric", "mean", "p50", "p90", "p99"):
         table.add_column(col, justify="right" if col != "metric" else "left")
+    few = None
     for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "interactivity_tok_s"):
         d = s[key]
-        table.add_row(key, *("-" if d[k] is None else f"{d[k]:.2f}"
-                             for k in ("mean", "p50", "p90", "p99")))
+        few = few or d.get("few_samples")
+        table.add_row(key + (" *" if d.get("few_samples") else ""),
+                      *("-" if d[k] is None else f"{d[k]:.2f}"
+                        for k in ("mean", "p50", "p90", "p99")))
     console.print(table)
+    if few:
+        console.print(f"* {few}")
+    good = s.get("goodput")
+    if good and good["requests_s"] is not None:
+        slo = ", ".join(f"{k} <= {v:g} ms" for k, v in good["slo_ms"].items())
+        console.print(f"goodput: {good['requests_s']:.2f} req/s ({good['met']} of {good['of']}"
+                      f" requests met {slo})")
     tp = s["throughput"]
     if tp["output_tok_s"] is not None:
         console.print(f"throughput: in {tp['input_tok_s']:.0f} tok/s, out "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -59,7 +60,9 @@ class ReplayConfig(BaseModel):
     # records.jsonl.gz instead of records.jsonl (every reader takes either: files.iter_jsonl)
     compress_records: bool = False
     run_marker: str | None = None  # per-run cache-bust marker; random when None
-    api_key: str | None = None
+    api_key: str | None = None  # sent as a Bearer token; never written to a file
+    # goodput: requests within every one of these (keys ttft, tpot, e2e; server-clock ms)
+    slo_ms: dict[Literal["ttft", "tpot", "e2e"], float] = Field(default_factory=dict)
     extra_body: dict = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -68,6 +71,9 @@ class ReplayConfig(BaseModel):
             raise ValueError("set either trace or synthetic, not both")
         if self.trace is not None and not self.trace:
             raise ValueError("trace is an empty list of paths")
+        for k, v in self.slo_ms.items():
+            if not math.isfinite(v) or v <= 0:
+                raise ValueError(f"slo_ms.{k} {v} must be a positive number of milliseconds")
         return self
 
     @property

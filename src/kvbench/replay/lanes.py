@@ -300,6 +300,9 @@ class Lanes:
         if self.closed:
             return
         out = {**base, "t_send_ns": t_send, **rec}
+        key = self.cfg.api_key
+        if key and out.get("error") and key in out["error"]:  # a 401 body quoting it
+            out["error"] = out["error"].replace(key, "***")
         self.c.done += 1
         if out["status"] == "error":
             self.c.errors += 1

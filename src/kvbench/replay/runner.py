@@ -92,7 +92,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
             writer.close()
         # streamed: the records are read back one at a time, never held
         summary = summarize(iter_jsonl(records_path), num_gpus=cfg.num_gpus,
-                            client=monitor.report(), time_scale=cfg.time_scale)
+                            client=monitor.report(), time_scale=cfg.time_scale,
+                            slo_ms=cfg.slo_ms)
         summary["run"] = {
             "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
             "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",

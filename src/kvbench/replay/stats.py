@@ -19,6 +19,16 @@ from kvbench.replay.checks import IdealCeiling, PromptAgreement, WarmGuard
 from kvbench.replay.health import CPU_LIMIT, LAG_MS_LIMIT, LATENESS_MS_LIMIT
 
 PCTS = (50, 75, 90, 95, 99)
+# Below this many samples a p90/p99 is one or two requests, not a tail: such percentiles are
+# marked (`few_samples`), as AIPerf and GuideLLM users expect
+FEW_SAMPLES = 20
+
+
+def _mark_few(out: dict) -> dict:
+    if 0 < out["n"] < FEW_SAMPLES:
+        out["few_samples"] = (f"percentiles over {out['n']} samples (< {FEW_SAMPLES}): the tail "
+                              "is one or two requests")
+    return out
 
 
 def describe(values: Iterable[float]) -> dict:
@@ -32,17 +42,20 @@ def describe(values: Iterable[float]) -> dict:
     out.update({f"p{p}": float(q) for p, q in zip(PCTS, qs, strict=True)})
     out["std"] = float(arr.std())
     out["n"] = int(arr.size)
-    return out
+    return _mark_few(out)
 
 
 def summarize(records: Iterable[dict], *, num_gpus: int = 1, client: dict | None = None,
-              time_scale: float = 1.0) -> dict:
+              time_scale: float = 1.0, slo_ms: dict[str, float] | None = None) -> dict:
     """The summary of one run; `client` is the runner's health report (loop lag, CPU).
 
     `time_scale` > 1 says the server's clock ran that much faster than wall time (the embedded
     engine's --time-scale): request timings and rates are converted to the server's time. The
     client's own health figures stay in wall time, where its saturation happens."""
-    summary = _summarize_wall(records, num_gpus=num_gpus, client=client)
+    summary = _summarize_wall(records, num_gpus=num_gpus, client=client,
+                              slo_wall_ms={k: v / time_scale for k, v in (slo_ms or {}).items()})
+    if slo_ms:
+        summary["goodput"]["slo_ms"] = dict(slo_ms)  # in the server's clock, as given
     return rescale_time(summary, time_scale) if time_scale != 1.0 else summary
 
 
@@ -68,6 +81,9 @@ def rescale_time(summary: dict, time_scale: float) -> dict:
     for key in ("interactivity_tok_s", "e2e_norm_interactivity_tok_s"):
         out[key] = _scaled(summary[key], 1 / time_scale)
     out["throughput"] = _scaled(summary["throughput"], 1 / time_scale)
+    if summary.get("goodput"):
+        out["goodput"] = {**summary["goodput"], "requests_s": None if summary["goodput"][
+            "requests_s"] is None else summary["goodput"]["requests_s"] / time_scale}
     out["qps"] = {**_scaled(summary["qps"], 1 / time_scale),
                   "window_s": summary["qps"]["window_s"] * time_scale}
     if summary.get("window_s") is not None:
@@ -91,7 +107,9 @@ class _Stream:
     few packed floats (56 B), ITL as counts per 0.01 ms value, so a summary of an hour at 1,024
     streams (~720k requests) does not hold the records it reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, slo_wall_ms: dict[str, float]) -> None:
+        self.slo = slo_wall_ms
+        self.met = 0  # successful requests within every SLO given (goodput)
         self.total = self.warm = self.cancelled = 0
         self.by_kind: dict[str, int] = {}
         self.errors = 0
@@ -133,10 +151,15 @@ class _Stream:
         self.e2e.append(e2e_ms)
         n_out = r.get("completion_tokens") or len(r.get("chunk_ns") or ())
         first = (r.get("chunk_tokens") or [1])[0]
+        tpot = None
         if n_out - first > 0 and r["t_last_ns"] > r["t_first_ns"]:
-            t = (r["t_last_ns"] - r["t_first_ns"]) / 1e6 / (n_out - first)
-            self.tpot.append(t)
-            self.inter.append(1000.0 / t)
+            tpot = (r["t_last_ns"] - r["t_first_ns"]) / 1e6 / (n_out - first)
+            self.tpot.append(tpot)
+            self.inter.append(1000.0 / tpot)
+        if self.slo:
+            got = {"ttft": self.ttft[-1], "tpot": tpot, "e2e": e2e_ms}
+            # a one-token reply has no TPOT to miss
+            self.met += all(got[k] is None or got[k] <= v for k, v in self.slo.items())
         if n_out and e2e_ms > 0:
             self.e2e_inter.append(n_out * 1000.0 / e2e_ms)
         # ITL: a chunk gap carrying k tokens gives k samples of gap / k, counted by value at
@@ -188,11 +211,12 @@ def describe_weighted(values: np.ndarray, weights: np.ndarray) -> dict:
     out.update({f"p{p}": float(q) for p, q in zip(PCTS, qs, strict=True)})
     out["std"] = float(np.sqrt(max(0.0, float((w * (v - mean) ** 2).sum()) / n)))
     out["n"] = n
-    return out
+    return _mark_few(out)
 
 
-def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | None) -> dict:
-    acc = _Stream()
+def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | None,
+                    slo_wall_ms: dict[str, float]) -> dict:
+    acc = _Stream(slo_wall_ms)
     for r in records:
         acc.add(r)
     ok_n = len(acc.ttft)
@@ -246,6 +270,11 @@ def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | No
             "total_tok_s_per_gpu": rate((n_in + n_out) / num_gpus),
             "requests_s": rate(ok_n),
         },
+        # requests per second that met the SLO (AIPerf's and GuideLLM's goodput), when one
+        # is given; None otherwise
+        "goodput": {"slo_ms": None, "met": acc.met, "of": ok_n,
+                    "share": acc.met / ok_n if ok_n else None,
+                    "requests_s": rate(acc.met)} if slo_wall_ms else None,
         "qps": {"window_s": 1.0, **describe(qps)},
         "window_s": window_s,
         "tokens": {"input": n_in, "output": n_out},
