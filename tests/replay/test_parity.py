@@ -4,6 +4,7 @@ fewer than 20 samples marked as such. A real aiohttp server checks the key."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -154,3 +155,44 @@ def test_percentiles_over_fewer_than_20_samples_are_marked():
     assert "few_samples" not in few["itl_ms"]  # 48 token gaps
     many = summarize([_rec(i, 10.0, 1.0) for i in range(25)])
     assert "few_samples" not in many["ttft_ms"]
+
+
+def test_open_loop_sessions_arrive_at_the_rate_whatever_the_server(tmp_path):
+    """--session-rate: sessions start on their own schedule (here every 0.1 s, constant),
+    not when a lane frees; each replays its turns in order. Against a server taking ~0.3 s a
+    request, a closed loop of one lane would start one session per ~turns x 0.3 s."""
+    from conftest import FAST_SSE_SERVER
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(FAST_SSE_SERVER), "--port", str(port),
+                             "--delay", "0.1"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", 20, proc)
+        out = tmp_path / "out"
+        run = subprocess.run(
+            [sys.executable, "-m", "kvbench", "replay", "--url", f"http://127.0.0.1:{port}",
+             "--model", "m", "--trace", "synthetic", "--sessions", "40", "--think-time-scale",
+             "0", "--max-tokens-cap", "3", "--duration", "2", "--grace", "10",
+             "--session-rate", "10", "--arrival", "constant", "--output", str(out),
+             "--format", "json"], capture_output=True, text=True, env=ENV, timeout=120)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["run"]["loop"] == {"mode": "open", "session_rate_per_s": 10.0,
+                                      "arrival": "constant", "live_session_cap": 1024,
+                                      "arrivals_delayed": 0}
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    firsts = sorted(min(r["t_send_ns"] for r in records if r["session_id"] == s)
+                    for s in {r["session_id"] for r in records})
+    # 2 s at 10 sessions/s: about 20 sessions started, 0.1 s apart
+    assert 17 <= len(firsts) <= 21, len(firsts)
+    gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(firsts)]
+    # on schedule on average; each first send also waits for its prompt's rendering
+    assert 0.08 < sum(gaps) / len(gaps) < 0.125 and max(gaps) < 0.5, gaps
+    # each session's turns in order, one at a time
+    for s in {r["session_id"] for r in records}:
+        turns = sorted((r["t_send_ns"], r["turn"]) for r in records if r["session_id"] == s)
+        assert [t for _, t in turns] == sorted(t for _, t in turns)

@@ -31,12 +31,21 @@ def _first_model(url: str, api_key: str | None = None) -> str:
         ) from e
 
 
+OPEN_LOOP_CAP = 1024
+
+
 @app.command("replay")
 def replay_cmd(
     url: Annotated[str, typer.Option(help="server base URL, e.g. http://127.0.0.1:8000")],
     trace: Annotated[str, typer.Option(help="trace file or directory, or 'synthetic'")],
     output: Annotated[Path, typer.Option(help="directory for records.jsonl and summary.json")],
-    concurrency: Annotated[int, typer.Option(help="live session lanes")] = 1,
+    concurrency: Annotated[int | None, typer.Option(
+        help="live session lanes, default 1 (with --session-rate: the cap on live sessions, "
+             f"default {OPEN_LOOP_CAP})")] = None,
+    session_rate: Annotated[float | None, typer.Option(
+        help="open loop: sessions arriving per second (server clock) instead of closed-loop "
+             "lanes")] = None,
+    arrival: Annotated[str, typer.Option(help="open loop: poisson | constant")] = "poisson",
     duration: Annotated[float | None, typer.Option(help="seconds to keep sending")] = None,
     max_requests: Annotated[int | None, typer.Option(help="profiled requests to send")] = None,
     warmup_requests: Annotated[int, typer.Option(help="first requests excluded")] = 0,
@@ -103,7 +112,10 @@ def replay_cmd(
             url=url, model=model or "", endpoint=endpoint,
             trace=None if synthetic else [Path(trace)],
             synthetic=SyntheticSpec(num_sessions=sessions, seed=seed) if synthetic else None,
-            concurrency=concurrency, duration_s=duration, max_requests=max_requests,
+            concurrency=concurrency if concurrency is not None else (
+                1 if session_rate is None else OPEN_LOOP_CAP),
+            session_rate=session_rate, arrival=arrival,
+            duration_s=duration, max_requests=max_requests,
             warmup_requests=warmup_requests, seed=seed,
             correlation_header=correlation_header or None, output_dir=output,
             tokenizer=tokenizer, num_gpus=num_gpus, max_tokens_cap=max_tokens_cap,

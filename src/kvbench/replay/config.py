@@ -44,6 +44,11 @@ class ReplayConfig(BaseModel):
     # scale the server advertises (replay/clock.py), else 1; a contradicting value is refused.
     time_scale: float | None = Field(None, gt=0)
     start: Literal["beginning", "sampled"] = "beginning"
+    # Open loop: sessions arrive at this rate (per second of the server's clock) instead of
+    # `concurrency` lanes each taking the next when one ends; `concurrency` then caps the live
+    # sessions. None: closed loop.
+    session_rate: float | None = Field(None, gt=0, allow_inf_nan=False)
+    arrival: Literal["poisson", "constant"] = "poisson"
     block_tokens: int | None = Field(
         None, ge=1, description="tokens per hash block instead of the trace's (scales prompts)")
     max_input_tokens: int | None = Field(None, ge=1, description="turns above are skipped")

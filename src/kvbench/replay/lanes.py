@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ class Counters:
     connections_opened: int = 0
     resent_unanswered: int = 0  # reused connection closed by the server before answering
     reopened_idle: int = 0  # reused connection idle past the server's keep-alive
+    arrivals_delayed: int = 0  # open loop: session arrivals that waited for the live cap
     notes: list[str] = field(default_factory=list)
     # requests in a row that found no server, and when the first of them did
     unreachable: int = 0
@@ -164,6 +166,56 @@ class Lanes:
                 if self.stopping:
                     break
         finally:
+            if conn is not None:
+                conn.close()
+
+    async def run_open(self, rate_per_s: float, poisson: bool, seed: int) -> None:
+        """Open loop: sessions arrive at `rate_per_s` (of the server's clock; Poisson or evenly
+        spaced), each replayed turn by turn as a lane would, whatever the server's progress;
+        `concurrency` caps the live sessions: an arrival beyond it waits for one to end and is
+        counted in `arrivals_delayed` (a session's first turn has no target to be late to)."""
+        rng = random.Random(seed)
+        interval_s = 1.0 / (rate_per_s * self.cfg.time_scale)
+        cap = asyncio.Semaphore(self.cfg.concurrency)
+        live: set[asyncio.Task] = set()
+        next_ns, sid = perf_counter_ns(), 0
+        try:
+            while True:
+                next_ns += int((rng.expovariate(1 / interval_s) if poisson else interval_s)
+                               * 1e9)
+                wait = (next_ns - perf_counter_ns()) / 1e9
+                if self.deadline_ns is not None:
+                    wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if not self._may_send(False):
+                    break
+                if cap.locked():
+                    self.c.arrivals_delayed += 1
+                await cap.acquire()
+                got = self.pool.take(sid)
+                if got is None:
+                    cap.release()
+                    break
+                task = asyncio.create_task(self._open_session(sid, got, cap))
+                live.add(task)
+                task.add_done_callback(live.discard)
+                sid += 1
+            while live:
+                await asyncio.wait(set(live))
+        finally:
+            while live:  # cancelled: the sessions too, again past wait_for's dropped cancels
+                for t in live:
+                    t.cancel()
+                await asyncio.wait(set(live), timeout=0.2)
+
+    async def _open_session(self, sid: int, got: tuple[Session, int, int],
+                            cap: asyncio.Semaphore) -> None:
+        conn = None
+        try:
+            conn = await self._replay_session(sid, *got, None)
+        finally:
+            cap.release()
             if conn is not None:
                 conn.close()
 

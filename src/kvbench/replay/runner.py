@@ -110,6 +110,10 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
             # server having stopped answering
             "stopped": INTERRUPTED if interrupted else lanes.stop_reason,
             "compressed": cfg.compress_records,
+            "loop": ({"mode": "closed", "lanes": cfg.concurrency} if cfg.session_rate is None
+                     else {"mode": "open", "session_rate_per_s": cfg.session_rate,
+                           "arrival": cfg.arrival, "live_session_cap": cfg.concurrency,
+                           "arrivals_delayed": counters.arrivals_delayed}),
         }
         write_json_atomic(out / SUMMARY_FILE, summary)
     finally:
@@ -132,7 +136,11 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
     gc.freeze()
     monitor.start()
     lanes.digest.start()
-    tasks = [asyncio.create_task(lanes.run_lane(i)) for i in range(cfg.concurrency)]
+    if cfg.session_rate is not None:
+        tasks = [asyncio.create_task(lanes.run_open(cfg.session_rate,
+                                                    cfg.arrival == "poisson", cfg.seed))]
+    else:
+        tasks = [asyncio.create_task(lanes.run_lane(i)) for i in range(cfg.concurrency)]
     ticker = None
     if on_progress is not None:
         ticker = asyncio.create_task(_tick(on_progress, lanes.c, t0))
