@@ -78,6 +78,12 @@ class ReplayError(KvbenchError):
     exit_code = 3
 
 
+class ReplayInterrupted(ReplayError):
+    """Ctrl-C ended a replay; what finished was summarised (the message says where)."""
+
+    exit_code = 130
+
+
 class ReplayOptionError(ReplayError):
     """A replay option contradicts what the server says about itself (bad input: exit 2)."""
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import re
 import tempfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,21 +52,34 @@ def read_json(path: str | Path) -> Any:
     return orjson.loads(Path(path).read_bytes())
 
 
+GZ_SUFFIX = ".gz"
+
+
 class JsonlWriter:
     """Appends one JSON object per line and flushes each, so a killed run keeps every
-    completed line. A torn last line (from a crash mid-write) is skipped by `read_jsonl`."""
+    completed line. A torn last line (from a crash mid-write) is skipped by `iter_jsonl`.
+    A path ending in .gz is written gzip-compressed: each line is flushed as a complete
+    deflate block (Z_SYNC_FLUSH), so what a killed run wrote still decompresses."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        compress = self.path.name.endswith(GZ_SUFFIX)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "ab")  # noqa: SIM115 (closed in close())
+        self._raw = open(self.path, "ab")  # noqa: SIM115 (closed in close())
+        self._f = gzip.GzipFile(fileobj=self._raw, mode="ab", compresslevel=6) if compress \
+            else self._raw
+        self._sync = zlib.Z_SYNC_FLUSH if compress else None
 
     def write(self, obj: Any) -> None:
         self._f.write(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-        self._f.flush()
+        if self._sync is not None:
+            self._f.flush(self._sync)  # type: ignore[call-arg]
+        self._raw.flush()
 
     def close(self) -> None:
-        self._f.close()
+        if self._f is not self._raw:
+            self._f.close()
+        self._raw.close()
 
     def __enter__(self) -> JsonlWriter:
         return self
@@ -72,19 +88,44 @@ class JsonlWriter:
         self.close()
 
 
-def read_jsonl(path: str | Path) -> list[Any]:
-    out = []
-    with open(path, "rb") as f:
-        for line in f:
+def jsonl_path(path: str | Path) -> Path | None:
+    """The JSON-lines file a run left at `path`: `path` itself, or its gzip-compressed
+    `path.gz` (committed GPU results keep records and scrapes compressed); None if neither."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    gz = path.with_name(path.name + GZ_SUFFIX)
+    return gz if gz.is_file() else None
+
+
+def iter_jsonl(path: str | Path) -> Iterator[Any]:
+    """One object per line of `path` (plain, or gzip when it ends in .gz; `records.jsonl`
+    also finds `records.jsonl.gz`), read as a stream: a file of any length in constant memory.
+    A torn final line, or a gzip stream cut off by a killed writer, ends the file."""
+    found = jsonl_path(path)
+    if found is None:
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    opener = gzip.open if found.name.endswith(GZ_SUFFIX) else open
+    with opener(found, "rb") as f:
+        while True:
+            try:
+                line = f.readline()
+            except EOFError:  # gzip cut off mid-stream: everything before it was yielded
+                return
+            if not line:
+                return
             if not line.strip():
                 continue
             try:
-                out.append(orjson.loads(line))
+                yield orjson.loads(line)
             except orjson.JSONDecodeError:
                 if not line.endswith(b"\n"):
-                    break  # torn final line of a killed writer
+                    return  # torn final line of a killed writer
                 raise
-    return out
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    return list(iter_jsonl(path))
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]+")

@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> None:
         code = _typer_app()(args=args, prog_name="kvbench", standalone_mode=False)
         # typer returns (not raises) 130 on Ctrl-C when not in standalone mode
         if isinstance(code, int) and code:
+            if code == 130:
+                print("interrupted", file=sys.stderr)
             sys.exit(code)
     except KvbenchError as e:
         _report(e.message, e.hint, getattr(e, "errors", None))

@@ -4,21 +4,24 @@ OpenAI-compatible server and write records.jsonl and summary.json."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kvbench.cli.app import app
-from kvbench.errors import ReplayError
+from kvbench.errors import ReplayError, ReplayOptionError, shown
 
 
-def _first_model(url: str) -> str:
+def _first_model(url: str, api_key: str | None = None) -> str:
     import urllib.request
 
     base = url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(f"{base}/v1/models", timeout=10) as r:
+        req = urllib.request.Request(f"{base}/v1/models", headers=headers)
+        with urllib.request.urlopen(req, timeout=10) as r:
             data = json.load(r)
         return data["data"][0]["id"]
     except Exception as e:  # any failure means: ask the user for --model
@@ -28,12 +31,21 @@ def _first_model(url: str) -> str:
         ) from e
 
 
+OPEN_LOOP_CAP = 1024
+
+
 @app.command("replay")
 def replay_cmd(
     url: Annotated[str, typer.Option(help="server base URL, e.g. http://127.0.0.1:8000")],
     trace: Annotated[str, typer.Option(help="trace file or directory, or 'synthetic'")],
     output: Annotated[Path, typer.Option(help="directory for records.jsonl and summary.json")],
-    concurrency: Annotated[int, typer.Option(help="live session lanes")] = 1,
+    concurrency: Annotated[int | None, typer.Option(
+        help="live session lanes, default 1 (with --session-rate: the cap on live sessions, "
+             f"default {OPEN_LOOP_CAP})")] = None,
+    session_rate: Annotated[float | None, typer.Option(
+        help="open loop: sessions arriving per second (server clock) instead of closed-loop "
+             "lanes")] = None,
+    arrival: Annotated[str, typer.Option(help="open loop: poisson | constant")] = "poisson",
     duration: Annotated[float | None, typer.Option(help="seconds to keep sending")] = None,
     max_requests: Annotated[int | None, typer.Option(help="profiled requests to send")] = None,
     warmup_requests: Annotated[int | None, typer.Option(
@@ -61,38 +73,65 @@ def replay_cmd(
         help="seconds for one complete response")] = 600.0,
     grace: Annotated[float, typer.Option(
         help="seconds in-flight requests may finish after --duration")] = 30.0,
+    server_gone_after: Annotated[float, typer.Option(
+        help="stop (exit 3) when no request found the server for this many seconds")] = 10.0,
     max_failed_ratio: Annotated[float, typer.Option(
         help="exit 3 when more than this share of measured requests failed")] = 0.1,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="KVBENCH_API_KEY", show_envvar=True,
+        help="Bearer token for the server (never printed nor written)")] = None,
+    slo_ttft_ms: Annotated[float | None, typer.Option(
+        help="goodput: a request meets the SLO with TTFT at most this (ms)")] = None,
+    slo_tpot_ms: Annotated[float | None, typer.Option(
+        help="goodput: ... and TPOT at most this (ms)")] = None,
+    slo_e2e_ms: Annotated[float | None, typer.Option(
+        help="goodput: ... and end-to-end latency at most this (ms)")] = None,
+    compress: Annotated[bool, typer.Option(
+        help="write records.jsonl.gz (long runs; every kvbench reader takes either)")] = False,
     fmt: Annotated[str, typer.Option("--format", help="human | json")] = "human",
     profile: Annotated[str | None, typer.Option(
         help="validity profile: agentx (InferenceX AgentX v1.0: its settings where none is "
              "given, and a submission_valid verdict with reasons in summary.json)")] = None,
 ) -> None:
-    """Replay agentic sessions closed-loop; concurrency is the number of live sessions."""
+    """Replay agentic sessions closed-loop; concurrency is the number of live sessions.
+
+    Exit status: 0 the run completed; 2 a usage error (a bad option or trace, found before
+    the server is contacted); 3 the run failed or the server is unusable (no model list, more
+    than --max-failed-ratio of the requests failed, the server stopped answering); 130
+    interrupted (Ctrl-C), with summary.json written for the requests that finished."""
     from pydantic import ValidationError
 
+    from kvbench.errors import ReplayInterrupted
     from kvbench.replay import ReplayConfig, run_replay
+    from kvbench.replay.http import Endpoint
+    from kvbench.replay.lanes import check_sockets
+    from kvbench.replay.runner import load_sessions
     from kvbench.workload import SyntheticSpec
 
     if fmt not in ("human", "json"):
-        raise ReplayError(f"--format {fmt!r} is not one of: human, json")
+        raise ReplayOptionError(f"--format {fmt!r} is not one of: human, json")
+    if not 0 <= max_failed_ratio <= 1:
+        raise ReplayOptionError(f"--max-failed-ratio {max_failed_ratio} must be within 0..1")
     synthetic = trace == "synthetic"
     given = {"duration_s": duration, "warmup_requests": warmup_requests, "start": start,
              "think_time_cap_s": think_time_cap}
+    lanes = concurrency if concurrency is not None else (
+        1 if session_rate is None else OPEN_LOOP_CAP)
     settings: dict = {}
     if profile is not None:
         from kvbench.replay.profile import profile_named, replay_settings
 
-        settings = replay_settings(profile_named(profile), concurrency, given)
+        settings = replay_settings(profile_named(profile), lanes, given)
     chosen = {**{"warmup_requests": 0, "start": "beginning", "think_time_cap_s": 60.0},
               **{k: v for k, v in given.items() if v is not None}, **settings}
     try:
         cfg = ReplayConfig(
-            url=url, model=model or _first_model(url), endpoint=endpoint,
+            url=url, model=model or "", endpoint=endpoint,
             trace=None if synthetic else [Path(trace)],
             synthetic=SyntheticSpec(num_sessions=sessions, seed=seed) if synthetic else None,
-            concurrency=concurrency, duration_s=chosen.get("duration_s"),
-            max_requests=max_requests, warmup_requests=chosen["warmup_requests"], seed=seed,
+            concurrency=lanes, session_rate=session_rate, arrival=arrival,
+            duration_s=chosen.get("duration_s"), max_requests=max_requests,
+            warmup_requests=chosen["warmup_requests"], seed=seed,
             correlation_header=correlation_header or None, output_dir=output,
             tokenizer=tokenizer, num_gpus=num_gpus, max_tokens_cap=max_tokens_cap,
             think_time_cap_s=chosen["think_time_cap_s"], think_time_scale=think_time_scale,
@@ -100,19 +139,33 @@ def replay_cmd(
             profile=profile,
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
-            request_timeout_s=request_timeout, grace_s=grace,
+            request_timeout_s=request_timeout, grace_s=grace, server_gone_s=server_gone_after,
+            compress_records=compress, api_key=api_key or None,
+            slo_ms={k: v for k, v in (("ttft", slo_ttft_ms), ("tpot", slo_tpot_ms),
+                                      ("e2e", slo_e2e_ms)) if v is not None},
         )
     except ValidationError as e:
-        lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err['input']!r})"
-                 for err in e.errors()]
-        raise ReplayError("invalid replay options: " + "; ".join(lines)) from e
-    if not 0 <= max_failed_ratio <= 1:
-        raise ReplayError(f"--max-failed-ratio {max_failed_ratio} must be within 0..1")
-    summary = run_replay(cfg, progress=fmt == "human")
+        lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got "
+                 f"{shown(err['input'])})" for err in e.errors()]
+        raise ReplayOptionError("invalid replay options: " + "; ".join(lines)) from None
+    # everything local first (URL, trace, sockets), so a typo never waits on a server
+    Endpoint.parse(url)
+    workload = load_sessions(cfg)
+    check_sockets(cfg.concurrency)
+    if not model:
+        cfg = cfg.model_copy(update={"model": _first_model(url, cfg.api_key)})
+    try:
+        summary = run_replay(cfg, progress=fmt == "human", sessions=workload)
+    except ReplayInterrupted as e:
+        print(e.message, file=sys.stderr)
+        raise SystemExit(130) from None
     if fmt == "json":
         print(json.dumps(summary, indent=2))
     else:
         _print_human(summary, output)
+    if (stopped := summary["run"].get("stopped")) is not None:
+        raise ReplayError(f"the replay stopped early: {stopped}",
+                          hint=f"the requests before it are in {output / 'summary.json'}")
     _check_failed_ratio(summary["requests"], max_failed_ratio, output)
 
 
@@ -147,11 +200,21 @@ def _print_human(s: dict, output: Path) -> None:
     table = Table(title=f"replay: {req['profiled']} profiled requests, {req['errors']} errors")
     for col in ("metric", "mean", "p50", "p90", "p99"):
         table.add_column(col, justify="right" if col != "metric" else "left")
+    few = None
     for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "interactivity_tok_s"):
         d = s[key]
-        table.add_row(key, *("-" if d[k] is None else f"{d[k]:.2f}"
-                             for k in ("mean", "p50", "p90", "p99")))
+        few = few or d.get("few_samples")
+        table.add_row(key + (" *" if d.get("few_samples") else ""),
+                      *("-" if d[k] is None else f"{d[k]:.2f}"
+                        for k in ("mean", "p50", "p90", "p99")))
     console.print(table)
+    if few:
+        console.print(f"* {few}")
+    good = s.get("goodput")
+    if good and good["requests_s"] is not None:
+        slo = ", ".join(f"{k} <= {v:g} ms" for k, v in good["slo_ms"].items())
+        console.print(f"goodput: {good['requests_s']:.2f} req/s ({good['met']} of {good['of']}"
+                      f" requests met {slo})")
     tp = s["throughput"]
     if tp["output_tok_s"] is not None:
         console.print(f"throughput: in {tp['input_tok_s']:.0f} tok/s, out "
@@ -183,4 +246,5 @@ def _print_human(s: dict, output: Path) -> None:
         console.print(f"errors: {req['errors_by_kind']}")
     if s.get("profile"):
         _print_profile(console, s["profile"])
-    console.print(f"records: {output / 'records.jsonl'}  summary: {output / 'summary.json'}")
+    records = "records.jsonl" + (".gz" if s["run"].get("compressed") else "")
+    console.print(f"records: {output / records}  summary: {output / 'summary.json'}")

@@ -55,7 +55,7 @@ def _short(arm: str, by_mode: bool) -> str:
 
 
 VERDICT_STYLE = {"better": "green", "worse": "red", "within noise": "yellow",
-                 "offload not exercised": "yellow"}
+                 "offload not exercised": "yellow", "not valid": "red"}
 
 
 def _validity_cell(v: dict) -> str:
@@ -156,7 +156,8 @@ def _print_tables(out: dict) -> None:
     console.print("[dim]arm cells: mean ±sd over repeats; Δ: difference of the means ±95% "
                   "interval; better/worse: the interval excludes zero (significant); within "
                   "noise: it does not; offload not exercised: host tier never hit and equal "
-                  "hit rates, so the delta is no offload effect[/]")
+                  "hit rates, so the delta is no offload effect; not valid: an arm has runs "
+                  "that are not valid (⚑ below), so the delta is no verdict[/]")
     for check, where in sorted(reasons.items()):
         example = next(iter(where.values()))
         console.print(f"[red]⚑ {check}[/] in {len(where)} arm cell(s) "

@@ -80,6 +80,8 @@ def run(
     load_format: Annotated[str, _opt("auto (the model's weights) or dummy (its shape with "
                                      "random weights; --model-path from `kvbench "
                                      "dummy-model`).", _WORK)] = "auto",
+    compress: Annotated[bool, _opt("Write records.jsonl.gz and scrape.jsonl.gz (long runs; "
+                                   "compare, report and rescore read either).", _WORK)] = False,
     ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
     replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
                                                  "duration + grace + 5 min).")] = None,
@@ -124,7 +126,7 @@ def run(
         warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer, profile=profile,
         max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
         think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
-        load_format=load_format,
+        load_format=load_format, compress_raw=compress,
         timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
     )
     with _interruptible("rerun the same command to resume"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvbench.files import read_jsonl
+from kvbench.files import jsonl_path, read_jsonl
 from kvbench.metrics.adapter import Adapter, Source, load_adapter
 from kvbench.metrics.fields import FIELDS
 from kvbench.metrics.series import combine, counter_delta, gauge_stats, select_series
@@ -191,9 +191,9 @@ def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
 def summarize_scrape(path: Path, engine: str) -> dict[str, Any]:
     """Summarise `scrape.jsonl` at `path`; a missing file yields `present: False` and a
     warning, never an exception."""
-    path = Path(path)
-    if not path.is_file():
+    found = jsonl_path(path)  # scrape.jsonl or scrape.jsonl.gz
+    if found is None:
         load_adapter(engine)  # an unknown engine is still a configuration error
         return {"present": False, "adapter": engine, "snapshots": 0, "failed_snapshots": 0,
                 "warnings": [f"no scrape file at {path}: server metrics are absent"]}
-    return summarize_snapshots(read_jsonl(path), engine)
+    return summarize_snapshots(read_jsonl(found), engine)

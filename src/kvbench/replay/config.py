@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -9,6 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.synthetic import SyntheticSpec
+
+# Lanes are tasks and sockets of one process: beyond this no machine holds them (and a huge
+# value would build its task list for minutes before failing)
+MAX_CONCURRENCY = 1 << 20
 
 
 class ReplayConfig(BaseModel):
@@ -20,7 +25,7 @@ class ReplayConfig(BaseModel):
     endpoint: Literal["chat", "completions"] = "chat"
     trace: list[Path] | None = None  # None: synthetic
     synthetic: SyntheticSpec | None = None
-    concurrency: int = Field(1, ge=1, description="live session lanes")
+    concurrency: int = Field(1, ge=1, le=MAX_CONCURRENCY, description="live session lanes")
     duration_s: float | None = Field(None, gt=0)
     max_requests: int | None = Field(None, ge=1, description="profiled requests to send")
     warmup_requests: int = Field(0, ge=0)
@@ -44,6 +49,11 @@ class ReplayConfig(BaseModel):
     # started for this run alone (None: not known)
     profile: str | None = None
     fresh_server: bool | None = None
+    # Open loop: sessions arrive at this rate (per second of the server's clock) instead of
+    # `concurrency` lanes each taking the next when one ends; `concurrency` then caps the live
+    # sessions. None: closed loop.
+    session_rate: float | None = Field(None, gt=0, allow_inf_nan=False)
+    arrival: Literal["poisson", "constant"] = "poisson"
     block_tokens: int | None = Field(
         None, ge=1, description="tokens per hash block instead of the trace's (scales prompts)")
     max_input_tokens: int | None = Field(None, ge=1, description="turns above are skipped")
@@ -54,12 +64,19 @@ class ReplayConfig(BaseModel):
     continuous_usage: bool = False
     request_timeout_s: float = Field(600.0, gt=0)
     grace_s: float = Field(30.0, ge=0, description="wait for in-flight requests after duration")
+    # the run stops when nothing answered for this long (replay/lanes.py: SERVER_GONE_*)
+    server_gone_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     keep_text: bool = False
+    # records.jsonl.gz instead of records.jsonl (every reader takes either: files.iter_jsonl)
+    compress_records: bool = False
     run_marker: str | None = None  # per-run cache-bust marker; random when None
     api_key: str | None = None
     # the server reports per-request cached tokens only when some were (SGLang's cache
     # report): a successful response without them counts 0 cached tokens, not unknown
     absent_cached_tokens_are_zero: bool = False
+    api_key: str | None = None  # sent as a Bearer token; never written to a file
+    # goodput: requests within every one of these (keys ttft, tpot, e2e; server-clock ms)
+    slo_ms: dict[Literal["ttft", "tpot", "e2e"], float] = Field(default_factory=dict)
     extra_body: dict = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -68,6 +85,9 @@ class ReplayConfig(BaseModel):
             raise ValueError("set either trace or synthetic, not both")
         if self.trace is not None and not self.trace:
             raise ValueError("trace is an empty list of paths")
+        for k, v in self.slo_ms.items():
+            if not math.isfinite(v) or v <= 0:
+                raise ValueError(f"slo_ms.{k} {v} must be a positive number of milliseconds")
         return self
 
     @property

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
 
-from kvbench.errors import ReplayError
+from kvbench.errors import ReplayOptionError
 from kvbench.replay.chunked import ChunkedDecoder
 
 RCVBUF_BYTES = 4 << 20
@@ -59,7 +59,7 @@ class Endpoint:
     def parse(cls, url: str) -> Endpoint:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ReplayError(
+            raise ReplayOptionError(
                 f"url {url!r} is not an http(s) URL",
                 hint="e.g. --url http://127.0.0.1:8000",
             )

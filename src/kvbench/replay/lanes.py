@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
+from kvbench.errors import ReplayOptionError
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
@@ -24,6 +26,11 @@ from kvbench.workload.session import Session, Turn
 
 RECONNECT_BACKOFF_S = 0.5
 WARM_SLICE_BLOCKS = 32
+# The server is gone when nothing answered for `server_gone_s` (wall time, default 10 s) and
+# at least this many requests in a row, across lanes, found no server: connections refused or
+# reset before a response byte. The run then stops instead of recording refusals for the rest
+# of its duration.
+SERVER_GONE_FAILURES = 3
 
 
 RETRY_AFTER_CAP_S = 60.0
@@ -49,6 +56,29 @@ def retry_after_s(status: int, headers: dict[str, str]) -> float:
     return min(max(seconds, 0.0), RETRY_AFTER_CAP_S) if math.isfinite(seconds) else 0.0
 
 
+# descriptors a replay needs besides its lanes' sockets (records, logs, the loop, scrapes)
+SPARE_FDS = 64
+
+
+def check_sockets(concurrency: int) -> None:
+    """Each lane holds one connection: raise this process's open-file limit (soft, up to the
+    hard limit) to what `concurrency` lanes need, or refuse the run before it starts, rather
+    than have lanes fail with EMFILE mid-run."""
+    import resource
+
+    need = concurrency + SPARE_FDS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or need <= soft:
+        return
+    if hard == resource.RLIM_INFINITY or need <= hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        return
+    raise ReplayOptionError(
+        f"--concurrency {concurrency} needs {need} open files (a socket per lane), above "
+        f"this process's hard limit of {hard} (ulimit -Hn)",
+        hint="lower --concurrency, or raise the limit (ulimit -n, /etc/security/limits.conf)")
+
+
 @dataclass(slots=True)
 class Counters:
     sent: int = 0
@@ -61,7 +91,11 @@ class Counters:
     connections_opened: int = 0
     resent_unanswered: int = 0  # reused connection closed by the server before answering
     reopened_idle: int = 0  # reused connection idle past the server's keep-alive
+    arrivals_delayed: int = 0  # open loop: session arrivals that waited for the live cap
     notes: list[str] = field(default_factory=list)
+    # requests in a row that found no server, and when the first of them did
+    unreachable: int = 0
+    unreachable_since_ns: int = 0
 
     def connections(self) -> dict[str, int]:
         return {"opened": self.connections_opened, "resent_unanswered": self.resent_unanswered,
@@ -83,7 +117,34 @@ class Lanes:
         self.ideal = IdealCache()  # the ceiling any cache could reach on what this run sends
         self.deadline_ns: int | None = None
         self.stopping = False
+        # set when the run must end before its bound (stop_reason says why)
+        self.halted = asyncio.Event()
+        self.stop_reason: str | None = None
+        self.closed = False  # the records file is closed: nothing more is written
         self._seq = 0
+
+    def _answered(self, resp: Response | None) -> None:
+        """Count requests that found no server (connect refused, closed before any byte);
+        any answer, even an HTTP error, means the server is there."""
+        c = self.c
+        if resp is not None and resp.status:
+            c.unreachable = 0
+            return
+        now = perf_counter_ns()
+        if not c.unreachable:
+            c.unreachable_since_ns = now
+        c.unreachable += 1
+        silent_s = (now - c.unreachable_since_ns) / 1e9
+        if c.unreachable >= SERVER_GONE_FAILURES and silent_s >= self.cfg.server_gone_s:
+            self.halt(f"the server stopped answering: {c.unreachable} requests in a row found "
+                      f"no server over {silent_s:.1f} s")
+
+    def halt(self, reason: str) -> None:
+        """End the run now (in-flight requests are cut off and recorded as cancelled)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.stopping = True
+        self.halted.set()
 
     def _may_send(self, warm: bool) -> bool:
         if self.stopping:
@@ -105,6 +166,56 @@ class Lanes:
                 if self.stopping:
                     break
         finally:
+            if conn is not None:
+                conn.close()
+
+    async def run_open(self, rate_per_s: float, poisson: bool, seed: int) -> None:
+        """Open loop: sessions arrive at `rate_per_s` (of the server's clock; Poisson or evenly
+        spaced), each replayed turn by turn as a lane would, whatever the server's progress;
+        `concurrency` caps the live sessions: an arrival beyond it waits for one to end and is
+        counted in `arrivals_delayed` (a session's first turn has no target to be late to)."""
+        rng = random.Random(seed)
+        interval_s = 1.0 / (rate_per_s * self.cfg.time_scale)
+        cap = asyncio.Semaphore(self.cfg.concurrency)
+        live: set[asyncio.Task] = set()
+        next_ns, sid = perf_counter_ns(), 0
+        try:
+            while True:
+                next_ns += int((rng.expovariate(1 / interval_s) if poisson else interval_s)
+                               * 1e9)
+                wait = (next_ns - perf_counter_ns()) / 1e9
+                if self.deadline_ns is not None:
+                    wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if not self._may_send(False):
+                    break
+                if cap.locked():
+                    self.c.arrivals_delayed += 1
+                await cap.acquire()
+                got = self.pool.take(sid)
+                if got is None:
+                    cap.release()
+                    break
+                task = asyncio.create_task(self._open_session(sid, got, cap))
+                live.add(task)
+                task.add_done_callback(live.discard)
+                sid += 1
+            while live:
+                await asyncio.wait(set(live))
+        finally:
+            while live:  # cancelled: the sessions too, again past wait_for's dropped cancels
+                for t in live:
+                    t.cancel()
+                await asyncio.wait(set(live), timeout=0.2)
+
+    async def _open_session(self, sid: int, got: tuple[Session, int, int],
+                            cap: asyncio.Semaphore) -> None:
+        conn = None
+        try:
+            conn = await self._replay_session(sid, *got, None)
+        finally:
+            cap.release()
             if conn is not None:
                 conn.close()
 
@@ -191,6 +302,7 @@ class Lanes:
             resp = None
             rec, err = build_record(None, chat=True, keep_text=False, error=str(e),
                                     error_kind="connect"), e
+            self._answered(None)
         except TimeoutError:
             resp = None
             rec = build_record(None, chat=True, keep_text=False, error_kind="timeout",
@@ -206,6 +318,7 @@ class Lanes:
         finally:
             self.c.inflight -= 1
         if resp is not None:
+            self._answered(resp)
             # the lane goes on to its next turn now; the record is built by the digest task
             if (resp.status != 200 or not resp.complete) and conn is not None:
                 conn.close()
@@ -236,10 +349,15 @@ class Lanes:
         return conn
 
     def _finish(self, base: dict, t_send: int, rec: dict) -> None:
+        if self.closed:
+            return
         out = {**base, "t_send_ns": t_send, **rec}
         if (out["status"] == "ok" and out["cached_tokens"] is None
                 and self.cfg.absent_cached_tokens_are_zero):
             out["cached_tokens"] = 0
+        key = self.cfg.api_key
+        if key and out.get("error") and key in out["error"]:  # a 401 body quoting it
+            out["error"] = out["error"].replace(key, "***")
         self.c.done += 1
         if out["status"] == "error":
             self.c.errors += 1

@@ -22,6 +22,7 @@ namespace (workload/bounds.py), and every prompt starts with a per-run marker
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +83,7 @@ def replay_settings(profile: ValidityProfile, concurrency: int, given: dict[str,
     return {k: v for k, v in wanted.items() if given.get(k) is None}
 
 
-def verdict(profile: ValidityProfile, run: dict[str, Any], records: list[dict[str, Any]],
+def verdict(profile: ValidityProfile, run: dict[str, Any], records: Iterable[dict[str, Any]],
             fresh_server: bool | None) -> dict[str, Any]:
     """{profile, submission_valid, reasons, checks} of one replay: `run` is the summary's
     run block, `records` the requests, `fresh_server` whether the server was started for this
@@ -120,10 +121,18 @@ def verdict(profile: ValidityProfile, run: dict[str, Any], records: list[dict[st
     check("cache_bust", bool(run.get("run_marker")),
           "first-turn prefixes busted per replay (per-run marker, fresh namespace per pass)"
           if run.get("run_marker") else "no run marker: replays may share cached prefixes")
-    measured = [r for r in records if not r.get("is_warmup")]
-    finished = [r for r in measured if r.get("status") != "cancelled"]
-    failed = [r for r in finished if r.get("status") != "ok"]
-    ratio_failed = len(failed) / len(finished) if finished else None
+    # one pass over the records (a stream: an hour's replay is not held in memory)
+    finished = failed = succeeded = complete = 0
+    for r in records:
+        if r.get("is_warmup") or r.get("status") == "cancelled":
+            continue
+        finished += 1
+        if r.get("status") != "ok":
+            failed += 1
+            continue
+        succeeded += 1
+        complete += bool(r.get("t_first_ns") and r.get("prompt_tokens") is not None)
+    ratio_failed = failed / finished if finished else None
     if ratio_failed is None:
         check("failed_ratio", False, "no profiled request finished", value=None)
     else:
@@ -131,10 +140,7 @@ def verdict(profile: ValidityProfile, run: dict[str, Any], records: list[dict[st
               f"{ratio_failed:.1%} of profiled requests failed (limit "
               f"{profile.max_failed_ratio:.0%})", value=ratio_failed)
     # over the requests that succeeded: the failed ones are the failed ratio's business
-    succeeded = [r for r in finished if r.get("status") == "ok"]
-    complete = [r for r in succeeded if r.get("t_first_ns") and r.get("prompt_tokens")
-                is not None]
-    coverage = len(complete) / len(succeeded) if succeeded else 0.0
+    coverage = complete / succeeded if succeeded else 0.0
     check("metric_coverage", coverage >= profile.min_metric_coverage,
           f"{coverage:.1%} of the successful profiled requests carry first-token time and "
           f"server prompt tokens (minimum {profile.min_metric_coverage:.0%})", value=coverage)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import secrets
+import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from time import perf_counter_ns
 
-from kvbench.errors import ReplayError
-from kvbench.files import JsonlWriter, read_jsonl, write_json_atomic
+from kvbench.errors import ReplayError, ReplayInterrupted
+from kvbench.files import GZ_SUFFIX, JsonlWriter, iter_jsonl, read_json, write_json_atomic
 from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
@@ -29,6 +31,11 @@ from kvbench.workload import (
 )
 
 Progress = Callable[[Counters, float], None]
+# what a run leaves in its output directory (results/store.py names the same summary)
+RECORDS_FILE = "records.jsonl"
+SUMMARY_FILE = "summary.json"
+INTERRUPTED = "interrupted"
+CANCEL_AGAIN_S = 0.2
 
 
 def load_sessions(cfg: ReplayConfig) -> list[Session]:
@@ -39,9 +46,10 @@ def load_sessions(cfg: ReplayConfig) -> list[Session]:
 
 
 async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
-                 sessions: list[Session] | None = None) -> dict:
+                 sessions: list[Session] | None = None, *, catch_sigint: bool = False) -> dict:
     """Run the replay described by `cfg`; returns the summary (also written to summary.json).
-    `sessions` skips loading the workload again when the caller already has it."""
+    `sessions` skips loading the workload again when the caller already has it. With
+    `catch_sigint` Ctrl-C ends the run as its bound would (summary `stopped: interrupted`)."""
     ep = Endpoint.parse(cfg.url)
     advertised = await asyncio.to_thread(advertised_time_scale, cfg.url)
     scale, scale_source = resolve_time_scale(cfg.time_scale, advertised)
@@ -57,78 +65,171 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
 
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    records_path = out / "records.jsonl"
-    records_path.unlink(missing_ok=True)
+    for stale in (RECORDS_FILE, RECORDS_FILE + GZ_SUFFIX):
+        (out / stale).unlink(missing_ok=True)
+    records_path = out / (RECORDS_FILE + (GZ_SUFFIX if cfg.compress_records else ""))
+    # a summary left by an earlier run in this directory must never pass for this run's
+    (out / SUMMARY_FILE).unlink(missing_ok=True)
     counters = Counters()
     monitor = LoopMonitor()
     started_wall = time.time()
-    with JsonlWriter(records_path) as writer:
-        lanes = Lanes(cfg, ep, pool, prompts, writer.write, counters)
+    interrupted = False
+    writer = JsonlWriter(records_path)
+    lanes = Lanes(cfg, ep, pool, prompts, writer.write, counters)
+    # installed until the summary is written, so a Ctrl-C never lands in the cleanup as a
+    # KeyboardInterrupt (lanes left writing into a closed records file)
+    sigint = _on_sigint(lanes) if catch_sigint else None
+    try:
         t0 = perf_counter_ns()
-        if cfg.duration_s is not None:
-            lanes.deadline_ns = t0 + int(cfg.duration_s * 1e9)
-        # What exists now (traces, vocabulary, earlier jobs' results in a sweep) lives all
-        # run: out of the collector's reach, so no full collection walks it mid-replay (one
-        # took 48-60 ms in the quickstart, the loop lag that flagged its runs saturated)
-        gc.freeze()
-        monitor.start()
-        lanes.digest.start()
-        tasks = [asyncio.create_task(lanes.run_lane(i)) for i in range(cfg.concurrency)]
-        ticker = None
-        if on_progress is not None:
-            ticker = asyncio.create_task(_tick(on_progress, counters, t0))
         try:
-            await _wait(tasks, cfg, lanes)
+            await _run(cfg, lanes, monitor, on_progress, t0)
+        except asyncio.CancelledError:
+            # the caller's own timeout, or Ctrl-C where the loop takes no signal handler: the
+            # requests that finished are still summarised, then the cancellation goes on
+            interrupted = True
         finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if ticker is not None:
-                ticker.cancel()
-                on_progress(counters, (perf_counter_ns() - t0) / 1e9)  # type: ignore[misc]
-            await lanes.digest.drain()
-            await monitor.stop()
-            gc.unfreeze()
-    records = read_jsonl(records_path)
-    summary = summarize(records, num_gpus=cfg.num_gpus, client=monitor.report(),
-                        time_scale=cfg.time_scale)
-    summary["run"] = {
-        "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
-        "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",
-        "sessions": len(sessions), "concurrency": cfg.concurrency,
-        "duration_s": cfg.duration_s, "max_requests": cfg.max_requests,
-        "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
-        "start": cfg.start, "start_ratio": list(cfg.start_ratio),
-        "think_time_cap_s": cfg.think_time_cap_s,
-        "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
-        "time_scale": scale, "time_scale_source": scale_source,
-        "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
-        "connections": counters.connections(),
-        "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else set())),
-    }
-    if cfg.profile is not None:
-        from kvbench.replay.profile import profile_named, verdict
+            lanes.closed = True  # a lane a second cancellation left behind writes nothing
+            writer.close()
+        # streamed: the records are read back one at a time, never held
+        summary = summarize(iter_jsonl(records_path), num_gpus=cfg.num_gpus,
+                            client=monitor.report(), time_scale=cfg.time_scale,
+                            slo_ms=cfg.slo_ms)
+        summary["run"] = {
+            "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
+            "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",
+            "sessions": len(sessions), "concurrency": cfg.concurrency,
+            "duration_s": cfg.duration_s, "max_requests": cfg.max_requests,
+            "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
+            "start": cfg.start, "start_ratio": list(cfg.start_ratio),
+            "think_time_cap_s": cfg.think_time_cap_s,
+            "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
+            "time_scale": scale, "time_scale_source": scale_source,
+            "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
+            "connections": counters.connections(),
+            "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else
+                                                   set())),
+            # why the run ended before its bound: None (it reached it), "interrupted", or the
+            # server having stopped answering
+            "stopped": INTERRUPTED if interrupted else lanes.stop_reason,
+            "compressed": cfg.compress_records,
+            "loop": ({"mode": "closed", "lanes": cfg.concurrency} if cfg.session_rate is None
+                     else {"mode": "open", "session_rate_per_s": cfg.session_rate,
+                           "arrival": cfg.arrival, "live_session_cap": cfg.concurrency,
+                           "arrivals_delayed": counters.arrivals_delayed}),
+        }
+        if cfg.profile is not None:
+            from kvbench.replay.profile import profile_named, verdict
 
-        summary["profile"] = verdict(profile_named(cfg.profile), summary["run"], records,
-                                     cfg.fresh_server)
-    write_json_atomic(out / "summary.json", summary)
+            summary["profile"] = verdict(profile_named(cfg.profile), summary["run"],
+                                         iter_jsonl(records_path), cfg.fresh_server)
+        write_json_atomic(out / SUMMARY_FILE, summary)
+    finally:
+        if sigint is not None:
+            sigint()
+    if interrupted:
+        raise asyncio.CancelledError
     return summary
 
 
-async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> None:
-    if cfg.duration_s is None:
-        done, _ = await asyncio.wait(tasks)
+async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
+               on_progress: Progress | None, t0: int) -> None:
+    """The lanes from start to end, then everything they left (cancelled lanes, responses
+    still to parse) settled."""
+    if cfg.duration_s is not None:
+        lanes.deadline_ns = t0 + int(cfg.duration_s * 1e9)
+    # What exists now (traces, vocabulary, earlier jobs' results in a sweep) lives all run:
+    # out of the collector's reach, so no full collection walks it mid-replay (one took
+    # 48-60 ms in the quickstart, the loop lag that flagged its runs saturated)
+    gc.freeze()
+    monitor.start()
+    lanes.digest.start()
+    if cfg.session_rate is not None:
+        tasks = [asyncio.create_task(lanes.run_open(cfg.session_rate,
+                                                    cfg.arrival == "poisson", cfg.seed))]
     else:
-        done, pending = await asyncio.wait(tasks, timeout=cfg.duration_s)
+        tasks = [asyncio.create_task(lanes.run_lane(i)) for i in range(cfg.concurrency)]
+    ticker = None
+    if on_progress is not None:
+        ticker = asyncio.create_task(_tick(on_progress, lanes.c, t0))
+    try:
+        await _wait(tasks, cfg, lanes)
+    finally:
         lanes.stopping = True
-        if pending:
+        await _cancel_all(tasks)
+        if ticker is not None:
+            ticker.cancel()
+            on_progress(lanes.c, (perf_counter_ns() - t0) / 1e9)  # type: ignore[misc]
+        await lanes.digest.drain()
+        await monitor.stop()
+        gc.unfreeze()
+
+
+async def _cancel_all(tasks: list[asyncio.Task]) -> None:
+    """Cancel the lanes and wait for them, cancelling again those still running after a
+    moment: Python 3.11's wait_for drops a cancellation that lands as the awaited request
+    completes (cpython gh-86296), and such a lane went on to sleep out its think time (the
+    rest of a 20 s run, measured with 64 lanes)."""
+    pending = set(tasks)
+    while pending:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_S)
+
+
+def _on_sigint(lanes: Lanes) -> Callable[[], None] | None:
+    """Ctrl-C through the loop's own signal handling: it ends the run as its bound would
+    (lanes halted, in-flight requests recorded as cut off, the summary written); again, it
+    changes nothing (the cleanup is bounded). Returns the uninstaller; None where the loop
+    cannot take signals (not the main thread), and asyncio.Runner's cancelling handler stays."""
+    loop = asyncio.get_running_loop()
+
+    def handler() -> None:
+        lanes.halt(INTERRUPTED)
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+    except (NotImplementedError, RuntimeError, ValueError):
+        return None
+    return lambda: loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> None:
+    """Until every lane ends (the bound reached, in-flight requests given the grace period
+    after a duration), or at once when the server is gone."""
+    left = [len(tasks)]
+    finished = asyncio.Event()
+
+    def one_done(_: asyncio.Task) -> None:
+        left[0] -= 1
+        if not left[0]:
+            finished.set()
+
+    for t in tasks:
+        t.add_done_callback(one_done)
+    if not tasks:
+        finished.set()
+    if cfg.duration_s is None:
+        await _first(finished, lanes.halted, None)
+    else:
+        await _first(finished, lanes.halted, cfg.duration_s)
+        lanes.stopping = True
+        if not finished.is_set() and not lanes.halted.is_set():
             # in-flight requests may finish within the grace period; the rest are cancelled
             # and recorded as such
-            more, _ = await asyncio.wait(pending, timeout=cfg.grace_s)
-            done |= more
-    for t in done:
-        if not t.cancelled() and t.exception() is not None:
+            await _first(finished, lanes.halted, cfg.grace_s)
+    for t in tasks:
+        if t.done() and not t.cancelled() and t.exception() is not None:
             raise ReplayError(f"a session lane failed: {t.exception()!r}") from t.exception()
+
+
+async def _first(a: asyncio.Event, b: asyncio.Event, timeout_s: float | None) -> None:
+    """Return when either event is set or after `timeout_s`."""
+    waits = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
+    try:
+        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 async def _tick(cb: Progress, counters: Counters, t0: int) -> None:
@@ -137,12 +238,16 @@ async def _tick(cb: Progress, counters: Counters, t0: int) -> None:
         await asyncio.sleep(0.25)
 
 
-def run_replay(config: ReplayConfig, progress: bool = False) -> dict:
-    """Synchronous wrapper: runs `replay` on uvloop when available."""
+def run_replay(config: ReplayConfig, progress: bool = False,
+               sessions: list[Session] | None = None) -> dict:
+    """Synchronous wrapper: runs `replay` on uvloop when available. Ctrl-C ends the run: the
+    requests that finished are summarised (summary.json says `stopped: interrupted`) and
+    ReplayInterrupted (exit 130) says so."""
     on_progress = None
     bar = None
     Endpoint.parse(config.url)
-    sessions = load_sessions(config)  # bad input fails here, before any progress bar
+    if sessions is None:
+        sessions = load_sessions(config)  # bad input fails here, before any progress bar
     if progress:
         from kvbench.replay.progress import ProgressBar
 
@@ -150,12 +255,35 @@ def run_replay(config: ReplayConfig, progress: bool = False) -> dict:
         on_progress = bar.update
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            run = replay(config, on_progress, sessions, catch_sigint=True)
             if bar is not None:
                 with bar:
-                    return runner.run(replay(config, on_progress, sessions))
-            return runner.run(replay(config, on_progress, sessions))
+                    summary = runner.run(run)
+            else:
+                summary = runner.run(run)
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C twice, or before the run
+        raise _interrupted(config.output_dir) from None
     except OSError as e:
         raise ReplayError(f"replay failed: {e}") from e
+    if summary["run"]["stopped"] == INTERRUPTED:
+        raise _interrupted(config.output_dir)
+    return summary
+
+
+def _interrupted(out: Path) -> ReplayInterrupted:
+    path = out / SUMMARY_FILE
+    try:
+        summary = read_json(path)
+    except (OSError, ValueError):
+        summary = None
+    if not summary or (summary.get("run") or {}).get("stopped") != INTERRUPTED:
+        # Ctrl-C before the first request, or a second one during the summary
+        return ReplayInterrupted("replay interrupted before it could write a summary")
+    req = summary["requests"]
+    return ReplayInterrupted(
+        f"replay interrupted after {summary['run']['elapsed_s']:.1f} s: {req['profiled']} "
+        f"requests finished ({req['errors']} errors, {req['cancelled']} cut off); their "
+        f"summary is in {path}")
 
 
 def _loop_factory():

@@ -5,7 +5,8 @@ The noise of a delta is the 95% interval of the difference of the arms' means (S
 the pooled repeat variance): `better`/`worse` when the interval excludes zero (significant),
 `within noise` when it does not. An offload arm whose host tier was never hit and whose hit
 rates equal the resident arm's did not exercise offload: its deltas are `offload not
-exercised`, never significant, whatever the interval says."""
+exercised`, never significant, whatever the interval says. Any other delta where either arm
+has a run that is not valid (results/validity.py) is `not valid`: its numbers, no verdict."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 # hit rates closer than this are "equal" for the offload-exercised test
 EQUAL_HIT_RATE = 0.005
 IDLE = "offload not exercised"
+# A delta with an arm whose runs are not all valid (client saturated, offload tier never hit,
+# failed requests...) says nothing about the arms: its numbers are shown, never a verdict.
+NOT_VALID = "not valid"
 
 
 def t95(df: int) -> float:
@@ -244,6 +248,8 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
             unpaired += 1
             continue
         idle = _offload_idle(arms, present)
+        validity = {n: _arm_validity(arms[n]) for n in present}
+        invalid = {n for n, v in validity.items() if v["stamped"] and v["valid"] < v["n"]}
         rows = []
         for m in METRICS:
             stats = {n: _stats([v for r in arms[n] if (v := _dig(r, m.path)) is not None])
@@ -255,11 +261,15 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
             for n in idle:
                 if deltas[n]["verdict"] in ("better", "worse"):
                     deltas[n] = {**deltas[n], "significant": False, "verdict": IDLE}
+            for n in deltas:
+                if (n in invalid or present[0] in invalid) and deltas[n]["verdict"] not in (
+                        "n/a", IDLE):
+                    deltas[n] = {**deltas[n], "significant": None, "verdict": NOT_VALID}
             rows.append({"metric": m.label, "higher_is_better": m.higher_is_better,
                          "arms": stats, "deltas": deltas})
         out_cells.append({"key": dict(zip(key_fields, key, strict=True)), "arms": present,
                           "runs": {n: [r.exp_name for r in arms[n]] for n in present},
-                          "validity": {n: _arm_validity(arms[n]) for n in present},
+                          "validity": validity,
                           "cache_reuse": {n: _arm_reuse(arms[n]) for n in present},
                           "offload_idle": sorted(idle), "metrics": rows})
     return {"compared": sorted(compared), "arms": arm_names, "cells": out_cells,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kvbench import __version__
 from kvbench.errors import ResultError
-from kvbench.files import read_json, read_jsonl
+from kvbench.files import iter_jsonl, jsonl_path, read_json
 from kvbench.results.build import build_result
 from kvbench.results.schema import Result
 from kvbench.results.store import (
@@ -62,14 +62,14 @@ def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None
     failure = old.get("failure")
     # a job failed by validation alone ran to the end: it is judged again
     ran = old.get("status") == "ok" or (failure or {}).get("stage") == "validation"
-    scrape = job_dir / SCRAPE_FILE
-    server = (summarize_scrape(scrape, engine or old["framework"]) if scrape.is_file()
+    scrape = job_dir / SCRAPE_FILE  # or scrape.jsonl.gz: summarize_scrape reads either
+    server = (summarize_scrape(scrape, engine or old["framework"]) if jsonl_path(scrape)
               else old.get("server_metrics"))
     plan = read_json(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
     summary = read_json(summary_path) if summary_path.is_file() else None
-    records = job_dir / RECORDS_FILE
-    if summary is not None and absent_cached_tokens_are_zero and records.is_file():
-        summary["cache"] = cache_summary(read_jsonl(records), absent_cached_tokens_are_zero=True)
+    records = job_dir / RECORDS_FILE  # or records.jsonl.gz
+    if summary is not None and absent_cached_tokens_are_zero and jsonl_path(records):
+        summary["cache"] = cache_summary(iter_jsonl(records), absent_cached_tokens_are_zero=True)
     stamp = (f"{_RESCORED}{__version__} on {datetime.now(UTC).date().isoformat()} from the "
              f"job's raw files (the run's own result: {ORIGINAL_FILE})")
     result = build_result(

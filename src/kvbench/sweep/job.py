@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.errors import KvbenchError, LaunchError, SweepError
-from kvbench.files import inside, write_atomic, write_json_atomic
+from kvbench.files import GZ_SUFFIX, inside, jsonl_path, write_atomic, write_json_atomic
 from kvbench.sweep import layout
 from kvbench.sweep.events import JobEvents, JobOutcome, NullEvents
 from kvbench.sweep.spec import JobSpec
@@ -179,12 +179,13 @@ class _Run:
             output_dir=self.job_dir, tokenizer=opts.prompt_tokenizer,
             num_gpus=self.spec.job().gpus, max_tokens_cap=opts.max_tokens_cap,
             max_input_tokens=opts.max_input_tokens, think_time_scale=opts.think_time_scale,
-            time_scale=opts.time_scale,
+            time_scale=opts.time_scale, compress_records=opts.compress_raw,
             absent_cached_tokens_are_zero=launch.absent_cached_tokens_are_zero,
         )
         timeout = opts.timeouts.replay_s or (
             duration + cfg.grace_s + REPLAY_MARGIN_S if duration else NO_DURATION_REPLAY_S)
-        scraper = Scraper(launch.metrics_url, self.engine, self.job_dir / layout.SCRAPE_FILE,
+        scrape = layout.SCRAPE_FILE + (GZ_SUFFIX if opts.compress_raw else "")
+        scraper = Scraper(launch.metrics_url, self.engine, self.job_dir / scrape,
                           interval_s=opts.scrape_interval_s)
         sampler = GpuSampler(interval_s=opts.scrape_interval_s,
                              out_path=self.job_dir / layout.TELEMETRY_FILE)
@@ -198,12 +199,14 @@ class _Run:
         finally:
             self.telemetry = sampler.stop()
             await scraper.stop()
+        if (stopped := self.summary["run"].get("stopped")) is not None:
+            raise PhaseFailure("replay", f"the replay stopped early: {stopped}")
 
     def summarize_server(self) -> None:
         from kvbench.metrics import summarize_scrape
 
         path = self.job_dir / layout.SCRAPE_FILE
-        if path.exists():
+        if jsonl_path(path) is not None:  # scrape.jsonl or scrape.jsonl.gz
             self.server = summarize_scrape(path, self.engine)
 
     # -- result -----------------------------------------------------------------------------

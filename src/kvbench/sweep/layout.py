@@ -14,7 +14,8 @@ RECORDS_FILE = "records.jsonl"
 TELEMETRY_FILE = "telemetry.jsonl"
 # Written by one attempt; cleared before the next so that nothing stale mixes in.
 ATTEMPT_FILES = (PLAN_FILE, "command.json", "env.json", LOG_FILE, RECORDS_FILE, SUMMARY_FILE,
-                 SCRAPE_FILE, TELEMETRY_FILE, RESULT_FILE, "workers.json")
+                 SCRAPE_FILE, TELEMETRY_FILE, RESULT_FILE, "workers.json",
+                 RECORDS_FILE + ".gz", SCRAPE_FILE + ".gz")  # --compress
 SWEEP_DIR = ".kvbench"  # executor state (Slurm scripts, task logs, the sweep's job list)
 
 

@@ -52,6 +52,9 @@ class RunOptions(BaseModel):
     # their defaults, and its verdict in each result. Not part of the identity: what it
     # changes (warm-up, start, idle cap) is measured in the replay settings themselves.
     profile: str | None = None
+    # records.jsonl.gz and scrape.jsonl.gz (long runs, committed results): how the raw files
+    # are stored, not what is measured
+    compress_raw: bool = False
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
 
     def measurement_identity(self) -> dict:
@@ -59,8 +62,9 @@ class RunOptions(BaseModel):
         and scrape cadence do not. Traces count by content, not path, so a results directory
         resumes from another checkout or node."""
         identity = self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
-                                                         "model_path", "trace",
-                                                         "bundled_traces", "profile"})
+                                                         "compress_raw", "model_path",
+                                                         "trace", "bundled_traces",
+                                                         "profile"})
         paths = self.trace_paths()
         identity["trace"] = None if paths is None else _trace_digests(paths)
         return identity
