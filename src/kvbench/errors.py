@@ -84,6 +84,11 @@ class ReplayOptionError(ReplayError):
     exit_code = 2
 
 
+class OutputError(KvbenchError):
+    """A user-given output path cannot be written as asked (a directory, a block device, a
+    FIFO nobody reads, a full device)."""
+
+
 class MetricsError(KvbenchError):
     """Server metrics or telemetry could not be read or interpreted."""
 

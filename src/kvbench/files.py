@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,60 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_output(path: str | Path, data: bytes | str) -> int:
+    """Write a user-given output (`report -o`, `simulate --output`, ...): `-` is stdout; a
+    regular file or a new path is written atomically; a symlink is written through (its target
+    is replaced, the link stays); a character device (/dev/null, /dev/stdout, a tty) or a FIFO
+    with a reader is written into, never replaced by a regular file; anything else (a
+    directory, a block device, a socket, a FIFO nobody reads) is refused. Returns the bytes
+    written."""
+    from kvbench.errors import OutputError
+
+    raw = data.encode() if isinstance(data, str) else data
+    if str(path) == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+        return len(raw)
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:  # a symlink loop, a component that is a file, no permission
+        raise OutputError(f"{path}: cannot write: {e.strerror}") from None
+    if mode is None or stat.S_ISREG(mode):
+        write_atomic(target, raw)
+        return len(raw)
+    if stat.S_ISDIR(mode):
+        raise OutputError(f"{path}: is a directory; give a file name",
+                          hint=f"e.g. {path / 'out'}")
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        kind = "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(
+            mode) else "not a regular file"
+        raise OutputError(f"{path}: is {kind}; refusing to write over it",
+                          hint="give a regular file, a new path, or - for stdout")
+    try:
+        # O_NONBLOCK: opening a FIFO that nobody reads fails (ENXIO) instead of blocking
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise OutputError(f"{path}: is a FIFO with no reader",
+                              hint=f"start the reader first (cat {path}) or give a file") from None
+        raise OutputError(f"{path}: cannot open for writing: {e.strerror}") from None
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    return len(raw)
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> Path:

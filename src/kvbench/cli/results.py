@@ -146,14 +146,17 @@ def _print_tables(out: dict) -> None:
 @app.command()
 def report(
     result_dirs: Annotated[list[Path], typer.Argument(help="Result dirs or result.json files.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="HTML file to write.")] = Path(
-        "dashboard.html"),
+    out: Annotated[Path, typer.Option("-o", "--out", help="HTML file to write (- for stdout).")
+                   ] = Path("dashboard.html"),
 ) -> None:
     """Write one self-contained offline HTML dashboard of the results."""
     from kvbench.report import write_dashboard
 
     path = write_dashboard(result_dirs, out)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    if str(out) == "-":
+        return
+    size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
+    print(f"wrote {path}{size}")
 
 
 @app.command()

@@ -267,7 +267,7 @@ def simulate(
     percentiles and throughput. With --concurrency, the lanes follow the replay's workload
     bounds (--duration, --max-requests, --max-tokens-cap, --think-time-cap, --start, ...):
     the same requests `kvbench replay` sends with the same options."""
-    from kvbench.files import write_json_atomic
+    from kvbench.files import JSON_OPTS, write_output
     from kvbench.sim.simulate import SimSetup, run, run_sessions
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.trace import load_traces
@@ -307,7 +307,9 @@ def simulate(
             judge_open_loop(summary, traces, arrival_scale)
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
-        write_json_atomic(output, doc)
+        import orjson
+
+        write_output(output, orjson.dumps(doc, option=JSON_OPTS) + b"\n")
     if output_format == "json":
         print(json.dumps(doc, indent=2))
     else:
