@@ -102,6 +102,44 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
     return write_atomic(path, orjson.dumps(obj, option=JSON_OPTS) + b"\n")
 
 
+def read_bounded(path: str | Path, limit_bytes: int, what: str, error: type | None = None
+                 ) -> bytes:
+    """The bytes of a user-given input file, refusing what is not a regular file (a FIFO,
+    /dev/zero, a terminal: they may never end) and a file above `limit_bytes`, each as
+    `error` (a KvbenchError class) naming the file. The file is opened non-blocking, so a
+    FIFO with no writer is refused at once instead of waiting for one."""
+    from kvbench.errors import KvbenchError
+
+    error = error or KvbenchError
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise error(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory, not a {what}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{path}: is a directory, not a {what}")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: not a regular file (a device, FIFO or socket); the {what} "
+                        "must be a file", hint="copy it to a file first")
+        if st.st_size > limit_bytes:
+            raise error(f"{path}: {st.st_size:,} bytes is too large for a {what} (at most "
+                        f"{limit_bytes:,})")
+        os.set_blocking(fd, True)
+        try:
+            raw = f.read(limit_bytes + 1)
+        except OSError as e:
+            raise error(f"{path}: cannot read: {e.strerror}") from None
+    if len(raw) > limit_bytes:  # grew while being read
+        raise error(f"{path}: more than {limit_bytes:,} bytes is too large for a {what}")
+    return raw
+
+
 def read_json(path: str | Path) -> Any:
     return orjson.loads(Path(path).read_bytes())
 
