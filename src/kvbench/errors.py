@@ -119,6 +119,12 @@ class SweepError(KvbenchError):
     exit_code = 3
 
 
+class SweepOptionError(SweepError):
+    """A `kvbench run` option that cannot mean anything (bad input: exit 2)."""
+
+    exit_code = 2
+
+
 class ChangelogError(KvbenchError):
     """The perf changelog violates its rules."""
 

@@ -5,6 +5,7 @@ time) and integers past 64 bits refused before Python converts them."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,12 @@ class BoundedLoader(BaseLoader):  # type: ignore[misc, valid-type]
 
 
 BoundedLoader.add_constructor("tag:yaml.org,2002:int", _int_in_range)
+# YAML 1.1 reads `1e3` and `5e-1` (no dot) as strings; a user means numbers, and a string that
+# a lax number field accepts is read differently further on (validate passed size-gb-per-rank
+# "1e3"; plan crashed on int("1e3")). Read them as YAML 1.2 does: floats.
+BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def expanded_size(node: yaml.Node, limit: int) -> int:

@@ -56,7 +56,12 @@ def _report(message: str, hint: str | None, errors: list[str] | None = None) -> 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn kvbench errors into a clear message and an exit code."""
     try:
-        code = app(args=argv, prog_name="kvbench", standalone_mode=False)
+        import typer.main
+
+        from kvbench.cli.values import harden
+
+        command = harden(typer.main.get_command(app))
+        code = command.main(args=argv, prog_name="kvbench", standalone_mode=False)
         # typer returns (not raises) 130 on Ctrl-C when not in standalone mode
         if isinstance(code, int) and code:
             sys.exit(code)

@@ -170,7 +170,7 @@ def rescore(
     """Derive each job's result.json again from its raw files (replay summary, /metrics
     scrape, plan) with this kvbench's adapters and checks; the run's own result is kept as
     result.orig.json."""
-    from kvbench.errors import ResultError
+    from kvbench.errors import KvbenchError, ResultError
     from kvbench.results import find_results
     from kvbench.results.rescore import rescore as do_rescore
     from kvbench.results.rescore import rescore_job
@@ -178,16 +178,30 @@ def rescore(
 
     check_format(format, ("table", "json"), ResultError)
     rows = []
-    for path in find_results(result_dirs):
-        old, new = (rescore_job if dry_run else do_rescore)(
-            path.parent, options_id=job_options_id(path.parent))
-        rows.append({"job": str(path.parent), "status": [old.get("status"), new.status],
-                     "valid": [(old.get("validity") or {}).get("valid"), new.validity["valid"]],
-                     "reasons": new.validity["reasons"]})
+    failed: list[str] = []
+    found = find_results(result_dirs)
+    for path in found:
+        try:
+            old, new = (rescore_job if dry_run else do_rescore)(
+                path.parent, options_id=job_options_id(path.parent))
+        except KvbenchError as e:
+            failed.append(e.message)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            # raw files that parse but hold the wrong shapes (a list where a map belongs)
+            failed.append(f"{path.parent}: corrupt job files ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:120]})")
+        else:
+            rows.append({"job": str(path.parent), "status": [old.get("status"), new.status],
+                         "valid": [(old.get("validity") or {}).get("valid"),
+                                   new.validity["valid"]],
+                         "reasons": new.validity["reasons"]})
+            continue
+        print(f"error: {failed[-1]}", file=sys.stderr)  # named now; the others go on
     if format == "json":
         import orjson
 
         sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        _rescore_failures(failed, len(found))
         return
     from rich.table import Table
 
@@ -201,3 +215,12 @@ def rescore(
                       " -> ".join("unknown" if v is None else str(v) for v in r["valid"]),
                       "; ".join(r["reasons"]) or "-")
     table_console().print(table)
+    _rescore_failures(failed, len(found))
+
+
+def _rescore_failures(failed: list[str], total: int) -> None:
+    from kvbench.errors import ResultError
+
+    if failed:
+        raise ResultError(f"{len(failed)} of {total} job(s) not rescored (each named above)",
+                          hint="fix or remove their files and rescore again")

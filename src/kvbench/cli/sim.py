@@ -135,9 +135,23 @@ def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
 
 
 def _speculate(costs, accept_length: float, verify_tokens: int):
+    if verify_tokens < 1:
+        raise SimError(f"--spec-verify-tokens {verify_tokens}: allowed: >= 1 (1 = no "
+                       "speculative decoding)")
     if accept_length == 1.0 and verify_tokens == 1:
         return costs
-    return costs.with_speculation(accept_length, max(verify_tokens, 1))
+    return costs.with_speculation(accept_length, verify_tokens)
+
+
+def _check_choices(precision: str | None, router: str = "round_robin") -> None:
+    """Words the simulator would otherwise ignore or fall back from silently."""
+    from kvbench.models.profile import PARAM_BYTES
+    from kvbench.sim.ranks import ROUTERS
+
+    if precision is not None and precision not in PARAM_BYTES:
+        raise SimError(f"--precision {precision!r}; allowed: {', '.join(PARAM_BYTES)}")
+    if router not in ROUTERS:
+        raise SimError(f"--router {router!r}; allowed: {', '.join(ROUTERS)}")
 
 
 @app.command("serve-sim")
@@ -173,6 +187,7 @@ def serve_sim(
 
     if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
         raise SimError("--time-scale must be > 0, --page-size >= 1, --chars-per-token >= 0")
+    _check_choices(precision)
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
     config = ServerConfig(
@@ -273,6 +288,7 @@ def simulate(
     from kvbench.sim.trace import load_traces
 
     check_format(output_format, ("json", "table"), SimError)
+    _check_choices(precision, router)
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
     concurrency = loop_mode(concurrency, open_loop, arrival_scale)

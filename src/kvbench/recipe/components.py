@@ -34,7 +34,8 @@ class KvOffloadBackend(RecipeModel):
 
     name: KvOffloadBackendName
     version: str | None = Field(default=None, min_length=1)
-    size_gb_per_rank: float | None = Field(default=None, alias="size-gb-per-rank", gt=0)
+    size_gb_per_rank: float | None = Field(default=None, alias="size-gb-per-rank", gt=0,
+                                           strict=True)
 
     _check_version = field_validator("version")(_not_an_image)
 

@@ -17,7 +17,7 @@ from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
 from kvbench.replay.ideal import IdealCache
-from kvbench.replay.request import RequestFactory, build_record
+from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
 from kvbench.workload.prompt import PromptBuilder
 from kvbench.workload.session import Session, Turn
@@ -236,7 +236,7 @@ class Lanes:
         return conn
 
     def _finish(self, base: dict, t_send: int, rec: dict) -> None:
-        out = {**base, "t_send_ns": t_send, **rec}
+        out = mark_impossible_usage({**base, "t_send_ns": t_send, **rec})
         self.c.done += 1
         if out["status"] == "error":
             self.c.errors += 1

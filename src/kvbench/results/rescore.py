@@ -39,6 +39,19 @@ def _run_warnings(old: dict) -> list[str]:
             if w not in derived and not w.startswith("[") and not w.startswith(_RESCORED)]
 
 
+def _read(path: Path) -> dict:
+    """A job file's JSON object, or a ResultError naming the file."""
+    try:
+        doc = read_json(path)
+    except (OSError, ValueError) as e:
+        raise ResultError(f"{path}: corrupt job file: {' '.join(str(e).split())[:200]}"
+                          ) from None
+    if not isinstance(doc, dict):
+        raise ResultError(f"{path}: corrupt job file: a JSON {type(doc).__name__}, not an "
+                          "object")
+    return doc
+
+
 def rescore_job(job_dir: Path, engine: str | None = None,
                 options_id: str | None = None) -> tuple[dict, Result]:
     """(old result as JSON, new Result) for the job directory `job_dir`; writes nothing.
@@ -50,7 +63,11 @@ def rescore_job(job_dir: Path, engine: str | None = None,
     path = job_dir / RESULT_FILE
     if not path.is_file():
         raise ResultError(f"{job_dir}: no {RESULT_FILE} to rescore")
-    old = read_json(path)
+    old = _read(path)
+    missing = [k for k in ("job_row", "config_key", "fingerprint", "framework", "status")
+               if k not in old]
+    if missing:
+        raise ResultError(f"{path}: not a kvbench result (no {', '.join(missing)})")
     summary_path = job_dir / SUMMARY_FILE
     if old.get("status") == "ok" and not summary_path.is_file():
         raise ResultError(f"{job_dir}: no {SUMMARY_FILE}: the replay's measurements are "
@@ -61,12 +78,12 @@ def rescore_job(job_dir: Path, engine: str | None = None,
     scrape = job_dir / SCRAPE_FILE
     server = (summarize_scrape(scrape, engine or old["framework"]) if scrape.is_file()
               else old.get("server_metrics"))
-    plan = read_json(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
+    plan = _read(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
     stamp = (f"{_RESCORED}{__version__} on {datetime.now(UTC).date().isoformat()} from the "
              f"job's raw files (the run's own result: {ORIGINAL_FILE})")
     result = build_result(
         job_row=old["job_row"], config_key=old["config_key"], plan=plan,
-        summary=read_json(summary_path) if summary_path.is_file() else None, server=server,
+        summary=_read(summary_path) if summary_path.is_file() else None, server=server,
         telemetry=old.get("telemetry"), status="ok" if ran else old["status"],
         failure=None if ran else failure, warnings=[*_run_warnings(old), stamp],
         fingerprint=old["fingerprint"], repeat=int(old.get("repeat") or 0),

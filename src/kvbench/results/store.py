@@ -9,10 +9,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kvbench import SCHEMA_VERSION
-from kvbench.errors import ResultError
+from kvbench.errors import ResultError, validation_message
 from kvbench.files import read_json, write_json_atomic
 from kvbench.redaction import redact_json
-from kvbench.results.schema import Result
+from kvbench.results.schema import Result, impossible_metric
 
 RESULT_FILE = "result.json"
 # What a run leaves beside its result that a result is built from (sweep/layout.py lays the
@@ -42,7 +42,11 @@ def read_result(path: Path) -> Result:
     try:
         result = Result.model_validate(raw)
     except ValidationError as e:
-        raise ResultError(f"{path}: invalid result: {e}") from e
+        raise ResultError(validation_message(e, f"{path}: invalid result")) from None
+    bad = impossible_metric(result)
+    if bad:
+        raise ResultError(f"{path}: invalid result: {bad}",
+                          hint="rescore the job from its raw files, or remove it")
     m = _REPEAT_RE.search(Path(path).parent.name)
     if m and not result.repeat:
         result.repeat = int(m.group(1))
