@@ -175,8 +175,8 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     jobs = selected_jobs(selection, SweepError)
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
     if "--time-scale" in options.engine_args and real:
-        raise SweepOptionError(f"--time-scale is for the embedded engine only; the selection also "
-                         f"has {', '.join(real)} jobs", hint="select --framework sim")
+        raise SweepOptionError(f"--time-scale is for the embedded engine only; the selection "
+                               f"also has {', '.join(real)} jobs", hint="select --framework sim")
     from kvbench.sweep.quickstart import embedded_defaults
 
     bounded = embedded_defaults(jobs, options)
@@ -194,23 +194,26 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
         return []
     results = Path(results)
-    _banner(specs, options, results, executor)
-    if executor == "slurm":
-        from rich.console import Console
+    from kvbench.sweep.lock import results_lock
 
-        err = Console(stderr=True)
-        last: list[int] = [-1]
+    with results_lock(results):
+        _banner(specs, options, results, executor)
+        if executor == "slurm":
+            from rich.console import Console
 
-        def on_poll(done: int, total: int) -> None:
-            if done != last[0]:
-                last[0] = done
-                err.print(f"slurm: {done}/{total} array tasks finished", highlight=False)
+            err = Console(stderr=True)
+            last: list[int] = [-1]
 
-        ex = SlurmExecutor(**(slurm or {}))
-        outcomes = ex.run(specs, results, rerun_failed=rerun_failed, on_poll=on_poll)
-    else:
-        outcomes = run_local(specs, results, continue_on_error=continue_on_error,
-                             rerun_failed=rerun_failed)
+            def on_poll(done: int, total: int) -> None:
+                if done != last[0]:
+                    last[0] = done
+                    err.print(f"slurm: {done}/{total} array tasks finished", highlight=False)
+
+            ex = SlurmExecutor(**(slurm or {}))
+            outcomes = ex.run(specs, results, rerun_failed=rerun_failed, on_poll=on_poll)
+        else:
+            outcomes = run_local(specs, results, continue_on_error=continue_on_error,
+                                 rerun_failed=rerun_failed)
     if format == "json":
         sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
