@@ -67,9 +67,9 @@ def test_a_second_run_is_refused_naming_the_first_and_a_killed_run_leaves_no_loc
 
 
 def test_the_lock_is_exclusive_within_one_process_too(tmp_path):
-    with results_lock(tmp_path), pytest.raises(SweepError, match=f"pid {os.getpid()}"):
-        with results_lock(tmp_path):
-            pass
+    with (results_lock(tmp_path), pytest.raises(SweepError, match=f"pid {os.getpid()}"),
+          results_lock(tmp_path)):
+        pass
 
 
 @pytest.mark.parametrize("planted", [".kvbench", ".kvbench/lock"])
@@ -83,7 +83,7 @@ def test_internal_paths_are_never_written_through_a_symlink(planted, tmp_path):
     else:
         results.mkdir()
         (results / planted).symlink_to(elsewhere)
-    with pytest.raises(SweepError, match="symlink|cannot open the results directory's lock"):
-        with results_lock(results):
-            pass
+    with (pytest.raises(SweepError, match=r"symlink|cannot open the results directory's lock"),
+          results_lock(results)):
+        pass
     assert list(elsewhere.iterdir()) == []

@@ -37,7 +37,16 @@ for _cmd in app.registered_commands:
 def _escape(text: str) -> str:
     from rich.markup import escape
 
-    return escape(text)
+    from kvbench.redaction import redact_text
+
+    # an error may quote a URL with credentials or an api_key= query: never print it
+    return escape(redact_text(text))
+
+
+def _redact(text: str) -> str:
+    from kvbench.redaction import redact_text
+
+    return redact_text(text)
 
 
 def _report(message: str, hint: str | None, errors: list[str] | None = None) -> None:
@@ -48,7 +57,7 @@ def _report(message: str, hint: str | None, errors: list[str] | None = None) -> 
     err.print(f"[bold red]error:[/] {_escape(message)}", highlight=False)
     errors = errors or []
     for line in errors[1:] if errors and errors[0] == message else errors:
-        err.print(f"  {line}", highlight=False, markup=False)
+        err.print(f"  {_redact(line)}", highlight=False, markup=False)
     if hint:
         err.print(f"[yellow]hint:[/] {_escape(hint)}", highlight=False)
 

@@ -12,6 +12,7 @@ from time import perf_counter_ns
 
 from kvbench.errors import ReplayError
 from kvbench.files import JsonlWriter, read_jsonl, write_json_atomic
+from kvbench.redaction import redact_json
 from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
@@ -104,6 +105,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         "connections": counters.connections(),
         "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else set())),
     }
+    summary = redact_json(summary)  # the url, error messages: redacted by value
     write_json_atomic(out / "summary.json", summary)
     return summary
 

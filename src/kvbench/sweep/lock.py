@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kvbench.errors import SweepError
+from kvbench.redaction import redact_argv
 from kvbench.sweep.layout import sweep_dir
 
 LOCK_FILE = "lock"
@@ -37,7 +38,7 @@ def results_lock(results: Path) -> Iterator[Path]:
                 f"{Path(results)} is in use by another kvbench run ({holder})",
                 hint="wait for it to finish, stop it, or give another --results") from None
         os.ftruncate(fd, 0)
-        command = " ".join(["kvbench", *sys.argv[1:]])[:300]
+        command = " ".join(["kvbench", *redact_argv(sys.argv[1:])])[:300]
         os.pwrite(fd, f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}: "
                       f"{command}\n".encode(), 0)
         yield path
