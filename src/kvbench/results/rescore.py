@@ -12,9 +12,11 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
+
 from kvbench import __version__
 from kvbench.errors import ResultError
-from kvbench.files import read_json
+from kvbench.files import read_bounded
 from kvbench.results.build import build_result
 from kvbench.results.schema import Result
 from kvbench.results.store import (
@@ -25,6 +27,7 @@ from kvbench.results.store import (
     write_result,
 )
 from kvbench.results.validate import DEFAULT_FAILED_REQUEST_THRESHOLD
+from kvbench.units import GiB
 
 ORIGINAL_FILE = "result.orig.json"
 _ABSENT_SERVER = "server metrics absent: per-tier cache numbers are unknown"
@@ -42,7 +45,8 @@ def _run_warnings(old: dict) -> list[str]:
 def _read(path: Path) -> dict:
     """A job file's JSON object, or a ResultError naming the file."""
     try:
-        doc = read_json(path)
+        # summaries and plans are KBs; 1 GiB refuses only what cannot be one
+        doc = orjson.loads(read_bounded(path, GiB, "job file", ResultError))
     except (OSError, ValueError) as e:
         raise ResultError(f"{path}: corrupt job file: {' '.join(str(e).split())[:200]}"
                           ) from None

@@ -6,11 +6,12 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
 from pydantic import ValidationError
 
 from kvbench import SCHEMA_VERSION
 from kvbench.errors import ResultError, validation_message
-from kvbench.files import read_json, write_json_atomic
+from kvbench.files import read_bounded, write_json_atomic
 from kvbench.redaction import redact_json
 from kvbench.results.schema import Result, impossible_metric
 
@@ -30,11 +31,17 @@ def write_result(job_dir: Path, result: Result) -> Path:
                              redact_json(result.model_dump(mode="json")))
 
 
+# A result is a few hundred KB (its request metrics, scrape summary and plan); 64 MiB is far
+# past any, and refuses a planted multi-GB file at once instead of reading it whole.
+MAX_RESULT_BYTES = 64 << 20
+
+
 def read_result(path: Path) -> Result:
+    raw_bytes = read_bounded(path, MAX_RESULT_BYTES, "result file", ResultError)
     try:
-        raw = read_json(path)
-    except Exception as e:
-        raise ResultError(f"{path}: not readable JSON: {e}") from e
+        raw = orjson.loads(raw_bytes)
+    except orjson.JSONDecodeError as e:
+        raise ResultError(f"{path}: not readable JSON: {e}") from None
     version = raw.get("schema_version") if isinstance(raw, dict) else None
     if version != SCHEMA_VERSION:
         raise ResultError(f"{path}: schema_version {version!r}, this kvbench reads "
