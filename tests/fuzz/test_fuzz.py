@@ -435,7 +435,11 @@ def test_option_values(data, stage_dir, tmp_path, capsys):
                                      st.integers(-10, 10**6).map(str)))]
     code, out = run_bounded(capsys, argv)
     check_one_line(f"option:{command}", code, out.err, argv)
-    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in options]
+    last: dict[str, str] = {}  # click keeps the last value of a repeated option
+    for i, a in enumerate(argv[:-1]):
+        if a in options:
+            last[a] = argv[i + 1]
+    values = list(last.values())
     if code == 0 and command in ("plan", "matrix", "simulate"):
         assert not finite_numbers(json.loads(out.out)), argv
     if code == 0:
@@ -466,7 +470,10 @@ def test_mutated_results_directories(data, which, results_root, tmp_path, capsys
     replaced by a directory, FIFO, symlink loop or nothing: compare, report and rescore
     accept it or name the file; a NaN or negative metric is never drawn."""
     import shutil
+    import tempfile
 
+    # tmp_path is one directory for every example of a hypothesis test
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))
     root = tmp_path / "r"
     shutil.copytree(results_root, root, symlinks=True)
     job = sorted(p.parent for p in root.rglob("result.json"))[data.draw(st.integers(0, 1))]

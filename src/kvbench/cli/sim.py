@@ -143,6 +143,11 @@ def _speculate(costs, accept_length: float, verify_tokens: int):
     return costs.with_speculation(accept_length, verify_tokens)
 
 
+# Each DP rank is a whole simulated engine: a bound that keeps a simulation finite, far past
+# the DP-attention groups of real deployments (one rank per GPU of a group of nodes).
+MAX_DP_RANKS = 256
+
+
 def _check_choices(precision: str | None, router: str = "round_robin") -> None:
     """Words the simulator would otherwise ignore or fall back from silently."""
     from kvbench.models.profile import PARAM_BYTES
@@ -310,6 +315,8 @@ def simulate(
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
+    if not 1 <= dp <= MAX_DP_RANKS:
+        raise SimError(f"--dp {dp}: allowed: 1..{MAX_DP_RANKS} DP-attention ranks")
     if dp != 1 and bounds is None:
         raise SimError("--dp: DP-attention ranks need closed-loop lanes, not --open-loop")
     results = {}

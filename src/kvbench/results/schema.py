@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from kvbench import SCHEMA_VERSION
+from kvbench.errors import shown
 
 STATUSES = ("ok", "failed", "skipped")
 
@@ -128,6 +129,10 @@ def _impossible(value: Any, path: str) -> str | None:
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list | tuple):
+        numbers = [isinstance(v, int | float) and not isinstance(v, bool) for v in value]
+        if any(numbers) and not all(n or v is None for n, v in zip(numbers, value,
+                                                                   strict=True)):
+            return f"{path} mixes numbers with {shown(value)}: a series is numbers"
         items = enumerate(value)
     else:
         return None
