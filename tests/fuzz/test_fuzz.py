@@ -462,7 +462,7 @@ def _json_leaves(doc) -> list[tuple]:
     return [p for p in leaf_paths(doc) if p]
 
 
-@settings(SETTINGS, max_examples=150)
+@settings(SETTINGS, max_examples=90)
 @given(data=st.data(), which=st.sampled_from(["result.json", "summary.json", "plan.json",
                                                "job.json", "records.jsonl", "special"]))
 def test_mutated_results_directories(data, which, results_root, tmp_path, capsys):

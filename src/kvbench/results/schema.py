@@ -9,7 +9,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from kvbench import SCHEMA_VERSION
-from kvbench.errors import shown
 
 STATUSES = ("ok", "failed", "skipped")
 
@@ -118,6 +117,14 @@ def impossible_metric(result: Result) -> str | None:
     return None
 
 
+def _kind(v: Any) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int | float):
+        return "number"
+    return "list" if isinstance(v, list | tuple) else type(v).__name__
+
+
 def _impossible(value: Any, path: str) -> str | None:
     """The first number under `value` that is NaN, infinite or negative, as `path: value`."""
     if isinstance(value, bool) or value is None:
@@ -129,10 +136,11 @@ def _impossible(value: Any, path: str) -> str | None:
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list | tuple):
-        numbers = [isinstance(v, int | float) and not isinstance(v, bool) for v in value]
-        if any(numbers) and not all(n or v is None for n, v in zip(numbers, value,
-                                                                   strict=True)):
-            return f"{path} mixes numbers with {shown(value)}: a series is numbers"
+        kinds = {_kind(v) for v in value if v is not None}
+        # a series with holes (None) is a numeric one: a word there is no measurement
+        if (len(kinds) > 1 and kinds & {"number", "list"}) or (
+                None in value and kinds - {"number", "list", "dict"}):
+            return f"{path} mixes {' and '.join(sorted(kinds))} items: a series is uniform"
         items = enumerate(value)
     else:
         return None
