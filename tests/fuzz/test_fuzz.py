@@ -339,15 +339,16 @@ def test_mutated_recipes_through_matrix_and_plan(data, stage_dir, tmp_path, caps
         code, out = run_bounded(capsys, argv)
         check_one_line(f"stages:{command}", code, out.err, argv)
         verdicts.append(code)
-        if code == 0 and command != "validate":
+        if code == 0 and command == "matrix":
             for row in json.loads(out.out):
-                row = row.get("job", row) if isinstance(row, dict) else row
-                conc = row.get("conc") if isinstance(row, dict) else None
-                if conc is not None:
-                    assert type(conc) is int and 1 <= conc <= 65_536, row
-                tp = row.get("tp") if isinstance(row, dict) else None
-                if isinstance(tp, int):
-                    assert tp * row.get("pp", 1) <= 8, row
+                assert type(row["conc"]) is int and 1 <= row["conc"] <= 65_536, row
+                gpus = row["tp"] * row.get("pp", 1) * row.get("pcp-size", 1)
+                assert gpus <= 8 and (row.get("ep") or 1) <= 8, row  # the runner's node
+                FIGURES["stages rows checked"] += 1
+        if code == 0 and command == "plan":
+            for row in json.loads(out.out):
+                assert 1 <= row["gpus"] <= 8, row
+                assert not finite_numbers(row), row
     # validate and the planner read the same file the same way
     if verdicts[0] == 0:
         assert verdicts[1] == 0, "validate accepted what matrix refused"
