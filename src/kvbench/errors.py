@@ -19,6 +19,22 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def validation_message(e: Exception, where: object) -> str:
+    """A pydantic ValidationError as one line: `where: field.path: problem (got value)` for
+    its first error, and how many more there are (never pydantic's multi-line text)."""
+    errors = e.errors() if hasattr(e, "errors") else []
+    if not errors:
+        return f"{where}: {' '.join(str(e).split())[:300]}"
+    first = errors[0]
+    loc = ".".join(str(p) for p in first.get("loc", ())) or "(top level)"
+    msg = first.get("msg", "invalid").removeprefix("Value error, ")
+    got = f" (got {shown(first['input'])})" if "input" in first and not isinstance(
+        first["input"], dict) else ""
+    more = f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(
+        errors) > 1 else ""
+    return f"{where}: {loc}: {msg}{got}{more}"
+
+
 class KvbenchError(Exception):
     """Root of every error kvbench raises on purpose. `hint` says what to do about it."""
 
@@ -90,6 +106,11 @@ class ReplayOptionError(ReplayError):
     exit_code = 2
 
 
+class OutputError(KvbenchError):
+    """A user-given output path cannot be written as asked (a directory, a block device, a
+    FIFO nobody reads, a full device)."""
+
+
 class MetricsError(KvbenchError):
     """Server metrics or telemetry could not be read or interpreted."""
 
@@ -102,6 +123,12 @@ class SweepError(KvbenchError):
     """A sweep or one of its executors failed."""
 
     exit_code = 3
+
+
+class SweepOptionError(SweepError):
+    """A `kvbench run` option that cannot mean anything (bad input: exit 2)."""
+
+    exit_code = 2
 
 
 class ChangelogError(KvbenchError):

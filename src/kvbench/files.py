@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import os
 import re
+import stat
+import sys
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -44,8 +47,103 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
     return path
 
 
+def write_output(path: str | Path, data: bytes | str) -> int:
+    """Write a user-given output (`report -o`, `simulate --output`, ...): `-` is stdout; a
+    regular file or a new path is written atomically; a symlink is written through (its target
+    is replaced, the link stays); a character device (/dev/null, /dev/stdout, a tty) or a FIFO
+    with a reader is written into, never replaced by a regular file; anything else (a
+    directory, a block device, a socket, a FIFO nobody reads) is refused. Returns the bytes
+    written."""
+    from kvbench.errors import OutputError
+
+    raw = data.encode() if isinstance(data, str) else data
+    if str(path) == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+        return len(raw)
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:  # a symlink loop, a component that is a file, no permission
+        raise OutputError(f"{path}: cannot write: {e.strerror}") from None
+    if mode is None or stat.S_ISREG(mode):
+        write_atomic(target, raw)
+        return len(raw)
+    if stat.S_ISDIR(mode):
+        raise OutputError(f"{path}: is a directory; give a file name",
+                          hint=f"e.g. {path / 'out'}")
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        kind = "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(
+            mode) else "not a regular file"
+        raise OutputError(f"{path}: is {kind}; refusing to write over it",
+                          hint="give a regular file, a new path, or - for stdout")
+    try:
+        # O_NONBLOCK: opening a FIFO that nobody reads fails (ENXIO) instead of blocking
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise OutputError(f"{path}: is a FIFO with no reader",
+                              hint=f"start the reader first (cat {path}) or give a file") from None
+        raise OutputError(f"{path}: cannot open for writing: {e.strerror}") from None
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    return len(raw)
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> Path:
     return write_atomic(path, orjson.dumps(obj, option=JSON_OPTS) + b"\n")
+
+
+def read_bounded(path: str | Path, limit_bytes: int, what: str, error: type | None = None
+                 ) -> bytes:
+    """The bytes of a user-given input file, refusing what is not a regular file (a FIFO,
+    /dev/zero, a terminal: they may never end) and a file above `limit_bytes`, each as
+    `error` (a KvbenchError class) naming the file. The file is opened non-blocking, so a
+    FIFO with no writer is refused at once instead of waiting for one."""
+    from kvbench.errors import KvbenchError
+
+    error = error or KvbenchError
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise error(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory, not a {what}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    if stat.S_ISDIR(os.fstat(fd).st_mode):  # os.fdopen refuses a directory's descriptor
+        os.close(fd)
+        raise error(f"{path}: is a directory, not a {what}")
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{path}: is a directory, not a {what}")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: not a regular file (a device, FIFO or socket); the {what} "
+                        "must be a file", hint="copy it to a file first")
+        if st.st_size > limit_bytes:
+            raise error(f"{path}: {st.st_size:,} bytes is too large for a {what} (at most "
+                        f"{limit_bytes:,})")
+        os.set_blocking(fd, True)
+        try:
+            raw = f.read(limit_bytes + 1)
+        except OSError as e:
+            raise error(f"{path}: cannot read: {e.strerror}") from None
+    if len(raw) > limit_bytes:  # grew while being read
+        raise error(f"{path}: more than {limit_bytes:,} bytes is too large for a {what}")
+    return raw
 
 
 def read_json(path: str | Path) -> Any:

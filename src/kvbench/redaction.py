@@ -52,6 +52,10 @@ _VALUE_RE = re.compile(rf"^(?:{_TOKEN})$")
 _IN_TEXT = [
     (re.compile(rf"(?<![A-Za-z0-9_\-])(?:{_TOKEN})"), REDACTED),
     (re.compile(_WEBHOOK), REDACTED),
+    # a credential in a URL's query (?api_key=..., &token=...)
+    (re.compile(r"(?i)([?&;](?:api[_\-]?key|key|token|access[_\-]?token|auth|auth[_\-]?token|"
+                r"password|passwd|secret|sig|signature|x-amz-signature|x-amz-credential)=)"
+                r"(?!<redacted>)[^&#\s\"'<>]+"), rf"\1{REDACTED}"),
     # user:password@ in any URL (the user name stays: it says which account)
     (re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*):[^\s@/\"'<>]+@"),
      rf"\1:{REDACTED}@"),
@@ -109,17 +113,20 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     out: list[str] = []
     hide_next = False
     for tok in map(str, argv):
-        if hide_next and not tok.startswith("--"):
+        if hide_next:
+            # the whole next token is the secret flag's value, even one that starts with
+            # `--` (a secret may; a secret flag never goes without its value)
             out.append(REDACTED)
             hide_next = False
             continue
-        hide_next = False
         if tok.startswith("-") and "=" in tok:
             flag, _, value = tok.partition("=")
             secret = is_secret_name(flag) or is_secret_value(value)
             out.append(f"{flag}={REDACTED}" if secret else redact_text(tok))
             continue
-        if tok.startswith("--") and is_secret_name(tok):
+        # `--api-key X`, `-api-key X` (single-dash long flags), `-H X` with a header value
+        # named below by redact_text
+        if tok.startswith("-") and len(tok) > 2 and is_secret_name(tok):
             hide_next = True
         out.append(REDACTED if is_secret_value(tok) else redact_text(tok))
     return out

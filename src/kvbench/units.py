@@ -15,6 +15,11 @@ MiB = 1 << 20
 GiB = 1 << 30
 TiB = 1 << 40
 
+# The most concurrent session lanes any command accepts (recipe conc-list, replay and simulate
+# --concurrency): 4x the largest concurrency in the real master configs (16,384), so that a
+# typo like 2**63-1 is an error at once instead of a replay creating lanes forever.
+MAX_SESSION_LANES = 65_536
+
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000

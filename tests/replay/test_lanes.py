@@ -66,7 +66,10 @@ async def _run(server: Scripted, tmp_path, **kw) -> tuple[dict, list[dict]]:
     srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
     cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path,
-                       synthetic=SyntheticSpec(num_sessions=3, scale=0.002, max_turns=4),
+                       # the scripted servers answer up to 9 completion tokens: ask for 16 (a
+                       # usage above max_tokens is an impossible one, a failed request)
+                       synthetic=SyntheticSpec(num_sessions=3, scale=0.002, max_turns=4,
+                                               output_mu=9.0, output_sigma=0.0),
                        think_time_scale=0, **kw)
     async with srv:
         summary = await replay(cfg)

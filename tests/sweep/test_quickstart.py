@@ -68,7 +68,7 @@ def test_quickstart_runs_repeats_and_prints_deltas_with_their_noise(tmp_path):
     for r in by_name.values():
         assert set(r["validity"]["checks"]) == {"ideal_cache", "warm_cache", "offload_tier",
                                                 "client", "failed_ratio", "prompt_size",
-                                                "label"}
+                                                "usage", "label"}
         assert r["validity"]["checks"]["warm_cache"]["passed"] is True
         assert r["validity"]["checks"]["prompt_size"]["passed"] is True
         ideal = r["validity"]["checks"]["ideal_cache"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from kvbench.calibrate.runner import Calibration
 from kvbench.errors import CalibrateError
-from kvbench.files import write_atomic
+from kvbench.files import write_output
 from kvbench.hardware import (
     HardwareProfile,
     KvPageCopy,
@@ -167,4 +167,5 @@ def profile_yaml(profile: HardwareProfile) -> str:
 
 def write_profile(profile: HardwareProfile, path: str | Path) -> Path:
     """Write atomically; the file loads back with `kvbench.hardware.load_hardware(path)`."""
-    return write_atomic(path, profile_yaml(profile))
+    write_output(path, profile_yaml(profile))
+    return Path(path)

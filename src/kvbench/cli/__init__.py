@@ -5,6 +5,7 @@ imports what it needs inside its body so that `kvbench --help` stays fast."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -39,7 +40,16 @@ def __getattr__(name: str) -> Any:
 def _escape(text: str) -> str:
     from rich.markup import escape
 
-    return escape(text)
+    from kvbench.redaction import redact_text
+
+    # an error may quote a URL with credentials or an api_key= query: never print it
+    return escape(redact_text(text))
+
+
+def _redact(text: str) -> str:
+    from kvbench.redaction import redact_text
+
+    return redact_text(text)
 
 
 def _report(message: str, hint: str | None, errors: list[str] | None = None) -> None:
@@ -50,9 +60,20 @@ def _report(message: str, hint: str | None, errors: list[str] | None = None) -> 
     err.print(f"[bold red]error:[/] {_escape(message)}", highlight=False)
     errors = errors or []
     for line in errors[1:] if errors and errors[0] == message else errors:
-        err.print(f"  {line}", highlight=False, markup=False)
+        err.print(f"  {_redact(line)}", highlight=False, markup=False)
     if hint:
         err.print(f"[yellow]hint:[/] {_escape(hint)}", highlight=False)
+
+
+@functools.cache
+def _command():
+    """The click command of `app`, built once (typer takes about 0.3 s to build it) with the
+    finite-value check on every parameter."""
+    import typer.main
+
+    from kvbench.cli.values import harden
+
+    return harden(typer.main.get_command(_typer_app()))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -63,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
 
         if try_matrix(args):
             return
-        code = _typer_app()(args=args, prog_name="kvbench", standalone_mode=False)
+        code = _command().main(args=args, prog_name="kvbench", standalone_mode=False)
         # typer returns (not raises) 130 on Ctrl-C when not in standalone mode
         if isinstance(code, int) and code:
             if code == 130:

@@ -119,11 +119,16 @@ def launch(
 
 def split_engine_args(args: list[str] | None) -> list[str]:
     """`--engine-arg '--watchdog-timeout 3600'` is two argv tokens, shell-split (launch and
-    run alike); unbalanced quotes are a usage error, not a traceback."""
+    run alike); unbalanced quotes are a usage error, not a traceback. A value that is not a
+    flag (`--engine-arg --api-key --engine-arg 'Bearer X'`, a header `Authorization: Bearer
+    X`) keeps its grouping: the engine receives it as the one token it was given."""
     import shlex
 
     out: list[str] = []
     for arg in args or []:
+        if not arg.lstrip().startswith("-"):
+            out.append(arg)
+            continue
         try:
             out.extend(shlex.split(arg))
         except ValueError as e:

@@ -82,9 +82,9 @@ def run_matrix(selection: Selection, format: str | None, output: Path | None) ->
     keyed = keyed_rows(selection)
     text = json.dumps([row for _, row in keyed])
     if output is not None:
-        from kvbench.files import write_atomic
+        from kvbench.files import write_output
 
-        write_atomic(output, text + "\n")
+        write_output(output, text + "\n")
     if chosen == "json":
         print(text)
     else:

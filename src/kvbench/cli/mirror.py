@@ -30,16 +30,15 @@ def _changelog_path(config: Path) -> Path:
 
 
 def _files_by_key(config_files: list[Path], keys: list[str]) -> dict[Path, list[str]]:
-    import yaml
+    from kvbench import yamldoc
 
     where: dict[Path, list[str]] = {}
     missing = list(keys)
     for path in config_files:
-        try:
-            found = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader",
-                                                                yaml.SafeLoader)) or {}
-        except OSError as e:
-            raise RecipeError(f"{path}: cannot read: {e.strerror}") from None
+        found = yamldoc.load_file(path, "master config", RecipeError) or {}
+        if not isinstance(found, dict):
+            raise RecipeError(f"{path}: a master config maps config keys to entries, not a "
+                              f"{type(found).__name__}")
         for key in [k for k in missing if k in found]:
             where.setdefault(path, []).append(key)
             missing.remove(key)

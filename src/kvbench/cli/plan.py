@@ -125,6 +125,8 @@ def plan(
 
     if format not in ("json", "table"):
         raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
+    if host_headroom_gb is not None and host_headroom_gb < 0:
+        raise PlanError(f"--host-headroom-gb {host_headroom_gb:g} is negative; allowed: >= 0")
     runners = _runners(selection)
     jobs = select_jobs(selection)
     plans = [plan_job(job, runners, host_headroom_gb=host_headroom_gb,

@@ -20,22 +20,29 @@ def _is_runners_file(path: Path) -> bool:
     error says which kind of file it is."""
     if path.name.startswith("runners"):
         return True
-    try:
-        head = path.read_bytes()[:1 << 20].decode("utf-8", errors="replace")
-    except OSError:
-        return False
     return any(line.startswith(("labels:", "hardware:", "clusters:"))
-               for line in head.splitlines())
+               for line in _head(path).splitlines())
+
+
+def _head(path: Path) -> str:
+    """The first MiB of a regular file, any encoding ('' for a device, a FIFO or what cannot
+    be read: the file's own reader then names the problem, without blocking on it)."""
+    try:
+        if not path.is_file():
+            return ""
+        with path.open("rb") as f:
+            return f.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _is_changelog_file(path: Path) -> bool:
-    """A perf changelog under another name: a top-level list, where a master config and a
-    runners file are mappings."""
-    try:  # any encoding: the file's own reader names a bad one
-        with path.open(encoding="utf-8", errors="replace") as f:
-            first = next((ln for ln in f if ln.strip() and not ln.lstrip().startswith("#")), "")
-    except OSError:
-        return False
+    """perf-changelog.yaml sits beside the master configs (so `configs/*.yaml` names it): a
+    top-level list, where a master config and a runners file are mappings."""
+    if path.name.startswith("perf-changelog"):
+        return True
+    lines = _head(path).splitlines()
+    first = next((ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")), "")
     return first.startswith("- ")
 
 

@@ -170,14 +170,17 @@ def _print_tables(out: dict) -> None:
 @app.command()
 def report(
     result_dirs: Annotated[list[Path], typer.Argument(help="Result dirs or result.json files.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="HTML file to write.")] = Path(
-        "dashboard.html"),
+    out: Annotated[Path, typer.Option("-o", "--out", help="HTML file to write (- for stdout).")
+                   ] = Path("dashboard.html"),
 ) -> None:
     """Write one self-contained offline HTML dashboard of the results."""
     from kvbench.report import write_dashboard
 
     path = write_dashboard(result_dirs, out)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    if str(out) == "-":
+        return
+    size = f" ({path.stat().st_size / 1e6:.1f} MB)" if path.is_file() else ""
+    print(f"wrote {path}{size}")
 
 
 @app.command()
@@ -191,7 +194,7 @@ def rescore(
     """Derive each job's result.json again from its raw files (replay summary, /metrics
     scrape, plan) with this kvbench's adapters and checks; the run's own result is kept as
     result.orig.json."""
-    from kvbench.errors import ResultError
+    from kvbench.errors import KvbenchError, ResultError
     from kvbench.results import find_results
     from kvbench.results.rescore import rescore as do_rescore
     from kvbench.results.rescore import rescore_job
@@ -199,17 +202,31 @@ def rescore(
 
     check_format(format, ("table", "json"), ResultError)
     rows = []
-    for path in find_results(result_dirs):
-        old, new = (rescore_job if dry_run else do_rescore)(
-            path.parent, options_id=job_options_id(path.parent),
-            absent_cached_tokens_are_zero=job_absent_cached_tokens_are_zero(path.parent))
-        rows.append({"job": str(path.parent), "status": [old.get("status"), new.status],
-                     "valid": [(old.get("validity") or {}).get("valid"), new.validity["valid"]],
-                     "reasons": new.validity["reasons"]})
+    failed: list[str] = []
+    found = find_results(result_dirs)
+    for path in found:
+        try:
+            old, new = (rescore_job if dry_run else do_rescore)(
+                path.parent, options_id=job_options_id(path.parent),
+                absent_cached_tokens_are_zero=job_absent_cached_tokens_are_zero(path.parent))
+        except KvbenchError as e:
+            failed.append(e.message)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            # raw files that parse but hold the wrong shapes (a list where a map belongs)
+            failed.append(f"{path.parent}: corrupt job files ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:120]})")
+        else:
+            rows.append({"job": str(path.parent), "status": [old.get("status"), new.status],
+                         "valid": [(old.get("validity") or {}).get("valid"),
+                                   new.validity["valid"]],
+                         "reasons": new.validity["reasons"]})
+            continue
+        print(f"error: {failed[-1]}", file=sys.stderr)  # named now; the others go on
     if format == "json":
         import orjson
 
         sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        _rescore_failures(failed, len(found))
         return
     from rich.table import Table
 
@@ -223,3 +240,12 @@ def rescore(
                       " -> ".join("unknown" if v is None else str(v) for v in r["valid"]),
                       "; ".join(r["reasons"]) or "-")
     table_console().print(table)
+    _rescore_failures(failed, len(found))
+
+
+def _rescore_failures(failed: list[str], total: int) -> None:
+    from kvbench.errors import ResultError
+
+    if failed:
+        raise ResultError(f"{len(failed)} of {total} job(s) not rescored (each named above)",
+                          hint="fix or remove their files and rescore again")

@@ -135,9 +135,28 @@ def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
 
 
 def _speculate(costs, accept_length: float, verify_tokens: int):
+    if verify_tokens < 1:
+        raise SimError(f"--spec-verify-tokens {verify_tokens}: allowed: >= 1 (1 = no "
+                       "speculative decoding)")
     if accept_length == 1.0 and verify_tokens == 1:
         return costs
-    return costs.with_speculation(accept_length, max(verify_tokens, 1))
+    return costs.with_speculation(accept_length, verify_tokens)
+
+
+# Each DP rank is a whole simulated engine: a bound that keeps a simulation finite, far past
+# the DP-attention groups of real deployments (one rank per GPU of a group of nodes).
+MAX_DP_RANKS = 256
+
+
+def _check_choices(precision: str | None, router: str = "round_robin") -> None:
+    """Words the simulator would otherwise ignore or fall back from silently."""
+    from kvbench.models.profile import PARAM_BYTES
+    from kvbench.sim.ranks import ROUTERS
+
+    if precision is not None and precision not in PARAM_BYTES:
+        raise SimError(f"--precision {precision!r}; allowed: {', '.join(PARAM_BYTES)}")
+    if router not in ROUTERS:
+        raise SimError(f"--router {router!r}; allowed: {', '.join(ROUTERS)}")
 
 
 @app.command("serve-sim")
@@ -173,6 +192,7 @@ def serve_sim(
 
     if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
         raise SimError("--time-scale must be > 0, --page-size >= 1, --chars-per-token >= 0")
+    _check_choices(precision)
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
     config = ServerConfig(
@@ -267,12 +287,13 @@ def simulate(
     percentiles and throughput. With --concurrency, the lanes follow the replay's workload
     bounds (--duration, --max-requests, --max-tokens-cap, --think-time-cap, --start, ...):
     the same requests `kvbench replay` sends with the same options."""
-    from kvbench.files import write_json_atomic
+    from kvbench.files import JSON_OPTS, write_output
     from kvbench.sim.simulate import SimSetup, run, run_sessions
     from kvbench.sim.sizing import resolve_costs
     from kvbench.sim.trace import load_traces
 
     check_format(output_format, ("json", "table"), SimError)
+    _check_choices(precision, router)
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
     concurrency = loop_mode(concurrency, open_loop, arrival_scale)
@@ -294,6 +315,8 @@ def simulate(
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}
+    if not 1 <= dp <= MAX_DP_RANKS:
+        raise SimError(f"--dp {dp}: allowed: 1..{MAX_DP_RANKS} DP-attention ranks")
     if dp != 1 and bounds is None:
         raise SimError("--dp: DP-attention ranks need closed-loop lanes, not --open-loop")
     results = {}
@@ -307,7 +330,9 @@ def simulate(
             judge_open_loop(summary, traces, arrival_scale)
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
-        write_json_atomic(output, doc)
+        import orjson
+
+        write_output(output, orjson.dumps(doc, option=JSON_OPTS) + b"\n")
     if output_format == "json":
         print(json.dumps(doc, indent=2))
     else:

@@ -15,7 +15,7 @@ from kvbench.cli.app import app
 from kvbench.cli.console import check_format
 from kvbench.cli.launch import split_engine_args
 from kvbench.cli.selection import SelectionCommand, selected_jobs, with_selection
-from kvbench.errors import SweepError
+from kvbench.errors import SweepError, SweepOptionError
 from kvbench.matrix.selection import Selection
 
 _RUN = "Run"
@@ -105,30 +105,42 @@ def run(
         selection = dataclasses.replace(
             selection, config_files=tuple(recipes) + tuple(selection.config_files))
     if not selection.config_files:
-        raise SweepError("no recipe given", hint="kvbench run RECIPE.yaml --results DIR")
+        raise SweepOptionError("no recipe given", hint="kvbench run RECIPE.yaml --results DIR")
     engine_args = split_engine_args(engine_arg)  # as `launch` splits them
+    if time_scale is not None and time_scale <= 0:
+        raise SweepOptionError(f"--time-scale {time_scale:g}: allowed: > 0 (times faster than wall "
+                         "time)")
+    if max_parallel is not None and max_parallel < 1:
+        raise SweepOptionError(f"--max-parallel {max_parallel}: allowed: >= 1")
+    if repeat < 1:
+        raise SweepOptionError(f"--repeat {repeat}: allowed: >= 1")
     if time_scale is not None:
         engine_args += ["--time-scale", str(time_scale)]
     if synthetic and trace:
-        raise SweepError("give --trace or --synthetic, not both")
+        raise SweepOptionError("give --trace or --synthetic, not both")
     if profile is not None:
         from kvbench.replay.profile import profile_named
 
         profile_named(profile)  # an unknown name fails before any job starts
     if load_format not in ("auto", "dummy"):
-        raise SweepError(f"--load-format {load_format!r} is not one of auto, dummy")
+        raise SweepOptionError(f"--load-format {load_format!r} is not one of auto, dummy")
     if load_format == "dummy" and model_path is None:
-        raise SweepError("--load-format dummy needs --model-path",
+        raise SweepOptionError("--load-format dummy needs --model-path",
                          hint="kvbench dummy-model DIR --model qwen3-8b builds one")
-    options = RunOptions(
-        trace=list(trace) if trace else None, bundled_traces=not synthetic and not trace,
-        duration_s=duration, max_requests=max_requests,
-        warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer, profile=profile,
-        max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
-        think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
-        load_format=load_format, compress_raw=compress,
-        timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
-    )
+    from pydantic import ValidationError
+
+    try:
+        options = RunOptions(
+            trace=list(trace) if trace else None, bundled_traces=not synthetic and not trace,
+            duration_s=duration, max_requests=max_requests,
+            warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer, profile=profile,
+            max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
+            think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
+            load_format=load_format, compress_raw=compress,
+            timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
+        )
+    except ValidationError as e:
+        raise _option_error(e) from None
     with _interruptible("rerun the same command to resume"):
         run_sweep(selection, options, results=results, executor=executor, emit=emit,
                   repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
@@ -136,6 +148,23 @@ def run(
                   slurm={"partition": partition, "account": account, "time_limit": time_limit,
                          "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or []),
                          "spread_cpu_workers": spread_workers})
+
+
+# RunOptions / PhaseTimeouts fields -> the `kvbench run` flag that sets them
+_RUN_FLAGS = {"duration_s": "--duration", "max_requests": "--max-requests",
+              "warmup_requests": "--warmup-requests", "max_tokens_cap": "--max-tokens-cap",
+              "max_input_tokens": "--max-input-tokens", "think_time_scale": "--think-time-scale",
+              "ready_s": "--ready-timeout", "replay_s": "--replay-timeout", "seed": "--seed",
+              "tokenizer": "--tokenizer", "model_path": "--model-path", "trace": "--trace"}
+
+
+def _option_error(e) -> SweepOptionError:
+    """A RunOptions/PhaseTimeouts ValidationError as one line naming the flag."""
+    err = e.errors()[0]
+    field = str(err["loc"][0]) if err.get("loc") else ""
+    flag = _RUN_FLAGS.get(field, field.replace("_", "-"))
+    msg = err.get("msg", "invalid").removeprefix("Value error, ")
+    return SweepOptionError(f"{flag} {err.get('input')!r}: {msg}", hint="see `kvbench run --help`")
 
 
 def run_sweep(selection: Selection, options, *, results: Path, executor: str = "local",
@@ -149,15 +178,15 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     from kvbench.sweep import SlurmExecutor, build_specs, failures_error, run_local
 
     if executor not in ("local", "slurm"):
-        raise SweepError(f"--executor {executor!r} is not one of local, slurm")
+        raise SweepOptionError(f"--executor {executor!r} is not one of local, slurm")
     if emit not in (None, "github-matrix"):
-        raise SweepError(f"--emit {emit!r} is not one of github-matrix")
-    check_format(format, ("table", "json"), SweepError)
+        raise SweepOptionError(f"--emit {emit!r} is not one of github-matrix")
+    check_format(format, ("table", "json"), SweepOptionError)
     jobs = selected_jobs(selection, SweepError)
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
     if "--time-scale" in options.engine_args and real:
-        raise SweepError(f"--time-scale is for the embedded engine only; the selection also "
-                         f"has {', '.join(real)} jobs", hint="select --framework sim")
+        raise SweepOptionError(f"--time-scale is for the embedded engine only; the selection "
+                               f"also has {', '.join(real)} jobs", hint="select --framework sim")
     from kvbench.sweep.quickstart import embedded_defaults
 
     bounded = embedded_defaults(jobs, options)
@@ -175,23 +204,26 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
         return []
     results = Path(results)
-    _banner(specs, options, results, executor)
-    if executor == "slurm":
-        from rich.console import Console
+    from kvbench.sweep.lock import results_lock
 
-        err = Console(stderr=True)
-        last: list[int] = [-1]
+    with results_lock(results):
+        _banner(specs, options, results, executor)
+        if executor == "slurm":
+            from rich.console import Console
 
-        def on_poll(done: int, total: int) -> None:
-            if done != last[0]:
-                last[0] = done
-                err.print(f"slurm: {done}/{total} array tasks finished", highlight=False)
+            err = Console(stderr=True)
+            last: list[int] = [-1]
 
-        ex = SlurmExecutor(**(slurm or {}))
-        outcomes = ex.run(specs, results, rerun_failed=rerun_failed, on_poll=on_poll)
-    else:
-        outcomes = run_local(specs, results, continue_on_error=continue_on_error,
-                             rerun_failed=rerun_failed)
+            def on_poll(done: int, total: int) -> None:
+                if done != last[0]:
+                    last[0] = done
+                    err.print(f"slurm: {done}/{total} array tasks finished", highlight=False)
+
+            ex = SlurmExecutor(**(slurm or {}))
+            outcomes = ex.run(specs, results, rerun_failed=rerun_failed, on_poll=on_poll)
+        else:
+            outcomes = run_local(specs, results, continue_on_error=continue_on_error,
+                                 rerun_failed=rerun_failed)
     if format == "json":
         sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -312,5 +344,8 @@ def quickstart(
     Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
     from kvbench.sweep.quickstart import quickstart_run
 
+    if not time_scale > 0 or repeats < 1:
+        raise SweepOptionError(f"--time-scale {time_scale:g} / --repeats {repeats}: allowed: "
+                               "a time scale > 0 and at least 1 repeat")
     with _interruptible("rerun kvbench quickstart to resume"):
         quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats)

@@ -8,9 +8,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kvbench import yamldoc
 from kvbench.errors import EngineError
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -104,12 +104,8 @@ class EngineData(BaseModel):
 def load_engine_data(engine: str, path: Path | None = None) -> EngineData:
     path = path or DATA_DIR / f"{engine}.yaml"
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yamldoc.load_file(path, "engine data file", EngineError)
         return EngineData.model_validate(raw)
-    except FileNotFoundError:
-        raise EngineError(f"no engine data file {path}") from None
-    except yaml.YAMLError as e:
-        raise EngineError(f"{path}: invalid YAML: {e}") from None
     except ValidationError as e:
         lines = [f"{path}: " + ".".join(str(p) for p in err["loc"]) + f": {err['msg']}"
                  for err in e.errors()]

@@ -5,14 +5,15 @@ format. The planner reads HBM and host DRAM; the simulator's cost model reads th
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kvbench.errors import KvbenchError
+from kvbench import yamldoc
+from kvbench.errors import KvbenchError, validation_message
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -94,6 +95,42 @@ class HardwareProfile(BaseModel):
     kv_page_copies: list[KvPageCopy] = Field(default_factory=list)
     layer_timings: list[LayerTimings] = Field(default_factory=list)
 
+    @field_validator("hbm_bytes", "hbm_bandwidth_bytes_per_s", "host_to_device_bytes_per_s",
+                     "device_to_host_bytes_per_s", "kv_transfer_bytes_per_s",
+                     "host_dram_bytes_per_node", "pin_seconds_per_gib")
+    @classmethod
+    def _positive(cls, v: Sourced | None) -> Sourced | None:
+        # a zero, negative, NaN or infinite rate or size would divide by zero or make every
+        # simulated step free or endless (`not x > 0` also catches NaN)
+        if v is not None and not (math.isfinite(v.value) and v.value > 0):
+            raise ValueError(f"value must be a finite number > 0, got {v.value}")
+        return v
+
+    @field_validator("flops_per_s")
+    @classmethod
+    def _flops(cls, v: dict[str, Sourced]) -> dict[str, Sourced]:
+        if "bf16" not in v:
+            raise ValueError("needs a bf16 entry (other dtypes fall back to it)")
+        for dtype, rate in v.items():
+            if not (math.isfinite(rate.value) and rate.value > 0):
+                raise ValueError(f"{dtype}: value must be a finite number > 0, got {rate.value}")
+        return v
+
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _gpus(cls, v: int) -> int:
+        if not 1 <= v <= 1024:
+            raise ValueError(f"must be within 1..1024, got {v}")
+        return v
+
+    @field_validator("achievable_flops_fraction", "achievable_hbm_fraction",
+                     "achievable_link_fraction")
+    @classmethod
+    def _fraction(cls, v: float) -> float:
+        if not 0 < v <= 1:
+            raise ValueError(f"must be within (0, 1], got {v}")
+        return v
+
     def flops(self, dtype: str) -> float:
         """Effective dense FLOP/s for a compute dtype, falling back to bf16."""
         peak = self.flops_per_s.get(dtype) or self.flops_per_s["bf16"]
@@ -150,10 +187,11 @@ def hardware_names() -> list[str]:
 
 @cache
 def _load_file(path: Path) -> HardwareProfile:
+    raw = yamldoc.load_file(path, "hardware profile")
     try:
-        return HardwareProfile.model_validate(yaml.safe_load(path.read_text()))
-    except (ValidationError, yaml.YAMLError) as e:
-        raise KvbenchError(f"{path}: invalid hardware profile: {e}") from e
+        return HardwareProfile.model_validate(raw)
+    except ValidationError as e:
+        raise KvbenchError(validation_message(e, f"{path}: invalid hardware profile")) from None
 
 
 def load_hardware(name_or_path: str | Path) -> HardwareProfile:

@@ -53,11 +53,28 @@ def row_gpus(row: dict[str, Any]) -> int:
     return row["tp"] * row.get("pp", 1) * row.get("pcp-size", 1)
 
 
+def check_fits_node(row: dict[str, Any], runner: str, per_node: int) -> None:
+    """A single-node row's GPUs (tp*pp*pcp-size) and expert parallelism fit on one node."""
+    gpus = row_gpus(row)
+    if gpus > per_node:
+        raise MatrixError(
+            f"tp={row['tp']} with pp={row.get('pp', 1)} and pcp-size={row.get('pcp-size', 1)} "
+            f"needs {gpus} GPUs but runner {runner!r} has gpus-per-node={per_node}")
+    ep = row.get("ep") or 1
+    if ep > per_node:
+        raise MatrixError(f"ep={ep} spreads experts over more GPUs than runner {runner!r} has "
+                          f"on its one node (gpus-per-node={per_node})")
+
+
 def agentic_budget_gb(block: dict[str, Any], row: dict[str, Any], runner: str,
                       runners: RunnerFacts) -> int:
     """`total-cpu-dram-gb` of an agentic row (raw YAML dicts); 0 unless it offloads to DRAM.
     Multi-node rows are budgeted by their aggregated `worker`, else their prefill worker:
     only prefill offloads today."""
+    # single-node rows fit their node whether or not they offload (resident rows too)
+    if "prefill" not in row and "worker" not in row and (
+            per_node := runners.gpus_per_node(runner)) is not None:
+        check_fits_node(row, runner, per_node)
     if row.get("kv-offloading", "none") != "dram":
         return 0
     hardware = runners.hardware_for(runner)
@@ -68,11 +85,7 @@ def agentic_budget_gb(block: dict[str, Any], row: dict[str, Any], runner: str,
         gpus = replica_gpus_on_node(row["prefill"], per_node)
     else:
         gpus = row_gpus(row)
-        if gpus > per_node:
-            raise MatrixError(
-                f"tp={row['tp']} with pp={row.get('pp', 1)} and pcp-size={row.get('pcp-size', 1)} "
-                f"needs {gpus} GPUs but runner {runner!r} has gpus-per-node={per_node}"
-            )
+        check_fits_node(row, runner, per_node)
     return dram_budget_gb(
         hardware.available_cpu_dram_mib, block["dram-utilization"], gpus, per_node
     )

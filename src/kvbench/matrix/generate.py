@@ -67,6 +67,10 @@ def _close_keys(pattern: str, available: list[str]) -> str:
 def _check(selection: Selection, runners: RunnerFacts) -> None:
     if selection.step_size <= 1:
         raise MatrixError(f"--step-size must be greater than 1 (got {selection.step_size})")
+    for flag, value in (("--min-conc", selection.min_conc), ("--max-conc", selection.max_conc),
+                        ("--max-tp", selection.max_tp), ("--max-ep", selection.max_ep)):
+        if value is not None and value < 1:
+            raise MatrixError(f"{flag} {value} selects nothing; allowed: an integer >= 1")
     lo, hi = selection.min_conc, selection.max_conc
     if lo is not None and hi is not None and lo > hi:
         raise MatrixError(f"--min-conc ({lo}) must be <= --max-conc ({hi})")

@@ -10,9 +10,9 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from kvbench import yamldoc
 from kvbench.errors import MetricsError
 from kvbench.metrics.fields import FIELDS
 
@@ -78,7 +78,8 @@ def _aliases() -> dict[str, str]:
     out = {}
     for name in known_engines():
         path = resources.files("kvbench.metrics") / "adapters" / f"{name}.yaml"
-        for alias in (yaml.safe_load(path.read_text()) or {}).get("aliases") or []:
+        for alias in (yamldoc.load_file(str(path), "metric adapter", MetricsError) or {}
+                      ).get("aliases") or []:
             out[alias] = name
     return out
 
@@ -95,7 +96,7 @@ def load_adapter(engine: str) -> Adapter:
         raise MetricsError(f"no metric adapter for engine {engine!r}",
                            hint=f"known engines: {', '.join(known + sorted(aliases))}")
     path = resources.files("kvbench.metrics") / "adapters" / f"{engine}.yaml"
-    raw = yaml.safe_load(path.read_text())
+    raw = yamldoc.load_file(str(path), "metric adapter", MetricsError)
     if isinstance(raw, dict) and "same_as" in raw:
         base = load_adapter(raw["same_as"])
         return base.model_copy(update={"engine": raw.get("engine", engine)})

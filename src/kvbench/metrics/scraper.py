@@ -12,6 +12,7 @@ from kvbench.errors import MetricsError
 from kvbench.files import JsonlWriter
 from kvbench.metrics.adapter import load_adapter
 from kvbench.metrics.exposition import parse_exposition
+from kvbench.redaction import REDACTED, is_secret_name, redact_text
 
 REQUEST_TIMEOUT_S = 5.0
 
@@ -82,11 +83,12 @@ class Scraper:
                 if resp.status != 200:
                     raise MetricsError(f"HTTP {resp.status}")
             keep = None if phase in ("pre", "post") else self._keep
-            record["samples"] = parse_exposition(text, keep)
+            # labels are the server's text (a launch argument, a URL): redacted like a log
+            record["samples"] = _redacted(parse_exposition(text, keep))
             record["ok"] = True
             self.num_ok += 1
         except Exception as e:  # any failure of a scrape is data, never a crash of the run
-            record["error"] = f"{type(e).__name__}: {e}"[:300] or type(e).__name__
+            record["error"] = redact_text(f"{type(e).__name__}: {e}"[:300]) or type(e).__name__
             self.num_failed += 1
         record["fetch_ms"] = (time.time_ns() - t_ns) / 1e6
         if self._writer is not None:
@@ -99,3 +101,14 @@ class Scraper:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+def _redacted(samples: dict) -> dict:
+    """Label values are the server's text (a launch argument, a URL, a key): a label named
+    like a secret is hidden, every other value redacted by shape, as a log line is."""
+    for series in samples.values():
+        for sample in series:
+            labels = sample[0] if sample and isinstance(sample[0], dict) else None
+            for name, value in (labels or {}).items():
+                labels[name] = REDACTED if is_secret_name(name) else redact_text(value)
+    return samples

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kvbench.errors import ModelError
+from kvbench.errors import ModelError, validation_message
+from kvbench.files import read_bounded
 from kvbench.models.profile import ModelProfile
 
 
@@ -40,10 +41,15 @@ def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int) -> tuple[in
 
 
 def profile_from_config(path: Path) -> ModelProfile:
+    # a real config.json is a few KB; a device or FIFO named as one ends at once
+    text = read_bounded(path, 16 << 20, "config.json", ModelError)
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelError(f"{path}: cannot read config.json: {e}") from e
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise ModelError(f"{path}: cannot read a config.json: {e}") from None
+    if not isinstance(raw, dict):
+        raise ModelError(f"{path}: cannot read a config.json: a JSON {type(raw).__name__}, "
+                         "not an object")
     c = _text(raw)
     try:
         return _build(c, path)
@@ -53,7 +59,7 @@ def profile_from_config(path: Path) -> ModelProfile:
             hint="add a profile YAML under kvbench/models/data instead",
         ) from None
     except ValidationError as e:
-        raise ModelError(f"{path}: cannot build a profile: {e}") from e
+        raise ModelError(validation_message(e, f"{path}: cannot build a profile")) from None
 
 
 def _build(c: dict[str, Any], path: Path) -> ModelProfile:

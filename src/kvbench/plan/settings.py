@@ -12,9 +12,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from kvbench import yamldoc
 from kvbench.errors import PlanError
 
 DATA = Path(__file__).parent / "data" / "settings.yaml"
@@ -88,8 +88,8 @@ class RecipeSettings:
 @cache
 def _rules(path: Path = DATA) -> tuple[_Rule, ...]:
     try:
-        parsed = _File.model_validate(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError, ValueError) as e:
+        parsed = _File.model_validate(yamldoc.load_file(path, "settings file", PlanError))
+    except (OSError, ValueError) as e:
         raise PlanError(f"invalid recipe settings file {path}: {e}") from None
     for rule in parsed.rules:
         bad = set(rule.set.unset) - set(UNSETTABLE)

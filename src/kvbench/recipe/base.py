@@ -19,6 +19,8 @@ os.environ.setdefault(_PLUGINS_ENV, "__all__")
 
 from pydantic import BaseModel, ConfigDict  # noqa: E402
 
+from kvbench.units import MAX_SESSION_LANES  # noqa: E402
+
 
 class RecipeModel(BaseModel):
     """Frozen, kebab-case only, unknown keys rejected."""
@@ -57,10 +59,17 @@ def check_concurrency(row: object) -> None:
             )
         if start > end:
             raise ValueError(f"'conc-start' ({start}) must be <= 'conc-end' ({end})")
+        if end > MAX_SESSION_LANES:
+            raise ValueError(f"'conc-end' {end} is above the most session lanes kvbench runs "
+                             f"({MAX_SESSION_LANES:,})")
     if has_list:
         bad = [c for c in values if c <= 0]
         if bad:
             raise ValueError(f"'conc-list' entries must be > 0 (got {bad})")
+        big = [c for c in values if c > MAX_SESSION_LANES]
+        if big:
+            raise ValueError(f"'conc-list' entries must be at most {MAX_SESSION_LANES:,}, the "
+                             f"most session lanes kvbench runs (got {big})")
 
 
 def check_dcp_divides_tp(row: object) -> None:

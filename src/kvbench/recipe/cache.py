@@ -20,8 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.errors import RecipeError
+from kvbench.files import read_bounded
 from kvbench.recipe.facts import RunnerFacts
 from kvbench.recipe.layout import NO_FILES_HINT
+from kvbench.units import MiB
+
+# yamldoc.MAX_FILE_BYTES, named here so that a warm run does not import PyYAML
+MAX_FILE_BYTES = 64 * MiB
 
 FORMAT = b"kvbench-recipes-1"
 _PACKAGE = Path(__file__).resolve().parent
@@ -52,11 +57,12 @@ def _key(paths: Sequence[Path]) -> tuple[str, list[bytes]]:
     contents = []
     for path in paths:
         try:
-            data = path.read_bytes()
-        except OSError:
-            data = b""  # the loader names the problem on the miss
+            # bounded: a device, FIFO or oversized file is the loader's to refuse, on the miss
+            data = read_bounded(path, MAX_FILE_BYTES, "YAML file", RecipeError)
+        except (RecipeError, OSError):
+            data = b""
         contents.append(data)
-        h.update(str(path.resolve()).encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+        h.update(os.path.abspath(path).encode() + b"\0" + len(data).to_bytes(8, "little") + data)
     return h.hexdigest(), contents
 
 

@@ -38,7 +38,8 @@ class KvOffloadBackend(RecipeModel):
 
     name: KvOffloadBackendName
     version: str | None = Field(default=None, min_length=1)
-    size_gb_per_rank: float | None = Field(default=None, alias="size-gb-per-rank", gt=0)
+    size_gb_per_rank: float | None = Field(default=None, alias="size-gb-per-rank", gt=0,
+                                           strict=True)
     write_policy: Literal["write_back", "write_through", "write_through_selective"] | None = \
         Field(default=None, alias="write-policy")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictInt, model_validator
 
 from kvbench.recipe.base import (
     RecipeModel,
@@ -21,7 +21,8 @@ class _Concurrency(RecipeModel):
     eval_srt_recipe: str | None = Field(default=None, alias="eval-srt-recipe", min_length=1)
     conc_start: int | None = Field(default=None, alias="conc-start", strict=True)
     conc_end: int | None = Field(default=None, alias="conc-end", strict=True)
-    conc_list: list[int] | None = Field(default=None, alias="conc-list", strict=True)
+    # StrictInt items: `strict` on the list does not reach them ("4", true and 4.0 passed)
+    conc_list: list[StrictInt] | None = Field(default=None, alias="conc-list", strict=True)
 
 
 class FixedSingleNodeRow(_Concurrency):

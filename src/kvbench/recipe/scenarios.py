@@ -46,7 +46,8 @@ class AgenticBlock(RecipeModel):
     that a `dram` row may fill, scaled by the fraction of the node's GPUs it uses."""
 
     search_space: list[AgenticRow] = Field(alias="search-space")
-    dram_utilization: float | None = Field(default=None, alias="dram-utilization", gt=0, le=1)
+    dram_utilization: float | None = Field(default=None, alias="dram-utilization", gt=0, le=1,
+                                             strict=True)
 
     @model_validator(mode="after")
     def _dram_needs_utilization(self) -> AgenticBlock:

@@ -8,15 +8,15 @@ from typing import Any
 
 import yaml
 
+from kvbench import yamldoc
 from kvbench.errors import RecipeError
+from kvbench.files import read_bounded
 
-_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-MAX_INT_DIGITS = 19  # 2**63 has 19 digits
-MAX_NODES = 500_000  # after alias expansion; the real nvidia-master.yaml has about 21,000
+_Base = yamldoc.BaseLoader
 
 
-class _Loader(_Base):  # type: ignore[misc, valid-type]
-    """Safe loader that notes duplicate mapping keys instead of dropping them."""
+class _Loader(yamldoc.BoundedLoader):  # type: ignore[misc, valid-type]
+    """Bounded safe loader that notes duplicate mapping keys instead of dropping them."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -53,45 +53,19 @@ def _int_in_range(loader: yaml.BaseConstructor, node: yaml.ScalarNode) -> int:
     """YAML ints, refusing absurd lengths before Python converts them (past 4,300 digits
     `int()` raises; no recipe number needs more than 64 bits)."""
     value = str(node.value)
-    if len(value) <= MAX_INT_DIGITS:
+    if len(value) <= yamldoc.MAX_INT_DIGITS:
         if value.isascii() and value.isdigit() and (value[0] != "0" or len(value) == 1):
             return int(value)  # plain decimal; a leading 0 is YAML 1.1 octal
         return loader.construct_yaml_int(node)
     digits = sum(c.isalnum() for c in value)
-    if digits > MAX_INT_DIGITS:
+    if digits > yamldoc.MAX_INT_DIGITS:
         raise yaml.constructor.ConstructorError(
             None, None, f"an integer of {digits} digits is out of range (at most "
-            f"{MAX_INT_DIGITS})", node.start_mark)
+            f"{yamldoc.MAX_INT_DIGITS})", node.start_mark)
     return loader.construct_yaml_int(node)
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _int_in_range)
-
-
-def _expanded_size(node: yaml.Node, limit: int) -> int:
-    """Nodes the document would have with every alias expanded (memoised per node, so a
-    billion-laughs document is measured in linear time); stops counting past `limit`."""
-    memo: dict[int, int] = {}
-
-    def size(n: yaml.Node) -> int:
-        if id(n) in memo:
-            return memo[id(n)]
-        memo[id(n)] = 1  # a recursive alias counts once
-        total = 1
-        if isinstance(n, yaml.MappingNode):
-            for k, v in n.value:
-                total += size(k) + size(v)
-                if total > limit:
-                    break
-        elif isinstance(n, yaml.SequenceNode):
-            for v in n.value:
-                total += size(v)
-                if total > limit:
-                    break
-        memo[id(n)] = total
-        return total
-
-    return size(node)
 
 
 _STR, _INT, _FLOAT, _BOOL, _NULL, _SEQ, _MAP = (
@@ -171,12 +145,7 @@ def read_text(path: Path) -> str:
     if path.is_dir():
         raise RecipeError(f"{path}: is a directory, not a YAML file",
                           hint=f"name the files in it, e.g. {path}/*.yaml")
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise RecipeError(f"{path}: file not found") from None
-    except OSError as e:
-        raise RecipeError(f"{path}: cannot read: {e.strerror}") from None
+    raw = read_bounded(path, yamldoc.MAX_FILE_BYTES, "YAML file", RecipeError)
     if not raw.strip():
         raise RecipeError(f"{path}: the file is empty",
                           hint="a master config maps config keys to entries")
@@ -195,11 +164,9 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
                 loader.duplicates.clear()
             else:
                 return data, _duplicate_problems(path, loader)
-        if node is not None and _expanded_size(node, MAX_NODES) > MAX_NODES:
-            raise RecipeError(
-                f"{path}: YAML aliases expand to more than {MAX_NODES:,} nodes",
-                hint="an alias (*name) repeats its anchor's whole value; the real master "
-                "configs expand to about 21,000 nodes")
+        if node is not None and yamldoc.expanded_size(node, yamldoc.MAX_NODES) > \
+                yamldoc.MAX_NODES:
+            raise yamldoc.alias_bomb_error(path, RecipeError)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)

@@ -8,12 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kvbench.units import MAX_SESSION_LANES
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.synthetic import SyntheticSpec
-
-# Lanes are tasks and sockets of one process: beyond this no machine holds them (and a huge
-# value would build its task list for minutes before failing)
-MAX_CONCURRENCY = 1 << 20
 
 
 class ReplayConfig(BaseModel):
@@ -25,7 +22,7 @@ class ReplayConfig(BaseModel):
     endpoint: Literal["chat", "completions"] = "chat"
     trace: list[Path] | None = None  # None: synthetic
     synthetic: SyntheticSpec | None = None
-    concurrency: int = Field(1, ge=1, le=MAX_CONCURRENCY, description="live session lanes")
+    concurrency: int = Field(1, ge=1, le=MAX_SESSION_LANES, description="live session lanes")
     duration_s: float | None = Field(None, gt=0)
     max_requests: int | None = Field(None, ge=1, description="profiled requests to send")
     warmup_requests: int = Field(0, ge=0)

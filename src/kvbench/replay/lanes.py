@@ -19,7 +19,7 @@ from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
 from kvbench.replay.ideal import IdealCache
-from kvbench.replay.request import RequestFactory, build_record
+from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
 from kvbench.workload.prompt import PromptBuilder
 from kvbench.workload.session import Session, Turn
@@ -351,7 +351,7 @@ class Lanes:
     def _finish(self, base: dict, t_send: int, rec: dict) -> None:
         if self.closed:
             return
-        out = {**base, "t_send_ns": t_send, **rec}
+        out = mark_impossible_usage({**base, "t_send_ns": t_send, **rec})
         if (out["status"] == "ok" and out["cached_tokens"] is None
                 and self.cfg.absent_cached_tokens_are_zero):
             out["cached_tokens"] = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 
+from kvbench.errors import shown
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.http import Endpoint, Response
 from kvbench.replay.stream import StreamResult, parse_stream, split_tokens
@@ -105,4 +106,30 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
         rec["error"], rec["error_kind"] = "stream carried no token and no usage tokens", "empty"
     else:
         rec["status"] = "ok"
+    return rec
+
+
+def mark_impossible_usage(rec: dict) -> dict:
+    """A response whose usage cannot be true (a count that is negative or not an integer,
+    more cached than prompt tokens, more completion tokens than `max_tokens` asked for) is a
+    failed request (`bad_usage`) with the reason: its numbers would poison every statistic.
+    `rec` is the whole record (the lane's `max_tokens` with the measured part)."""
+    if rec.get("status") != "ok":
+        return rec
+    problem = None
+    for key in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+        v = rec.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            problem = f"usage {key} is {shown(v)}: not a count"
+            rec[key] = None  # never summed or averaged
+            break
+    else:
+        prompt, cached = rec.get("prompt_tokens"), rec.get("cached_tokens")
+        done, cap = rec.get("completion_tokens"), rec.get("max_tokens")
+        if prompt is not None and cached is not None and cached > prompt:
+            problem = f"usage cached_tokens {cached} > prompt_tokens {prompt}"
+        elif done is not None and cap is not None and done > cap:
+            problem = f"usage completion_tokens {done} > max_tokens {cap} requested"
+    if problem is not None:
+        rec.update(status="error", error=f"impossible usage: {problem}", error_kind="bad_usage")
     return rec

@@ -14,6 +14,7 @@ from time import perf_counter_ns
 
 from kvbench.errors import ReplayError, ReplayInterrupted
 from kvbench.files import GZ_SUFFIX, JsonlWriter, iter_jsonl, read_json, write_json_atomic
+from kvbench.redaction import redact_json
 from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
@@ -122,6 +123,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
 
             summary["profile"] = verdict(profile_named(cfg.profile), summary["run"],
                                          iter_jsonl(records_path), cfg.fresh_server)
+        summary = redact_json(summary)  # the url, error messages: redacted by value
         write_json_atomic(out / SUMMARY_FILE, summary)
     finally:
         if sigint is not None:

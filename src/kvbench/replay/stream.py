@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from kvbench.errors import shown
 from kvbench.replay.http import Response
 from kvbench.replay.sse import SseParser
 
@@ -38,11 +39,11 @@ def _delta_text(choice: dict, chat: bool) -> str | None:
         text = choice.get("text")
         return text if isinstance(text, str) else None
     delta = choice.get("delta")
-    if not delta:
+    if not delta or not isinstance(delta, dict):
         return None
     text = delta.get("content") or _other_delta(delta)
     if text:
-        return text
+        return text if isinstance(text, str) else orjson.dumps(text, default=str).decode()
     if "role" in delta or "content" not in delta:
         return None
     return ""
@@ -78,10 +79,14 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
     if type(obj) is not dict:
         return
     choices = obj.get("choices")
+    if not isinstance(choices, list):  # a misbehaving server's choices are no tokens
+        choices = None
     usage = obj.get("usage")
     text: str | None = None
     closing = False
     for choice in choices or ():
+        if not isinstance(choice, dict):
+            continue
         piece = _delta_text(choice, chat)
         if piece is not None:
             text = piece if text is None else text + piece
@@ -95,7 +100,9 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
         res.error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:300]
         res.error_kind = "server_error"
         return
-    cum = usage.get("completion_tokens") if usage else None
+    cum = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if not isinstance(cum, int) or isinstance(cum, bool) or cum < 0:
+        cum = None  # _usage names the bad value
     if cum is not None and choices:
         # Per-chunk usage (vLLM continuous_usage_stats) says exactly whether tokens came. A
         # closing event's usage is the total, which is per-chunk evidence only when earlier
@@ -122,15 +129,29 @@ def _other_delta(delta: dict) -> str:
     return out
 
 
+def _count(res: StreamResult, key: str, value: object, old: int | None) -> int | None:
+    """A usage count as the server sent it, when it can be one; otherwise the request fails
+    with the reason (`bad_usage`) and the value is dropped, never summed."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value if value is not None else old
+    res.error = f"impossible usage: {key} is {shown(value)}: not a count"
+    res.error_kind = "bad_usage"
+    return old
+
+
 def _usage(res: StreamResult, usage: dict) -> None:
-    res.prompt_tokens = usage.get("prompt_tokens", res.prompt_tokens)
-    res.completion_tokens = usage.get("completion_tokens", res.completion_tokens)
+    if not isinstance(usage, dict):
+        res.error, res.error_kind = f"impossible usage: {shown(usage)}", "bad_usage"
+        return
+    res.prompt_tokens = _count(res, "prompt_tokens", usage.get("prompt_tokens"),
+                               res.prompt_tokens)
+    res.completion_tokens = _count(res, "completion_tokens", usage.get("completion_tokens"),
+                                   res.completion_tokens)
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if cached is None:
         cached = usage.get("cached_tokens")
-    if cached is not None:
-        res.cached_tokens = cached
+    res.cached_tokens = _count(res, "cached_tokens", cached, res.cached_tokens)
 
 
 def split_tokens(res: StreamResult) -> tuple[list[int], str]:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 
 def write_dashboard(paths: Sequence[Path], out: Path) -> Path:
-    """Load results under `paths` and write one self-contained HTML file to `out`."""
-    from kvbench.files import write_atomic
+    """Load results under `paths` and write one self-contained HTML file to `out` (a user's
+    output path: `-` is stdout, a device or FIFO is written into)."""
+    from kvbench.files import write_output
     from kvbench.report.capacity import CAPACITY_FILE, capacity_panel, find_capacity_docs
     from kvbench.report.page import render
     from kvbench.results import load_results
@@ -21,7 +22,8 @@ def write_dashboard(paths: Sequence[Path], out: Path) -> Path:
     paths = [p for p in map(Path, paths) if not (p.is_file() and p.name == CAPACITY_FILE)]
     results = load_results(paths) if paths else []
     tag_option_sets(results)
-    return write_atomic(Path(out), render(results, extra))
+    write_output(out, render(results, extra))
+    return Path(out)
 
 
 def tag_option_sets(results: list) -> None:

@@ -237,7 +237,9 @@ def timeline(results: list[Result], colors: dict[str, str], field: str, y_title:
         key = (r.arm, r.conc)
         name = f"{esc(r.arm)} · c{r.conc}"
         fig.add_trace(go.Scatter(
-            x=[t * k for t in tl["t_s"]], y=[None if v is None else v * scale for v in ys],
+            # a scrape that failed leaves a hole (None) in either series
+            x=[None if t is None else t * k for t in tl.get("t_s") or []],
+            y=[None if v is None else v * scale for v in ys],
             mode="lines", name=name, showlegend=key not in seen,
             legendgroup=name,
             line={"color": colors[r.arm], "width": 1.6,

@@ -12,9 +12,11 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
+
 from kvbench import __version__
 from kvbench.errors import ResultError
-from kvbench.files import iter_jsonl, jsonl_path, read_json
+from kvbench.files import iter_jsonl, jsonl_path, read_bounded
 from kvbench.results.build import build_result
 from kvbench.results.schema import Result
 from kvbench.results.store import (
@@ -26,6 +28,7 @@ from kvbench.results.store import (
     write_result,
 )
 from kvbench.results.validate import DEFAULT_FAILED_REQUEST_THRESHOLD
+from kvbench.units import GiB
 
 ORIGINAL_FILE = "result.orig.json"
 _ABSENT_SERVER = "server metrics absent: per-tier cache numbers are unknown"
@@ -38,6 +41,20 @@ def _run_warnings(old: dict) -> list[str]:
     derived = set((old.get("server_metrics") or {}).get("warnings") or []) | {_ABSENT_SERVER}
     return [w for w in old.get("warnings") or []
             if w not in derived and not w.startswith("[") and not w.startswith(_RESCORED)]
+
+
+def _read(path: Path) -> dict:
+    """A job file's JSON object, or a ResultError naming the file."""
+    try:
+        # summaries and plans are KBs; 1 GiB refuses only what cannot be one
+        doc = orjson.loads(read_bounded(path, GiB, "job file", ResultError))
+    except (OSError, ValueError) as e:
+        raise ResultError(f"{path}: corrupt job file: {' '.join(str(e).split())[:200]}"
+                          ) from None
+    if not isinstance(doc, dict):
+        raise ResultError(f"{path}: corrupt job file: a JSON {type(doc).__name__}, not an "
+                          "object")
+    return doc
 
 
 def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None = None,
@@ -54,7 +71,11 @@ def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None
     path = job_dir / RESULT_FILE
     if not path.is_file():
         raise ResultError(f"{job_dir}: no {RESULT_FILE} to rescore")
-    old = read_json(path)
+    old = _read(path)
+    missing = [k for k in ("job_row", "config_key", "fingerprint", "framework", "status")
+               if k not in old]
+    if missing:
+        raise ResultError(f"{path}: not a kvbench result (no {', '.join(missing)})")
     summary_path = job_dir / SUMMARY_FILE
     if old.get("status") == "ok" and not summary_path.is_file():
         raise ResultError(f"{job_dir}: no {SUMMARY_FILE}: the replay's measurements are "
@@ -65,8 +86,8 @@ def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None
     scrape = job_dir / SCRAPE_FILE  # or scrape.jsonl.gz: summarize_scrape reads either
     server = (summarize_scrape(scrape, engine or old["framework"]) if jsonl_path(scrape)
               else old.get("server_metrics"))
-    plan = read_json(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
-    summary = read_json(summary_path) if summary_path.is_file() else None
+    plan = _read(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
+    summary = _read(summary_path) if summary_path.is_file() else None
     records = job_dir / RECORDS_FILE  # or records.jsonl.gz
     if summary is not None and absent_cached_tokens_are_zero and jsonl_path(records):
         summary["cache"] = cache_summary(iter_jsonl(records), absent_cached_tokens_are_zero=True)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
@@ -104,3 +105,50 @@ class Result(BaseModel):
         spec = "" if self.spec_decoding in ("none", None) else f" spec-{self.spec_decoding}"
         return (f"{self.framework} {self.infmax_model_prefix or self.model} {topo} {offload}{spec}"
                 f"{self._arm_suffix}")
+
+
+def impossible_metric(result: Result) -> str | None:
+    """The first count, metric or energy figure of `result` that is NaN, infinite or
+    negative: a NaN or a negative latency compares as anything, and compare/report would draw
+    it as a finding. Checked when a result is read, not when a run writes it (a run's odd
+    gauge must not lose its measurements)."""
+    for name in ("conc", "num_gpus", "num_requests_total", "num_requests_successful",
+                 "allocated_cpu_dram_gb", "request_metrics", "server_metrics", "energy"):
+        bad = _impossible(getattr(result, name), name)
+        if bad:
+            return bad
+    return None
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int | float):
+        return "number"
+    return "list" if isinstance(v, list | tuple) else type(v).__name__
+
+
+def _impossible(value: Any, path: str) -> str | None:
+    """The first number under `value` that is NaN, infinite or negative, as `path: value`."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value < 0:
+            return f"{path} is {value!r}: a metric is a finite number >= 0"
+        return None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        kinds = {_kind(v) for v in value if v is not None}
+        # a series with holes (None) is a numeric one: a word there is no measurement
+        if (len(kinds) > 1 and kinds & {"number", "list"}) or (
+                None in value and kinds - {"number", "list", "dict"}):
+            return f"{path} mixes {' and '.join(sorted(kinds))} items: a series is uniform"
+        items = enumerate(value)
+    else:
+        return None
+    for k, v in items:
+        bad = _impossible(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")
+        if bad:
+            return bad
+    return None

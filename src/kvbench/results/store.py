@@ -6,13 +6,14 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
 from pydantic import ValidationError
 
 from kvbench import SCHEMA_VERSION
-from kvbench.errors import ResultError
-from kvbench.files import read_json, write_json_atomic
+from kvbench.errors import ResultError, validation_message
+from kvbench.files import read_bounded, write_json_atomic
 from kvbench.redaction import redact_json
-from kvbench.results.schema import Result
+from kvbench.results.schema import Result, impossible_metric
 
 RESULT_FILE = "result.json"
 # What a run leaves beside its result that a result is built from (sweep/layout.py lays the
@@ -31,11 +32,17 @@ def write_result(job_dir: Path, result: Result) -> Path:
                              redact_json(result.model_dump(mode="json")))
 
 
+# A result is a few hundred KB (its request metrics, scrape summary and plan); 64 MiB is far
+# past any, and refuses a planted multi-GB file at once instead of reading it whole.
+MAX_RESULT_BYTES = 64 << 20
+
+
 def read_result(path: Path) -> Result:
+    raw_bytes = read_bounded(path, MAX_RESULT_BYTES, "result file", ResultError)
     try:
-        raw = read_json(path)
-    except Exception as e:
-        raise ResultError(f"{path}: not readable JSON: {e}") from e
+        raw = orjson.loads(raw_bytes)
+    except orjson.JSONDecodeError as e:
+        raise ResultError(f"{path}: not readable JSON: {e}") from None
     version = raw.get("schema_version") if isinstance(raw, dict) else None
     if version != SCHEMA_VERSION:
         raise ResultError(f"{path}: schema_version {version!r}, this kvbench reads "
@@ -43,7 +50,11 @@ def read_result(path: Path) -> Result:
     try:
         result = Result.model_validate(raw)
     except ValidationError as e:
-        raise ResultError(f"{path}: invalid result: {e}") from e
+        raise ResultError(validation_message(e, f"{path}: invalid result")) from None
+    bad = impossible_metric(result)
+    if bad:
+        raise ResultError(f"{path}: invalid result: {bad}",
+                          hint="rescore the job from its raw files, or remove it")
     m = _REPEAT_RE.search(Path(path).parent.name)
     if m and not result.repeat:
         result.repeat = int(m.group(1))

@@ -9,6 +9,7 @@ Checks (each passed: true, false, or null where it does not apply or cannot be k
 - client: the load client was not saturated (its timings are the run's, not its own lag);
 - failed_ratio: failed requests within the threshold;
 - prompt_size: the server counted the prompt tokens the client meant to send (within 2%);
+- usage: no response reported impossible usage (replay's `bad_usage` failures);
 - label: the recipe's labels (offload, speculative decoding, page size) match what the
   engine reported."""
 
@@ -94,6 +95,17 @@ def _failed(check: dict) -> dict[str, Any]:
                   value=ratio, threshold=limit)
 
 
+def _usage(summary: dict) -> dict[str, Any]:
+    """Responses whose usage cannot be true (replay's `bad_usage` failures): the server's
+    counts are not to be believed, however few they are."""
+    bad = ((summary.get("requests") or {}).get("errors_by_kind") or {}).get("bad_usage", 0)
+    if bad:
+        return _check(False, f"{bad} response(s) reported impossible usage (negative or "
+                      "non-integer counts, or more completion tokens than max_tokens)",
+                      value=bad)
+    return _check(True, "every response's usage was possible")
+
+
 def _prompt(summary: dict) -> dict[str, Any]:
     p = summary.get("prompt") or {}
     if p.get("agrees") is None:
@@ -131,6 +143,7 @@ def validity(*, row: dict, summary: dict | None, server: dict, client: dict | No
         "client": _client(client),
         "failed_ratio": _failed(check),
         "prompt_size": _prompt(summary),
+        "usage": _usage(summary),
         "label": _label(server, check),
     }
     reasons = [f"{name}: {c['message']}" for name, c in checks.items() if c["passed"] is False]

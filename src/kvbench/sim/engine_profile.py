@@ -7,14 +7,15 @@ kind ships in `engines/`; `kvbench simulate --engine-profile NAME|PATH` picks on
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kvbench.errors import SimError
+from kvbench import yamldoc
+from kvbench.errors import SimError, validation_message
 from kvbench.hardware.profile import Sourced
 
 ENGINE_DIR = Path(__file__).parent / "engines"
@@ -86,11 +87,29 @@ class EngineProfile(BaseModel):
             raise ValueError(f"{info.field_name} must be in (0, 1], got {v.value}")
         return v
 
-    @field_validator("prompt_token_overhead_s")
+    @field_validator("step_overhead_s")
+    @classmethod
+    def _step(cls, v: Sourced) -> Sourced:
+        # a free step would let virtual time stand still while the scheduler spins
+        if not (math.isfinite(v.value) and v.value > 0):
+            raise ValueError(f"value must be a finite number > 0, got {v.value}")
+        return v
+
+    @field_validator("prefill_overhead_s", "per_sequence_overhead_s", "prompt_token_overhead_s")
     @classmethod
     def _non_negative(cls, v: Sourced) -> Sourced:
-        if v.value < 0:
-            raise ValueError(f"prompt_token_overhead_s must be >= 0, got {v.value}")
+        # zero is real data (sglang.yaml: no extra prefill or per-sequence cost)
+        if not (math.isfinite(v.value) and v.value >= 0):
+            raise ValueError(f"value must be a finite number >= 0, got {v.value}")
+        return v
+
+    @field_validator("block_tokens", "admit_full_prompt", "load_ready_steps")
+    @classmethod
+    def _integral(cls, v: Sourced, info) -> Sourced:
+        low, high = {"block_tokens": (1, 1 << 20), "admit_full_prompt": (0, 1),
+                     "load_ready_steps": (-1, 10_000)}[info.field_name]
+        if not (math.isfinite(v.value) and v.value == int(v.value) and low <= v.value <= high):
+            raise ValueError(f"value must be an integer within {low}..{high}, got {v.value}")
         return v
 
 
@@ -100,10 +119,11 @@ def engine_profile_names() -> list[str]:
 
 @cache
 def _load_file(path: Path) -> EngineProfile:
+    raw = yamldoc.load_file(path, "engine profile", SimError)
     try:
-        return EngineProfile.model_validate(yaml.safe_load(path.read_text()))
-    except (ValidationError, yaml.YAMLError, OSError) as e:
-        raise SimError(f"{path}: invalid engine profile: {e}") from e
+        return EngineProfile.model_validate(raw)
+    except ValidationError as e:
+        raise SimError(validation_message(e, f"{path}: invalid engine profile")) from None
 
 
 def load_engine_profile(name_or_path: str | Path | EngineProfile | None) -> EngineProfile:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import orjson
 from aiohttp import web
 
+from kvbench.errors import shown
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import Engine
@@ -47,6 +48,24 @@ class ServerConfig:
     chars_per_token: int = 0  # 0: word tokens (see tokens.py)
     default_max_tokens: int = 128
     extra: dict = field(default_factory=dict)
+
+
+def _check_messages(messages: list) -> None:
+    """Each message an object with a string role and a string, null or text-part content
+    (OpenAI's chat format); anything else is the client's error (400), never a 500."""
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise _BadRequest(f"'messages[{i}]' must be an object, got {shown(m)}")
+        if not isinstance(m.get("role", "user"), str):
+            raise _BadRequest(f"'messages[{i}].role' must be a string")
+        content = m.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list) or not all(
+                isinstance(part, dict) and isinstance(part.get("text", ""), str)
+                for part in content):
+            raise _BadRequest(f"'messages[{i}].content' must be a string or a list of text "
+                              f"parts, got {shown(content)}")
 
 
 class _BadRequest(Exception):
@@ -137,6 +156,7 @@ class SimServer:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 raise _BadRequest("'messages' must be a non-empty list")
+            _check_messages(messages)
             prompt = text_prompt(chat_text(messages), cfg.page_tokens, cfg.chars_per_token)
         else:
             raw = body.get("prompt")
@@ -150,9 +170,13 @@ class SimServer:
                 raise _BadRequest("'prompt' must be a string or a list of token ids")
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         max_tokens = cfg.default_max_tokens if max_tokens is None else max_tokens
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            raise _BadRequest(f"'max_tokens' must be a positive integer, got {max_tokens!r}")
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage", True))
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise _BadRequest(f"'max_tokens' must be a positive integer, got "
+                              f"{shown(max_tokens)}")
+        options = body.get("stream_options")
+        if options is not None and not isinstance(options, dict):
+            raise _BadRequest(f"'stream_options' must be an object, got {shown(options)}")
+        include_usage = bool((options or {}).get("include_usage", True))
         return prompt, max_tokens, bool(body.get("stream", False)), include_usage
 
     def _words(self, rid: int, start: int, n: int) -> list[str]:

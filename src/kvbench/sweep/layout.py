@@ -19,6 +19,27 @@ ATTEMPT_FILES = (PLAN_FILE, "command.json", "env.json", LOG_FILE, RECORDS_FILE, 
 SWEEP_DIR = ".kvbench"  # executor state (Slurm scripts, task logs, the sweep's job list)
 
 
+def sweep_dir(results: Path) -> Path:
+    """`results/.kvbench`, created if missing; refused when it (or the results directory) is
+    a symlink or not a directory, so executor state is never written through a link to
+    somewhere else (issue 27: internal paths never follow a planted symlink)."""
+    from kvbench.errors import SweepError
+
+    results = Path(results)
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / SWEEP_DIR
+    for p in (results, path):
+        if p.is_symlink():
+            raise SweepError(f"{p} is a symlink; kvbench writes its state only into a real "
+                             "directory", hint=f"remove the link: rm {p}")
+    try:
+        path.mkdir(exist_ok=True)
+    except FileExistsError:
+        raise SweepError(f"{path} exists and is not a directory",
+                         hint=f"remove it: rm {path}") from None
+    return path
+
+
 def result_status(job_dir: Path, fingerprint: str) -> str | None:
     """The status of the job's result if it is for this fingerprint, else None."""
     path = job_dir / RESULT_FILE

@@ -33,7 +33,7 @@ def _sigterm_as_interrupt() -> None:
 
 
 def write_sweep_manifest(results: Path, specs: Sequence[JobSpec]) -> None:
-    write_json_atomic(results / layout.SWEEP_DIR / "jobs.json",
+    write_json_atomic(layout.sweep_dir(results) / "jobs.json",
                       [{"dir": s.dir_name, "fingerprint": s.fingerprint,
                         "config-key": s.config_key, "exp-name": s.exp_name, "repeat": s.repeat}
                        for s in specs])

@@ -126,7 +126,7 @@ class SlurmExecutor:
         stamp = time.strftime("%Y%m%dT%H%M%S")
         out = []
         for i, spec in enumerate(specs):
-            job_dir = (results / layout.SWEEP_DIR / "slurm" / f"{stamp}-mn{i}").resolve()
+            job_dir = (layout.sweep_dir(results) / "slurm" / f"{stamp}-mn{i}").resolve()
             job_dir.mkdir(parents=True, exist_ok=True)
             spec.write(job_dir / "job.json")
             script = job_dir / "allocation.sbatch"
@@ -153,7 +153,7 @@ class SlurmExecutor:
         stamp = time.strftime("%Y%m%dT%H%M%S")
         arrays = []
         for g, (res, members) in enumerate(groups.items()):
-            array_dir = (results / layout.SWEEP_DIR / "slurm" / f"{stamp}-{g}").resolve()
+            array_dir = (layout.sweep_dir(results) / "slurm" / f"{stamp}-{g}").resolve()
             (array_dir / "jobs").mkdir(parents=True, exist_ok=True)
             for i, spec in enumerate(members):
                 spec.portable().write(array_dir / "jobs" / f"{i}.json")

@@ -13,10 +13,12 @@ requests sent are warm-up too; `max_requests` counts profiled requests only."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 
 from kvbench.errors import WorkloadError
+from kvbench.units import MAX_SESSION_LANES
 from kvbench.workload.session import Session, Turn
 
 START_MODES = ("beginning", "sampled")
@@ -43,7 +45,8 @@ class WorkloadBounds:
 
     def __post_init__(self) -> None:
         checks = (
-            ("concurrency", self.concurrency, self.concurrency >= 1, ">= 1"),
+            ("concurrency", self.concurrency, 1 <= self.concurrency <= MAX_SESSION_LANES,
+             f"1..{MAX_SESSION_LANES}"),
             ("duration_s", self.duration_s, self.duration_s is None or self.duration_s > 0,
              "> 0"),
             ("max_requests", self.max_requests,
@@ -123,6 +126,16 @@ class SessionPool:
 
     @classmethod
     def for_bounds(cls, sessions: list[Session], bounds: WorkloadBounds) -> SessionPool:
+        """The pool; refused when `max_input_tokens` skips every turn (recycling lanes would
+        otherwise look for a turn to send until the deadline, or forever)."""
+        if bounds.max_input_tokens is not None and sessions and not any(
+                bounds.shaped(t) is not None for s in sessions for t in s.turns):
+            unbounded = dataclasses.replace(bounds, max_input_tokens=None)
+            smallest = min(unbounded.shaped(t).input_tokens for s in sessions for t in s.turns)
+            raise WorkloadError(
+                f"--max-input-tokens {bounds.max_input_tokens} is below every turn's prompt "
+                f"(the shortest is {smallest:,} tokens): nothing to send",
+                hint="raise --max-input-tokens or leave it out")
         return cls(sessions, bounds.recycle, bounds.start, bounds.seed, bounds.start_ratio)
 
     def take(self, lane: int) -> tuple[Session, int, int] | None:

@@ -3,7 +3,6 @@ session or one Mooncake row a line). The format is recognised per record."""
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -12,6 +11,8 @@ from pathlib import Path
 import orjson
 
 from kvbench.errors import WorkloadError, shown
+from kvbench.files import read_bounded
+from kvbench.units import GiB
 from kvbench.workload import mooncake, weka
 from kvbench.workload.session import Session, Turn
 
@@ -30,18 +31,39 @@ def trace_files(paths: Sequence[Path | str]) -> list[Path]:
                     hint=f"trace files end with one of {', '.join(SUFFIXES)}",
                 )
             files.extend(found)
-        elif path.is_file():
-            files.append(path)
+        elif path.exists():
+            files.append(path)  # a device or FIFO is refused by name when read
         else:
             raise WorkloadError(f"{path}: no such trace file or directory")
     return files
 
 
+# A trace is read whole (its sessions are replayed in order): 1 GiB, decompressed, is far past
+# the real ones (the bundled Claude Code sessions are 1.9 MB gzipped, the Mooncake
+# conversation trace 0.5 MB) and still fits beside an engine on a laptop.
+MAX_TRACE_BYTES = GiB
+
+
+def _gunzip(raw: bytes, path: Path) -> bytes:
+    """Decompress every gzip member, refusing output past MAX_TRACE_BYTES (a gzip bomb)."""
+    out = bytearray()
+    while raw:
+        d = zlib.decompressobj(wbits=31)
+        out += d.decompress(raw, MAX_TRACE_BYTES + 1 - len(out))
+        if len(out) > MAX_TRACE_BYTES or d.unconsumed_tail:
+            raise WorkloadError(f"{path}: decompresses to more than {MAX_TRACE_BYTES:,} bytes "
+                                "(at most that for a trace)", hint="split the trace into files")
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        raw = d.unused_data.lstrip(b"\x00")
+    return bytes(out)
+
+
 def _read_text(path: Path) -> bytes:
+    raw = read_bounded(path, MAX_TRACE_BYTES, "trace", WorkloadError)
     try:
-        raw = path.read_bytes()
-        return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+        return _gunzip(raw, path) if raw[:2] == b"\x1f\x8b" else raw
+    except (OSError, EOFError, zlib.error) as e:
         raise WorkloadError(f"{path}: cannot read trace: {e}",
                             hint="a truncated or corrupt .gz file; download it again") from e
 
