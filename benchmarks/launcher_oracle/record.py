@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import os
 import shutil
@@ -212,6 +213,12 @@ def record_row(checkout: Path, stubs: Path, work: Path, key: str, index: int,
     oracle = sandbox / "oracle"
     for d in ("home", "tmp", "results", "hf", "oracle"):
         (sandbox / d).mkdir(parents=True, exist_ok=True)
+    # each job has a workspace of its own (the runner's checkout): links to the tree, so what a
+    # launcher writes into its working directory (the TRT-LLM `ser.yaml`) is the row's alone
+    workspace = sandbox / "workspace"
+    workspace.mkdir()
+    for entry in checkout.iterdir():
+        (workspace / entry.name).symlink_to(entry)
     model_path = sandbox / "models" / row["model"].rsplit("/", 1)[-1]
     stage_checkpoint(model_path)
     env = workflow_env(row, runner)
@@ -219,12 +226,13 @@ def record_row(checkout: Path, stubs: Path, work: Path, key: str, index: int,
         "PATH": f"{stubs}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"), "LANG": "C.UTF-8",
         "PORT": str(PORT), "MODEL_PATH": str(model_path), "HF_HUB_CACHE": str(sandbox / "hf"),
-        "RESULT_DIR": str(sandbox / "results"), "GITHUB_WORKSPACE": str(checkout),
+        "RESULT_DIR": str(sandbox / "results"), "GITHUB_WORKSPACE": str(workspace),
     })
     given = dict(env)
     env.update({"ORACLE_DIR": str(oracle), "ORACLE_SANDBOX": str(sandbox),
                 "ORACLE_STUBS": str(stubs), "ORACLE_PYTHON": sys.executable})
-    proc = subprocess.Popen(["/bin/bash", str(launcher)], cwd=checkout, env=env,
+    proc = subprocess.Popen(["/bin/bash", str(workspace / launcher.relative_to(checkout))],
+                            cwd=workspace, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
@@ -232,13 +240,11 @@ def record_row(checkout: Path, stubs: Path, work: Path, key: str, index: int,
     except subprocess.TimeoutExpired:
         log = b"(timed out)"
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait()
-    subs = [(str(model_path), "{model_path}"), (str(sandbox), "{sandbox}"),
-            (str(checkout), "{workspace}"), (str(stubs), "{stubs}")]
+    subs = [(str(model_path), "{model_path}"), (str(workspace), "{workspace}"),
+            (str(sandbox), "{sandbox}"), (str(checkout), "{workspace}"), (str(stubs), "{stubs}")]
     calls = []
     calls_file = oracle / "calls.jsonl"
     for line in calls_file.read_text().splitlines() if calls_file.exists() else []:

@@ -50,8 +50,8 @@ def _files_named(argv: list[str], env: dict[str, str]) -> dict[str, str]:
     candidates += env.values()
     out: dict[str, str] = {}
     for value in candidates:
-        if not value or len(value) > 4096 or "\n" in value or not value.startswith(("/", ".")):
-            continue
+        if not value or len(value) > 4096 or "\n" in value or value.startswith("-"):
+            continue  # a relative name counts too: the TRT-LLM launchers pass `--config ser.yaml`
         path = Path(value)
         try:
             if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES:
@@ -178,8 +178,24 @@ def _bash(argv: list[str]) -> None:
 
 
 def _curl(argv: list[str]) -> None:
+    """A readiness poll succeeds once a recorded server names the URL's port (else exit 7,
+    connection refused, and the launcher polls again): the launcher must not move on to the
+    next program, or the replay, before this one's recorder has written its call."""
+    import re
+    from urllib.parse import urlsplit
+
     if "-o" in argv:
         Path(argv[argv.index("-o") + 1]).write_text("")
+    ports = {urlsplit(a).port for a in argv if a.startswith("http")} - {None}
+    if not ports:
+        return
+    calls = _oracle() / "calls.jsonl"
+    text = calls.read_text() if calls.exists() else ""
+    servers = [json.loads(line)["argv"] for line in text.splitlines()
+               if '"kind": "server"' in line]
+    for port in ports:
+        if not any(re.search(rf"(^|[^0-9]){port}([^0-9]|$)", " ".join(a)) for a in servers):
+            sys.exit(7)
 
 
 def _rocm_smi(argv: list[str]) -> None:
@@ -189,34 +205,25 @@ def _rocm_smi(argv: list[str]) -> None:
         print("GPU[0]\t\t: MEC firmware version: 177")
 
 
+def _install(argv: list[str]) -> None:
+    _record("install", argv)
+
+
+def _container_patch(argv: list[str]) -> None:  # `sed -i` on the image's engine source
+    _record("container-patch", argv[1:])
+
+
+HANDLERS = {"python3": _python, "python": _python, "hf": _hf, "huggingface-cli": _hf,
+            "uv": _uv, "aiperf": _aiperf, "mpirun": _mpirun, "df": _df, "bash": _bash,
+            "curl": _curl, "rocm-smi": _rocm_smi, "container-patch": _container_patch,
+            "pip": _install, "pip3": _install, "apt-get": _install,
+            **dict.fromkeys(SERVER_PROGRAMS, _serve_forever)}
+
+
 def main() -> None:
     argv = sys.argv[1:]
-    name = argv[0]
-    if name in ("python3", "python"):
-        _python(argv)
-    elif name in SERVER_PROGRAMS:
-        _serve_forever(argv)
-    elif name == "hf" or name == "huggingface-cli":
-        _hf(argv)
-    elif name == "uv":
-        _uv(argv)
-    elif name == "aiperf":
-        _aiperf(argv)
-    elif name == "mpirun":
-        _mpirun(argv)
-    elif name == "df":
-        _df(argv)
-    elif name == "bash":
-        _bash(argv)
-    elif name == "curl":
-        _curl(argv)
-    elif name == "rocm-smi":
-        _rocm_smi(argv)
-    elif name == "container-patch":  # `sed -i` on the image's engine source
-        _record("container-patch", argv[1:])
-    elif name in ("pip", "pip3", "apt-get"):
-        _record("install", argv)
-    # nvidia-smi, amd-smi, ibv_devinfo, flock, sleep, git: succeed silently
+    # nvidia-smi, amd-smi, ibv_devinfo, flock, sleep, git have no handler: they succeed
+    HANDLERS.get(argv[0], lambda _: None)(argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ VLLM_FLAGS: dict[str, object] = {
     "--prefill-schedule-interval": int, "--long-prefill-token-threshold": int,
     "--speculative-config": "json", "--kv-transfer-config": "json",
     "--kv-offloading-backend": {"native", "lmcache"}, "--kv-offloading-size": float,
-    # parsers and attention settings of the InferenceX launchers (seed_launchers.yaml)
+    # parsers and attention settings of the InferenceX launchers (launcher_oracle/)
     "--reasoning-parser": {"deepseek_v4", "minimax_m3", "kimi_k3"},
     "--tool-call-parser": {"deepseek_v4", "minimax_m3", "kimi_k3"},
     "--enable-auto-tool-choice": BOOL, "--tokenizer-mode": {"deepseek_v4"},
