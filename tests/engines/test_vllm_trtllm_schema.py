@@ -39,7 +39,8 @@ VLLM_FLAGS: dict[str, object] = {
     "--attention-backend": {"TRITON_ATTN", "TOKENSPEED_MLA"}, "--attention-config": "json",
     "--no-enable-flashinfer-autotune": BOOL, "--no-disable-hybrid-kv-cache-manager": BOOL,
     "--default-chat-template-kwargs": "json", "--disable-uvicorn-access-log": BOOL,
-    "--compilation-config": "json", "--enable-cumem-allocator": BOOL, "--enable-chunked-prefill": BOOL, "--cpu-offload-gb": int,
+    "--compilation-config": "json", "--enable-cumem-allocator": BOOL,
+    "--enable-chunked-prefill": BOOL, "--cpu-offload-gb": int,
 }
 TRTLLM_FLAGS: dict[str, object] = {
     "--host": {"127.0.0.1"}, "--port": int, "--tp_size": int, "--ep_size": int,
