@@ -73,7 +73,9 @@ def test_sglang_dp_attention_gets_a_router_and_engine_port_behind_it():
     r = spec.router_argv
     assert r[:3] == ["python3", "-m", "sglang_router.launch_router"]
     assert _flag(r, "--worker-urls") == "http://127.0.0.1:8889"
-    assert _flag(r, "--policy") == "manual" and "--dp-aware" in r
+    # the launcher's router command (dsv4_fp4_b300_sglang_mtp.sh:243-255)
+    assert _flag(r, "--policy") == "consistent_hashing" and "--dp-aware" in r
+    assert _flag(r, "--connect-timeout-secs") == "900"
     assert _flag(r, "--port") == "8888" and _flag(r, "--request-timeout-secs") == "14400"
     assert spec.base_url == "http://127.0.0.1:8888"
     assert spec.metrics_url == "http://127.0.0.1:8889/metrics"  # the engine's, not the router's

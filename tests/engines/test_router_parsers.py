@@ -33,9 +33,28 @@ CHECK = textwrap.dedent("""
         return argv[2] if argv[:2] == ["python3", "-m"] else {
             "vllm-router": "vllm_router.launch_router"}[argv[0]]
 
+    # What the router in InferenceX's SGLang images accepts beyond the PyPI sglang-router 0.3.2
+    # installed here: the launchers at 843c6254f run `--policy consistent_hashing
+    # --connect-timeout-secs 900` with it (tests/engines/data/launcher_oracle/ records the
+    # command). Those two are set aside; everything else is checked by 0.3.2's parser.
+    IMAGE_ONLY = {"--connect-timeout-secs": None, "--policy": "consistent_hashing"}
+
+    def without_image_only(args):
+        out, i = [], 0
+        while i < len(args):
+            flag = args[i]
+            if flag in IMAGE_ONLY and IMAGE_ONLY[flag] in (None, args[i + 1]):
+                i += 2
+                continue
+            out.append(flag)
+            i += 1
+        return out
+
     def parse(argv):
         mod = importlib.import_module(module_of(argv))
         args = argv[3:] if argv[:2] == ["python3", "-m"] else argv[1:]
+        if module_of(argv) == "sglang_router.launch_router":
+            args = without_image_only(args)
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err):

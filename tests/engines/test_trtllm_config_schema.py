@@ -21,7 +21,10 @@ from kvbench.plan import plan_job
 TOP_LEVEL = {"max_seq_len", "max_num_tokens", "max_batch_size", "stream_interval",
              "return_perf_metrics", "enable_iter_perf_stats", "cuda_graph_config",
              "kv_cache_config", "speculative_config", "sparse_attention_config", "moe_config",
-             "reasoning_parser", "trust_remote_code", "enable_chunked_prefill"}
+             "reasoning_parser", "trust_remote_code", "enable_chunked_prefill",
+             # TorchLlmArgs fields the launchers' ser.yaml sets (launcher oracle recordings)
+             "torch_compile_config", "scheduler_config", "num_postprocess_workers",
+             "print_iter_log", "enable_autotuner", "enable_attention_dp"}
 KV_CACHE = {"free_gpu_memory_fraction", "enable_block_reuse", "enable_partial_reuse",
             "block_reuse_policy", "tokens_per_block", "use_kv_cache_manager_v2", "dtype",
             "host_cache_size", "event_buffer_max_size"}

@@ -32,12 +32,15 @@ VLLM_FLAGS: dict[str, object] = {
     "--prefill-schedule-interval": int, "--long-prefill-token-threshold": int,
     "--speculative-config": "json", "--kv-transfer-config": "json",
     "--kv-offloading-backend": {"native", "lmcache"}, "--kv-offloading-size": float,
-    # parsers and attention settings of the InferenceX launchers (seed_launchers.yaml)
+    # parsers and attention settings of the InferenceX launchers (launcher_oracle/)
     "--reasoning-parser": {"deepseek_v4", "minimax_m3", "kimi_k3"},
     "--tool-call-parser": {"deepseek_v4", "minimax_m3", "kimi_k3"},
     "--enable-auto-tool-choice": BOOL, "--tokenizer-mode": {"deepseek_v4"},
     "--attention-backend": {"TRITON_ATTN", "TOKENSPEED_MLA"}, "--attention-config": "json",
     "--no-enable-flashinfer-autotune": BOOL, "--no-disable-hybrid-kv-cache-manager": BOOL,
+    "--default-chat-template-kwargs": "json", "--disable-uvicorn-access-log": BOOL,
+    "--compilation-config": "json", "--enable-cumem-allocator": BOOL,
+    "--enable-chunked-prefill": BOOL, "--cpu-offload-gb": int,
 }
 TRTLLM_FLAGS: dict[str, object] = {
     "--host": {"127.0.0.1"}, "--port": int, "--tp_size": int, "--ep_size": int,

@@ -71,11 +71,16 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
     return built, skipped
 
 
+ROW_IDENTITY = ("tp", "ep", "dp-attn", "conc", "spec-decoding", "kv-offloading")
+
+
 def _job_json(b: Built, explain: bool) -> dict:
     out = b.spec.to_json(exp_name=b.job.exp_name, config_key=b.job.config_key)
     if b.srt_recipe is not None:
         name, path = b.srt_recipe
         out["srt-recipe"] = {"name": name, "path": str(path) if path else None}
+    # exp-names do not say ep or DP attention (dsv4_tp8_conc32 is a TP and a DEP row)
+    out["row"] = {k: b.job.row.get(k) for k in ROW_IDENTITY}
     out["argv"] = redact_argv(out["argv"])
     out["env"] = redact_env(out["env"])
     if out["router-argv"] is not None:

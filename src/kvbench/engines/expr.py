@@ -19,8 +19,16 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Pow: operator.pow}
 _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
            ast.GtE: operator.ge, ast.Eq: operator.eq, ast.NotEq: operator.ne}
+def capture_sizes(tokens_per_seq: int, max_seqs: int, *extra: int) -> list[int]:
+    """CUDA-graph capture sizes in tokens for speculative decoding: one graph per decode batch
+    of 1..max_seqs sequences, each verifying tokens_per_seq tokens (vLLM rounds sizes up to
+    multiples of 1 + num_speculative_tokens, vllm/config/compilation.py), plus `extra` sizes
+    for mixed batches; sorted, each once (the launchers' `sort -n -u`)."""
+    return sorted({tokens_per_seq * k for k in range(1, int(max_seqs) + 1)} | set(extra))
+
+
 _FUNCS = {"min": min, "max": max, "int": int, "round": round, "ceil": math.ceil,
-          "floor": math.floor}
+          "floor": math.floor, "capture_sizes": capture_sizes}
 
 
 def evaluate(expr: str, names: Mapping[str, Any], where: str) -> Any:
