@@ -19,40 +19,6 @@ _S = "SLO"
 _T = "Target without a recipe"
 
 
-def _first_turns(sessions: list, max_turns: int | None) -> list:
-    """Each session's first `max_turns` turns: a shorter replay of the same requests in both
-    executors (the replay's own bounds would recycle sessions, which the simulator does not)."""
-    if max_turns is None:
-        return sessions
-    if max_turns < 1:
-        raise CapacityError(f"--max-turns must be >= 1, got {max_turns}")
-    from kvbench.workload import Session
-
-    return [Session(s.session_id, s.turns[:max_turns], s.namespace, s.source, dict(s.meta))
-            for s in sessions]
-
-
-def load_workload(trace: list[Path] | None, bundled: bool, sessions: int, scale: float,
-                  seed: int):
-    """(sessions, description, trace paths or None, synthetic spec or None)."""
-    from kvbench.workload import SyntheticSpec, generate_sessions, load_trace
-
-    paths = list(trace or [])
-    if bundled:
-        from kvbench.sweep.options import bundled_traces
-
-        paths = [*bundled_traces(), *paths]
-    if paths:
-        loaded = load_trace(paths)
-        return loaded, {"traces": [str(p) for p in paths], "sessions": len(loaded)}, paths, None
-    if sessions < 1 or scale <= 0:
-        raise CapacityError(f"--synthetic-sessions must be >= 1 and --synthetic-scale > 0, got "
-                            f"{sessions} and {scale:g}")
-    spec = SyntheticSpec(num_sessions=sessions, seed=seed, scale=scale)
-    return (generate_sessions(spec), {"synthetic": spec.model_dump(), "sessions": sessions},
-            None, spec)
-
-
 def _target(selection: Selection, *, model, hardware, tp, precision, engine_profile,
             budget_gb, gpu_tokens, write_policy, engine):
     from kvbench.capacity.target import target_direct, target_from_job
@@ -64,8 +30,8 @@ def _target(selection: Selection, *, model, hardware, tp, precision, engine_prof
         return target_direct(model, hardware, tp, precision=precision,
                              engine_profile=engine_profile, budget_gb=budget_gb,
                              gpu_tokens=gpu_tokens, write_policy=write_policy, engine=engine)
-    from kvbench.cli.plan import _runners
     from kvbench.matrix import select_jobs
+    from kvbench.matrix.generate import selection_runners
 
     rows: dict[str, object] = {}
     for job in select_jobs(selection):
@@ -79,7 +45,8 @@ def _target(selection: Selection, *, model, hardware, tp, precision, engine_prof
         raise CapacityError(
             f"capacity sizes one recipe row with a host tier; the selection has {len(rows)} "
             f"({names})", hint="narrow it with --config-keys, --framework or --model-prefix")
-    target = target_from_job(next(iter(rows.values())), _runners(selection), engine, gpu_tokens)
+    target = target_from_job(next(iter(rows.values())), selection_runners(selection), engine,
+                             gpu_tokens)
     if budget_gb is not None:
         if budget_gb > target.budget_gb:
             raise CapacityError(f"--budget-gb {budget_gb:g} exceeds the planner's host size "
@@ -175,6 +142,7 @@ def capacity(
         sessions_to_traces,
     )
     from kvbench.sim.engine_config import EngineConfig
+    from kvbench.workload.choice import choose_workload, first_turns
 
     check_format(output_format, ("table", "json"), CapacityError)
     if url is not None and output is None:
@@ -193,9 +161,9 @@ def capacity(
                      precision=model_precision,
                      engine_profile=engine_profile, budget_gb=budget_gb, gpu_tokens=gpu_tokens,
                      write_policy=write_policy, engine=engine)
-    sessions, workload, paths, spec = load_workload(trace, bundled_traces, synthetic_sessions,
-                                                    synthetic_scale, seed)
-    sessions = _first_turns(sessions, max_turns)
+    chosen = choose_workload(trace, bundled_traces, synthetic_sessions, synthetic_scale, seed)
+    workload, paths, spec = chosen.describe, chosen.paths, chosen.synthetic
+    sessions = first_turns(chosen.sessions, max_turns)
     bounds = WorkloadBounds(think_time_scale=think_time_scale, think_time_cap_s=think_time_cap,
                             max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens)
     workload["bounds"] = {"think_time_scale": think_time_scale,

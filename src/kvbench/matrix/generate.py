@@ -18,6 +18,17 @@ from kvbench.matrix.selection import Selection
 from kvbench.recipe import SCENARIO_TYPES, Runners, load_master_configs, load_runners
 
 
+def selection_runners(selection: Selection) -> Runners | None:
+    """The selection's runners file loaded, or None when there is none or it is unreadable
+    (callers then plan without per-cluster hardware facts)."""
+    from kvbench.errors import KvbenchError
+
+    try:
+        return load_runners(runner_config_path(selection))
+    except KvbenchError:
+        return None
+
+
 def runner_config_path(selection: Selection) -> Path:
     """--runner-config, else `runners.yaml` beside the first config file."""
     if selection.runner_config is not None:
