@@ -341,6 +341,7 @@ class Engine:
 
     def _reject(self, req: SimRequest, why: str) -> None:
         req.error = why
+        req.keys = []  # never looked up again; a refusal storm keeps only its counts
         req.finish_s = self.now_s
         self.rejected += 1
         if req.sink:
