@@ -75,7 +75,8 @@ def test_issue_26_reproducer_ends_with_a_result(sessions, costs) -> None:
     assert s["hit_rate"]["host"] > 0.3  # the host tier serves (real vLLM, issue 26: 0.72)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), profile=st.sampled_from(PROFILES), conc=st.integers(1, 16),
        gpu=st.sampled_from([2048, 8192, 20000, 30000, 43680, 100000, 1_000_000]),
        host=st.sampled_from([0, 4096, 50000, 162736, 400000, 4_000_000]),
@@ -101,6 +102,7 @@ def test_every_profile_ends_with_a_result(sessions, costs, data, profile, conc, 
         assert (r.error is not None) or (r.arrival_s <= r.first_s <= r.finish_s), r.rid
     assert s["requests"] <= len(done) and s["errors"] <= len(done) - s["requests"]
     assert sum(s["errors_by_reason"].values()) == s["errors"]
+    assert s["requests"] + s["errors"] + s["rejected"]["context"] <= len(done)
     assert not [r for r in s["errors_by_reason"] if "internal" in r], s["errors_by_reason"]
     assert 0.0 <= s["hit_rate"]["total"] <= 1.0
 
@@ -110,8 +112,8 @@ def test_a_lane_of_refusals_advances_and_ends(sessions, costs) -> None:
     trip, so the lanes stop at the deadline instead of resending at one instant forever."""
     s = _run(sessions[:3], costs, "sglang", 2, 2048, 0,
              {"duration_s": 1.0, "think_time_cap_s": 0.0})
-    assert s["requests"] == 0
-    assert 1000 <= s["errors"] <= 2 * 1.0 / 1e-3 + 2, s["errors"]
+    assert s["requests"] == s["errors"] == 0
+    assert 1000 <= s["rejected"]["context"] <= 2 * 1.0 / 1e-3 + 2, s["rejected"]
 
 
 def test_no_sendable_turn_ends_the_lanes(sessions, costs) -> None:
@@ -120,3 +122,21 @@ def test_no_sendable_turn_ends_the_lanes(sessions, costs) -> None:
     s = _run(sessions[:3], costs, "vllm", 2, 43680, 0,
              {"duration_s": 10.0, "max_input_tokens": 1})
     assert s["requests"] == s["errors"] == 0
+
+
+def test_prompts_over_the_context_are_refused_apart_from_failures(sessions, costs) -> None:
+    """--context-tokens (max_model_len): a longer prompt + output is refused with vLLM's 400
+    words, counted under rejected.context, not errors; the rest are served."""
+    for profile in PROFILES:
+        p = load_engine_profile(profile)
+        engine = EngineConfig(kv_manager=p.kv_manager, block_tokens=int(p.block_tokens.value),
+                              context_tokens=20000)
+        done: list = []
+        s = run_sessions(sessions[:20], costs[profile], SimSetup(200000, 0, engine=engine),
+                         WorkloadBounds(concurrency=4, duration_s=20.0, max_tokens_cap=64),
+                         requests=done)
+        over = [r for r in done if r.input_tokens + r.output_tokens > 20000]
+        assert over and s["rejected"]["context"] == len(over), profile
+        assert s["errors"] == 0 and s["requests"] == len(done) - len(over), profile
+        assert all(r.error.startswith("rejected: context: This model's maximum context length "
+                                      "is 20000 tokens.") for r in over)

@@ -25,6 +25,12 @@ def print_capacity(doc: CapacityDoc) -> None:
                       str(p.first_failing), str(len(p.steps)),
                       "-" if m is None else str(m.max_sessions))
     console.print(table)
+    refused = max((s.metrics.get("rejected_context") or 0 for p in doc.predicted
+                   for s in p.steps), default=0)
+    if refused:
+        console.print(f"up to {refused} prompt(s) per probe refused as longer than the "
+                      "context (400, rejected: context): excluded from the SLO's failed ratio",
+                      style="yellow", highlight=False)
     if doc.knee is not None:
         console.print(f"[bold]{doc.knee.text}[/]", highlight=False)
         if doc.knee.engine_args:

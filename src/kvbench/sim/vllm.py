@@ -32,6 +32,7 @@ from __future__ import annotations
 from kvbench.errors import SimError
 from kvbench.sim.block_table import BlockTable, block_chain
 from kvbench.sim.blocks import BlockPool
+from kvbench.sim.context import context_error
 from kvbench.sim.engine import Engine, _Step
 from kvbench.sim.request import SimRequest
 
@@ -87,9 +88,13 @@ class VllmEngine(Engine):
             while not blocked and self.waiting and budget > 0 and (
                     self.num_running - len(self.loading) < cfg.max_running_requests):
                 req = self.waiting[0]
+                if req.blocks is None and self._refused_context(req):
+                    continue
                 if req.blocks is None and self._blocks_total(req) > self.pool.capacity:
                     self.waiting.popleft()
-                    self._reject(req, "request needs more KV blocks than the GPU pool holds")
+                    self._reject(req, context_error(
+                        self.pool.capacity * self.B, req.input_tokens, req.output_tokens,
+                        " (more KV blocks than the GPU pool holds)"))
                     continue
                 got = self._schedule_waiting(req, budget)
                 if got is None:
