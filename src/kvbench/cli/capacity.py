@@ -158,6 +158,7 @@ def capacity(
     """Sessions under an SLO per host-tier size (simulated; measured with --url) and the knee:
     the host size beyond which more DRAM adds no sessions, with its flags."""
     import json
+    import sys
     import time
 
     from pydantic import ValidationError
@@ -209,7 +210,13 @@ def capacity(
                             hint="raise --max-input-tokens")
     ceiling = min(max_sessions or len(traces), len(traces))
     docs = []
+    from kvbench.workload.working_set import pool_warning
+
     for target in targets:
+        warning = pool_warning(target.label, sessions, ceiling, target.tier(0.0).gpu_kv_tokens)
+        row_workload = workload if warning is None else {**workload, "warning": warning}
+        if warning:
+            print(warning, file=sys.stderr)
         grid = sorted(set(host_gb)) if host_gb else host_grid(target.budget_gb, points)
         if any(g < 0 for g in grid):
             raise CapacityError(f"--host-gb: sizes must be >= 0, got {grid}")
@@ -220,7 +227,7 @@ def capacity(
         predicted = predict_curve(target, traces, slo, grid, ceiling=ceiling,
                                   on_point=_progress(target, len(grid)))
         doc = CapacityDoc(
-            target={"label": target.label, **target.describe}, workload=workload, slo=slo,
+            target={"label": target.label, **target.describe}, workload=row_workload, slo=slo,
             ceiling=ceiling, predicted=predicted, knee=find_knee(predicted, ceiling),
             assumptions=[
                 "at a fixed host size, meeting the SLO is monotone in sessions (the search "
@@ -239,7 +246,7 @@ def capacity(
                 target, measure_gb, url=url, model=served_model or _first_model(url),
                 sessions=sessions, bounds=bounds, slo=slo, ceiling=ceiling, hint=max(hint, 1),
                 out_dir=output / "measured" / f"host{measure_gb:g}gb", time_scale=time_scale,
-                workload=workload, trace=paths, synthetic=spec, engine=target.engine_name,
+                workload=row_workload, trace=paths, synthetic=spec, engine=target.engine_name,
                 tokenizer=tokenizer))
         doc.wall_s = time.perf_counter() - t0
         docs.append(doc)

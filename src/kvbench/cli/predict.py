@@ -32,6 +32,11 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
     traces = sessions_to_traces(sessions, WorkloadBounds())
     predictions = predict_jobs(jobs, selection_runners(selection), traces, noise=noise,
                                threshold=threshold)
+    from kvbench.workload.working_set import pool_warnings
+
+    for line in pool_warnings(sessions, [(p.exp_name, p.conc, p.arms["offload"]["gpu_kv_tokens"])
+                                         for p in predictions if p.arms]):
+        print(line, file=sys.stderr)
     if emit == "github-matrix":
         import orjson
 
