@@ -81,4 +81,5 @@ def test_requests_larger_than_the_gpu_tier_fail_without_stalling_the_rest(trace,
     fits = [r for (r,) in trace.sessions
             if len(r.keys) * PAGE + r.output_tokens <= gpu_pages * PAGE]
     assert s["requests"] == len(fits)
-    assert s["requests"] + s["errors"] == len(trace.sessions)
+    assert s["requests"] + s["rejected"]["context"] == len(trace.sessions)
+    assert s["errors"] == 0

@@ -181,6 +181,32 @@ def test_non_streaming_chat_reports_usage_and_bad_input_is_a_400():
     asyncio.run(main())
 
 
+def test_a_prompt_over_the_context_is_a_400_in_vllms_words():
+    config = ServerConfig(served_model_name="sim", gpu_tokens=1_000_000, page_tokens=PAGE,
+                          time_scale=1000.0, context_tokens=2048)
+
+    async def main() -> None:
+        runner, base = await start(config)
+        try:
+            async with aiohttp.ClientSession() as http:
+                body = {"model": "sim", "prompt": " w" * 2000, "max_tokens": 100}
+                async with http.post(f"{base}/v1/completions", json=body) as r:
+                    assert r.status == 400
+                    err = (await r.json())["error"]
+                assert err["type"] == "invalid_request_error"
+                assert err["message"] == (
+                    "rejected: context: This model's maximum context length is 2048 tokens. "
+                    "However, you requested 100 output tokens and your prompt contains 2000 "
+                    "input tokens, for a total of 2100 tokens.")
+                body["max_tokens"] = 48  # 2,048 in all: fits
+                async with http.post(f"{base}/v1/completions", json=body) as r:
+                    assert r.status == 200
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
 def test_prompt_tokens_and_page_keys():
     from kvbench.sim.tokens import text_prompt, token_prompt
 

@@ -60,12 +60,12 @@ def _real(run: Path) -> dict:
 
 
 def _simulated(sessions, conc: int, host_tokens: int, hardware: str,
-               engine_profile: str = "vllm") -> dict:
+               engine_profile: str = "vllm", done: list | None = None) -> dict:
     profile = load_engine_profile(engine_profile)
     costs = resolve_costs("qwen3-8b", hardware, 1, "bf16", engine=profile)
     engine = EngineConfig(chunked_prefill_tokens=CHUNK_TOKENS, kv_manager=profile.kv_manager,
                           block_tokens=16)
-    done: list = []
+    done = [] if done is None else done
     s = run_sessions(sessions, costs, SimSetup(GPU_KV_TOKENS, host_tokens, engine=engine),
                      WorkloadBounds(concurrency=conc, duration_s=DURATION_S,
                                     max_tokens_cap=MAX_TOKENS_CAP), requests=done)

@@ -71,9 +71,18 @@ def _gb(x: float) -> str:
     return f"{x:g} GB"
 
 
-def find_knee(points: list[HostPoint]) -> Knee | None:
+def sessions_text(n: int, ceiling: int | None) -> str:
+    """A search answer: at the ceiling the SLO was never broken, so the answer is censored
+    (the most the workload offers), not a measured limit."""
+    if ceiling is not None and n >= ceiling:
+        return f">= {n} sessions (the most the workload offers)"
+    return f"{n} sessions"
+
+
+def find_knee(points: list[HostPoint], ceiling: int | None = None) -> Knee | None:
     """The smallest host size that reaches the curve's maximum; `plateau` when the grid goes
-    beyond it (so "beyond M GB no gain" is observed, not extrapolated)."""
+    beyond it (so "beyond M GB no gain" is observed, not extrapolated). At `ceiling` (the
+    workload's sessions) the answer is censored and says so."""
     if not points:
         return None
     pts = sorted(points, key=lambda p: p.host_gb)
@@ -85,8 +94,11 @@ def find_knee(points: list[HostPoint]) -> Knee | None:
         text = (f"no host size up to {_gb(pts[-1].host_gb)} meets the SLO even with one "
                 "session")
     elif plateau:
-        text = (f"host {_gb(knee.host_gb)} -> {best} sessions; beyond {_gb(knee.host_gb)} "
-                "no gain")
+        text = (f"host {_gb(knee.host_gb)} -> {sessions_text(best, ceiling)}; beyond "
+                f"{_gb(knee.host_gb)} no gain")
+    elif ceiling is not None and best >= ceiling:
+        text = (f"host {_gb(knee.host_gb)} -> {sessions_text(best, ceiling)}: the SLO held at "
+                "every concurrency tried; a larger workload would find the limit")
     else:
         text = (f"host {_gb(knee.host_gb)} -> {best} sessions; still rising at the largest "
                 "size tried: more host DRAM may add sessions")

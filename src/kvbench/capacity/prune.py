@@ -58,7 +58,7 @@ def _arm(target: Target, tier: Tier, traces: list[Trace], conc: int) -> tuple[St
     m = metrics_from_sim(conc, done)
     return m, m.to_json() | {"hit_rate": summary["hit_rate"]["total"],
                              "output_tok_s": summary["throughput"]["output_tok_s"],
-                             "host_gb": tier.host_gb}
+                             "host_gb": tier.host_gb, "gpu_kv_tokens": tier.gpu_kv_tokens}
 
 
 def predict_jobs(jobs: list[Any], runners: Any, traces: list[Trace], *, noise: float,

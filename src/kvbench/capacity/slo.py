@@ -77,10 +77,13 @@ class StepMetrics:
 
     concurrency: int
     requests: int  # successful
-    errors: int
+    errors: int  # failed, apart from `rejected_context`
     ttft_p90_ms: float | None
     itl_p99_ms: float | None
     interactivity_p50_tok_s: float | None
+    # prompts refused as longer than the context (400): not failures of the server at this
+    # load, so outside the failed ratio
+    rejected_context: int = 0
 
     @property
     def attempted(self) -> int:
@@ -93,17 +96,22 @@ class StepMetrics:
     def to_json(self) -> dict:
         return {"concurrency": self.concurrency, "requests": self.requests,
                 "errors": self.errors, "failed_ratio": self.failed_ratio,
+                "rejected_context": self.rejected_context,
                 "ttft_p90_ms": self.ttft_p90_ms, "itl_p99_ms": self.itl_p99_ms,
                 "interactivity_p50_tok_s": self.interactivity_p50_tok_s}
 
 
 def metrics_from_sim(concurrency: int, done: list) -> StepMetrics:
     """From the simulator's finished requests (sim.request.SimRequest), in simulated time."""
+    from kvbench.sim.context import is_context_rejection
+
     ok = [r for r in done if r.error is None]
+    refused = sum(is_context_rejection(r.error) for r in done)
     tpot_s = [(r.finish_s - r.first_s) / (r.output_tokens - 1) for r in ok
               if r.output_tokens > 1 and r.finish_s > r.first_s]
     return StepMetrics(
-        concurrency=concurrency, requests=len(ok), errors=len(done) - len(ok),
+        concurrency=concurrency, requests=len(ok), errors=len(done) - len(ok) - refused,
+        rejected_context=refused,
         ttft_p90_ms=describe(r.ttft_s * 1e3 for r in ok)["p90"],
         itl_p99_ms=describe(t * 1e3 for t in tpot_s)["p99"],
         interactivity_p50_tok_s=describe(1.0 / t for t in tpot_s)["p50"])

@@ -21,10 +21,22 @@ def print_capacity(doc: CapacityDoc) -> None:
     for p in doc.predicted:
         m = measured.get(p.host_gb)
         table.add_row(f"{p.host_gb:g}", f"{p.host_kv_tokens:,}", f"{p.gpu_kv_tokens:,}",
-                      str(p.max_sessions), "-" if p.first_failing is None else
+                      f">= {p.max_sessions}" if p.max_sessions >= doc.ceiling else
+                      str(p.max_sessions),
+                      "-" if p.first_failing is None else
                       str(p.first_failing), str(len(p.steps)),
                       "-" if m is None else str(m.max_sessions))
     console.print(table)
+    if any(p.max_sessions >= doc.ceiling for p in doc.predicted):
+        console.print(f">= {doc.ceiling}: the SLO held at the most sessions the workload offers "
+                      "(a censored answer; a larger workload would find the limit)",
+                      highlight=False)
+    refused = max((s.metrics.get("rejected_context") or 0 for p in doc.predicted
+                   for s in p.steps), default=0)
+    if refused:
+        console.print(f"up to {refused} prompt(s) per probe refused as longer than the "
+                      "context (400, rejected: context): excluded from the SLO's failed ratio",
+                      style="yellow", highlight=False)
     if doc.knee is not None:
         console.print(f"[bold]{doc.knee.text}[/]", highlight=False)
         if doc.knee.engine_args:

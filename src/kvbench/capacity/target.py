@@ -114,6 +114,25 @@ def _plan(job: Any, row: dict, runners: Any):
     return plan_job(Job(config_key=job.config_key, row=row, scenario=job.scenario), runners)
 
 
+def _accepted(job: Any, runners: Any, host_gb: float) -> bool:
+    plan = _plan(job, _row_at(job.row, host_gb), runners)
+    return not plan.errors and plan.within_budget
+
+
+def _accepted_top(job: Any, runners: Any, top: float) -> float:
+    """The grid's top: the row's own host size when the planner accepts it as an explicit
+    size, else the largest whole GB below it that it accepts (a row sized automatically can
+    be larger than what an explicit --hicache-size of the same GB leaves room for: the pools
+    outside the configured size count on top of it)."""
+    if top <= 0 or _accepted(job, runners, top):
+        return top
+    lo, hi = 0, int(top)  # lo accepted (0 GB: no host tier), hi refused
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _accepted(job, runners, mid) else (lo, mid)
+    return float(lo)
+
+
 def _planned_tier(t: Target, host_gb: float) -> Tier:
     plan = _plan(t.job, _row_at(t.job.row, host_gb), t.runners)
     if plan.errors or not plan.within_budget:
@@ -168,7 +187,8 @@ def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None =
                             f"{'; '.join(plan.errors) or 'over the host budget'}")
     if gpu_tokens is not None and gpu_tokens < 1:
         raise CapacityError(f"--gpu-tokens must be >= 1, got {gpu_tokens}")
-    top = configured_gb(plan)
+    own = configured_gb(plan)
+    top = _accepted_top(job, runners, own)
     profile = engine_profile_for(job.framework)
     costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
                           kv_dtype=plan.kv_dtype, dp_attention=bool(job.row.get("dp-attn")),
@@ -182,8 +202,22 @@ def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None =
                   "tp": int(job.row["tp"]), "precision": job.precision,
                   "backend": plan.backend, "budget-gb-node": plan.budget_gb,
                   "ranks-on-node": plan.ranks_on_node, "host-gb-per-rank-max": round(top, 1),
+                  "host-gb-per-rank-row": round(own, 1),
                   "gpu-kv-tokens": gpu_tokens or plan.gpu_kv_tokens,
                   "gpu-kv-tokens-from": "--gpu-tokens" if gpu_tokens else "planner"})
+
+
+def offload_rows(jobs: list) -> list:
+    """The distinct single-node rows with a host tier, one job each (the rows of one key
+    differ in more than conc: tp, ep, spec decoding, ...); first-seen order."""
+    rows: dict[str, Any] = {}
+    for job in jobs:
+        if job.kv_offloading == "none" or job.is_multinode:
+            continue
+        key = repr(sorted((k, repr(v)) for k, v in job.row.items()
+                          if k not in ("conc", "exp-name")))
+        rows.setdefault(key, job)
+    return list(rows.values())
 
 
 def target_direct(model: str, hardware: str, tp: int, *, precision: str | None,

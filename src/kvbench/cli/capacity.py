@@ -19,73 +19,70 @@ _S = "SLO"
 _T = "Target without a recipe"
 
 
-def _first_turns(sessions: list, max_turns: int | None) -> list:
-    """Each session's first `max_turns` turns: a shorter replay of the same requests in both
-    executors (the replay's own bounds would recycle sessions, which the simulator does not)."""
-    if max_turns is None:
-        return sessions
-    if max_turns < 1:
-        raise CapacityError(f"--max-turns must be >= 1, got {max_turns}")
-    from kvbench.workload import Session
-
-    return [Session(s.session_id, s.turns[:max_turns], s.namespace, s.source, dict(s.meta))
-            for s in sessions]
-
-
-def load_workload(trace: list[Path] | None, bundled: bool, sessions: int, scale: float,
-                  seed: int):
-    """(sessions, description, trace paths or None, synthetic spec or None)."""
-    from kvbench.workload import SyntheticSpec, generate_sessions, load_trace
-
-    paths = list(trace or [])
-    if bundled:
-        from kvbench.sweep.options import bundled_traces
-
-        paths = [*bundled_traces(), *paths]
-    if paths:
-        loaded = load_trace(paths)
-        return loaded, {"traces": [str(p) for p in paths], "sessions": len(loaded)}, paths, None
-    if sessions < 1 or scale <= 0:
-        raise CapacityError(f"--synthetic-sessions must be >= 1 and --synthetic-scale > 0, got "
-                            f"{sessions} and {scale:g}")
-    spec = SyntheticSpec(num_sessions=sessions, seed=seed, scale=scale)
-    return (generate_sessions(spec), {"synthetic": spec.model_dump(), "sessions": sessions},
-            None, spec)
-
-
-def _target(selection: Selection, *, model, hardware, tp, precision, engine_profile,
-            budget_gb, gpu_tokens, write_policy, engine):
-    from kvbench.capacity.target import target_direct, target_from_job
+def _targets(selection: Selection, *, model, hardware, tp, precision, engine_profile,
+             budget_gb, gpu_tokens, write_policy, engine) -> list:
+    """One target per distinct offload row of the selection (or the direct one)."""
+    from kvbench.capacity.target import offload_rows, target_direct, target_from_job
 
     if not selection.config_files:
         if budget_gb is None:
             raise CapacityError("without --config-files, give the host budget per rank",
                                 hint="pass --budget-gb GB (or select a recipe row)")
-        return target_direct(model, hardware, tp, precision=precision,
-                             engine_profile=engine_profile, budget_gb=budget_gb,
-                             gpu_tokens=gpu_tokens, write_policy=write_policy, engine=engine)
-    from kvbench.cli.plan import _runners
+        return [target_direct(model, hardware, tp, precision=precision,
+                              engine_profile=engine_profile, budget_gb=budget_gb,
+                              gpu_tokens=gpu_tokens, write_policy=write_policy, engine=engine)]
     from kvbench.matrix import select_jobs
+    from kvbench.matrix.generate import selection_runners
 
-    rows: dict[str, object] = {}
-    for job in select_jobs(selection):
-        if job.kv_offloading == "none" or job.is_multinode:
-            continue
-        key = repr(sorted((k, repr(v)) for k, v in job.row.items()
-                          if k not in ("conc", "exp-name")))
-        rows.setdefault(key, job)
-    if len(rows) != 1:
-        names = ", ".join(sorted({j.exp_name for j in rows.values()})) or "none"
-        raise CapacityError(
-            f"capacity sizes one recipe row with a host tier; the selection has {len(rows)} "
-            f"({names})", hint="narrow it with --config-keys, --framework or --model-prefix")
-    target = target_from_job(next(iter(rows.values())), _runners(selection), engine, gpu_tokens)
-    if budget_gb is not None:
-        if budget_gb > target.budget_gb:
-            raise CapacityError(f"--budget-gb {budget_gb:g} exceeds the planner's host size "
-                                f"for the row ({target.budget_gb:g} GB per rank)")
-        target.budget_gb = budget_gb
-    return target
+    rows = offload_rows(select_jobs(selection))
+    if not rows:
+        raise CapacityError("capacity sizes recipe rows with a host tier; the selection has "
+                            "0 (none)", hint="select rows with kv-offloading: dram "
+                            "(--config-keys)")
+    runners = selection_runners(selection)
+    targets = [target_from_job(job, runners, engine, gpu_tokens) for job in rows]
+    _distinct_labels(targets, rows)
+    for target in targets:
+        if budget_gb is not None:
+            if budget_gb > target.budget_gb:
+                raise CapacityError(f"--budget-gb {budget_gb:g} exceeds the planner's host "
+                                    f"size for {target.label} ({target.budget_gb:g} GB per "
+                                    "rank)")
+            target.budget_gb = budget_gb
+    return targets
+
+
+def _distinct_labels(targets: list, rows: list) -> None:
+    """Rows of one key can share an exp-name (they differ in runner, ep, ...): such labels
+    get the fields that tell them apart."""
+    seen: dict[str, list[int]] = {}
+    for i, t in enumerate(targets):
+        seen.setdefault(t.label, []).append(i)
+    for same in (ix for ix in seen.values() if len(ix) > 1):
+        keys = sorted({k for i in same for k in rows[i].row if k not in ("conc", "exp-name")})
+        differ = [k for k in keys if len({repr(rows[i].row.get(k)) for i in same}) > 1]
+        for i in same:
+            tail = "_".join(f"{k}-{rows[i].row.get(k)}" for k in differ) or str(i)
+            targets[i].label = f"{targets[i].label}_{tail}".replace(" ", "")
+
+
+def _progress(target, points: int):
+    """A line per host size on stderr (a search over a large workload takes minutes)."""
+    import sys
+    import time
+
+    from kvbench.capacity.curve import sessions_text
+
+    t0, done = time.perf_counter(), [0]
+
+    def on_point(point) -> None:
+        done[0] += 1
+        print(f"capacity {target.label}: host {point.host_gb:g} GB -> "
+              f"{sessions_text(point.max_sessions, None)} ({len(point.steps)} probes; "
+              f"{done[0]}/{points} sizes, {time.perf_counter() - t0:.1f} s)",
+              file=sys.stderr, flush=True)
+
+    return on_point
 
 
 @app.command("capacity", cls=SelectionCommand)
@@ -161,6 +158,7 @@ def capacity(
     """Sessions under an SLO per host-tier size (simulated; measured with --url) and the knee:
     the host size beyond which more DRAM adds no sessions, with its flags."""
     import json
+    import sys
     import time
 
     from pydantic import ValidationError
@@ -175,6 +173,7 @@ def capacity(
         sessions_to_traces,
     )
     from kvbench.sim.engine_config import EngineConfig
+    from kvbench.workload.choice import choose_workload, first_turns
 
     check_format(output_format, ("table", "json"), CapacityError)
     if url is not None and output is None:
@@ -189,13 +188,17 @@ def capacity(
     t0 = time.perf_counter()
     engine = EngineConfig(max_running_requests=max_running_requests,
                           chunked_prefill_tokens=chunked_prefill_tokens)
-    target = _target(selection, model=model, hardware=hardware, tp=tp,
-                     precision=model_precision,
-                     engine_profile=engine_profile, budget_gb=budget_gb, gpu_tokens=gpu_tokens,
-                     write_policy=write_policy, engine=engine)
-    sessions, workload, paths, spec = load_workload(trace, bundled_traces, synthetic_sessions,
-                                                    synthetic_scale, seed)
-    sessions = _first_turns(sessions, max_turns)
+    targets = _targets(selection, model=model, hardware=hardware, tp=tp,
+                       precision=model_precision, engine_profile=engine_profile,
+                       budget_gb=budget_gb, gpu_tokens=gpu_tokens, write_policy=write_policy,
+                       engine=engine)
+    if url is not None and len(targets) > 1:
+        raise CapacityError(f"--url measures one row; the selection has {len(targets)} "
+                            f"({', '.join(t.label for t in targets)})",
+                            hint="narrow it with --config-keys, --framework or --model-prefix")
+    chosen = choose_workload(trace, bundled_traces, synthetic_sessions, synthetic_scale, seed)
+    workload, paths, spec = chosen.describe, chosen.paths, chosen.synthetic
+    sessions = first_turns(chosen.sessions, max_turns)
     bounds = WorkloadBounds(think_time_scale=think_time_scale, think_time_cap_s=think_time_cap,
                             max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens)
     workload["bounds"] = {"think_time_scale": think_time_scale,
@@ -206,49 +209,66 @@ def capacity(
         raise CapacityError("the workload has no request within the bounds",
                             hint="raise --max-input-tokens")
     ceiling = min(max_sessions or len(traces), len(traces))
-    grid = sorted(set(host_gb)) if host_gb else host_grid(target.budget_gb, points)
-    if any(g < 0 for g in grid):
-        raise CapacityError(f"--host-gb: sizes must be >= 0, got {grid}")
-    measure_gb = None
-    if url is not None:
-        measure_gb = target.budget_gb if server_host_gb is None else server_host_gb
-        grid = sorted({*grid, measure_gb})
-    predicted = predict_curve(target, traces, slo, grid, ceiling=ceiling)
-    doc = CapacityDoc(
-        target={"label": target.label, **target.describe}, workload=workload, slo=slo,
-        ceiling=ceiling, predicted=predicted, knee=find_knee(predicted),
-        assumptions=[
-            "at a fixed host size, meeting the SLO is monotone in sessions (the search "
-            "gallops and bisects; every probe is listed)",
-            "each session is played once; concurrency is capped by the session count",
-            "simulated probes start from an empty cache",
-        ])
-    if url is not None:
-        from kvbench.capacity.measure import measure_point
-        from kvbench.cli.replay import _first_model
+    docs = []
+    from kvbench.workload.working_set import pool_warning
 
-        hint = next(p.max_sessions for p in predicted if p.host_gb == measure_gb)
-        doc.measured.append(measure_point(
-            target, measure_gb, url=url, model=served_model or _first_model(url),
-            sessions=sessions, bounds=bounds, slo=slo, ceiling=ceiling, hint=max(hint, 1),
-            out_dir=output / "measured" / f"host{measure_gb:g}gb", time_scale=time_scale,
-            workload=workload, trace=paths, synthetic=spec, engine=target.engine_name,
-            tokenizer=tokenizer))
-    doc.wall_s = time.perf_counter() - t0
-    if output is not None:
-        from kvbench.capacity.curve import CAPACITY_FILE
-        from kvbench.files import write_json_atomic
-        from kvbench.report.capacity import write_capacity_page
+    for target in targets:
+        warning = pool_warning(target.label, sessions, ceiling, target.tier(0.0).gpu_kv_tokens)
+        row_workload = workload if warning is None else {**workload, "warning": warning}
+        if warning:
+            print(warning, file=sys.stderr)
+        grid = sorted(set(host_gb)) if host_gb else host_grid(target.budget_gb, points)
+        if any(g < 0 for g in grid):
+            raise CapacityError(f"--host-gb: sizes must be >= 0, got {grid}")
+        measure_gb = None
+        if url is not None:
+            measure_gb = target.budget_gb if server_host_gb is None else server_host_gb
+            grid = sorted({*grid, measure_gb})
+        predicted = predict_curve(target, traces, slo, grid, ceiling=ceiling,
+                                  on_point=_progress(target, len(grid)))
+        doc = CapacityDoc(
+            target={"label": target.label, **target.describe}, workload=row_workload, slo=slo,
+            ceiling=ceiling, predicted=predicted, knee=find_knee(predicted, ceiling),
+            assumptions=[
+                "at a fixed host size, meeting the SLO is monotone in sessions (the search "
+                "gallops and bisects; every probe is listed)",
+                "each session is played once; concurrency is capped by the session count",
+                "simulated probes start from an empty cache",
+                "prompts refused as longer than the context (400) are not failures: the "
+                "failed ratio leaves them out",
+            ])
+        if url is not None:
+            from kvbench.capacity.measure import measure_point
+            from kvbench.cli.replay import _first_model
 
-        write_json_atomic(output / CAPACITY_FILE, doc.model_dump(mode="json"))
-        write_capacity_page([output / CAPACITY_FILE], output / "capacity.html")
-        if doc.measured:
-            from kvbench.report import write_dashboard
+            hint = next(p.max_sessions for p in predicted if p.host_gb == measure_gb)
+            doc.measured.append(measure_point(
+                target, measure_gb, url=url, model=served_model or _first_model(url),
+                sessions=sessions, bounds=bounds, slo=slo, ceiling=ceiling, hint=max(hint, 1),
+                out_dir=output / "measured" / f"host{measure_gb:g}gb", time_scale=time_scale,
+                workload=row_workload, trace=paths, synthetic=spec, engine=target.engine_name,
+                tokenizer=tokenizer))
+        doc.wall_s = time.perf_counter() - t0
+        docs.append(doc)
+        if output is not None:
+            _write(doc, output if len(targets) == 1 else output / target.label)
+        if output_format != "json":
+            from kvbench.capacity.table import print_capacity
 
-            write_dashboard([output], output / "dashboard.html")
+            print_capacity(doc)
     if output_format == "json":
-        print(json.dumps(doc.model_dump(mode="json"), indent=1))
-    else:
-        from kvbench.capacity.table import print_capacity
+        body = [d.model_dump(mode="json") for d in docs]
+        print(json.dumps(body[0] if len(body) == 1 else body, indent=1))
 
-        print_capacity(doc)
+
+def _write(doc, output: Path) -> None:
+    from kvbench.capacity.curve import CAPACITY_FILE
+    from kvbench.files import write_json_atomic
+    from kvbench.report.capacity import write_capacity_page
+
+    write_json_atomic(output / CAPACITY_FILE, doc.model_dump(mode="json"))
+    write_capacity_page([output / CAPACITY_FILE], output / "capacity.html")
+    if doc.measured:
+        from kvbench.report import write_dashboard
+
+        write_dashboard([output], output / "dashboard.html")

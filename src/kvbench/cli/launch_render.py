@@ -37,7 +37,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
               env_overrides: dict[str, str], engine_version: str | None,
               accuracy: bool | None, work_dir: Path | None, dummy_weights: bool = False
               ) -> tuple[list[Built], list[tuple[Job, str]]]:
-    from kvbench.cli.plan import _runners
+    from kvbench.matrix.generate import selection_runners
     from kvbench.plan import plan_job
 
     jobs = select_jobs(selection)
@@ -48,7 +48,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
             raise EngineError(f"--exp-name {', '.join(missing)}: not in the selection",
                               hint="kvbench launch --dry-run lists the selected exp-names")
         jobs = [j for j in jobs if j.exp_name in exp_names]
-    runners = _runners(selection)
+    runners = selection_runners(selection)
     built, skipped = [], []
     for job in jobs:
         try:

@@ -15,17 +15,6 @@ _GB = 1_000_000_000
 _PREDICT = "Predicted offload benefit (kvbench capacity)"
 
 
-def _runners(selection: Selection):  # -> Runners | None
-    from kvbench.errors import KvbenchError
-    from kvbench.matrix.generate import runner_config_path
-    from kvbench.recipe import load_runners
-
-    try:
-        return load_runners(runner_config_path(selection))
-    except KvbenchError:
-        return None
-
-
 def _pools_cell(plan) -> str:
     return "\n".join(
         f"{p.name} {p.bytes_per_rank / _GB:,.2f}{'' if p.inside_configured_size else '*'}"
@@ -121,13 +110,14 @@ def plan(
 
     from kvbench.errors import PlanError
     from kvbench.matrix import select_jobs
+    from kvbench.matrix.generate import selection_runners
     from kvbench.plan import plan_job
 
     if format not in ("json", "table"):
         raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
     if host_headroom_gb is not None and host_headroom_gb < 0:
         raise PlanError(f"--host-headroom-gb {host_headroom_gb:g} is negative; allowed: >= 0")
-    runners = _runners(selection)
+    runners = selection_runners(selection)
     jobs = select_jobs(selection)
     plans = [plan_job(job, runners, host_headroom_gb=host_headroom_gb,
                       trust_runner_dram=trust_runner_dram) for job in jobs]

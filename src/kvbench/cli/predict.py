@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvbench.cli.capacity import load_workload
 from kvbench.cli.console import check_format
 from kvbench.cli.selection import selected_jobs
 from kvbench.errors import CapacityError
@@ -22,16 +21,22 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
 
     from kvbench.capacity import WorkloadBounds, sessions_to_traces
     from kvbench.capacity.prune import kept_jobs, predict_jobs
-    from kvbench.cli.plan import _runners
+    from kvbench.matrix.generate import selection_runners
+    from kvbench.workload.choice import choose_workload
 
     if emit not in (None, "github-matrix"):
         raise CapacityError(f"--emit {emit!r} is not one of github-matrix")
     check_format(output_format, ("table", "json"), CapacityError)
     jobs = selected_jobs(selection, CapacityError)
-    sessions = load_workload(trace, not trace, 0, 1.0, 0)[0]
+    sessions = choose_workload(trace, not trace, 0, 1.0, 0).sessions
     traces = sessions_to_traces(sessions, WorkloadBounds())
-    predictions = predict_jobs(jobs, _runners(selection), traces, noise=noise,
+    predictions = predict_jobs(jobs, selection_runners(selection), traces, noise=noise,
                                threshold=threshold)
+    from kvbench.workload.working_set import pool_warnings
+
+    for line in pool_warnings(sessions, [(p.exp_name, p.conc, p.arms["offload"]["gpu_kv_tokens"])
+                                         for p in predictions if p.arms]):
+        print(line, file=sys.stderr)
     if emit == "github-matrix":
         import orjson
 

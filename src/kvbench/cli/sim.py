@@ -99,6 +99,19 @@ def _engine_config(profile: str | None, block_tokens: int | None = None, **kw):
                         block_tokens=int(block_tokens or p.block_tokens.value), **kw)
 
 
+ContextOpt = Annotated[int | None, typer.Option(
+    help="The served context (max_model_len): a longer prompt + output is refused with a "
+    "400, counted as rejected: context (default: the model's max_position_embeddings)")]
+
+
+def _context(context_tokens: int | None, model: str) -> int | None:
+    from kvbench.sim.sizing import model_context_tokens
+
+    if context_tokens is not None and context_tokens < 1:
+        raise SimError(f"--context-tokens {context_tokens}; allowed: >= 1")
+    return context_tokens if context_tokens is not None else model_context_tokens(model)
+
+
 def _bounds(concurrency: int | None, **opts):
     """The replay's workload bounds for a closed-loop run; None for open loop (which takes
     no bounds: every request at its trace time)."""
@@ -162,6 +175,7 @@ def _check_choices(precision: str | None, router: str = "round_robin") -> None:
 @app.command("serve-sim")
 def serve_sim(
     model: ModelOpt = "reference-8b",
+    context_tokens: ContextOpt = None,
     hardware: HardwareOpt = "h200",
     tp: TpOpt = 1,
     precision: PrecisionOpt = None,
@@ -200,7 +214,8 @@ def serve_sim(
         gpu_tokens=_gpu_tokens(gpu_tokens, costs, hardware),
         host_tokens=_host_tokens(None, host_cache_gb, costs), page_tokens=page_size,
         write_policy=_policy(write_policy), time_scale=time_scale, seed=seed,
-        max_running_requests=max_running_requests, chars_per_token=chars_per_token)
+        max_running_requests=max_running_requests, chars_per_token=chars_per_token,
+        context_tokens=_context(context_tokens, model))
     sock = _listen(host, port)  # a bad address is a clean error before anything starts
     quiet_logging()
     server = SimServer(config, costs)
@@ -243,6 +258,7 @@ def simulate(
     trace: Annotated[list[Path], typer.Option(
         help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
     model: ModelOpt = "reference-8b",
+    context_tokens: ContextOpt = None,
     hardware: HardwareOpt = "h200",
     tp: TpOpt = 1,
     precision: PrecisionOpt = None,
@@ -311,7 +327,8 @@ def simulate(
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
     engine = _engine_config(engine_profile, max_running_requests=max_running_requests,
-                            chunked_prefill_tokens=chunked_prefill_tokens)
+                            chunked_prefill_tokens=chunked_prefill_tokens,
+                            context_tokens=_context(context_tokens, model))
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}

@@ -53,13 +53,14 @@ def model_job(job, plan) -> JobModel:
     from kvbench.sim.engine_config import EngineConfig
     from kvbench.sim.engine_profile import load_engine_profile
     from kvbench.sim.simulate import DisaggSetup
-    from kvbench.sim.sizing import gpu_tier_tokens, resolve_costs
+    from kvbench.sim.sizing import gpu_tier_tokens, model_context_tokens, resolve_costs
 
     name = engine_of(job.framework)
     notes = [TRT_NOTE] if name is None and "trt" in job.framework else []
     profile = load_engine_profile(name)
     engine = EngineConfig(kv_manager=profile.kv_manager,
-                          block_tokens=plan.page_size_tokens or int(profile.block_tokens.value))
+                          block_tokens=plan.page_size_tokens or int(profile.block_tokens.value),
+                          context_tokens=model_context_tokens(job.model))
     row = job.row
     prefill = row["prefill"] if job.is_multinode else row
     costs = resolve_costs(job.model, plan.hardware, int(prefill["tp"]), job.precision,

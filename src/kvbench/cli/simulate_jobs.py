@@ -78,7 +78,7 @@ def simulate_jobs(
     if workers < 0:
         raise SimError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
     policy = _policy(write_policy)
-    load_trace(trace)  # bad input fails here, once, before any worker starts
+    sessions = load_trace(trace)  # bad input fails here, once, before any worker starts
     _bounds(1, duration=duration, max_requests=max_requests, max_tokens_cap=max_tokens_cap,
             think_time_cap=think_time_cap)  # and bad bounds
     jobs = selected_jobs(selection, SimError)
@@ -94,3 +94,9 @@ def simulate_jobs(
         print(json.dumps(out, indent=1))
     else:
         print_jobs(out)
+    from kvbench.workload.working_set import pool_warnings
+
+    for line in pool_warnings(sessions, [(e["exp-name"], e["conc"], e["gpu-kv-tokens"])
+                                         for e in out if e.get("arms")
+                                         and e.get("host-kv-tokens")]):
+        print(line, file=sys.stderr)

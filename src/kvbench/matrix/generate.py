@@ -21,6 +21,18 @@ from kvbench.recipe.fields import SCENARIO_TYPES
 from kvbench.recipe.layout import NO_FILES_HINT
 
 
+def selection_runners(selection: Selection):  # -> kvbench.recipe.Runners | None
+    """The selection's runners file loaded, or None when there is none or it is unreadable
+    (callers then plan without per-cluster hardware facts)."""
+    from kvbench.errors import KvbenchError
+    from kvbench.recipe import load_runners  # lazy: a warm `kvbench matrix` never loads it
+
+    try:
+        return load_runners(runner_config_path(selection))
+    except KvbenchError:
+        return None
+
+
 def runner_config_path(selection: Selection) -> Path:
     """--runner-config, else `runners.yaml` beside the first config file."""
     if selection.runner_config is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from kvbench.errors import SimError
 from kvbench.sim.arrivals import Arrivals
 from kvbench.sim.cache import TieredCache
+from kvbench.sim.context import context_error, over_context
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.gaps import GapLog
@@ -181,6 +182,8 @@ class Engine:
         load_tokens = sync_tokens = 0
         while self.waiting and budget > 0 and self.num_running < cfg.max_running_requests:
             req = self.waiting[0]
+            if self._refused_context(req):
+                continue
             if req.blocked_need and self.num_running and cache.cannot_fit(req.blocked_need):
                 break  # refused before, and not enough has been released since
             adm = cache.admit(req.keys, req.page_tokens, req.input_tokens - req.paged_tokens
@@ -188,7 +191,9 @@ class Engine:
             if adm is None:
                 if self.num_running == 0:  # nothing will ever free room for it
                     self.waiting.popleft()
-                    self._reject(req, "request needs more KV tokens than the GPU tier holds")
+                    self._reject(req, context_error(
+                        int(cache.device_capacity), req.input_tokens, req.output_tokens,
+                        " (more KV than the GPU tier holds)"))
                     continue
                 req.blocked_need = cache.refused_need
                 break
@@ -339,8 +344,18 @@ class Engine:
     def _release(self, req: SimRequest) -> None:
         self.cache.release(req.admission)
 
+    def _refused_context(self, req: SimRequest) -> bool:
+        """Pop and refuse the waiting head when it is over the served context."""
+        limit = self.config.context_tokens
+        if not over_context(limit, req.input_tokens, req.output_tokens):
+            return False
+        self.waiting.popleft()
+        self._reject(req, context_error(limit, req.input_tokens, req.output_tokens))
+        return True
+
     def _reject(self, req: SimRequest, why: str) -> None:
         req.error = why
+        req.keys = []  # never looked up again; a refusal storm keeps only its counts
         req.finish_s = self.now_s
         self.rejected += 1
         if req.sink:

@@ -15,3 +15,5 @@ class EngineConfig:
     # block pool and scheduler, sim/vllm.py), with its block size in tokens.
     kv_manager: str = "radix"
     block_tokens: int = 16
+    # The served context (max_model_len): longer prompt + output is refused (sim/context.py).
+    context_tokens: int | None = None

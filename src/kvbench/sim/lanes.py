@@ -23,6 +23,11 @@ from kvbench.workload.session import Session
 # Page keys are (namespace index, hash id) packed into one int: hash ids of one namespace
 # stay below this, so keys of different namespaces never collide.
 _KEY_SPAN = 1 << 64
+# A refused request (400) answers after an HTTP round trip, not at the instant it was sent:
+# a floor of the order of a loopback request to the server, so that a lane whose every
+# request is refused still advances in virtual time (with zero think time it would
+# otherwise refuse, recycle and resend forever at one instant: issue 26's property test).
+REFUSAL_ROUND_TRIP_S = 1e-3
 
 
 @dataclass(slots=True)
@@ -81,6 +86,9 @@ class LaneDriver:
     def _submit_next(self, lane: _Lane, now_s: float) -> None:
         """Submit the lane's next sendable turn (taking new sessions as needed)."""
         bounds = self.bounds
+        # a whole pass over the pool without a sendable turn (every prompt over
+        # max_input_tokens): none will ever be sent, the lane ends instead of recycling forever
+        tries = len(self.pool.sessions) + 1
         while lane.session is not None:
             turns = lane.session.turns
             while lane.turn < len(turns):
@@ -105,7 +113,9 @@ class LaneDriver:
                 self.rid += 1
                 self.engine.submit(req, at_s)
                 return
-            if not self._next_session(lane):
+            tries -= 1
+            if not tries or not self._next_session(lane):
+                lane.session = None
                 return
 
     def _on_arrival(self, req: SimRequest) -> bool:
@@ -128,4 +138,5 @@ class LaneDriver:
     def _on_finish(self, req: SimRequest) -> None:
         self.done.append(req)
         if not self.stopping:
-            self._submit_next(self._lanes[req.session], self.engine.now_s)
+            now = self.engine.now_s + (REFUSAL_ROUND_TRIP_S if req.error is not None else 0.0)
+            self._submit_next(self._lanes[req.session], now)

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from kvbench.errors import shown
 from kvbench.sim.cache import TieredCache
+from kvbench.sim.context import context_error, over_context
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import Engine
 from kvbench.sim.engine_config import EngineConfig
@@ -47,6 +48,7 @@ class ServerConfig:
     chunked_prefill_tokens: int = 8192
     chars_per_token: int = 0  # 0: word tokens (see tokens.py)
     default_max_tokens: int = 128
+    context_tokens: int | None = None  # max_model_len: longer prompt + max_tokens -> 400
     extra: dict = field(default_factory=dict)
 
 
@@ -206,6 +208,9 @@ class SimServer:
         need = (len(prompt.keys) * self.config.page_tokens + max(
             0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
             + self.costs.request_state_tokens)
+        if over_context(self.config.context_tokens, prompt.num_tokens, max_tokens):
+            return _error(400, context_error(self.config.context_tokens, prompt.num_tokens,
+                                             max_tokens))
         if need > self.cache.device_capacity:
             return _error(400, f"the request needs {need} KV tokens (prompt {prompt.num_tokens}"
                                f" + max_tokens {max_tokens}); the GPU tier holds "

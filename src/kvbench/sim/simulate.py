@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from kvbench.errors import SimError
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.cache import TieredCache
+from kvbench.sim.context import is_context_rejection
 from kvbench.sim.costs import CostModel
 from kvbench.sim.disagg import DisaggEngines
 from kvbench.sim.engine import Engine
@@ -270,11 +271,17 @@ def summarize(done: list[SimRequest], cache: TieredCache,
     def rate(x: float) -> float:
         return x / span if span > 0 else 0.0
 
+    refused = [r for r in done if is_context_rejection(r.error)]
+    failed = [r for r in done if r.error is not None and not is_context_rejection(r.error)]
     return {
         "requests": len(ok),
-        "errors": len(done) - len(ok),
-        # every error counted comes with its reason (a request that can never fit, ...)
-        "errors_by_reason": dict(Counter(str(r.error) for r in done if r.error is not None)),
+        # failures, apart from prompts over the context (`rejected`), which the engine refuses
+        # with a 400 before scheduling them (sim/context.py)
+        "errors": len(failed),
+        # every error counted comes with its reason
+        "errors_by_reason": dict(Counter(str(r.error) for r in failed)),
+        "rejected": {"context": len(refused),
+                     "example": refused[0].error if refused else None},
         "prompt_tokens": prompt,
         "completion_tokens": out,
         "cached_tokens": {"device": dev, "host": host, "total": dev + host},

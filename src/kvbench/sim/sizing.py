@@ -43,6 +43,14 @@ def resolve_costs(model: str, hardware: str | HardwareProfile, tp: int = 1,
                                    dp_attention=dp_attention, engine=engine_profile)
 
 
+def model_context_tokens(model: str) -> int | None:
+    """The model's own context limit (config.json max_position_embeddings, as its profile
+    states it), or None when unknown (the built-in reference model has none)."""
+    if model == REFERENCE_MODEL:
+        return None
+    return _load_model(model).native_context_tokens
+
+
 def _load_model(name: str) -> Any:
     try:
         from kvbench.models import load_model

@@ -31,6 +31,7 @@ def print_arms(results: dict[str, dict], trace_names: list[str]) -> None:
         table.add_row(label, *(get(r) for r in results.values()))
 
     row("requests (errors)", lambda r: f"{r['requests']:,} ({r['errors']})")
+    row("rejected: context", lambda r: f"{(r.get('rejected') or {}).get('context', 0):,}")
     row("prompt tokens", lambda r: f"{r['prompt_tokens']:,}")
     for tier in ("device", "host", "total"):
         row(f"hit rate {tier}", lambda r, t=tier: f"{r['hit_rate'][t]:.1%}")
@@ -52,6 +53,10 @@ def print_arms(results: dict[str, dict], trace_names: list[str]) -> None:
     for name, r in results.items():
         for why, n in sorted((r.get("errors_by_reason") or {}).items()):
             out.print(f"[red]{name}: {n} error(s):[/] {why}")
+        refused = r.get("rejected") or {}
+        if refused.get("context"):
+            out.print(f"[yellow]{name}: {refused['context']} prompt(s) refused as longer than "
+                      f"the context (400, not counted as errors), e.g.[/] {refused['example']}")
         if (r.get("open_loop") or {}).get("kept_up") is False:
             out.print(f"[red]{name}: the open loop fell behind the trace; latencies are a "
                       "backlog[/]")
@@ -83,3 +88,9 @@ def print_jobs(entries: list[dict]) -> None:
                 _ms(r["ttft_ms"]["p50"]), _ms(r["itl_ms"]["p50"]),
                 f"{r['throughput']['output_tok_s']:,.0f}")
     _console().print(table)
+    refused = {name: (r.get("rejected") or {}).get("context", 0)
+               for e in entries for name, r in (e.get("arms") or {}).items()}
+    total = sum(refused.values())
+    if total:
+        _console().print(f"[yellow]{total} prompt(s) refused as longer than the context (400, "
+                         "not counted as errors; per arm in --format json: rejected.context)[/]")

@@ -32,6 +32,7 @@ from __future__ import annotations
 from kvbench.errors import SimError
 from kvbench.sim.block_table import BlockTable, block_chain
 from kvbench.sim.blocks import BlockPool
+from kvbench.sim.context import context_error
 from kvbench.sim.engine import Engine, _Step
 from kvbench.sim.request import SimRequest
 
@@ -87,9 +88,13 @@ class VllmEngine(Engine):
             while not blocked and self.waiting and budget > 0 and (
                     self.num_running - len(self.loading) < cfg.max_running_requests):
                 req = self.waiting[0]
+                if req.blocks is None and self._refused_context(req):
+                    continue
                 if req.blocks is None and self._blocks_total(req) > self.pool.capacity:
                     self.waiting.popleft()
-                    self._reject(req, "request needs more KV blocks than the GPU pool holds")
+                    self._reject(req, context_error(
+                        self.pool.capacity * self.B, req.input_tokens, req.output_tokens,
+                        " (more KV blocks than the GPU pool holds)"))
                     continue
                 got = self._schedule_waiting(req, budget)
                 if got is None:
@@ -105,11 +110,15 @@ class VllmEngine(Engine):
             horizon_s = min(horizon_s, max(first, now))
         step = self._step_for(chunks, load_tokens, 0, 0.0, horizon_s)
         if step is None and self.loading:
+            if blocked and self.num_running == len(self.loading):
+                # Loaded requests hold the pool between them and none can go on: the newest
+                # gives its blocks back (they stay cached) and waits again, as vLLM preempts
+                # its newest request when blocks run short. The reservation above keeps
+                # this from arising; this keeps a run from ever stopping on it.
+                self._preempt_loading(self.loading[-1])
+                return self._compose(horizon_s)
             # nothing to compute: vLLM runs connector-only steps until the loads are done
             later = [r.blocks.ready_s for r in self.loading if r.blocks.ready_s > now]
-            if blocked and self.num_running == len(self.loading):
-                raise SimError("internal: loaded requests wait for blocks but nothing runs "
-                               "to free them")
             step = _Step(now, max(now + costs.step_overhead_s, min(later, default=now)), [], 0)
         for req in self.loading:
             if now >= req.blocks.ready_s:
@@ -177,10 +186,16 @@ class VllmEngine(Engine):
         return -(-(req.input_tokens + req.blocks.extra) // self.B)
 
     def _reserved_blocks(self) -> int:
-        """Blocks the prefilling and loading requests still need for their prompts: an
-        asynchronous load may not take them (vLLM's _inflight_prefill_reserved_blocks)."""
+        """Blocks the prefilling and loading requests still need to finish their prefill: an
+        asynchronous load may not take them (vLLM 0.26 core/sched/scheduler.py,
+        _inflight_prefill_reserved_blocks). vLLM reserves the blocks of the tokens so far
+        (its outputs take a block per decode step later, a running request preempting
+        itself when short); here the last chunk takes the output's blocks too, so the
+        reservation counts them: else two loads can hold the pool between them with nothing
+        running to free it (issue 26's deadlock)."""
         k = self.pool.unit_blocks
-        return sum(max(0, self._prompt_blocks(r) - r.blocks.cached * k - r.blocks.plain)
+        return sum(max(0, self._blocks_for(r, r.prefill_left) - r.blocks.cached * k
+                       - r.blocks.plain)
                    for group in (self.prefilling, self.loading) for r in group)
 
     def _schedule_waiting(self, req: SimRequest, budget: int) -> tuple[int, int] | None:
@@ -261,6 +276,16 @@ class VllmEngine(Engine):
             self._leave_decode(req)
         else:
             self.prefilling.remove(req)
+        self.pool.release(b.chain, b.cached, b.plain)
+        b.cached = b.plain = 0
+        self.waiting.appendleft(req)
+
+    def _preempt_loading(self, req: SimRequest) -> None:
+        """A loaded request that cannot go on frees its blocks and waits at the head."""
+        b: BlockTable = req.blocks
+        self.loading.remove(req)
+        self.num_running -= 1
+        self.pool.preemptions += 1
         self.pool.release(b.chain, b.cached, b.plain)
         b.cached = b.plain = 0
         self.waiting.appendleft(req)

@@ -8,12 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Real Claude Code sessions shipped with kvbench (see data/ATTRIBUTION.md).
-BUNDLED_TRACES = Path(__file__).resolve().parents[1] / "workload" / "data" / "claude-code"
-
-
-def bundled_traces() -> list[Path]:
-    return sorted(BUNDLED_TRACES.glob("*.json.gz"))
+from kvbench.workload.choice import bundled_traces
 
 
 class PhaseTimeouts(BaseModel):
