@@ -87,12 +87,17 @@ def construct(loader: yaml.BaseLoader, where: object, error: type[KvbenchError])
             raise alias_bomb_error(where, error)
         return loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f"{where}:{mark.line + 1}" if mark else str(where)
-        problem = getattr(e, "problem", None) or str(e)
-        raise error(f"{at}: not valid YAML: {problem}") from None
+        raise yaml_error(e, where, error) from None
     finally:
         loader.dispose()
+
+
+def yaml_error(e: yaml.YAMLError, where: object, error: type[KvbenchError]) -> KvbenchError:
+    """A YAML parse error as `error`, with the file and line where PyYAML found it."""
+    mark = getattr(e, "problem_mark", None)
+    at = f"{where}:{mark.line + 1}" if mark else str(where)
+    problem = getattr(e, "problem", None) or str(e)
+    return error(f"{at}: not valid YAML: {problem}")
 
 
 def load_text(text: str, where: object, error: type[KvbenchError] = KvbenchError) -> Any:

@@ -30,7 +30,8 @@ def test_secret_argv_values_are_redacted_counts_are_not():
     assert redact_argv(argv) == [
         "serve", "--api-key", REDACTED, f"--hf-token={REDACTED}",
         "--speculative-num-draft-tokens", "4", "--max-prefill-tokens", "16384",
-        "--enable-metrics", "--admin-api-key", "--x"]
+        # a secret's value may itself start with "--" (issue 27 item 6): still the value
+        "--enable-metrics", "--admin-api-key", REDACTED]
 
 
 def test_recognise_prefers_specific_signature_and_falls_back_to_last_error():

@@ -169,10 +169,7 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
             raise yamldoc.alias_bomb_error(path, RecipeError)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(e, "problem", None) or str(e)
-        raise RecipeError(f"{where}: not valid YAML: {problem}") from None
+        raise yamldoc.yaml_error(e, path, RecipeError) from None
     finally:
         loader.dispose()
     return data, _duplicate_problems(path, loader)
