@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sim.conftest import CLAUDE_CODE
 
+from kvbench.errors import WorkloadError
 from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.engine_profile import engine_profile_names, load_engine_profile
 from kvbench.sim.simulate import SimSetup, run_sessions
@@ -96,7 +97,11 @@ def test_every_profile_ends_with_a_result(sessions, costs, data, profile, conc, 
         "start": st.sampled_from(["beginning", "sampled"]),
         "seed": st.integers(0, 3)}), label="bounds")
     done: list = []
-    s = _run(chosen, costs, profile, conc, gpu, host, bounds, chunk, running, done)
+    try:
+        s = _run(chosen, costs, profile, conc, gpu, host, bounds, chunk, running, done)
+    except WorkloadError as e:  # a bound that leaves nothing to send: one clear usage error
+        assert "nothing to send" in e.message and bounds["max_input_tokens"] is not None
+        return
     # every request that ended was served in order or refused, for a reason engines give
     for r in done:
         assert (r.error is not None) or (r.arrival_s <= r.first_s <= r.finish_s), r.rid
@@ -116,12 +121,12 @@ def test_a_lane_of_refusals_advances_and_ends(sessions, costs) -> None:
     assert 1000 <= s["rejected"]["context"] <= 2 * 1.0 / 1e-3 + 2, s["rejected"]
 
 
-def test_no_sendable_turn_ends_the_lanes(sessions, costs) -> None:
-    """Every turn over --max-input-tokens: nothing is sent, the run ends (no endless
+def test_no_sendable_turn_ends_at_once(sessions, costs) -> None:
+    """Every turn over --max-input-tokens: refused before anything runs (no endless
     recycling of sessions that have nothing to send)."""
-    s = _run(sessions[:3], costs, "vllm", 2, 43680, 0,
+    with pytest.raises(WorkloadError, match="below every turn's prompt"):
+        _run(sessions[:3], costs, "vllm", 2, 43680, 0,
              {"duration_s": 10.0, "max_input_tokens": 1})
-    assert s["requests"] == s["errors"] == 0
 
 
 def test_prompts_over_the_context_are_refused_apart_from_failures(sessions, costs) -> None:

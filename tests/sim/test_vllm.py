@@ -313,5 +313,5 @@ def test_engine_profile_refuses_impossible_host_costs(field: str, value: float, 
 
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(SimError, match=rf"{field} must be .*{re.escape(allowed)}"):
+    with pytest.raises(SimError, match=rf"{field}\b.* must be .*{re.escape(allowed)}"):
         load_engine_profile(path)

@@ -180,7 +180,8 @@ class _Run:
             num_gpus=self.spec.job().gpus, max_tokens_cap=opts.max_tokens_cap,
             max_input_tokens=opts.max_input_tokens, think_time_scale=opts.think_time_scale,
             time_scale=opts.time_scale, compress_records=opts.compress_raw,
-            absent_cached_tokens_are_zero=launch.absent_cached_tokens_are_zero,
+            # a multi-node row's launch is the router's endpoint: embedded workers report all
+            absent_cached_tokens_are_zero=getattr(launch, "absent_cached_tokens_are_zero", False),
         )
         timeout = opts.timeouts.replay_s or (
             duration + cfg.grace_s + REPLAY_MARGIN_S if duration else NO_DURATION_REPLAY_S)
