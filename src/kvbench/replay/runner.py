@@ -7,6 +7,7 @@ import asyncio
 import gc
 import secrets
 import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -188,9 +189,11 @@ def _on_sigint(lanes: Lanes) -> Callable[[], None] | None:
     def handler() -> None:
         lanes.halt(INTERRUPTED)
 
+    if sys.platform == "win32":  # its event loops take no signal handlers
+        return None
     try:
         loop.add_signal_handler(signal.SIGINT, handler)
-    except (NotImplementedError, RuntimeError, ValueError):
+    except (RuntimeError, ValueError):  # not the main thread, or a closed loop
         return None
     return lambda: loop.remove_signal_handler(signal.SIGINT)
 
