@@ -20,10 +20,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from kvbench.files import iter_jsonl
+
 
 def _records(run_dir: Path) -> list[dict]:
-    with open(run_dir / "records.jsonl") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return list(iter_jsonl(run_dir / "records.jsonl"))  # or records.jsonl.gz
 
 
 def _sent_subset(trace_dir: Path, records: list[dict], out: Path) -> dict[str, int]:

@@ -125,18 +125,19 @@ def test_replay_compress_writes_gzip_records(sse_server, tmp_path):
 
 @pytest.mark.parametrize("compressed", [False, True])
 def test_rescore_reads_a_compressed_scrape(tmp_path, compressed):
-    """The committed H200 run, its scrape.jsonl gzip-compressed as committed GPU results are
-    to be (issue 25): rescore derives the same server metrics from either."""
+    """The committed H200 run, whose records and scrape are committed gzip-compressed (issue
+    25): rescore derives the same server metrics from them and from their plain form."""
     run = (REPO / "benchmarks/results/h200/vllm/runs" / "qwen3-8b_tp1_conc12_kvdram-vllm-simple")
     job = tmp_path / run.name
     shutil.copytree(run, job)
     if (job / "result.orig.json").exists():
         (job / "result.orig.json").replace(job / "result.json")
-    if compressed:
-        with (job / "scrape.jsonl").open("rb") as f, gzip.open(job / "scrape.jsonl.gz",
-                                                               "wb") as g:
-            shutil.copyfileobj(f, g)
-        (job / "scrape.jsonl").unlink()
+    assert (job / "scrape.jsonl.gz").is_file() and (job / "records.jsonl.gz").is_file()
+    if not compressed:
+        for name in ("scrape.jsonl", "records.jsonl"):
+            with gzip.open(job / f"{name}.gz", "rb") as g, (job / name).open("wb") as f:
+                shutil.copyfileobj(g, f)
+            (job / f"{name}.gz").unlink()
     out = subprocess.run([sys.executable, "-m", "kvbench", "rescore", str(job), "--format",
                           "json"], capture_output=True, text=True, env=ENV, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -73,10 +73,10 @@ for step in "$@"; do
       --config-keys "$KEY$arm" --results "$W/results-sglang" \
       --min-conc "$conc" --max-conc "$conc" --repeat "$rep" \
       --trace benchmarks/gpu/vllm/traces --duration 50 --max-tokens-cap 256 "${E_ARGS[@]}" \
-      --no-dashboard --continue-on-error --format json > "$d/run.json" 2> "$d/run.log"
+      --no-dashboard --continue-on-error --compress --format json > "$d/run.json" 2> "$d/run.log"
     echo "$step: kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
   fi
-  kill $MP 2>/dev/null
+  kill $MP 2>/dev/null; wait $MP 2>/dev/null; gzip -nf "$d/memory.jsonl"
   tar czf "$OUT/kvb.tar.gz" -C $W .
 done
 ls -la "$OUT"

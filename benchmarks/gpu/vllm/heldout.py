@@ -23,6 +23,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from kvbench.files import iter_jsonl
+
 HERE = Path(__file__).resolve().parent
 RUNS = HERE.parents[1] / "results" / "h200" / "vllm" / "runs"
 HALVES = ("fit", "held-out")
@@ -61,7 +63,7 @@ def _stats(rows: list[dict], span_s: float) -> dict:
 
 
 def _real_rows(run: Path) -> tuple[list[dict], float]:
-    recs = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines() if x]
+    recs = list(iter_jsonl(run / "records.jsonl"))
     ok = [r for r in recs if r["status"] == "ok" and not r["is_warmup"]]
     span = (max(r["t_last_ns"] for r in ok) - min(r["t_send_ns"] for r in ok)) / 1e9
     return [{"session": r["session_id"], "ttft_ms": (r["t_first_ns"] - r["t_send_ns"]) / 1e6,

@@ -10,10 +10,10 @@ The hit is the real one (records.jsonl cached_tokens); nothing is fitted.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
+from kvbench.files import iter_jsonl, jsonl_path
 from kvbench.sim.engine_profile import load_engine_profile
 from kvbench.sim.sizing import resolve_costs
 
@@ -35,7 +35,7 @@ def modelled_ttft_s(costs, prompt: int, cached: int) -> float:
 
 
 def lone_requests(run: Path) -> list[dict]:
-    recs = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines() if x]
+    recs = list(iter_jsonl(run / "records.jsonl"))
     recs = [r for r in recs if r["status"] == "ok"]
     return [r for r in recs if not any(
         o is not r and o["t_send_ns"] < r["t_first_ns"] and o["t_last_ns"] > r["t_send_ns"]
@@ -50,7 +50,7 @@ def main() -> None:
     costs = resolve_costs("qwen3-8b", "h200-measured", 1, "bf16",
                           engine=load_engine_profile(a.engine_profile))
     gaps: dict[bool, list[float]] = {False: [], True: []}
-    for run in sorted(p for p in a.runs.iterdir() if (p / "records.jsonl").is_file()):
+    for run in sorted(p for p in a.runs.iterdir() if jsonl_path(p / "records.jsonl")):
         for r in lone_requests(run):
             real = (r["t_first_ns"] - r["t_send_ns"]) / 1e6
             model = modelled_ttft_s(costs, r["prompt_tokens"], r["cached_tokens"]) * 1e3

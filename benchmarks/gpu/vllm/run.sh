@@ -50,10 +50,10 @@ else
   timeout "$(left_s)" python3 -m kvbench run "$here/recipe.yaml" \
     --runner-config "$here/runners.yaml" --config-keys "$key" --results "$W/results" \
     --trace "$here/traces" --duration 50 --max-tokens-cap 256 "${COMMON[@]}" ${RUN_ARGS:-} \
-    --no-dashboard --continue-on-error --format json > "$C/run.json" 2> "$C/run.log"
+    --no-dashboard --continue-on-error --compress --format json > "$C/run.json" 2> "$C/run.log"
   echo "kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$C/call.log"
 fi
-kill $MP 2>/dev/null
+kill $MP 2>/dev/null; wait $MP 2>/dev/null; gzip -nf "$C/memory.jsonl"
 done
 tar czf "$OUT/kvb.tar.gz" -C $W .
 ls -la "$OUT"

@@ -12,14 +12,16 @@ import json
 import sys
 from pathlib import Path
 
+from kvbench.files import iter_jsonl
+
 KIB = 1024
 
 
 def _engine_peak_bytes(memory_jsonl: Path) -> dict[int, int]:
     """Peak resident bytes (anon + shared) of each EngineCore process sampled in a call."""
     peak: dict[int, int] = {}
-    for line in memory_jsonl.read_text().splitlines():
-        for p in json.loads(line)["procs"]:
+    for snap in iter_jsonl(memory_jsonl):
+        for p in snap["procs"]:
             if "EngineCor" in p["comm"]:
                 peak[p["pid"]] = max(peak.get(p["pid"], 0), p.get("VmRSS", 0) * KIB)
     return peak
@@ -49,14 +51,14 @@ def main() -> None:
         print(" | ".join(str(c) for c in row))
     print()
     for arm in ("resident", "native", "simple"):
-        for path in sorted((root / "calls").glob(f"{arm}*/memory.jsonl")):
+        for path in sorted((root / "calls").glob(f"{arm}*/memory.jsonl*")):
             peaks = ", ".join(f"{b / 1e9:.2f}" for b in _engine_peak_bytes(path).values())
             print(f"{path.parent.name}: EngineCore peak RSS GB per job: {peaks}")
 
 
 def _lookups(run: Path) -> float:
     """Δ vllm:prefix_cache_queries_total over the scrape (runs made before the field existed)."""
-    snaps = [json.loads(x) for x in (run / "scrape.jsonl").read_text().splitlines()]
+    snaps = list(iter_jsonl(run / "scrape.jsonl"))
     vals = [sum(v for _, v in s["samples"].get("vllm:prefix_cache_queries_total", []))
             for s in snaps if s.get("ok")]
     return vals[-1] - vals[0]

@@ -20,6 +20,7 @@ import math
 import statistics
 from pathlib import Path
 
+from kvbench.files import iter_jsonl
 from kvbench.sim.engine import EngineConfig
 from kvbench.sim.engine_profile import load_engine_profile
 from kvbench.sim.simulate import SimSetup, run_sessions
@@ -39,7 +40,7 @@ def _real(run: Path) -> dict:
     m, s = r["request_metrics"], r["server_metrics"]
     prompt = s["tokens"]["prompt_total"]
     tiers = s["cache"]["cached_tokens_by_tier"]
-    recs = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines() if x]
+    recs = list(iter_jsonl(run / "records.jsonl"))
     backend = r["kv_offload_backend"]
     arm = (backend.get("name") if isinstance(backend, dict) else backend) or "resident"
     return {"conc": r["conc"], "arm": arm,
