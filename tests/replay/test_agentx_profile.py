@@ -33,28 +33,44 @@ def test_a_short_run_says_it_is_not_a_submission(sse_server, tmp_path):
     # the profile's settings where the command gave none
     assert run["warmup_requests"] == 20 and run["start"] == "sampled"
     assert run["start_ratio"] == [0.25, 0.75] and run["think_time_cap_s"] == 300.0
+    assert run["system_idle_cap_s"] == 10.0
     assert v["submission_valid"] is False
     assert v["checks"]["duration"]["passed"] is False  # 2 s < 900 s
     assert v["checks"]["fresh_server"]["passed"] is False  # --url: not known
-    for name in ("warmup", "start", "idle_gap_cap", "cache_bust", "failed_ratio",
-                 "metric_coverage"):
+    assert v["checks"]["trace_delays"]["passed"] is False  # --think-time-scale 0
+    for name in ("warmup", "start", "idle_gap_cap", "system_idle_cap", "cache_bust",
+                 "failed_ratio", "context_overflow", "request_metrics", "ignore_eos",
+                 "input_truncation"):
         assert v["checks"][name]["passed"] is True, (name, v["checks"][name])
     assert any(r.startswith("duration: profiling duration 2 s (minimum 900 s") for r in
                v["reasons"])
 
 
-def _records(ok: int, failed: int, no_usage: int = 0) -> list[dict]:
-    good = {"status": "ok", "t_first_ns": 1, "prompt_tokens": 10}
-    return ([dict(good) for _ in range(ok)]
-            + [{**good, "prompt_tokens": None} for _ in range(no_usage)]
-            + [{"status": "error"} for _ in range(failed)]
-            + [{"status": "ok", "is_warmup": True}] * 5 + [{"status": "cancelled"}] * 3)
+S = 1_000_000_000  # ns
+
+
+def _records(ok: int, failed: int, no_usage: int = 0, overflow: int = 0,
+             reach: float = 1.0) -> list[dict]:
+    """Profiled requests spread evenly over an hour's phase, the last token observed at
+    `reach` of it; warm-up and cancelled records around them."""
+    n = ok + no_usage
+    good = [{"status": "ok", "t_send_ns": 1 + i * S, "t_first_ns": 2 + i * S,
+             "t_last_ns": int(3600 * reach * S * (i + 1) / n), "prompt_tokens": 10}
+            for i in range(n)]
+    for r in good[ok:]:
+        r["prompt_tokens"] = None
+    return ([{"status": "ok", "is_warmup": True, "t_send_ns": 0}] * 5 + good
+            + [{"status": "error", "error_kind": "http_500"} for _ in range(failed)]
+            + [{"status": "error", "error_kind": "context_overflow"} for _ in range(overflow)]
+            + [{"status": "cancelled"}] * 3)
 
 
 def _run(**over) -> dict:
     base = {"duration_s": 3600.0, "elapsed_s": 3630.0, "max_requests": None, "concurrency": 4,
             "warmup_requests": 40, "start": "sampled",
-            "start_ratio": [0.25, 0.75], "think_time_cap_s": 300.0, "run_marker": "ab12"}
+            "start_ratio": [0.25, 0.75], "think_time_cap_s": 300.0, "run_marker": "ab12",
+            "system_idle_cap_s": 10.0, "think_time_scale": 1.0, "max_input_tokens": None,
+            "ignore_eos": True, "dropped_fields": []}
     return {**base, **over}
 
 
@@ -74,7 +90,15 @@ def test_each_rule_fails_alone():
         "idle_gap_cap": (_run(think_time_cap_s=301.0), _records(100, 0)),
         "cache_bust": (_run(run_marker=None), _records(100, 0)),
         "failed_ratio": (_run(), _records(89, 11)),
-        "metric_coverage": (_run(), _records(94, 0, no_usage=6)),
+        "request_metrics": (_run(), _records(94, 0, no_usage=6)),
+        "system_idle_cap": (_run(system_idle_cap_s=None), _records(100, 0)),
+        "trace_delays": (_run(think_time_scale=0.5), _records(100, 0)),
+        "input_truncation": (_run(max_input_tokens=131072), _records(100, 0)),
+        "ignore_eos": (_run(dropped_fields=["ignore_eos"]), _records(100, 0)),
+        "ignore_eos ": (_run(ignore_eos=False), _records(100, 0)),
+        # the server stopped answering half-way: every answered request is complete
+        "metric_coverage": (_run(), _records(100, 0, reach=0.5)),
+        "context_overflow": (_run(), _records(100, 0, overflow=2)),
     }
     for name, (run, records) in cases.items():
         v = verdict(AGENTX_V1, run, records, fresh_server=True)
@@ -84,10 +108,23 @@ def test_each_rule_fails_alone():
         "fresh_server: the server served an earlier point"]
 
 
+def test_context_overflows_are_not_failures_and_one_percent_is_allowed():
+    """agentx-harness: overflows are left out of the failed ratio and gate validity on their
+    own, strictly above 1% of the responses (environment.py `_AgentXSettings`)."""
+    v = verdict(AGENTX_V1, _run(), _records(99, 9, overflow=1), fresh_server=True)
+    assert v["submission_valid"] is True, v["reasons"]
+    assert v["checks"]["failed_ratio"]["value"] == 9 / 108
+    assert v["checks"]["context_overflow"]["value"] == 1 / 109
+    v = verdict(AGENTX_V1, _run(), _records(98, 0, overflow=2), fresh_server=True)
+    assert [r.split(":")[0] for r in v["reasons"]] == ["context_overflow"]
+
+
 def test_settings_keep_what_the_user_gave():
     got = replay_settings(AGENTX_V1, 3, {"duration_s": 60.0, "warmup_requests": None,
-                                         "start": None, "think_time_cap_s": 5.0})
-    assert got == {"warmup_requests": 30, "start": "sampled", "start_ratio": (0.25, 0.75)}
+                                         "start": None, "think_time_cap_s": 5.0,
+                                         "system_idle_cap_s": None})
+    assert got == {"warmup_requests": 30, "start": "sampled", "start_ratio": (0.25, 0.75),
+                   "system_idle_cap_s": 10.0, "end_session_on_context_overflow": True}
 
 
 def test_sampled_starts_fall_in_the_middle_half():

@@ -60,6 +60,9 @@ def replay_cmd(
     think_time_cap: Annotated[float | None, typer.Option(
         help="longest think time, s (default 60; agentx: 300)")] = None,
     think_time_scale: Annotated[float, typer.Option()] = 1.0,
+    system_idle_cap: Annotated[float | None, typer.Option(
+        help="when nothing is in flight anywhere, pending think times shift so the next "
+        "request leaves within this many seconds (default off; agentx: 10)")] = None,
     time_scale: Annotated[float | None, typer.Option(
         help="the server's clock runs this much faster than wall time (default: what the "
         "server advertises, serve-sim does; else 1); timings are in the server's clock")
@@ -114,7 +117,7 @@ def replay_cmd(
         raise ReplayOptionError(f"--max-failed-ratio {max_failed_ratio} must be within 0..1")
     synthetic = trace == "synthetic"
     given = {"duration_s": duration, "warmup_requests": warmup_requests, "start": start,
-             "think_time_cap_s": think_time_cap}
+             "think_time_cap_s": think_time_cap, "system_idle_cap_s": system_idle_cap}
     lanes = concurrency if concurrency is not None else (
         1 if session_rate is None else OPEN_LOOP_CAP)
     settings: dict = {}
@@ -135,6 +138,8 @@ def replay_cmd(
             correlation_header=correlation_header or None, output_dir=output,
             tokenizer=tokenizer, num_gpus=num_gpus, max_tokens_cap=max_tokens_cap,
             think_time_cap_s=chosen["think_time_cap_s"], think_time_scale=think_time_scale,
+            system_idle_cap_s=chosen.get("system_idle_cap_s"),
+            end_session_on_context_overflow=chosen.get("end_session_on_context_overflow", False),
             start=chosen["start"], start_ratio=chosen.get("start_ratio", (0.0, 1.0)),
             profile=profile,
             time_scale=time_scale,

@@ -35,6 +35,12 @@ class ReplayConfig(BaseModel):
     # additions beyond the cross-area contract
     think_time_cap_s: float = Field(60.0, ge=0, description="longest idle gap between turns")
     think_time_scale: float = Field(1.0, ge=0)
+    # When no lane has a request in flight or one ready to send, the pending think times
+    # shift together so that the next request leaves within this (server-clock) time:
+    # AgentX's system idle cap (replay/idle.py). None: think times as they are.
+    system_idle_cap_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # a session ends at its first context overflow (every later turn is longer still)
+    end_session_on_context_overflow: bool = False
     # The embedded engine's --time-scale: its clock runs this many times faster than wall time.
     # Think times are shortened by it and the summary's timings stretched by it, so a result
     # is in the server's (simulated) time, never mislabelled compressed wall time. None: the
@@ -67,7 +73,6 @@ class ReplayConfig(BaseModel):
     # records.jsonl.gz instead of records.jsonl (every reader takes either: files.iter_jsonl)
     compress_records: bool = False
     run_marker: str | None = None  # per-run cache-bust marker; random when None
-    api_key: str | None = None
     # the server reports per-request cached tokens only when some were (SGLang's cache
     # report): a successful response without them counts 0 cached tokens, not unknown
     absent_cached_tokens_are_zero: bool = False

@@ -19,6 +19,8 @@ from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
 from kvbench.replay.ideal import IdealCache
+from kvbench.replay.idle import SystemIdleCap
+from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
 from kvbench.workload.prompt import PromptBuilder
@@ -122,6 +124,11 @@ class Lanes:
         self.stop_reason: str | None = None
         self.closed = False  # the records file is closed: nothing more is written
         self._seq = 0
+        # closed loop only: an open loop's arrivals are its own clock, not think times
+        self.idle = (SystemIdleCap(cfg.system_idle_cap_s / (cfg.time_scale or 1.0))
+                     if cfg.system_idle_cap_s is not None and cfg.session_rate is None
+                     else None)
+        self._overflowed: set[str] = set()  # sessions a context overflow ended
 
     def _answered(self, resp: Response | None) -> None:
         """Count requests that found no server (connect refused, closed before any byte);
@@ -159,6 +166,8 @@ class Lanes:
 
     async def run_lane(self, lane: int) -> None:
         conn: Connection | None = None
+        if self.idle is not None:
+            self.idle.lane_started()
         try:
             while (got := self.pool.take(lane)) is not None:
                 session, pass_no, start = got
@@ -166,6 +175,8 @@ class Lanes:
                 if self.stopping:
                     break
         finally:
+            if self.idle is not None:
+                self.idle.lane_ended()
             if conn is not None:
                 conn.close()
 
@@ -239,15 +250,26 @@ class Lanes:
                 # prompt ready when it sends: lateness is then the client failing the
                 # schedule, not text synthesis the schedule leaves time for
                 await self._warm(turn, namespace)
-                wait = (target - perf_counter_ns()) / 1e9
-                if self.deadline_ns is not None:
-                    wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                if self.idle is not None:
+                    target = await self.idle.sleep_until(target, self.deadline_ns)
+                else:
+                    wait = (target - perf_counter_ns()) / 1e9
+                    if self.deadline_ns is not None:
+                        wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                if self.deadline_ns is not None and target >= self.deadline_ns:
+                    # due after the run's end: the sleep ended at the deadline (the loop may
+                    # wake a timer a clock tick early, when _may_send would still pass)
+                    self.stopping = True
+                    return conn
             is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
             if not self._may_send(is_warmup):
                 return conn
             conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
+            if key in self._overflowed:  # every later turn is longer: the session ends here
+                self._overflowed.discard(key)
+                return conn
             prev_end = perf_counter_ns()
         return conn
 
@@ -319,6 +341,9 @@ class Lanes:
             self.c.inflight -= 1
         if resp is not None:
             self._answered(resp)
+            if (cfg.end_session_on_context_overflow and resp.status not in (0, 200)
+                    and is_context_overflow(resp.body()[:2000].decode("utf-8", "replace"))):
+                self._overflowed.add(key)
             # the lane goes on to its next turn now; the record is built by the digest task
             if (resp.status != 200 or not resp.complete) and conn is not None:
                 conn.close()

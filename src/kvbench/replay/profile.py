@@ -2,19 +2,34 @@
 with their sources, applied to a run's settings before it starts and checked against what it
 did after.
 
-`agentx-v1`: InferenceX AgentX v1.0, the AIPerf `inferencex-agentx-mvp` scenario as InferenceX
-runs it (inferencex-e2e/benchmarks/benchmark_lib.sh, build_replay_cmd, and
-inferencex-e2e/docs/eval-agentx-procedures.md §7 and §10, InferenceX fabe70b7): a profiling
-duration of 3600 s by default and never below 900 s (shorter runs get AIPerf's
---unsafe-override and an invalid submission), 10 warm-up requests per trajectory lane, each
-lane's first trajectory started at a sampled turn in 25-75% of its trace
-(--trajectory-start-min/max-ratio), idle gaps between turns capped at 300 s
-(--trace-idle-gap-cap-seconds), the first-turn prefix cache-busted per trace replay
-(--cache-bust first_turn_prefix), a failed-request ratio of at most 0.10
-(--failed-request-threshold, validate_agentic_result), and a fresh server deployment per
-concurrency point. kvbench adds one of its own: at least 95% of the profiled requests must
-carry complete metrics (first-token time and the server's prompt-token count), since a
-result computed from a minority of requests is not the run's.
+`agentx-v1`: InferenceX AgentX v1.0, the `agentx` scenario of InferenceX's replay client
+(SemiAnalysisAI/agentx-harness, an AIPerf fork: src/aiperf/common/scenario/
+inferencex_agentx_mvp.py `AGENTX` at 6f666ba0, its context-overflow settings in
+src/aiperf/common/environment.py `_AgentXSettings` at de0e17de) as InferenceX runs it
+(inferencex-e2e/benchmarks/benchmark_lib.sh build_replay_cmd, docs/eval-agentx-procedures.md
+§7 and §10, InferenceX fabe70b7):
+- a profiling duration of 3600 s by default and never below 900 s (shorter runs need the
+  harness's --unsafe-override and are not a submission);
+- 10 warm-up requests per trajectory lane; each lane's first trajectory started at a sampled
+  turn in 25-75% of its trace (--trajectory-start-min/max-ratio);
+- recorded think times honoured (--ignore-trace-delays and an inter-turn delay cap are
+  forbidden), idle gaps within a trace capped at 300 s (--trace-idle-gap-cap-seconds), and
+  when nothing is in flight anywhere the pending timers shift together so that the next
+  request leaves within 10 s (--system-idle-gap-cap-seconds, locked);
+- no client-side input truncation (--synthesis-max-isl is forbidden), ignore_eos=true on
+  every request, streaming;
+- the first-turn prefix cache-busted per trace replay (--cache-bust first_turn_prefix);
+- a failed-request ratio of at most 0.10 (--failed-request-threshold, validate_agentic_result;
+  context overflows are not counted as failures), and a context-overflow rate (an error whose
+  body names the context limit, over all responses) of at most 1%, a session ending at its
+  first overflow;
+- first-token or inter-token observations reaching through at least 95% of the profiling
+  phase (minimum_profile_metric_coverage_ratio: a server that stops answering mid-run is
+  caught even though every request it did answer is complete);
+- a fresh server deployment per concurrency point.
+kvbench adds one of its own: at least 95% of the successful profiled requests must carry
+complete metrics (first-token time and the server's prompt-token count), since a result
+computed from a minority of requests is not the run's.
 
 kvbench's replay busts caches per pass: a recycled trajectory replays in a fresh hash
 namespace (workload/bounds.py), and every prompt starts with a per-run marker
@@ -26,6 +41,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kvbench.replay.overflow import CONTEXT_OVERFLOW
+
 
 @dataclass(frozen=True, slots=True)
 class ValidityProfile:
@@ -35,23 +52,31 @@ class ValidityProfile:
     min_duration_s: float
     warmup_requests_per_lane: int
     start_ratio: tuple[float, float]
-    idle_gap_cap_s: float
+    idle_gap_cap_s: float  # within one trace (kvbench: between a session's turns)
+    system_idle_cap_s: float  # when nothing is in flight anywhere
     max_failed_ratio: float
-    min_metric_coverage: float
+    max_context_overflow_ratio: float
+    min_phase_coverage: float  # of the profiling phase reached by token observations
+    min_request_coverage: float  # kvbench's own: successful requests with complete metrics
     fresh_server_per_concurrency: bool
 
 
 AGENTX_V1 = ValidityProfile(
     name="agentx-v1",
-    source="InferenceX fabe70b7 inferencex-e2e/benchmarks/benchmark_lib.sh build_replay_cmd; "
-           "docs/eval-agentx-procedures.md §7, §10",
+    source="SemiAnalysisAI/agentx-harness 6f666ba0 src/aiperf/common/scenario/"
+           "inferencex_agentx_mvp.py (AGENTX), de0e17de src/aiperf/common/environment.py "
+           "(_AgentXSettings); InferenceX fabe70b7 inferencex-e2e/benchmarks/benchmark_lib.sh "
+           "build_replay_cmd, docs/eval-agentx-procedures.md §7, §10",
     default_duration_s=3600.0,
     min_duration_s=900.0,
     warmup_requests_per_lane=10,
     start_ratio=(0.25, 0.75),
     idle_gap_cap_s=300.0,
+    system_idle_cap_s=10.0,
     max_failed_ratio=0.10,
-    min_metric_coverage=0.95,
+    max_context_overflow_ratio=0.01,
+    min_phase_coverage=0.95,
+    min_request_coverage=0.95,
     fresh_server_per_concurrency=True,
 )
 
@@ -79,6 +104,8 @@ def replay_settings(profile: ValidityProfile, concurrency: int, given: dict[str,
         "start": "sampled",
         "start_ratio": profile.start_ratio,
         "think_time_cap_s": profile.idle_gap_cap_s,
+        "system_idle_cap_s": profile.system_idle_cap_s,
+        "end_session_on_context_overflow": True,
     }
     return {k: v for k, v in wanted.items() if given.get(k) is None}
 
@@ -118,32 +145,70 @@ def verdict(profile: ValidityProfile, run: dict[str, Any], records: Iterable[dic
     cap = run.get("think_time_cap_s")
     check("idle_gap_cap", cap is not None and cap <= profile.idle_gap_cap_s,
           f"idle gaps capped at {cap} s (AgentX: {profile.idle_gap_cap_s:g} s)", value=cap)
+    idle = run.get("system_idle_cap_s")
+    check("system_idle_cap", idle == profile.system_idle_cap_s,
+          f"system-wide idle capped at {idle} s (AgentX locks {profile.system_idle_cap_s:g} s)",
+          value=idle)
+    scale = run.get("think_time_scale", 1.0)
+    check("trace_delays", scale == 1.0, f"recorded think times x {scale:g} (AgentX replays "
+          "them as recorded)", value=scale)
+    cut = run.get("max_input_tokens")
+    check("input_truncation", cut is None, "no client-side input bound" if cut is None else
+          f"turns above {cut} input tokens skipped (AgentX forbids input truncation)", value=cut)
+    eos = bool(run.get("ignore_eos", True)) and "ignore_eos" not in run.get("dropped_fields", [])
+    check("ignore_eos", eos, "ignore_eos=true on every request" if eos else
+          "ignore_eos not sent (AgentX requires it: outputs run to the recorded length)")
     check("cache_bust", bool(run.get("run_marker")),
           "first-turn prefixes busted per replay (per-run marker, fresh namespace per pass)"
           if run.get("run_marker") else "no run marker: replays may share cached prefixes")
     # one pass over the records (a stream: an hour's replay is not held in memory)
-    finished = failed = succeeded = complete = 0
+    finished = failed = overflowed = succeeded = complete = 0
+    first_send_ns = last_seen_ns = None
     for r in records:
+        if first_send_ns is None or (r.get("t_send_ns") or first_send_ns) < first_send_ns:
+            first_send_ns = r.get("t_send_ns")
         if r.get("is_warmup") or r.get("status") == "cancelled":
             continue
         finished += 1
+        seen = r.get("t_last_ns") or r.get("t_first_ns")
+        if seen and (last_seen_ns is None or seen > last_seen_ns):
+            last_seen_ns = seen
         if r.get("status") != "ok":
-            failed += 1
+            if r.get("error_kind") == CONTEXT_OVERFLOW:
+                overflowed += 1
+            else:
+                failed += 1
             continue
         succeeded += 1
         complete += bool(r.get("t_first_ns") and r.get("prompt_tokens") is not None)
-    ratio_failed = failed / finished if finished else None
-    if ratio_failed is None:
+    counted = finished - overflowed
+    if not counted:
         check("failed_ratio", False, "no profiled request finished", value=None)
     else:
+        ratio_failed = failed / counted
         check("failed_ratio", ratio_failed <= profile.max_failed_ratio,
-              f"{ratio_failed:.1%} of profiled requests failed (limit "
-              f"{profile.max_failed_ratio:.0%})", value=ratio_failed)
+              f"{ratio_failed:.1%} of profiled requests failed, context overflows aside "
+              f"(limit {profile.max_failed_ratio:.0%})", value=ratio_failed)
+    # strictly above the limit fails, as the harness compares (environment.py)
+    overflow = overflowed / finished if finished else 0.0
+    check("context_overflow", overflow <= profile.max_context_overflow_ratio,
+          f"{overflow:.1%} of profiled responses were context overflows (limit "
+          f"{profile.max_context_overflow_ratio:.0%})", value=overflow)
+    # of a duration-bound phase (a request-bound smoke run has no phase to cover: the
+    # duration check already says it is not a submission)
+    phased = bool(duration) and run.get("max_requests") is None
+    if phased and first_send_ns is not None and last_seen_ns is not None:
+        reach = min(1.0, (last_seen_ns - first_send_ns) / (duration * 1e9))
+        check("metric_coverage", reach >= profile.min_phase_coverage,
+              f"token observations reach {reach:.1%} of the profiling phase (minimum "
+              f"{profile.min_phase_coverage:.0%})", value=reach)
+    elif phased:
+        check("metric_coverage", False, "no token observation in the profiling phase", value=0.0)
     # over the requests that succeeded: the failed ones are the failed ratio's business
     coverage = complete / succeeded if succeeded else 0.0
-    check("metric_coverage", coverage >= profile.min_metric_coverage,
+    check("request_metrics", coverage >= profile.min_request_coverage,
           f"{coverage:.1%} of the successful profiled requests carry first-token time and "
-          f"server prompt tokens (minimum {profile.min_metric_coverage:.0%})", value=coverage)
+          f"server prompt tokens (minimum {profile.min_request_coverage:.0%})", value=coverage)
     if profile.fresh_server_per_concurrency:
         if fresh_server is None:
             check("fresh_server", False, "not known whether the server was started for this "

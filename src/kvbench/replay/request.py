@@ -7,6 +7,7 @@ import orjson
 from kvbench.errors import shown
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.http import Endpoint, Response
+from kvbench.replay.overflow import CONTEXT_OVERFLOW, is_context_overflow
 from kvbench.replay.stream import StreamResult, parse_stream, split_tokens
 from kvbench.workload.prompt import Prompt
 
@@ -76,7 +77,8 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
     if resp.status != 200:
         text = resp.body()[:500].decode("utf-8", "replace")
         rec["error"] = resp.error or f"HTTP {resp.status}: {text}"
-        rec["error_kind"] = f"http_{resp.status}" if resp.status else "transport"
+        rec["error_kind"] = (CONTEXT_OVERFLOW if resp.status and is_context_overflow(text)
+                             else f"http_{resp.status}" if resp.status else "transport")
         return rec
     if resp.error and not resp.pieces:  # nothing was kept to parse (a runaway body, dropped)
         rec["error"], rec["error_kind"] = resp.error, "too_large"
