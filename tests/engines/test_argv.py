@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvbench.engines.argv import Settings, render_value
-from kvbench.engines.expr import evaluate, expand
+from kvbench.expr import evaluate, expand
 from kvbench.errors import EngineError
 
 
