@@ -120,7 +120,8 @@ class Plan(BaseModel):
             "warnings": list(self.warnings),
             "errors": list(self.errors),
             "arithmetic": list(self.arithmetic),
-            "sizing": self.sizing,
-            **({"launcher": self.launcher, "budget-sizing": self.budget_sizing,
-                "forced": self.forced} if self.sizing == "launcher" else {}),
+            # only under --sizing launcher: the default plan.json stays as it was
+            **({"sizing": self.sizing, "launcher": self.launcher,
+                "budget-sizing": self.budget_sizing, "forced": self.forced}
+               if self.sizing == "launcher" else {}),
         }
