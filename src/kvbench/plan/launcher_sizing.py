@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench import yamldoc
-from kvbench.expr import evaluate
 from kvbench.errors import EngineError, PlanError
+from kvbench.expr import evaluate
 from kvbench.plan.settings import When
 from kvbench.units import GB, GiB
 
