@@ -41,10 +41,16 @@ def test_flow_rows_get_one_twin_each_and_nothing_else_changes(repo, capsys):
     out = mirror(capsys, "--config-keys", AMD_KEY)
     new = (repo / "configs" / "amd-master.yaml").read_text().split("\n")
     assert out.count("\nadded ") + out.startswith("added ") == 5
-    assert len(new) == len(old) + 5
+    # the key's v0.5.16 image needs sglang#34560 for its HiCache twins (the seeds' practice):
+    # a 12-line patches: block closes the key's mapping, under its last twin
+    assert "patched  qwen3.5-fp8-mi325x-sglang-agentic-mtp: patches: sglang-34560" in out
+    assert len(new) == len(old) + 5 + 12
+    patch = list(range(242, 254))
+    assert new[242] == "  patches:" and new[243] == "    - id: sglang-34560"
+    assert new[253] == "      source: https://github.com/sgl-project/sglang/pull/34560"
     # resident rows are on lines 233..237; each twin lands right under its row
     twins = [233, 235, 237, 239, 241]  # 0-based indexes of the inserted lines
-    assert without(new, [(n, n + 1) for n in twins]) == old
+    assert without(new, [(n, n + 1) for n in twins + patch]) == old
     assert new[233] == ("      - { tp: 2, ep: 2, spec-decoding: mtp, kv-offloading: dram, "
                         "kv-offload-backend: { name: hicache }, conc-list: [1, 4, 6] }")
     assert new[241] == ("      - { tp: 8, ep: 8, spec-decoding: mtp, kv-offloading: dram, "
@@ -53,7 +59,7 @@ def test_flow_rows_get_one_twin_each_and_nothing_else_changes(repo, capsys):
     # the printed diff is the change: five added lines, none removed
     body = [line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in
             ("+++", "---")]
-    assert body == ["+" + new[n] for n in twins]
+    assert body == ["+" + new[n] for n in twins + patch]
 
 
 def test_result_validates_and_changelog_check_passes(repo, capsys):

@@ -75,6 +75,8 @@ def _print_outcomes(outcomes: list, backend: str) -> None:
             size = "/".join(f"{s:,.1f}" for s in sizes)
             print(f"added    {o.where} (line {o.line}): {backend} twin, {len(o.exp_names)} "
                   f"job(s), planned host pools {size} GB per rank")
+            for line in o.settings:
+                print(f"           runs {line}")
         elif o.status == "refused":
             print(f"refused  {o.where} (line {o.line}): not written")
             for reason in o.reasons:
@@ -139,6 +141,10 @@ def mirror(
         old = path.read_text()
         result = mirror_text(old, str(path), keys, backend, load_runners(runners_path), size)
         outcomes += result.outcomes
+        for key, pid in result.patched:
+            print(f"patched  {key}: patches: {pid} (the image of its {backend} twins needs it)")
+        for line in result.warnings:
+            print(f"warning: {line}")
         if result.added:
             _validated(path, result.text, runners_path)
             edits[path] = (old, result.text)
