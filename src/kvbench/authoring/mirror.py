@@ -206,7 +206,7 @@ def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
             outcome.settings = list(planned.settings)
             if "size-gb-per-rank" in row_spec and size_gb_per_rank is None:
                 outcome.settings.append(f"size-gb-per-rank {row_spec['size-gb-per-rank']:g} "
-                                        f"({'; '.join(practice.sources)})")
+                                        f"({practice.max_size_source})")
             outcome.status = "refused" if outcome.reasons else "added"
             if outcome.status == "added":
                 added = True

@@ -55,6 +55,7 @@ class Practice:
     """The merged practice of every rule matching one config key and backend."""
 
     max_size_gb_per_rank: float | None = None
+    max_size_source: str = ""
     patches: list[dict[str, Any]] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
 
@@ -93,6 +94,7 @@ def twin_practice(entry: dict[str, Any], backend: str) -> Practice:
         out.sources.append(rule.source)
         if rule.max_size_gb_per_rank is not None:
             out.max_size_gb_per_rank = rule.max_size_gb_per_rank
+            out.max_size_source = rule.source
         for pid in rule.patches:
             if pid not in {p["id"] for p in out.patches}:
                 out.patches.append(data.patches[pid].model_dump(by_alias=True,
