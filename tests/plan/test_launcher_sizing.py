@@ -245,6 +245,23 @@ def test_cli_sizing_launcher_refuses_with_exit_2_and_force_accepts(tmp_path):
     assert all(p["forced"] and p["launcher"]["value"] == 270 for p in plans)
     bad = subprocess.run([*base[:-1], "launchr"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "allowed: budget, launcher" in bad.stderr
+    table = subprocess.run([*base, "--force"], capture_output=True, text=True, env=env)
+    assert table.returncode == 0, table.stderr
+    assert "budget-sized GB" in table.stdout and "FORCED" in table.stdout
+    assert "--force: launcher sizing oversubscribes" in table.stdout
+    alone = subprocess.run([*base[:-2], "--force"], capture_output=True, text=True, env=env)
+    assert alone.returncode == 2 and "--force applies to --sizing launcher only" in alone.stderr
+
+
+def test_launcher_ratio_shows_the_device_estimate_beside_the_bound():
+    """DSv4 B300 TP4 --hicache-ratio 8: the verdict is on the device-pool bound, as kvbench
+    sizes; the estimate is printed beside it (the launcher measured ~1 TB, its comment at
+    dsv4_fp4_b300_sglang_mtp.sh:70-73)."""
+    rec = next(r for r in ROWS if r["config-key"] == "dsv4-fp4-b300-sglang-agentic-hicache-mtp")
+    plan = plan_job(_job(rec), _RUNNERS, sizing="launcher", force=True)
+    assert plan.launcher["value"] == 8
+    assert any(line.startswith("at the device-pool estimate instead of the bound: 8 x ")
+               for line in plan.arithmetic)
 
 
 def test_launch_dry_run_passes_the_launchers_size():

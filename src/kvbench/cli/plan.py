@@ -37,17 +37,23 @@ def _print_table(jobs: list, plans: list, details: bool) -> None:
         "(host pools in GB per rank; * = outside the configured size)"
     )
     # exp-names repeat across config keys and runners: the id and key tell rows apart
+    # --sizing launcher: the launcher's size, and beside it what the budget sizing projects
+    launcher = any(p.sizing == "launcher" for p in plans)
     for column in ("id", "config key", "exp-name", "hw", "backend", "budget GB", "host pools",
-                   "projected GB", "headroom GB", "verdict"):
+                   "projected GB", *(("budget-sized GB",) if launcher else ()), "headroom GB",
+                   "verdict"):
         table.add_column(column, justify="right" if "GB" in column else "left")
     for job, p in zip(jobs, plans, strict=True):
         offload = p.backend is not None
+        budget_sized = (f"{p.budget_sizing['projected-host-bytes'] / _GB:,.0f}"
+                        if p.budget_sizing else "-")
         table.add_row(
             job.short_id, p.config_key, p.exp_name, p.hardware,
             p.backend or "none",
             f"{p.budget_gb:,}" if offload else "-",
             _pools_cell(p),
             f"{p.projected_host_bytes / _GB:,.0f}" if offload else "-",
+            *((budget_sized,) if launcher else ()),
             f"{p.headroom_bytes / _GB:,.0f}" if offload else "-",
             _verdict(p),
         )

@@ -204,6 +204,14 @@ class HiCacheSizer:
         ] or [HostPool(name="kv", bytes_per_rank=host_total, inside_configured_size=True,
                        note=f"ratio {ratio} x device bound")]
         notes.append(_sum_line(pools, sem.pin_policy))
+        if forced is not None and device_total:
+            # the launcher's ratio is judged on the bound, as kvbench sizes; the estimate
+            # shows what the engine would more likely allocate
+            est = int(device_total * ratio)
+            notes.append(f"at the device-pool estimate instead of the bound: {ratio:g} x "
+                         f"{device_total / GB:.2f} GB = {est / GB:.2f} GB per rank, "
+                         f"{est * ctx.ranks_on_node / GB:,.0f} GB on the node (the verdict "
+                         "uses the bound)")
         tokens_bound = bound // max(1, ctx.kv_bytes_per_token)
         return Sizing(pools=pools, host_kv_tokens=int(min(gpu.kv_tokens, tokens_bound) * ratio),
                       engine_args=["--hicache-ratio", f"{ratio:g}"], errors=errors,
