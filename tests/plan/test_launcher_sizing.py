@@ -218,9 +218,14 @@ def test_a_row_no_launcher_sizes_is_refused_by_name():
         in plan.errors[0]
 
 
-def test_every_rule_names_its_launcher_line():
+def test_every_rule_names_its_launcher_line_and_is_checked_by_a_recording():
+    """A rule no recorded row exercises says why (an arm the table does not run); a rule that
+    says so but is exercised has gone stale."""
+    hit = {plan_job(_job(rec), _RUNNERS, sizing="launcher", force=True).launcher["source"]
+           for rec in ROWS}
     for rule in rules():
         assert ".sh:" in rule.source, rule.source
+        assert (rule.source in hit) != (rule.unrecorded is not None), rule.source
 
 
 def test_cli_sizing_launcher_refuses_with_exit_2_and_force_accepts(tmp_path):

@@ -8,6 +8,7 @@ launchers' numbers are data."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -82,6 +83,7 @@ class _Rule(BaseModel):
     formula: str
     value: str | int | float
     extra: list[_Extra] = Field(default_factory=list)
+    unrecorded: str | None = None
 
 
 class _File(BaseModel):
@@ -97,7 +99,7 @@ class LauncherSize:
     knob: str
     value: int | float
     formula: str
-    names: dict[str, Any]
+    names: dict[str, Any]  # the row's values the formula read
     extras: tuple[_Extra, ...] = ()
 
     @property
@@ -127,14 +129,10 @@ class LauncherSize:
 
     @property
     def line(self) -> str:
-        inputs = ", ".join(f"{k}={v}" for k, v in self.names.items() if k in self._used)
+        inputs = ", ".join(f"{k}={v}" for k, v in self.names.items())
         return (f"launcher sizing ({self.source}): {self.formula}"
                 + (f" with {inputs}" if inputs else "") + f" -> {self.spelled} "
                 f"({self.spec.engine_semantics})")
-
-    @property
-    def _used(self) -> set[str]:
-        return {n for n in self.names if n in self.formula.lower() or n.upper() in self.formula}
 
 
 @cache
@@ -159,12 +157,17 @@ def launcher_size(facts: dict[str, Any], names: dict[str, Any]) -> LauncherSize 
         if not rule.when.matches(facts):
             continue
         value = rule.value
+        used: dict[str, Any] = {}
         if isinstance(value, str):
             try:
                 value = evaluate(value, names, f"{DATA.name} rule {rule.source!r}")
             except (EngineError, ZeroDivisionError) as e:
                 raise PlanError(f"{DATA.name} rule {rule.source!r}: {e}") from None
-        return LauncherSize(rule.source, rule.knob, value, rule.formula, dict(names),
+            # the row's values the formula reads, shown beside it in the plan
+            read = {n.id for n in ast.walk(ast.parse(rule.value, mode="eval"))
+                    if isinstance(n, ast.Name)}
+            used = {k: v for k, v in names.items() if k in read}
+        return LauncherSize(rule.source, rule.knob, value, rule.formula, used,
                             tuple(rule.extra))
     return None
 
