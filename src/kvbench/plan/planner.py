@@ -66,6 +66,11 @@ DEFAULT_HOST_HEADROOM_GB_PER_RANK = 1.0
 OVER_BUDGET = "projected host footprint exceeds the budget less the host headroom"
 
 
+def _headroom_gb(host_headroom_gb: float | None, ranks: int) -> float:
+    return (DEFAULT_HOST_HEADROOM_GB_PER_RANK * ranks if host_headroom_gb is None
+            else host_headroom_gb)
+
+
 def plan_job(job: JobLike, runners: Any | None = None, *,
              host_headroom_gb: float | None = None, trust_runner_dram: bool = False,
              sizing: str = "budget", force: bool = False) -> Plan:
@@ -87,7 +92,8 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
         check_mode(sizing)
         plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
         if sizing == "launcher" and plan.backend is not None and not plan.is_refused:
-            return _launcher_plan(job, runners, plan, host_headroom_gb, force)
+            return _launcher_plan(job, runners, plan, host_headroom_gb, trust_runner_dram,
+                                  force)
         return plan
     except KvbenchError as e:
         return _refused(base, [e.message + (f" ({e.hint})" if e.hint else "")])
@@ -163,8 +169,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
         return Plan(**common, warnings=warnings, arithmetic=arithmetic)
     if not trust_runner_dram and (claim := _runner_dram_error(topo, runners, hardware)):
         return _refused(common, [claim], warnings=warnings, arithmetic=arithmetic)
-    if host_headroom_gb is None:
-        host_headroom_gb = DEFAULT_HOST_HEADROOM_GB_PER_RANK * ranks
+    host_headroom_gb = _headroom_gb(host_headroom_gb, ranks)
     if host_headroom_gb < 0:
         raise PlanError(f"host headroom {host_headroom_gb:g} GB is negative; allowed: >= 0")
     headroom = int(host_headroom_gb * GB)
@@ -229,7 +234,8 @@ def _launcher_facts(job: JobLike, plan: Plan) -> tuple[dict[str, Any], dict[str,
 
 
 def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan,
-                   host_headroom_gb: float | None, force: bool) -> Plan:
+                   host_headroom_gb: float | None, trust_runner_dram: bool,
+                   force: bool) -> Plan:
     """The plan at the launcher's size, with the budget plan's size beside it; refused when
     the planner would not run it (oversubscribed, or a size the engine rejects) unless
     `force`, which keeps the verdict as warnings."""
@@ -244,7 +250,7 @@ def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan,
     base = {"exp_name": budget.exp_name, "config_key": budget.config_key,
             "framework": budget.framework, "backend": budget.backend, "model": budget.model,
             "budget_gb": budget.budget_gb}
-    plan = _plan(job, runners, base, host_headroom_gb, True, launcher=size)
+    plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, launcher=size)
     budget_args = " ".join(a for a in budget.engine_args if not a.startswith("--enable"))
     budget_line = (f"kvbench budget sizing (the default, --sizing budget): "
                    f"{_knob_text(budget) or budget_args} -> "
@@ -254,8 +260,7 @@ def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan,
     warnings = list(plan.warnings)
     if not plan.within_budget:
         ranks = max(1, plan.ranks_on_node)
-        usable = plan.budget_gb * GB - (host_headroom_gb * GB if host_headroom_gb is not None
-                                        else DEFAULT_HOST_HEADROOM_GB_PER_RANK * ranks * GB)
+        usable = plan.budget_gb * GB - _headroom_gb(host_headroom_gb, ranks) * GB
         errors.append(
             f"launcher sizing oversubscribes: {size.spelled} ({size.source}) = "
             f"{plan.projected_host_bytes / ranks / GB:,.2f} GB/rank x {ranks} rank(s) = "
@@ -263,13 +268,11 @@ def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan,
             f"{plan.budget_gb:,} GB DRAM budget (total-cpu-dram-gb less host headroom); "
             f"kvbench's budget sizing: {_knob_text(budget) or budget_args} = "
             f"{budget.projected_host_bytes / GB:,.0f} GB")
-    if errors:
-        verdict = "the launcher's size is refused"
-        if force:
-            warnings += [f"--force: {e}" for e in errors]
-            errors = []
-        else:
-            errors.append(f"{verdict}; pass --force to run it anyway")
+    if errors and force:
+        warnings += [f"--force: {e}" for e in errors]
+        errors = []
+    elif errors:
+        errors.append("the launcher's size is refused; pass --force to run it anyway")
     return plan.model_copy(update={
         "sizing": "launcher", "forced": force and not plan.within_budget,
         "errors": errors, "warnings": warnings,
