@@ -297,3 +297,28 @@ def test_run_options_identity_keeps_old_results_and_names_launcher_sizing():
     assert "sizing" not in RunOptions().measurement_identity()
     launcher = RunOptions(sizing="launcher", force=True).measurement_identity()
     assert launcher["sizing"] == "launcher" and launcher["force"] is True
+
+
+def test_run_plan_phase_takes_the_launcher_size_and_refuses_it_unless_forced(tmp_path):
+    """`kvbench run --sizing launcher`: the job's plan phase (sweep/job.py) plans with the
+    launcher's size, writes it to plan.json, and stops an oversubscribing one unless forced."""
+    from kvbench.files import read_json
+    from kvbench.sweep import RunOptions, build_specs
+    from kvbench.sweep.events import NullEvents
+    from kvbench.sweep.job import PhaseFailure, _Run
+
+    rec = next(r for r in ROWS if r["config-key"] == "glm5.2-fp4-b300-sglang-agentic-mtp")
+    for force in (False, True):
+        options = RunOptions(sizing="launcher", force=force)
+        spec = build_specs([_job(rec)], options, runner_config=RUNNERS)[0]
+        job_dir = tmp_path / str(force)
+        job_dir.mkdir()
+        run = _Run(spec, job_dir, NullEvents())
+        if not force:
+            with pytest.raises(PhaseFailure, match="launcher sizing oversubscribes"):
+                run.plan()
+        else:
+            assert run.plan().forced
+        written = read_json(job_dir / "plan.json")
+        assert written["sizing"] == "launcher" and written["launcher"]["value"] == 270
+        assert written["forced"] is force
