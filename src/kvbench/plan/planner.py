@@ -91,7 +91,10 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
     try:
         check_mode(sizing)
         plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
-        if sizing == "launcher" and plan.backend is not None and not plan.is_refused:
+        # the launcher's size stands beside a budget plan that sized (fitting or not); a
+        # row refused before sizing (unknown runner claim, wrong engine) stays refused
+        if sizing == "launcher" and plan.backend is not None and (plan.host_pools
+                                                                  or not plan.is_refused):
             return _launcher_plan(job, runners, plan, host_headroom_gb, trust_runner_dram,
                                   force)
         return plan
