@@ -322,3 +322,14 @@ def test_run_plan_phase_takes_the_launcher_size_and_refuses_it_unless_forced(tmp
         written = read_json(job_dir / "plan.json")
         assert written["sizing"] == "launcher" and written["launcher"]["value"] == 270
         assert written["forced"] is force
+
+
+def test_launcher_size_stands_beside_a_refused_budget_plan():
+    """A budget the planner cannot fit (here: all but 9 GB kept as headroom) still shows what
+    the launcher would have run, refused with its own arithmetic."""
+    rec = next(r for r in ROWS if r["config-key"] == "glm5.2-fp4-b300-sglang-agentic-mtp")
+    assert plan_job(_job(rec), _RUNNERS, host_headroom_gb=2390).is_refused
+    plan = plan_job(_job(rec), _RUNNERS, sizing="launcher", host_headroom_gb=2390)
+    assert plan.launcher["spelled"] == "--hicache-size 270"
+    assert "= 2,683 GB > 9 GB usable of the 2,399 GB DRAM budget" in plan.errors[0]
+    assert plan.budget_sizing["within-budget"] is False
