@@ -41,10 +41,16 @@ def test_flow_rows_get_one_twin_each_and_nothing_else_changes(repo, capsys):
     out = mirror(capsys, "--config-keys", AMD_KEY)
     new = (repo / "configs" / "amd-master.yaml").read_text().split("\n")
     assert out.count("\nadded ") + out.startswith("added ") == 5
-    assert len(new) == len(old) + 5
+    # the key's v0.5.16 image needs sglang#34560 for its HiCache twins (the seeds' practice):
+    # a 12-line patches: block closes the key's mapping, under its last twin
+    assert "patched  qwen3.5-fp8-mi325x-sglang-agentic-mtp: patches: sglang-34560" in out
+    assert len(new) == len(old) + 5 + 12
+    patch = list(range(242, 254))
+    assert new[242] == "  patches:" and new[243] == "    - id: sglang-34560"
+    assert new[253] == "      source: https://github.com/sgl-project/sglang/pull/34560"
     # resident rows are on lines 233..237; each twin lands right under its row
     twins = [233, 235, 237, 239, 241]  # 0-based indexes of the inserted lines
-    assert without(new, [(n, n + 1) for n in twins]) == old
+    assert without(new, [(n, n + 1) for n in twins + patch]) == old
     assert new[233] == ("      - { tp: 2, ep: 2, spec-decoding: mtp, kv-offloading: dram, "
                         "kv-offload-backend: { name: hicache }, conc-list: [1, 4, 6] }")
     assert new[241] == ("      - { tp: 8, ep: 8, spec-decoding: mtp, kv-offloading: dram, "
@@ -53,7 +59,7 @@ def test_flow_rows_get_one_twin_each_and_nothing_else_changes(repo, capsys):
     # the printed diff is the change: five added lines, none removed
     body = [line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in
             ("+++", "---")]
-    assert body == ["+" + new[n] for n in twins]
+    assert body == ["+" + new[n] for n in twins + patch]
 
 
 def test_result_validates_and_changelog_check_passes(repo, capsys):
@@ -142,3 +148,98 @@ def test_bad_input_is_one_clear_line(repo, capsys, args, message):
         main(["recipe", "mirror", *args])
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+MI355X_KEY = "qwen3.5-fp4-mi355x-sglang-agentic-mtp"  # v0.5.17 image, resident rows only
+
+
+def test_mi355x_qwen_twins_follow_the_seed_practice(repo, capsys):
+    """Seed 000's Qwen3.5 MI355X HiCache arm: page 64, write_through_selective, kernel io,
+    page_first, at most 180 GB per rank, and the sglang#34560 patch on its v0.5.17 image."""
+    from fixtures.inferencex import RUNNERS
+
+    from kvbench.matrix import Selection, select_jobs
+    from kvbench.plan import plan_job
+    from kvbench.recipe import load_runners
+
+    out = mirror(capsys, "--config-keys", MI355X_KEY)
+    assert out.count("runs page 64, write_through_selective, kernel, page_first") == 2
+    assert out.count("runs size-gb-per-rank 180 (seed 000") == 2
+    assert f"patched  {MI355X_KEY}: patches: sglang-34560" in out
+    text = (repo / "configs" / "amd-master.yaml").read_text()
+    assert text.count("kv-offload-backend: { name: hicache, size-gb-per-rank: 180 }") == 2
+    jobs = [j for j in select_jobs(Selection(
+        config_files=(repo / "configs" / "amd-master.yaml",), config_keys=(MI355X_KEY,)))
+        if j.row.get("kv-offloading") == "dram"]
+    assert len(jobs) == 16
+    runners = load_runners(RUNNERS)
+    for job in jobs:
+        plan = plan_job(job, runners)
+        assert plan.accepted, plan.errors
+        args = plan.engine_args
+        assert plan.page_size_tokens == 64
+        assert args[args.index("--hicache-size") + 1] == "180"
+        assert [args[args.index(f) + 1] for f in ("--hicache-write-policy",
+                                                  "--hicache-io-backend",
+                                                  "--hicache-mem-layout")] == \
+            ["write_through_selective", "kernel", "page_first"]
+        # the matrix copies the entry's patch into the HiCache arm's rows only
+        assert [p["id"] for p in job.row["patches"]] == ["sglang-34560"]
+    resident = [j for j in select_jobs(Selection(
+        config_files=(repo / "configs" / "amd-master.yaml",), config_keys=(MI355X_KEY,)))
+        if j.row.get("kv-offloading") != "dram"]
+    assert resident and not any(j.row.get("patches") for j in resident)
+    entry = parse_changelog((repo / "perf-changelog.yaml").read_bytes()).entries[-1]
+    assert any("sglang-34560" in line for line in entry.description)
+
+
+def test_a_key_with_its_own_patches_gets_a_warning_naming_the_fix(repo, capsys):
+    path = repo / "configs" / "amd-master.yaml"
+    text = path.read_text()
+    own = ("  patches:\n    - id: other-fix\n      file: sglang/srt/server_args.py\n"
+           "      anchor: a = 1\n      replacement: a = 2\n")
+    head = f"{AMD_KEY}:\n"
+    start = text.index(head)
+    end = text.index("\n\n", start) + 1
+    path.write_text(text[:end] + own + text[end:])
+    out = mirror(capsys, "--config-keys", AMD_KEY)
+    assert (f"warning: {AMD_KEY}: its hicache twins need engine patch sglang-34560 "
+            "(https://github.com/sgl-project/sglang/pull/34560)") in out
+    new = path.read_text()
+    assert "sglang-34560" not in new and new.count("id: other-fix") == 1
+
+
+def test_twin_hicache_settings_are_what_the_keys_launcher_runs():
+    """The HiCache page, write policy, io backend and layout a twin is planned with (plan/
+    data/settings.yaml) are, on every recorded HiCache row of the launcher oracle, the ones
+    the key's launcher passed (tests/engines/data/launcher_oracle/)."""
+    from fixtures.inferencex import RUNNERS
+    from fixtures.launcher_oracle import load_recordings, row_id
+
+    from kvbench.matrix import Job
+    from kvbench.plan import plan_job
+    from kvbench.recipe import load_runners
+
+    runners = load_runners(RUNNERS)
+    flags = ("--page-size", "--hicache-write-policy", "--hicache-io-backend",
+             "--hicache-mem-layout")
+    checked, wrong = 0, []
+    for rec in load_recordings():
+        row = rec["row"]
+        if not rec["launcher"] or (row.get("kv-offload-backend") or {}).get("name") != "hicache":
+            continue
+        engine = next(c["argv"] for c in rec["calls"] if c["kind"] == "server"
+                      and "sglang.launch_server" in " ".join(c["argv"]))
+        plan = plan_job(Job(rec["config-key"], row, "agentic-coding"), runners)
+        for flag in flags:
+            if flag not in engine:
+                continue
+            want = engine[engine.index(flag) + 1]
+            got = (str(plan.page_size_tokens) if flag == "--page-size"
+                   else plan.engine_args[plan.engine_args.index(flag) + 1])
+            checked += 1
+            if got != want:
+                wrong.append(f"{rec['config-key']} {row_id(row)} {flag}: launcher {want}, "
+                             f"twin {got}")
+    assert checked >= 4 * 60
+    assert not wrong, "\n".join(wrong)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kvbench.engines.argv import Settings, render_value
-from kvbench.engines.expr import evaluate, expand
 from kvbench.errors import EngineError
+from kvbench.expr import evaluate, expand
 
 
 def test_stronger_source_wins_and_weaker_is_recorded_as_shadowed():

@@ -61,6 +61,13 @@ def launch(
         "--grace", help="Seconds between TERM and KILL at teardown.")] = 30.0,
     follow_log: Annotated[bool, typer.Option(
         "--follow-log", help="Echo the server log while waiting.")] = False,
+    sizing: Annotated[str, typer.Option(
+        "--sizing", help="Host pools: budget (default, sized from the row's DRAM budget) or "
+        "launcher (the InferenceX launcher's own arithmetic; refused when it oversubscribes, "
+        "unless --force).")] = "budget",
+    force: Annotated[bool, typer.Option(
+        "--force", help="--sizing launcher: start the launcher's size even where the planner "
+        "refuses it.")] = False,
 ) -> None:
     """Build each selected job's server command line from its row and plan; with --dry-run
     print it, otherwise start the one selected job's server and keep it up until Ctrl-C."""
@@ -77,12 +84,17 @@ def launch(
         if not sep or not name:
             raise EngineError(f"--engine-env {item!r}: expected NAME=VALUE")
         env_overrides[name] = value
+    from kvbench.plan.launcher_sizing import check_mode
+
+    check_mode(sizing)
+    if force and sizing != "launcher":
+        raise EngineError("--force applies to --sizing launcher only")
     overrides = split_engine_args(engine_arg)
     built, skipped = build_all(
         selection, engine=engine, exp_names=exp_name, port=port, host=host,
         model_path=model_path, overrides=overrides, env_overrides=env_overrides,
         engine_version=engine_version, accuracy=accuracy or None, work_dir=work_dir,
-        dummy_weights=load_format == "dummy",
+        dummy_weights=load_format == "dummy", sizing=sizing, force=force,
     )
     if dry_run:
         if format == "json":

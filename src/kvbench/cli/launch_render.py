@@ -35,7 +35,8 @@ class Built:
 def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] | None,
               port: int, host: str, model_path: str | None, overrides: list[str],
               env_overrides: dict[str, str], engine_version: str | None,
-              accuracy: bool | None, work_dir: Path | None, dummy_weights: bool = False
+              accuracy: bool | None, work_dir: Path | None, dummy_weights: bool = False,
+              sizing: str = "budget", force: bool = False
               ) -> tuple[list[Built], list[tuple[Job, str]]]:
     from kvbench.matrix.generate import selection_runners
     from kvbench.plan import plan_job
@@ -53,7 +54,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
     for job in jobs:
         try:
             adapter = get_adapter(engine or job.framework)
-            plan = plan_job(job, runners)
+            plan = plan_job(job, runners, sizing=sizing, force=force)
             job_dir = (work_dir or Path("kvbench-launch") / path_part(job.exp_name)).absolute()
             spec = adapter.build(job, plan, port=port, host=host, model_path=model_path,
                                  work_dir=job_dir, overrides=overrides,

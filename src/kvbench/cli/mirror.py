@@ -75,6 +75,8 @@ def _print_outcomes(outcomes: list, backend: str) -> None:
             size = "/".join(f"{s:,.1f}" for s in sizes)
             print(f"added    {o.where} (line {o.line}): {backend} twin, {len(o.exp_names)} "
                   f"job(s), planned host pools {size} GB per rank")
+            for line in o.settings:
+                print(f"           runs {line}")
         elif o.status == "refused":
             print(f"refused  {o.where} (line {o.line}): not written")
             for reason in o.reasons:
@@ -83,7 +85,8 @@ def _print_outcomes(outcomes: list, backend: str) -> None:
             print(f"present  {o.where} (line {o.line}): already has a {backend} twin")
 
 
-def _description(added: int, refused: int, backend: str, size: float | None) -> list[str]:
+def _description(added: int, refused: int, backend: str, size: float | None,
+                 patched: list[tuple[str, str]] | None = None) -> list[str]:
     rows = f"{added} GPU-resident agentic row{'s' * (added != 1)}"
     sized = (f"{size:g} GB per rank (size-gb-per-rank)" if size is not None
              else "the host pool sized by the planner from the row's DRAM budget")
@@ -92,6 +95,8 @@ def _description(added: int, refused: int, backend: str, size: float | None) -> 
     if refused:
         lines.append(f"{refused} resident row{'s' * (refused != 1)} not mirrored: the planner "
                      f"refused the offload arm.")
+    for key, pid in patched or []:
+        lines.append(f"{key}: engine patch {pid} for the {backend} arms (the image needs it).")
     return lines
 
 
@@ -132,6 +137,7 @@ def mirror(
     files = list(config_files or default_config_files(None))
     edits: dict[Path, tuple[str, str]] = {}
     outcomes = []
+    patched: list[tuple[str, str]] = []
     for path, keys in _files_by_key(files, config_keys).items():
         runners_path = runner_config or path.parent / "runners.yaml"
         if not runners_path.is_file():
@@ -139,6 +145,11 @@ def mirror(
         old = path.read_text()
         result = mirror_text(old, str(path), keys, backend, load_runners(runners_path), size)
         outcomes += result.outcomes
+        patched += result.patched
+        for key, pid in result.patched:
+            print(f"patched  {key}: patches: {pid} (the image of its {backend} twins needs it)")
+        for line in result.warnings:
+            print(f"warning: {line}")
         if result.added:
             _validated(path, result.text, runners_path)
             edits[path] = (old, result.text)
@@ -159,7 +170,7 @@ def mirror(
             "config-keys": list(dict.fromkeys(o.config_key for o in outcomes
                                               if o.status == "added")),
             "scenario-type": ["agentic-coding"],
-            "description": _description(added, refused, backend, size),
+            "description": _description(added, refused, backend, size, patched),
             "pr-link": pr_link or PR_LINK_PLACEHOLDER})
         base = log_path.read_text()
         log_text = appended(base, entry)

@@ -22,41 +22,53 @@ def _pools_cell(plan) -> str:
     ) or "-"
 
 
+def _verdict(plan) -> str:
+    if plan.forced:
+        return "[bold yellow]FORCED[/]"
+    return "ok" if plan.accepted else "[bold red]REFUSED[/]"
+
+
 def _print_table(jobs: list, plans: list, details: bool) -> None:
     from rich.table import Table
 
-    refused = [p for p in plans if not p.within_budget]
+    refused = [p for p in plans if not p.accepted]
     table = Table(
         title=f"{len(plans)} plans, {len(refused)} refused "
         "(host pools in GB per rank; * = outside the configured size)"
     )
     # exp-names repeat across config keys and runners: the id and key tell rows apart
+    # --sizing launcher: the launcher's size, and beside it what the budget sizing projects
+    launcher = any(p.sizing == "launcher" for p in plans)
     for column in ("id", "config key", "exp-name", "hw", "backend", "budget GB", "host pools",
-                   "projected GB", "headroom GB", "verdict"):
+                   "projected GB", *(("budget-sized GB",) if launcher else ()), "headroom GB",
+                   "verdict"):
         table.add_column(column, justify="right" if "GB" in column else "left")
     for job, p in zip(jobs, plans, strict=True):
         offload = p.backend is not None
+        budget_sized = (f"{p.budget_sizing['projected-host-bytes'] / _GB:,.0f}"
+                        if p.budget_sizing else "-")
         table.add_row(
             job.short_id, p.config_key, p.exp_name, p.hardware,
             p.backend or "none",
             f"{p.budget_gb:,}" if offload else "-",
             _pools_cell(p),
             f"{p.projected_host_bytes / _GB:,.0f}" if offload else "-",
+            *((budget_sized,) if launcher else ()),
             f"{p.headroom_bytes / _GB:,.0f}" if offload else "-",
-            "ok" if p.within_budget else "[bold red]REFUSED[/]",
+            _verdict(p),
         )
     from kvbench.cli.console import table_console
 
     console = table_console()
     console.print(table)
-    for p in plans if details else refused:
+    for p in plans if details else refused + [p for p in plans if p.forced]:
         console.print(f"\n[bold]{p.exp_name}[/] ({p.config_key}, {p.hardware})",
                       highlight=False)
         for line in p.errors:
             console.print(f"  [red]error:[/] {line}", highlight=False)
         for line in p.arithmetic:
             console.print(f"  {line}", highlight=False, markup=False)
-        for line in p.warnings if details else []:
+        for line in p.warnings if details or p.forced else []:
             console.print(f"  [yellow]warning:[/] {line}", highlight=False)
 
 
@@ -82,6 +94,13 @@ def plan(
             help="Accept a runners.yaml that claims more DRAM than the hardware profile "
                  "installs (refused otherwise).")
     ] = False,
+    sizing: Annotated[str, typer.Option(
+        "--sizing", help="budget (default): the largest pools the row's DRAM budget holds; "
+        "launcher: the InferenceX launcher's own host-pool arithmetic, with the planner's "
+        "verdict beside it (refused when it oversubscribes, unless --force).")] = "budget",
+    force: Annotated[bool, typer.Option(
+        "--force", help="--sizing launcher: accept a launcher size the planner refuses (the "
+        "verdict stays in the warnings).")] = False,
     predict: Annotated[bool, typer.Option(
         "--predict", help="Rank rows by the simulator's predicted offload benefit instead.",
         rich_help_panel=_PREDICT)] = False,
@@ -112,20 +131,32 @@ def plan(
     from kvbench.matrix import select_jobs
     from kvbench.matrix.generate import selection_runners
     from kvbench.plan import plan_job
+    from kvbench.plan.launcher_sizing import check_mode
 
     if format not in ("json", "table"):
         raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
+    check_mode(sizing)
+    if force and sizing != "launcher":
+        raise PlanError("--force applies to --sizing launcher only",
+                        hint="the budget sizing never oversubscribes; add --sizing launcher")
     if host_headroom_gb is not None and host_headroom_gb < 0:
         raise PlanError(f"--host-headroom-gb {host_headroom_gb:g} is negative; allowed: >= 0")
     runners = selection_runners(selection)
     jobs = select_jobs(selection)
     plans = [plan_job(job, runners, host_headroom_gb=host_headroom_gb,
-                      trust_runner_dram=trust_runner_dram) for job in jobs]
+                      trust_runner_dram=trust_runner_dram, sizing=sizing, force=force)
+             for job in jobs]
     if format == "json":
         print(json.dumps([p.to_json() for p in plans], indent=1))
     else:
         _print_table(jobs, plans, details)
-    if plans and not any(p.within_budget for p in plans):
+    if plans and not any(p.accepted for p in plans):
         # printed in full above; the exit status says that nothing here can run
         raise PlanError(f"every one of the {len(plans)} selected plans is refused",
                         hint="--details shows each one's arithmetic")
+    refused = [p for p in plans if p.sizing == "launcher" and not p.accepted]
+    if refused:
+        # a launcher's size is asked for by name: any refusal is the answer
+        raise PlanError(f"{len(refused)} of the {len(plans)} selected plans refuse the "
+                        f"launcher's size; first: {refused[0].exp_name}: {refused[0].errors[0]}",
+                        hint="pass --force to run the launchers' sizes anyway")

@@ -82,6 +82,12 @@ def run(
                                      "dummy-model`).", _WORK)] = "auto",
     compress: Annotated[bool, _opt("Write records.jsonl.gz and scrape.jsonl.gz (long runs; "
                                    "compare, report and rescore read either).", _WORK)] = False,
+    sizing: Annotated[str, _opt("Host pools: budget (default: sized from the row's DRAM "
+                                "budget) or launcher (the InferenceX launcher's arithmetic; "
+                                "refused when it oversubscribes, unless --force).",
+                                _WORK)] = "budget",
+    force: Annotated[bool, _opt("--sizing launcher: run the launcher's size even where the "
+                                "planner refuses it.", _WORK)] = False,
     ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
     replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
                                                  "duration + grace + 5 min).")] = None,
@@ -124,6 +130,10 @@ def run(
         profile_named(profile)  # an unknown name fails before any job starts
     if load_format not in ("auto", "dummy"):
         raise SweepOptionError(f"--load-format {load_format!r} is not one of auto, dummy")
+    if sizing not in ("budget", "launcher"):
+        raise SweepOptionError(f"--sizing {sizing!r} is not allowed (allowed: budget, launcher)")
+    if force and sizing != "launcher":
+        raise SweepOptionError("--force applies to --sizing launcher only")
     if load_format == "dummy" and model_path is None:
         raise SweepOptionError("--load-format dummy needs --model-path",
                          hint="kvbench dummy-model DIR --model qwen3-8b builds one")
@@ -136,7 +146,7 @@ def run(
             warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer, profile=profile,
             max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
             think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
-            load_format=load_format, compress_raw=compress,
+            load_format=load_format, compress_raw=compress, sizing=sizing, force=force,
             timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
         )
     except ValidationError as e:

@@ -14,10 +14,10 @@ import yaml
 from kvbench.engines import lmcache, mooncake
 from kvbench.engines.argv import Settings, render_value
 from kvbench.engines.context import BuildContext, make_context
-from kvbench.engines.expr import expand
 from kvbench.engines.rules import EngineData, Rule, load_engine_data
 from kvbench.engines.spec import ArgSource, LaunchSpec, ServiceSpec, Source
 from kvbench.errors import EngineError
+from kvbench.expr import expand
 
 if TYPE_CHECKING:
     from kvbench.matrix import Job

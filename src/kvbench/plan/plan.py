@@ -62,10 +62,21 @@ class Plan(BaseModel):
     # value the engine resolves, passed as no flag. `settings_sources`: the launchers read.
     engine_defaults: list[str] = Field(default_factory=list)
     settings_sources: list[str] = Field(default_factory=list)
+    # --sizing launcher: the launcher's knob (source, formula, value) and the budget plan's
+    # size beside it; `forced`: over the budget and run anyway (--force)
+    sizing: str = "budget"
+    launcher: dict[str, Any] | None = None
+    budget_sizing: dict[str, Any] | None = None
+    forced: bool = False
 
     @property
     def is_refused(self) -> bool:
         return bool(self.errors)
+
+    @property
+    def accepted(self) -> bool:
+        """Runnable: no error, and within the budget or forced over it (--force)."""
+        return not self.errors and (self.within_budget or self.forced)
 
     def to_json(self) -> dict[str, Any]:
         """The plan.json object: contract keys in kebab case, then everything else."""
@@ -109,4 +120,8 @@ class Plan(BaseModel):
             "warnings": list(self.warnings),
             "errors": list(self.errors),
             "arithmetic": list(self.arithmetic),
+            # only under --sizing launcher: the default plan.json stays as it was
+            **({"sizing": self.sizing, "launcher": self.launcher,
+                "budget-sizing": self.budget_sizing, "forced": self.forced}
+               if self.sizing == "launcher" else {}),
         }

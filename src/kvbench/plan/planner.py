@@ -16,12 +16,13 @@ from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
 from kvbench.plan.gpu import GpuEstimate, estimate_gpu
-from kvbench.plan.plan import Plan
+from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
+from kvbench.plan.plan import HostPool, Plan
 from kvbench.plan.settings import RecipeSettings, recipe_settings
-from kvbench.plan.sizers import SIZERS, SizingContext
+from kvbench.plan.sizers import SIZERS, Sizing, SizingContext
 from kvbench.plan.topology import JobLike, Topology, topology_of
 from kvbench.plan.version import image_version
-from kvbench.units import GB
+from kvbench.units import GB, GiB
 
 
 def page_size_tokens(engine: str, model: ModelProfile) -> int:
@@ -62,11 +63,22 @@ _hardware = cache(load_hardware)
 DEFAULT_HOST_HEADROOM_GB_PER_RANK = 1.0
 
 
+OVER_BUDGET = "projected host footprint exceeds the budget less the host headroom"
+
+
+def _headroom_gb(host_headroom_gb: float | None, ranks: int) -> float:
+    return (DEFAULT_HOST_HEADROOM_GB_PER_RANK * ranks if host_headroom_gb is None
+            else host_headroom_gb)
+
+
 def plan_job(job: JobLike, runners: Any | None = None, *,
-             host_headroom_gb: float | None = None, trust_runner_dram: bool = False) -> Plan:
+             host_headroom_gb: float | None = None, trust_runner_dram: bool = False,
+             sizing: str = "budget", force: bool = False) -> Plan:
     """`host_headroom_gb`: host memory per node kept free of pools (default 1 GB per rank);
     `trust_runner_dram`: accept a runners.yaml that claims more DRAM than the hardware
-    profile installs (otherwise the plan is refused)."""
+    profile installs (otherwise the plan is refused). `sizing`: `budget` (the largest pools
+    the row's DRAM budget holds) or `launcher` (the InferenceX launcher's own arithmetic,
+    plan/launcher_sizing.py), refused when it oversubscribes the budget unless `force`."""
     row = job.row
     base: dict[str, Any] = {
         "exp_name": row.get("exp-name", job.config_key),
@@ -77,7 +89,15 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
         "budget_gb": int(row.get("total-cpu-dram-gb", 0)),
     }
     try:
-        return _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
+        check_mode(sizing)
+        plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
+        # the launcher's size stands beside a budget plan that sized (fitting or not); a
+        # row refused before sizing (unknown runner claim, wrong engine) stays refused
+        if sizing == "launcher" and plan.backend is not None and (plan.host_pools
+                                                                  or not plan.is_refused):
+            return _launcher_plan(job, runners, plan, host_headroom_gb, trust_runner_dram,
+                                  force)
+        return plan
     except KvbenchError as e:
         return _refused(base, [e.message + (f" ({e.hint})" if e.hint else "")])
 
@@ -114,7 +134,8 @@ def _runner_dram_error(topo: Topology, runners: Any | None, hardware: Any) -> st
 
 
 def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
-          host_headroom_gb: float | None, trust_runner_dram: bool) -> Plan:
+          host_headroom_gb: float | None, trust_runner_dram: bool,
+          launcher: LauncherSize | None = None) -> Plan:
     topo = topology_of(job)
     model = _model(topo.model)
     hardware = _hardware(topo.runner)
@@ -151,8 +172,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
         return Plan(**common, warnings=warnings, arithmetic=arithmetic)
     if not trust_runner_dram and (claim := _runner_dram_error(topo, runners, hardware)):
         return _refused(common, [claim], warnings=warnings, arithmetic=arithmetic)
-    if host_headroom_gb is None:
-        host_headroom_gb = DEFAULT_HOST_HEADROOM_GB_PER_RANK * ranks
+    host_headroom_gb = _headroom_gb(host_headroom_gb, ranks)
     if host_headroom_gb < 0:
         raise PlanError(f"host headroom {host_headroom_gb:g} GB is negative; allowed: >= 0")
     headroom = int(host_headroom_gb * GB)
@@ -166,15 +186,18 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
                         gpu=gpu,
                         page_size_tokens=common["page_size_tokens"],
                         version=image_version(topo.image),
-                        hicache_options=_hicache_options(settings.hicache, topo))
+                        hicache_options=_hicache_options(settings.hicache, topo),
+                        launcher=launcher)
     sizing = sizer.size(ctx)
+    if launcher is not None:
+        _add_launcher_extras(sizing, launcher)
     per_rank = per_rank_bytes(sizing.pools, sizing.pin_policy)
     projected = per_rank * ranks
     budget = topo.budget_gb * GB
     usable = ctx.budget_bytes
     errors = list(sizing.errors)
     if projected > usable and not errors:
-        errors.append("projected host footprint exceeds the budget less the host headroom")
+        errors.append(OVER_BUDGET)
     verdict = "<=" if projected <= usable else ">"
     arithmetic += [
         f"budget: {topo.budget_gb:,} GB (row total-cpu-dram-gb) - host headroom "
@@ -200,6 +223,100 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
         arithmetic=arithmetic,
         semantics=sizing.semantics,
     )
+
+
+def _launcher_facts(job: JobLike, plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What data/launcher_sizing.yaml rules match on, and the names their values use."""
+    topo = topology_of(job)
+    facts = {"engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
+             "hardware": plan.hardware, "precision": topo.precision, "offload": topo.backend,
+             "dp_attn": topo.dp_attention, "tp": topo.tp, "conc": topo.conc}
+    names = {"total_cpu_dram_gb": topo.budget_gb, "tp": topo.tp, "ep": topo.ep,
+             "pcp": topo.pcp, "conc": topo.conc, "dp_attn": topo.dp_attention}
+    return facts, names
+
+
+def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan,
+                   host_headroom_gb: float | None, trust_runner_dram: bool,
+                   force: bool) -> Plan:
+    """The plan at the launcher's size, with the budget plan's size beside it; refused when
+    the planner would not run it (oversubscribed, or a size the engine rejects) unless
+    `force`, which keeps the verdict as warnings."""
+    facts, names = _launcher_facts(job, budget)
+    size = launcher_size(facts, names)
+    if size is None:
+        return budget.model_copy(update={"sizing": "launcher", "within_budget": False,
+                                         "errors": [
+            f"--sizing launcher: no InferenceX launcher at 843c6254f sizes a "
+            f"{facts['engine']} {facts['model_prefix']} {facts['hardware']} row with "
+            f"{facts['offload']} (plan/data/launcher_sizing.yaml); use --sizing budget"]})
+    base = {"exp_name": budget.exp_name, "config_key": budget.config_key,
+            "framework": budget.framework, "backend": budget.backend, "model": budget.model,
+            "budget_gb": budget.budget_gb}
+    plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, launcher=size)
+    budget_args = " ".join(a for a in budget.engine_args if not a.startswith("--enable"))
+    budget_line = (f"kvbench budget sizing (the default, --sizing budget): "
+                   f"{_knob_text(budget) or budget_args} -> "
+                   f"{budget.projected_host_bytes / GB:,.0f} GB projected on the node "
+                   f"({'fits' if budget.within_budget else 'refused'})")
+    errors = [e for e in plan.errors if e != OVER_BUDGET]
+    warnings = list(plan.warnings)
+    if not plan.within_budget:
+        ranks = max(1, plan.ranks_on_node)
+        usable = plan.budget_gb * GB - _headroom_gb(host_headroom_gb, ranks) * GB
+        errors.append(
+            f"launcher sizing oversubscribes: {size.spelled} ({size.source}) = "
+            f"{plan.projected_host_bytes / ranks / GB:,.2f} GB/rank x {ranks} rank(s) = "
+            f"{plan.projected_host_bytes / GB:,.0f} GB > {usable / GB:,.0f} GB usable of the "
+            f"{plan.budget_gb:,} GB DRAM budget (total-cpu-dram-gb less host headroom); "
+            f"kvbench's budget sizing: {_knob_text(budget) or budget_args} = "
+            f"{budget.projected_host_bytes / GB:,.0f} GB")
+    if errors and force:
+        warnings += [f"--force: {e}" for e in errors]
+        errors = []
+    elif errors:
+        errors.append("the launcher's size is refused; pass --force to run it anyway")
+    return plan.model_copy(update={
+        "sizing": "launcher", "forced": force and not plan.within_budget,
+        "errors": errors, "warnings": warnings,
+        "arithmetic": [*plan.arithmetic, budget_line],
+        "launcher": {"source": size.source, "knob": size.knob, "value": size.value,
+                     "spelled": size.spelled, "formula": size.formula},
+        "budget_sizing": {"engine-args": list(budget.engine_args),
+                          "engine-config": budget.engine_config,
+                          "projected-host-bytes": budget.projected_host_bytes,
+                          "within-budget": budget.within_budget},
+    })
+
+
+def _knob_text(plan: Plan) -> str:
+    """The budget plan's knob as a flag, for the comparison line."""
+    args = plan.engine_args
+    for flag in ("--hicache-size", "--hicache-ratio", "--kv-offloading-size"):
+        if flag in args:
+            return f"{flag} {args[args.index(flag) + 1]}"
+    for name, pool in (("host_cache_size", "host_cache"), ("global_segment_size",
+                                                          "mooncake_segment")):
+        for p in plan.host_pools:
+            if p.name == pool:
+                return f"{name} {p.bytes_per_rank:,} B per rank"
+    if "LMCACHE_MAX_LOCAL_CPU_SIZE" in plan.engine_env:
+        return f"LMCACHE_MAX_LOCAL_CPU_SIZE={plan.engine_env['LMCACHE_MAX_LOCAL_CPU_SIZE']}"
+    mp = plan.engine_config.get("lmcache-mp")
+    return f"lmcache server --l1-size-gb {mp['l1_size_gb']}" if mp else ""
+
+
+def _add_launcher_extras(sizing: Sizing, launcher: LauncherSize) -> None:
+    """The launcher's line first, and the host memory it adds beside the KV pool."""
+    sizing.arithmetic.insert(0, launcher.line)
+    for extra in launcher.extras:
+        sizing.pools.append(HostPool(
+            name=extra.name, bytes_per_rank=int(extra.gib * GiB), inside_configured_size=False,
+            note=f"{extra.flag or extra.name} {extra.gib:g} GiB per rank ({extra.source})"))
+        if extra.flag:
+            sizing.engine_args += [extra.flag, f"{extra.gib:g}"]
+        sizing.arithmetic.append(f"launcher adds {extra.name}: {extra.gib:g} GiB per rank "
+                                 f"({extra.source})")
 
 
 def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> RecipeSettings:

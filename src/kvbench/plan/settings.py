@@ -23,7 +23,10 @@ Scalar = str | int | float | bool
 UNSETTABLE = ("page-size", "kv-dtype")
 
 
-class _When(BaseModel):
+class When(BaseModel):
+    """Which rows a rule applies to: every key given must match the row's fact (a list: any
+    of them); `conc-min`: conc >= value. Shared by data/launcher_sizing.yaml."""
+
     model_config = _STRICT
     engine: Scalar | list[Scalar] | None = None
     model_prefix: Scalar | list[Scalar] | None = Field(None, alias="model-prefix")
@@ -32,6 +35,7 @@ class _When(BaseModel):
     offload: Scalar | list[Scalar] | None = None
     dp_attn: bool | None = Field(None, alias="dp-attn")
     tp: int | list[int] | None = None
+    conc: int | list[int] | None = None
     conc_min: int | None = Field(None, alias="conc-min")
 
     def matches(self, facts: dict[str, Any]) -> bool:
@@ -63,7 +67,7 @@ class _Set(BaseModel):
 class _Rule(BaseModel):
     model_config = _STRICT
     source: str
-    when: _When = Field(default_factory=_When)
+    when: When = Field(default_factory=When)
     set: _Set
 
 

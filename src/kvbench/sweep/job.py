@@ -106,10 +106,11 @@ class _Run:
             from kvbench.recipe import load_runners
 
             runners = load_runners(Path(self.spec.runner_config))
-        plan = plan_job(self.spec.job(), runners)
+        options = self.spec.options
+        plan = plan_job(self.spec.job(), runners, sizing=options.sizing, force=options.force)
         self.plan_json = plan.to_json()
         write_json_atomic(self.job_dir / layout.PLAN_FILE, self.plan_json)
-        if plan.errors or not plan.within_budget:
+        if not plan.accepted:
             raise PhaseFailure("plan", "; ".join(plan.errors) or "plan exceeds the host budget")
         self.warnings += list(plan.warnings)
         return plan
@@ -128,10 +129,11 @@ class _Run:
             runners = load_runners(Path(self.spec.runner_config))
         plans, records, refused = {}, [], []
         for w in workers_of(self.spec.row):
-            plan = plan_job(Job(self.spec.config_key, w.row, self.spec.scenario), runners)
+            plan = plan_job(Job(self.spec.config_key, w.row, self.spec.scenario), runners,
+                            sizing=self.spec.options.sizing, force=self.spec.options.force)
             plans[w.name] = plan
             records.append({"worker": w.name, "role": w.role, "plan": plan.to_json()})
-            if plan.errors or not plan.within_budget:
+            if not plan.accepted:
                 refused.append(f"{w.name}: {'; '.join(plan.errors) or 'exceeds the budget'}")
         self.plan_json = {**(self.plan_json or {}), "workers": records}
         # each worker's own plan replaces the row-level one's caveats (sized for prefill only)

@@ -50,6 +50,10 @@ class RunOptions(BaseModel):
     # records.jsonl.gz and scrape.jsonl.gz (long runs, committed results): how the raw files
     # are stored, not what is measured
     compress_raw: bool = False
+    # host pools: `budget` (the planner's) or `launcher` (the InferenceX launcher's size,
+    # plan/launcher_sizing.py); `force` runs a launcher size the planner refuses
+    sizing: Literal["budget", "launcher"] = "budget"
+    force: bool = False
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
 
     def measurement_identity(self) -> dict:
@@ -62,6 +66,11 @@ class RunOptions(BaseModel):
                                                          "profile"})
         paths = self.trace_paths()
         identity["trace"] = None if paths is None else _trace_digests(paths)
+        # the default sizing leaves the identity of results measured before it existed as is
+        if identity["sizing"] == "budget":
+            del identity["sizing"]
+        if not identity["force"]:
+            del identity["force"]
         return identity
 
     def options_id(self) -> str:

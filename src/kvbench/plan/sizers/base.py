@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from kvbench.models import KvPool, ModelProfile
 from kvbench.plan.footprint import largest_fitting, per_rank_bytes
 from kvbench.plan.gpu import GpuEstimate
+from kvbench.plan.launcher_sizing import LauncherSize
 from kvbench.plan.plan import HostPool
 from kvbench.plan.topology import Topology
 from kvbench.plan.version import ImageVersion
@@ -33,6 +34,8 @@ class SizingContext:
     version: ImageVersion
     # HiCache write-policy / io-backend / mem-layout the recipe runs (plan/settings.py)
     hicache_options: dict[str, str] = field(default_factory=dict)
+    # --sizing launcher: the launcher's value, taken as is (the planner judges the result)
+    launcher: LauncherSize | None = None
 
     @property
     def per_rank_budget_bytes(self) -> int:
@@ -99,11 +102,13 @@ def fit_knob(
     pin_policy: str,
     describe: Callable[[int], str],
     zero_means: str | None = None,
+    forced: int | None = None,
 ) -> Fit:
     """The largest knob value whose pools fit the per-rank share of the budget, or the
     explicit one if it fits. A refusal names the arithmetic and what would fit.
     `zero_means`: what the engine does with a knob of 0 (never "no host pool"); a plan whose
-    knob rounds to 0 is refused with it."""
+    knob rounds to 0 is refused with it. `forced` (--sizing launcher): this value, whether
+    it fits or not; the planner gives the verdict."""
     limit = ctx.per_rank_budget_bytes
 
     def per_rank(x: int) -> int:
@@ -112,7 +117,9 @@ def fit_knob(
     def checked(fit: Fit) -> Fit:
         if fit.value != 0 or zero_means is None:
             return fit
-        if explicit is not None:
+        if forced is not None:
+            origin = "the launcher's arithmetic gives"
+        elif explicit is not None:
             origin = (f"kv-offload-backend.size-gb-per-rank {ctx.topo.size_gb_per_rank:g} "
                       "rounds down to")
         else:
@@ -122,6 +129,8 @@ def fit_knob(
         return Fit(None, fit.pools, [f"{origin} {describe(0)}, which is refused: {zero_means}"],
                    fit.arithmetic)
 
+    if forced is not None:
+        return checked(Fit(forced, pools_of(forced), [], [f"launcher: {describe(forced)}"]))
     best = largest_fitting(per_rank, hi, limit)
     if explicit is not None:
         pools = pools_of(explicit)

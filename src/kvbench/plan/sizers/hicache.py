@@ -34,7 +34,10 @@ class HiCacheSizer:
         embedded = ctx.topo.framework == "sim"
         sem = (HiCacheSemantics("per-pool", False, "the embedded engine sizes each pool")
                if embedded else hicache_semantics(ctx.version))
-        if ctx.model.compressed is not None:
+        launcher = ctx.launcher
+        if launcher is not None and launcher.knob == "hicache-ratio":
+            sizing = self._ratio(ctx, sem, float(launcher.value))
+        elif ctx.model.compressed is not None:
             sizing = self._ratio(ctx, sem)
         else:
             sizing = self._fixed(ctx, sem)
@@ -137,6 +140,7 @@ class HiCacheSizer:
             explicit=int(explicit) if explicit is not None else None,
             pin_policy=sem.pin_policy,
             describe=lambda h: f"--hicache-size {h} GB per rank",
+            forced=int(ctx.launcher.value) if ctx.launcher is not None else None,
             zero_means=(
                 "SGLang reads --hicache-size 0 as unset and sizes the host pool by "
                 "--hicache-ratio (default 2.0), twice the device pool: ~2 x "
@@ -155,25 +159,35 @@ class HiCacheSizer:
         )
 
     # -- ratio (DeepSeek-V4: --hicache-size is rejected) ------------------------------------
-    def _ratio(self, ctx: SizingContext, sem: HiCacheSemantics) -> Sizing:
+    def _ratio(self, ctx: SizingContext, sem: HiCacheSemantics,
+               forced: float | None = None) -> Sizing:
         """Host pools = device pools x ratio, and the device pools are only estimated. The ratio
         is therefore taken against an upper bound of the device pools (the memory fraction less
-        80% of the estimated weights), so an optimistic weight estimate cannot over-fill."""
+        80% of the estimated weights), so an optimistic weight estimate cannot over-fill.
+        `forced` (--sizing launcher): the launcher's ratio, for any model."""
         gpu = ctx.gpu
         fraction_bytes = int(gpu.hbm_bytes * gpu.mem_fraction)
         bound = fraction_bytes - int(0.8 * gpu.weights_per_rank_bytes)
         if bound <= 0:
             bound = fraction_bytes
-        ratio = math.floor(ctx.per_rank_budget_bytes / bound * 10) / 10
+        if forced is None:
+            ratio = math.floor(ctx.per_rank_budget_bytes / bound * 10) / 10
+            chosen = (f"ratio = floor10({ctx.per_rank_budget_bytes / GB:.2f} / "
+                      f"{bound / GB:.2f}) = {ratio}")
+        else:
+            ratio = forced
+            chosen = f"launcher: --hicache-ratio {ratio:g}"
         notes = [
-            "DeepSeek-V4 HiCache accepts only --hicache-ratio: host pools = device pools x ratio",
+            "DeepSeek-V4 HiCache accepts only --hicache-ratio: host pools = device pools x ratio"
+            if ctx.model.compressed is not None else
+            "--hicache-ratio: host pools = device pools x ratio",
             f"device pools <= {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - 0.8 x weights "
             f"{gpu.weights_per_rank_bytes / GB:.1f} GB = {bound / GB:.2f} GB per rank (bound)",
-            f"ratio = floor10({ctx.per_rank_budget_bytes / GB:.2f} / {bound / GB:.2f}) = {ratio}",
+            chosen,
         ]
         warnings = ["host pools scale with the engine's real device pool: compare "
                     "max_total_num_tokens in the server log with the estimate"]
-        if ctx.topo.size_gb_per_rank is not None:
+        if ctx.topo.size_gb_per_rank is not None and forced is None:
             warnings.append("kv-offload-backend.size-gb-per-rank ignored: this model is ratio-only")
         errors = []
         if ratio <= 0 or (sem.is_g1 and ratio <= 1):
@@ -190,6 +204,14 @@ class HiCacheSizer:
         ] or [HostPool(name="kv", bytes_per_rank=host_total, inside_configured_size=True,
                        note=f"ratio {ratio} x device bound")]
         notes.append(_sum_line(pools, sem.pin_policy))
+        if forced is not None and device_total:
+            # the launcher's ratio is judged on the bound, as kvbench sizes; the estimate
+            # shows what the engine would more likely allocate
+            est = int(device_total * ratio)
+            notes.append(f"at the device-pool estimate instead of the bound: {ratio:g} x "
+                         f"{device_total / GB:.2f} GB = {est / GB:.2f} GB per rank, "
+                         f"{est * ctx.ranks_on_node / GB:,.0f} GB on the node (the verdict "
+                         "uses the bound)")
         tokens_bound = bound // max(1, ctx.kv_bytes_per_token)
         return Sizing(pools=pools, host_kv_tokens=int(min(gpu.kv_tokens, tokens_bound) * ratio),
                       engine_args=["--hicache-ratio", f"{ratio:g}"], errors=errors,

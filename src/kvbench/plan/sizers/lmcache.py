@@ -46,7 +46,9 @@ class LmCacheSizer:
         fit = fit_knob(ctx, pools_of, hi=int(ctx.per_rank_budget_bytes // TENTH_GIB) + 1,
                        explicit=explicit, pin_policy="exact",
                        describe=lambda t: f"LMCACHE_MAX_LOCAL_CPU_SIZE {t / 10:.1f} "
-                       f"({t * TENTH_GIB / GB:.2f} GB) per rank")
+                       f"({t * TENTH_GIB / GB:.2f} GB) per rank",
+                       forced=(round(ctx.launcher.value * 10) if ctx.launcher is not None
+                               else None))
         tenths = fit.value if fit.value is not None else (explicit or 0)
         size = f"{tenths / 10:.1f}"
         if runs_as_servers(ctx):

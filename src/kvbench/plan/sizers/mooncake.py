@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kvbench.plan.plan import HostPool
-from kvbench.plan.sizers.base import Sizing, SizingContext, fit_knob
+from kvbench.plan.sizers.base import Fit, Sizing, SizingContext, fit_knob
 from kvbench.units import GB, MB
 
 LOCAL_BUFFER_BYTES = 4 * GB  # the InferenceX launchers' local_buffer_size
@@ -23,21 +23,29 @@ class MooncakeSizer:
     engines = ("vllm",)
 
     def size(self, ctx: SizingContext) -> Sizing:
-        def pools_of(mb: int) -> list[HostPool]:
+        def pools_of(size: int) -> list[HostPool]:
             return [
-                HostPool(name="mooncake_segment", bytes_per_rank=mb * MB,
+                HostPool(name="mooncake_segment", bytes_per_rank=size,
                          inside_configured_size=True, note="global_segment_size per rank"),
                 HostPool(name="mooncake_local_buffer", bytes_per_rank=LOCAL_BUFFER_BYTES,
                          inside_configured_size=False,
                          note="local_buffer_size, pinned beside the segment"),
             ]
 
-        explicit = ctx.explicit_knob(MB)
-        fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes // MB, explicit=explicit,
-                       pin_policy="exact",
-                       describe=lambda mb: f"global_segment_size {mb * MB / GB:.2f} GB per rank",
-                       zero_means="a Mooncake global_segment_size of 0 mounts no memory into the "
-                       "store, so every put fails for lack of space")
+        zero = ("a Mooncake global_segment_size of 0 mounts no memory into the store, so every "
+                "put fails for lack of space")
+        if ctx.launcher is not None:  # --sizing launcher: the launcher's bytes, as is
+            size = ctx.launcher.bytes_per_rank(1)
+            fit = Fit(size, pools_of(size), [] if size > 0 else [
+                f"the launcher's arithmetic gives global_segment_size {size:,} B, which is "
+                f"refused: {zero}"],
+                [f"launcher: {ctx.launcher.spelled} = {size:,} B per rank"])
+        else:
+            explicit = ctx.explicit_knob(MB)
+            fit = fit_knob(ctx, lambda mb: pools_of(mb * MB), hi=ctx.per_rank_budget_bytes // MB,
+                           explicit=explicit, pin_policy="exact",
+                           describe=lambda mb: f"global_segment_size {mb * MB / GB:.2f} GB per "
+                           "rank", zero_means=zero)
         segment = fit.pools[0].bytes_per_rank
         # Embedded mode: each vLLM worker mounts its segment into the store run by the
         # job's mooncake_master; the adapter adds master_server_address once the port is known.

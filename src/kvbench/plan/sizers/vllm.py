@@ -52,8 +52,12 @@ class VllmOffloadSizer:
         def pools_of(centi: int) -> list[HostPool]:
             # vLLM parses the flag as a float and pins cpu_bytes_to_use = size * 2^30 over
             # the engine's ranks (config/vllm.py _post_init_kv_transfer_config): round up
-            per_rank = math.ceil(float(f"{centi / 100:.2f}") * (1 << 30) / world)
-            note = f"{centi / 100:.2f} GiB engine total / {world} rank(s)"
+            return pools_of_total(float(f"{centi / 100:.2f}") * (1 << 30),
+                                  f"{centi / 100:.2f}")
+
+        def pools_of_total(total: float, flag: str) -> list[HostPool]:
+            per_rank = math.ceil(total / world)
+            note = f"{flag} GiB engine total / {world} rank(s)"
             if per_tensor and per_rank:
                 tensor_bytes = per_rank // block_bytes * (block_bytes // tensors)
                 pinned = pinned_bytes(tensor_bytes, "pow2")
@@ -64,7 +68,10 @@ class VllmOffloadSizer:
             # exceed (per-tensor rounding); capacity's host axis is in these units
             return [HostPool(name="kv_offload", bytes_per_rank=per_rank,
                              inside_configured_size=True, note=note,
-                             configured_gb=centi * CENTI_GIB / world / GB)]
+                             configured_gb=total / world / GB)]
+
+        if ctx.launcher is not None:
+            return self._launcher(ctx, world, pools_of_total, per_tensor, block_bytes)
 
         explicit = ctx.explicit_knob(CENTI_GIB, ranks=world)
         fit = fit_knob(ctx, pools_of, hi=ctx.per_rank_budget_bytes * world // int(CENTI_GIB) + 1,
@@ -100,6 +107,37 @@ class VllmOffloadSizer:
                 "the engine total"
             )
         return sizing
+
+
+    def _launcher(self, ctx: SizingContext, world: int, pools_of_total, per_tensor: bool,
+                  block_bytes: int) -> Sizing:
+        """--sizing launcher: the launcher's bytes, passed as the GiB flag that gives vLLM
+        exactly those bytes (a power-of-two divisor makes bytes / 2^30 an exact float, and
+        vLLM multiplies it back by 2^30: config/vllm.py:1174)."""
+        launcher = ctx.launcher
+        total = launcher.engine_total_bytes(world)
+        flag = exact_gib(total)
+        pools = pools_of_total(float(total), flag)
+        sizing = Sizing(
+            pools=pools,
+            host_kv_tokens=total // world // block_bytes * ctx.page_size_tokens,
+            engine_args=["--kv-offloading-backend", "native", "--kv-offloading-size", flag],
+            arithmetic=[f"launcher: {launcher.spelled} = {total:,} B engine total -> "
+                        f"--kv-offloading-size {flag} GiB, {total // world / GB:,.2f} GB per "
+                        f"rank over {world} rank(s)"
+                        + (f"; pinned per KV tensor: {pools[0].bytes_per_rank / GB:.2f} GB"
+                           if per_tensor else "")],
+            warnings=_warnings(ctx),
+        )
+        if self.simple:
+            sizing.engine_env["VLLM_USE_SIMPLE_KV_OFFLOAD"] = "1"
+        return sizing
+
+
+def exact_gib(total_bytes: int) -> str:
+    """A GiB value whose float x 2^30 is `total_bytes` exactly (repr round-trips)."""
+    whole, rest = divmod(total_bytes, 1 << 30)
+    return str(whole) if not rest else repr(total_bytes / (1 << 30))
 
 
 def _warnings(ctx: SizingContext) -> list[str]:

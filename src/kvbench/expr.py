@@ -1,6 +1,7 @@
-"""`${...}` templates in engine data files: small arithmetic over a job's numbers
-(`${min(conc, 64)}`, `${2 * conc}`, `http://${host}:${engine_port}`), evaluated without
-`eval` so a data file can compute but not execute."""
+"""`${...}` templates in data files (the engine adapters' `engines/data/*.yaml`, the planner's
+`plan/data/launcher_sizing.yaml`): small arithmetic over a job's numbers (`${min(conc, 64)}`,
+`${2 * conc}`, `http://${host}:${engine_port}`), evaluated without `eval` so a data file can
+compute but not execute. A base module: both layers read it."""
 
 from __future__ import annotations
 

@@ -1,0 +1,117 @@
+"""What a mirrored offload twin carries beyond its resident row, where the key's launcher or the
+seed pull requests practise it (data/twin_practice.yaml): a cap on the host pool per rank and
+the engine-image patches the twin's image needs. Read by `mirror`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kvbench import yamldoc
+from kvbench.errors import KvbenchError, RecipeError
+from kvbench.hardware import load_hardware
+from kvbench.plan.version import image_version
+from kvbench.recipe.patches import EnginePatch
+
+DATA = Path(__file__).parent / "data" / "twin_practice.yaml"
+_STRICT = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class _When(BaseModel):
+    model_config = _STRICT
+    framework: str | list[str] | None = None
+    model_prefix: str | list[str] | None = Field(None, alias="model-prefix")
+    hardware: str | list[str] | None = None
+    image_version: str | list[str] | None = Field(None, alias="image-version")
+
+    def matches(self, facts: dict[str, Any]) -> bool:
+        for name, want in self.model_dump(exclude_none=True).items():
+            if facts.get(name) not in (want if isinstance(want, list) else [want]):
+                return False
+        return True
+
+
+class _Practice(BaseModel):
+    model_config = _STRICT
+    source: str
+    when: _When
+    backend: str
+    max_size_gb_per_rank: float | None = Field(None, alias="max-size-gb-per-rank", gt=0)
+    patches: list[str] = Field(default_factory=list)
+
+
+class _File(BaseModel):
+    model_config = _STRICT
+    practices: list[_Practice]
+    patches: dict[str, EnginePatch]
+
+
+@dataclass(slots=True)
+class Practice:
+    """The merged practice of every rule matching one config key and backend."""
+
+    max_size_gb_per_rank: float | None = None
+    max_size_source: str = ""
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+
+@cache
+def _file() -> _File:
+    try:
+        parsed = _File.model_validate(yamldoc.load_file(DATA, "twin practice file", RecipeError))
+    except ValueError as e:
+        raise RecipeError(f"invalid twin practice file {DATA}: {e}") from None
+    unknown = {p for rule in parsed.practices for p in rule.patches} - set(parsed.patches)
+    if unknown:
+        raise RecipeError(f"{DATA}: practices name patches {sorted(unknown)} not under patches:")
+    return parsed
+
+
+def _facts(entry: dict[str, Any]) -> dict[str, Any]:
+    try:
+        hardware = load_hardware(str(entry.get("runner", ""))).name
+    except KvbenchError:
+        hardware = None
+    release = image_version(str(entry.get("image", ""))).release
+    return {"framework": entry.get("framework"), "model_prefix": entry.get("model-prefix"),
+            "hardware": hardware,
+            "image_version": ".".join(map(str, release)) if release else None}
+
+
+def twin_practice(entry: dict[str, Any], backend: str) -> Practice:
+    """The practice for `backend` twins of the master-config `entry` (its raw mapping)."""
+    data = _file()
+    facts = _facts(entry)
+    out = Practice()
+    for rule in data.practices:
+        if rule.backend != backend or not rule.when.matches(facts):
+            continue
+        out.sources.append(rule.source)
+        if rule.max_size_gb_per_rank is not None:
+            out.max_size_gb_per_rank = rule.max_size_gb_per_rank
+            out.max_size_source = rule.source
+        for pid in rule.patches:
+            if pid not in {p["id"] for p in out.patches}:
+                out.patches.append(data.patches[pid].model_dump(by_alias=True,
+                                                                exclude_none=True))
+    return out
+
+
+def patch_lines(patch: dict[str, Any], indent: str) -> list[str]:
+    """One `patches:` list item as YAML lines (block scalars for the code)."""
+    pad = indent + "  "
+    out = [f"{indent}- id: {patch['id']}", f"{pad}file: {patch['file']}"]
+    for name in ("anchor", "replacement"):
+        out.append(f"{pad}{name}: |")
+        out += [f"{pad}  {line}" for line in patch[name].rstrip("\n").split("\n")]
+    if "upstream-fix" in patch:
+        out.append(f"{pad}upstream-fix: {patch['upstream-fix']!r}")
+    out.append(f"{pad}arms: [{', '.join(patch['arms'])}]")
+    if patch.get("source"):
+        out.append(f"{pad}source: {patch['source']}")
+    return out
