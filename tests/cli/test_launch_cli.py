@@ -55,12 +55,12 @@ def test_dry_run_text_shows_argv_env_files_and_sources():
 
 def test_unsupported_rows_are_skipped_with_the_reason():
     res = kvbench("launch", "--dry-run", "--format", "json", *SEL, "--config-keys",
-                  "kimik3-fp4-mi355x-atom-agentic-mtp", "qwen3.5-fp8-b300-sglang-agentic-mtp",
+                  "kimik3-fp4-b200-dynamo-vllm-agentic", "qwen3.5-fp8-b300-sglang-agentic-mtp",
                   "--max-conc", "1")
     assert res.returncode == 0, res.stderr
     names = {j["config-key"] for j in json.loads(res.stdout)}
     assert names == {"qwen3.5-fp8-b300-sglang-agentic-mtp"}
-    assert "no engine adapter for framework 'atom'" in res.stderr
+    assert "no engine adapter for framework 'dynamo-vllm'" in res.stderr
 
 
 def test_real_launch_refuses_more_than_one_job():

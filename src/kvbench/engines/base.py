@@ -132,7 +132,8 @@ class EngineAdapter:
             page, mem, kv_dtype = self.sizing_flags
             if "page-size" not in plan.engine_defaults:
                 args.set(page, plan.page_size_tokens, "plan", "plan.page_size_tokens")
-            args.set(mem, plan.mem_fraction_static, "plan", "plan.mem_fraction_static")
+            if "mem-fraction" not in plan.engine_defaults:
+                args.set(mem, plan.mem_fraction_static, "plan", "plan.mem_fraction_static")
             if "kv-dtype" not in plan.engine_defaults:
                 dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
                 args.set(kv_dtype, dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")

@@ -100,6 +100,7 @@ def make_context(job: Job, plan: Plan | None, *, engine: str, host: str, port: i
         "dp_attn": ctx.dp_attn,
         "tp": ctx.tp,
         "ep": ctx.ep,
+        "conc": ctx.conc,
         "accuracy": acc,
         "router": router is not None,
         "version": (_parse_version(engine_version) if engine_version

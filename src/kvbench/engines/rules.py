@@ -32,6 +32,8 @@ class When(BaseModel):
     dp_attn: bool | None = Field(None, alias="dp-attn")
     tp: Scalar | list[Scalar] | None = None
     ep: Scalar | list[Scalar] | None = None
+    # the row's concurrency: launchers that pick knobs per concurrency point (a `case "$CONC"`)
+    conc: int | list[int] | None = None
     accuracy: bool | None = None
     router: bool | None = None
     # Release versions read from the image tag; nightly and unknown tags count as newest.

@@ -20,7 +20,7 @@ from kvbench.errors import PlanError
 DATA = Path(__file__).parent / "data" / "settings.yaml"
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 Scalar = str | int | float | bool
-UNSETTABLE = ("page-size", "kv-dtype")
+UNSETTABLE = ("page-size", "kv-dtype", "mem-fraction")
 
 
 class _When(BaseModel):
