@@ -129,7 +129,8 @@ def write_stubs(stubs: Path) -> None:
               '${ORACLE_NODE_IP} uid 0";; *) echo "default via 10.0.0.254 dev eth0";; esac\n',
         "hostname": 'echo "${ORACLE_NODE_NAME}"\n',
         # the node's RDMA NICs, as runners/launch_mi355x-amds.sh names them (IBDEVICES)
-        "ibv_devinfo": "for i in 0 1 2 3 4 5 6 7; do echo \"hca_id:\trdma$i\"; done\n", "nicctl": "exit 1\n", "sudo": "exit 0\n",
+        "ibv_devinfo": "for i in 0 1 2 3 4 5 6 7; do echo \"hca_id:\trdma$i\"; done\n",
+        "nicctl": "exit 1\n", "sudo": "exit 0\n",
         "amd-smi": "exit 0\n", "rocm-smi": "exit 0\n",
         # the image's interpreter (server_sglang.sh reads models.yaml with PyYAML)
         # (a server or router that slipped past the dry run is refused, never started)

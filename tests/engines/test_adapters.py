@@ -22,9 +22,10 @@ def _source(spec, flag: str):
 
 
 def test_registry_names_and_unknown_framework():
-    assert engine_names() == ["atom", "sglang", "sim", "trtllm", "vllm"]
+    assert engine_names() == ["atom", "sglang", "sglang-disagg", "sim", "trtllm", "vllm"]
     assert get_adapter("trt").name == "trtllm"
-    with pytest.raises(EngineError, match=r"'tilert'; known: atom, sglang, sim, trtllm, vllm"):
+    with pytest.raises(EngineError,
+                       match=r"'tilert'; known: atom, sglang, sglang-disagg, sim, trtllm, vllm"):
         get_adapter("tilert")
 
 

@@ -55,7 +55,9 @@ class EngineAdapter:
         accuracy: bool | None = None,
         engine_version: str | None = None,
         dummy_weights: bool = False,
+        runners: Any | None = None,
     ) -> LaunchSpec:
+        """`runners` (runners.yaml) is for adapters that plan their own workers."""
         data = self.data
         router = self.router_name(job, data)
         offset = data.routers[router].engine_port_offset if router else 0

@@ -10,6 +10,11 @@ from kvbench.errors import EngineError
 from kvbench.hardware import gpu_of_runner
 from kvbench.plan.version import image_version
 
+# Keys of a disaggregated row's worker rows (engines/disaggregation.py): the worker's role
+# (prefill | decode) and the row's speculative steps (InferenceX DECODE_MTP_SIZE).
+WORKER_ROLE_KEY = "disagg-role"
+WORKER_MTP_KEY = "disagg-mtp-size"
+
 if TYPE_CHECKING:
     from kvbench.matrix import Job
     from kvbench.plan import Plan
@@ -103,6 +108,7 @@ def make_context(job: Job, plan: Plan | None, *, engine: str, host: str, port: i
         "conc": ctx.conc,
         "accuracy": acc,
         "router": router is not None,
+        "role": row.get(WORKER_ROLE_KEY),
         "version": (_parse_version(engine_version) if engine_version
                     else image_version(str(row.get("image", ""))).release),
     }
@@ -113,6 +119,7 @@ def make_context(job: Job, plan: Plan | None, *, engine: str, host: str, port: i
         "port": port, "engine_port": engine_port, "host": host,
         "engine_url": f"http://{host}:{engine_port}",
         "model": job.model, "model_path": ctx.model_path,
+        "mtp_size": int(row.get(WORKER_MTP_KEY) or 0),
     }
     return ctx
 

@@ -36,6 +36,8 @@ class When(BaseModel):
     conc: int | list[int] | None = None
     accuracy: bool | None = None
     router: bool | None = None
+    # the worker's role in a prefill/decode-disaggregated row (engines/disaggregation.py)
+    role: Scalar | list[Scalar] | None = None
     # Release versions read from the image tag; nightly and unknown tags count as newest.
     min_version: str | None = Field(None, alias="min-version")
     below_version: str | None = Field(None, alias="below-version")

@@ -33,6 +33,8 @@ class _When(BaseModel):
     dp_attn: bool | None = Field(None, alias="dp-attn")
     tp: int | list[int] | None = None
     conc_min: int | None = Field(None, alias="conc-min")
+    # the worker's role in a prefill/decode-disaggregated row; absent: any row
+    role: Scalar | list[Scalar] | None = None
 
     def matches(self, facts: dict[str, Any]) -> bool:
         if self.conc_min is not None and facts["conc"] < self.conc_min:
@@ -100,7 +102,7 @@ def _rules(path: Path = DATA) -> tuple[_Rule, ...]:
 
 
 def recipe_settings(facts: dict[str, Any]) -> RecipeSettings:
-    """facts: engine, model_prefix, hardware, precision, offload, dp_attn, tp, conc."""
+    """facts: engine, model_prefix, hardware, precision, offload, dp_attn, tp, conc, role."""
     values: dict[str, Any] = {}
     hicache: dict[str, str] = {}
     sources: list[str] = []
