@@ -308,3 +308,30 @@ def test_a_row_whose_prefill_node_cannot_hold_its_host_pool_is_refused():
     ok = get_adapter("sglang-disagg").build(job, None, port=30000)
     assert not [w for w in ok.warnings if w.startswith("plan refused")]
     assert [w.nodes for w in ok.workers] == [[0], [1]] and ok.nodes == 2
+
+
+def test_workers_packed_onto_one_node_oversubscribe_it_and_the_row_is_refused():
+    """Two TP8 prefill workers on one 8-GPU node (PREFILL_NODES=1): 16 GPUs and twice the
+    node's DRAM budget (each prefill plan takes the node's budget), so the row is refused
+    with that node's arithmetic; the decode on its own node is fine. (InferenceX's submit.sh
+    would instead halve the TP, PREFILL_TP_SIZE = NODES x TP / WORKERS; kvbench launches the
+    row's tp or refuses.)"""
+    from kvbench.engines import get_adapter
+    from kvbench.matrix import Job, Selection, select_jobs
+
+    job = next(j for j in select_jobs(Selection(
+        config_files=CONFIGS, runner_config=RUNNERS, frameworks=("sglang-disagg",)))
+        if j.exp_name == "dsv4_p1x8_d1x8_conc8_kvdram-hicache")
+    packed = Job(config_key=job.config_key, scenario=job.scenario, row={
+        **job.row, "prefill": {**job.row["prefill"], "num-worker": 2}})
+    spec = get_adapter("sglang-disagg").build(packed, None, port=30000)
+    assert [(w.role, w.nodes) for w in spec.workers] == [
+        ("prefill", [0]), ("prefill", [0]), ("decode", [1])]
+    refused = [w for w in spec.warnings if w.startswith("plan refused: ")]
+    assert refused[0] == "plan refused: node 0 (prefill 0, prefill 1): 16 GPUs > 8 per node"
+    assert refused[1].startswith("plan refused: node 0 (prefill 0, prefill 1): projected host ")
+    assert refused[1].endswith("> 2,399 GB budget (row total-cpu-dram-gb, per node)")
+    assert len(refused) == 2
+    # the router names each prefill server; the two on node 0 listen on their own ports
+    assert [spec.argv[i + 1] for i, a in enumerate(spec.argv) if a == "--prefill"] == [
+        "http://{node0}:30001", "http://{node0}:30002"]

@@ -136,17 +136,19 @@ class SGLangDisaggAdapter(EngineAdapter):
             wjob = worker_job(job, role)
             wplan = plan_job(wjob, runners)
             gpus = int(wjob.row["tp"]) * int(wjob.row["pp"]) * int(wjob.row["pcp-size"])
-            span = max(1, math.ceil(gpus / gpn))
-            for index in range(int(job.row[role].get("num-worker") or 1)):
-                ranks = list(range(next_node, next_node + span))
-                next_node += span
+            count = int(job.row[role].get("num-worker") or 1)
+            layout = _layout(count, gpus, gpn, _role_nodes(job.row[role], role))
+            for index, offsets in enumerate(layout):
+                ranks = [next_node + o for o in offsets]
                 name = f"{role} {index}"
+                # workers sharing a node listen on successive ports
+                wport = worker_port + len(nodes.get(ranks[0], _Node()).workers)
                 spec = SGLangWorkerAdapter().build(
-                    wjob, wplan, port=worker_port, host=host, model_path=model_path,
+                    wjob, wplan, port=wport, host=host, model_path=model_path,
                     work_dir=work_dir, overrides=overrides, env_overrides=env_overrides,
                     accuracy=accuracy, engine_version=engine_version,
                     dummy_weights=dummy_weights)
-                url = f"http://{{node{ranks[0]}}}:{worker_port}"
+                url = f"http://{{node{ranks[0]}}}:{wport}"
                 workers.append(WorkerSpec(
                     role=role, index=index, nodes=ranks, argv=spec.argv,
                     program_len=spec.program_len, env=spec.env, files=spec.files, url=url,
@@ -156,9 +158,10 @@ class SGLangDisaggAdapter(EngineAdapter):
                 errors += [f"{name}: {e}" for e in wplan.errors]
                 for rank in ranks:
                     node = nodes.setdefault(rank, _Node())
-                    node.gpus += min(gpus, gpn)
+                    node.gpus += -(-gpus // len(ranks))
                     node.host_bytes += wplan.projected_host_bytes
                     node.workers += (name,)
+            next_node += max((o for offsets in layout for o in offsets), default=-1) + 1
         errors += _oversubscribed(nodes, gpn, int(job.row.get("total-cpu-dram-gb") or 0))
         return self._router_spec(job, workers, nodes, errors, port=port, host=host,
                                  accuracy=accuracy, engine_version=engine_version)
@@ -190,6 +193,28 @@ class SGLangDisaggAdapter(EngineAdapter):
                 f"{w.role} {w.index}: {x}" for w in workers for x in w.warnings
                 if not x.startswith("plan refused: ")],
         )
+
+
+def _role_nodes(worker: dict[str, Any], role: str) -> int | None:
+    """The row's `<ROLE>_NODES=` setting: the nodes all of a role's workers share
+    (amd_utils/submit.sh: PREFILL_TP_SIZE = PREFILL_NODES * PREFILL_TP / PREFILL_WORKERS)."""
+    pattern = re.compile(rf"^{role.upper()}_NODES=(\d+)$")
+    for setting in worker.get("additional-settings") or []:
+        if m := pattern.match(str(setting)):
+            return int(m.group(1))
+    return None
+
+
+def _layout(count: int, gpus: int, gpn: int, role_nodes: int | None) -> list[list[int]]:
+    """Node offsets of each of `count` workers of `gpus` GPUs: whole nodes of their own
+    (ceil(gpus / gpus-per-node)) unless `<ROLE>_NODES=` packs the role onto fewer nodes, in
+    which case workers share them in order (server_sglang.sh, one server per node rank)."""
+    span = max(1, math.ceil(gpus / gpn))
+    total = role_nodes if role_nodes is not None else span * count
+    if total >= count:
+        each = max(1, total // count)
+        return [list(range(i * each, (i + 1) * each)) for i in range(count)]
+    return [[i * total // count] for i in range(count)]
 
 
 def _gpus_per_node(job: Job, runners: Any | None) -> int:
