@@ -9,11 +9,8 @@ from typing import TYPE_CHECKING, Any
 from kvbench.errors import EngineError
 from kvbench.hardware import gpu_of_runner
 from kvbench.plan.version import image_version
-
-# Keys of a disaggregated row's worker rows (engines/disaggregation.py): the worker's role
-# (prefill | decode) and the row's speculative steps (InferenceX DECODE_MTP_SIZE).
-WORKER_ROLE_KEY = "disagg-role"
-WORKER_MTP_KEY = "disagg-mtp-size"
+from kvbench.plan.workers import MTP_KEY as WORKER_MTP_KEY
+from kvbench.plan.workers import ROLE_KEY as WORKER_ROLE_KEY
 
 if TYPE_CHECKING:
     from kvbench.matrix import Job
