@@ -6,6 +6,7 @@ compute but not execute. A base module: both layers read it."""
 from __future__ import annotations
 
 import ast
+import json
 import math
 import operator
 import re
@@ -28,8 +29,14 @@ def capture_sizes(tokens_per_seq: int, max_seqs: int, *extra: int) -> list[int]:
     return sorted({tokens_per_seq * k for k in range(1, int(max_seqs) + 1)} | set(extra))
 
 
+def json_text(value: Any) -> str:
+    """A value as one compact JSON token (`[1,2,4]`): a list would otherwise become several
+    argv tokens."""
+    return json.dumps(value, separators=(",", ":"))
+
+
 _FUNCS = {"min": min, "max": max, "int": int, "round": round, "ceil": math.ceil,
-          "floor": math.floor, "capture_sizes": capture_sizes}
+          "floor": math.floor, "capture_sizes": capture_sizes, "json_text": json_text}
 
 
 def evaluate(expr: str, names: Mapping[str, Any], where: str) -> Any:

@@ -55,12 +55,12 @@ def test_dry_run_text_shows_argv_env_files_and_sources():
 
 def test_unsupported_rows_are_skipped_with_the_reason():
     res = kvbench("launch", "--dry-run", "--format", "json", *SEL, "--config-keys",
-                  "kimik3-fp4-mi355x-atom-agentic-mtp", "qwen3.5-fp8-b300-sglang-agentic-mtp",
+                  "kimik3-fp4-b200-dynamo-vllm-agentic", "qwen3.5-fp8-b300-sglang-agentic-mtp",
                   "--max-conc", "1")
     assert res.returncode == 0, res.stderr
     names = {j["config-key"] for j in json.loads(res.stdout)}
     assert names == {"qwen3.5-fp8-b300-sglang-agentic-mtp"}
-    assert "no engine adapter for framework 'atom'" in res.stderr
+    assert "no engine adapter for framework 'dynamo-vllm'" in res.stderr
 
 
 def test_real_launch_refuses_more_than_one_job():
@@ -87,3 +87,31 @@ def test_real_launch_of_a_missing_engine_fails_fast_with_its_reason(tmp_path):
     command = json.loads((tmp_path / "command.json").read_text())
     assert command["argv"][:3] == ["python3", "-m", "sglang.launch_server"]
     assert (tmp_path / "plan.json").exists() and (tmp_path / "server.log").exists()
+
+
+DISAGG = ["--config-keys", "dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp"]
+
+
+def test_disaggregated_dry_run_shows_every_worker_and_redacts_their_secrets():
+    res = kvbench("launch", "--dry-run", *SEL, *DISAGG, "--max-conc", "1",
+                  "--engine-env", "HF_TOKEN=hf_secret")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "prefill 0 (node 0, http://{node0}:30001)" in out
+    assert "decode 0 (node 1, http://{node1}:30001)" in out
+    assert "--disaggregation-mode prefill" in out and "--disaggregation-mode decode" in out
+    assert "router argv" in out and "--pd-disaggregation" in out
+    assert "hf_secret" not in out and "HF_TOKEN='<redacted>'" in out
+    res = kvbench("launch", "--dry-run", "--format", "json", "--explain", *SEL, *DISAGG,
+                  "--max-conc", "1", "--engine-env", "HF_TOKEN=hf_secret")
+    job, = json.loads(res.stdout)
+    assert job["nodes"] == 2 and [w["role"] for w in job["workers"]] == ["prefill", "decode"]
+    assert "hf_secret" not in json.dumps(job)
+    assert all(w["plan"]["within-budget"] and w["sources"] for w in job["workers"])
+
+
+def test_a_real_launch_of_a_disaggregated_row_is_refused_in_one_line():
+    res = kvbench("launch", *SEL, *DISAGG, "--exp-name", "dsv4_p1x8_d1x8_conc1_kvdram-hicache")
+    assert res.returncode == 2, res.stderr
+    assert "a disaggregated row runs 2 servers on 2 nodes" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -57,7 +57,12 @@ def _unknown(rest: list[str]) -> dict[str, Any]:
 # declares `--cuda-graph-max-bs` a deprecated alias of `--cuda-graph-max-bs-decode`
 # (dest cuda_graph_max_bs_decode); 0.5.23, installed here, no longer lists it. Unique prefixes
 # (the launchers' `--tp`, `--dp`) resolve as argparse resolves them in every release.
-OLDER_ALIASES = {"sglang": {"--cuda-graph-max-bs": "--cuda-graph-max-bs-decode"}}
+# `--cuda-graph-bs` (a list of decode batch sizes) is what the v0.5.17 image of the
+# multi-node SGLang rows parses (amd_utils/server_sglang.sh DECODE_MODE_FLAGS, the recorded
+# launch); 0.5.23 splits it per phase and rejects the old name as ambiguous
+# (--cuda-graph-bs-decode / --cuda-graph-bs-prefill): read it as the decode list.
+OLDER_ALIASES = {"sglang": {"--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+                            "--cuda-graph-bs": "--cuda-graph-bs-decode"}}
 
 
 def lenient(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -22,10 +22,11 @@ def _source(spec, flag: str):
 
 
 def test_registry_names_and_unknown_framework():
-    assert engine_names() == ["sglang", "sim", "trtllm", "vllm"]
+    assert engine_names() == ["atom", "sglang", "sglang-disagg", "sim", "trtllm", "vllm"]
     assert get_adapter("trt").name == "trtllm"
-    with pytest.raises(EngineError, match=r"'atom'; known: sglang, sim, trtllm, vllm"):
-        get_adapter("atom")
+    with pytest.raises(EngineError,
+                       match=r"'tilert'; known: atom, sglang, sglang-disagg, sim, trtllm, vllm"):
+        get_adapter("tilert")
 
 
 def test_sglang_hicache_row_values_and_sources():
@@ -232,3 +233,56 @@ def test_only_sglang_with_its_cache_report_counts_an_absent_cached_count_as_zero
     assert "--enable-cache-report" in spec.argv and spec.absent_cached_tokens_are_zero
     vllm = get_adapter("vllm").build(make_job(framework="vllm"), make_plan(), port=30000)
     assert not vllm.absent_cached_tokens_are_zero
+
+
+def _atom_job(model_prefix: str, model: str, tp: int, conc: int, budget_gb: int):
+    offload = {"kv-offloading": "dram", "kv-offload-backend": {"name": "lmcache",
+                                                              "version": "0.4.5"}}
+    return make_job(framework="atom", model_prefix=model_prefix, model=model,
+                    runner="cluster:mi355x-amds", precision="fp4", tp=tp, ep=1,
+                    dp_attn=False, conc=conc, total_cpu_dram_gb=budget_gb,
+                    image="rocm/atom-dev:nightly_202608201032", spec_decoding="mtp",
+                    **(offload if budget_gb else {"kv-offloading": "none",
+                                                   "kv-offload-backend": None}))
+
+
+def test_atom_kimik3_lmcache_row_follows_its_launcher_and_its_plan():
+    """kimik3_fp4_mi355x_atom_mtp.sh at CONC 8: the per-concurrency knobs, the launcher's
+    flag spelling and LMCache sized per rank by the plan (not the launcher's TOTAL / TP)."""
+    from kvbench.plan import plan_job
+
+    job = _atom_job("kimik3", "moonshotai/Kimi-K3", tp=8, conc=8, budget_gb=257)
+    plan = plan_job(job)
+    assert plan.within_budget, plan.errors
+    spec = get_adapter("atom").build(job, plan, port=8888, host="0.0.0.0")
+    argv = spec.argv
+    assert argv[:4] == ["python3", "-u", "-m", "atom.entrypoints.openai_server"]
+    assert _flag(argv, "--server-port") == "8888" and _flag(argv, "--tensor-parallel-size") == "8"
+    assert _flag(argv, "--kv_cache_dtype") == "fp8" and "--kv-cache-dtype" not in argv
+    assert _flag(argv, "--block-size") == "128"  # settings.yaml: the launcher's --block-size
+    assert _flag(argv, "--gpu-memory-utilization") == "0.88"
+    assert _flag(argv, "--max-num-seqs") == "16" and _flag(argv, "--state-checkpoint-slots") == "16"
+    assert _flag(argv, "--num-speculative-tokens") == "2"
+    assert _flag(argv, "--spec-decode-acceptance-length") == "2.51"
+    assert _flag(argv, "--kv-transfer-config") == \
+        '{"kv_connector":"lmcache_offload","kv_role":"offload"}'
+    assert spec.env["ATOM_ENABLE_REPLAYSSM"] == "1" and spec.env["OFFLOAD_STATE"] == "1"
+    size = float(spec.env["LMCACHE_MAX_LOCAL_CPU_SIZE"])
+    assert size * 2**30 * 8 <= 257e9 - 8e9  # 8 ranks within the budget less 1 GB per rank
+    assert _source(spec, "--gpu-memory-utilization").source == "plan"
+    assert "renamed from --kv-cache-dtype" in _source(spec, "--kv_cache_dtype").detail
+
+
+def test_atom_glm_leaves_memory_and_block_size_to_atom_and_accuracy_drops_the_rate():
+    from kvbench.plan import plan_job
+
+    job = _atom_job("glm5.2", "amd/GLM-5.2-MXFP4", tp=8, conc=4, budget_gb=0)
+    plan = plan_job(job)
+    assert {"mem-fraction", "page-size"} <= set(plan.engine_defaults)
+    spec = get_adapter("atom").build(job, plan, port=8888)
+    assert "--gpu-memory-utilization" not in spec.argv and "--block-size" not in spec.argv
+    assert _flag(spec.argv, "--cudagraph-capture-sizes") == "[1,2,4,8]"
+    assert _flag(spec.argv, "--spec-decode-acceptance-rate") == "0.663333"
+    acc = get_adapter("atom").build(job, plan, port=8888, accuracy=True)
+    assert "--spec-decode-acceptance-rate" not in acc.argv
+    assert _flag(acc.argv, "--method") == "mtp"

@@ -47,7 +47,9 @@ def agentic_launch_rows() -> list[Job]:
         if _shape(job) in seen:
             continue
         seen.add(_shape(job))
-        if job.is_multinode:
+        if job.is_multinode and job.framework == "sglang-disagg":
+            out.append(job)  # its adapter builds every worker (engines/disaggregation.py)
+        elif job.is_multinode:
             out += [Job(job.config_key, w.row, job.scenario) for w in workers_of(job.row)]
         else:
             out.append(job)
@@ -73,9 +75,9 @@ def test_the_catalog_is_covered():
         try:
             engines[get_adapter(job.row["framework"]).name] += 1
         except EngineError:
-            engines["no adapter (dynamo-*, atom)"] += 1
+            engines["no adapter (dynamo-*)"] += 1
     # every engine with context flags is exercised by real rows
-    assert {"sglang", "vllm", "trtllm"} <= set(engines), engines
+    assert {"sglang", "vllm", "trtllm", "atom"} <= set(engines), engines
     assert sum(engines.values()) == len(ROWS) > 300
 
 
@@ -90,12 +92,16 @@ def test_no_agentic_launch_caps_the_context_below_native():
         spec = adapter.build(job, plan_job(job, runners), port=30000)
         native = load_model(job.row["model"]).native_context_tokens
         where = f"{job.config_key} {job.exp_name}"
-        bad = [a for a in spec.engine_args if UNBOUND.search(str(a))]
+        # a disaggregated row: every worker is an SGLang server
+        servers = ([(w.engine_args, w.sources) for w in spec.workers] if spec.workers
+                   else [(spec.engine_args, spec.sources)])
+        engine = "sglang" if spec.workers else spec.engine
+        bad = [a for args, _ in servers for a in args if UNBOUND.search(str(a))]
         if bad:
             problems.append(f"{where}: argv values left by an unset variable: {bad}")
-        for src in spec.sources:
+        for src in (s for _, sources in servers for s in sources):
             flag = src.flag.rsplit(".", 1)[-1]
-            is_cap = (src.kind == "arg" and flag in CONTEXT_FLAGS.get(spec.engine, ())) or (
+            is_cap = (src.kind == "arg" and flag in CONTEXT_FLAGS.get(engine, ())) or (
                 src.kind == "file" and flag in CONTEXT_CONFIG_KEYS)
             if not is_cap:
                 continue
@@ -114,9 +120,9 @@ def test_no_agentic_launch_caps_the_context_below_native():
                         problems.append(f"{where}: {name} {key} {config[key]} is not the "
                                         f"model's native context ({native})")
     assert not problems, "\n".join(problems[:20])
-    # the two model rules that do set a context set it on their rows (DSV4 on vLLM, MiniMax-M3
-    # on TRT-LLM), and nothing else does
-    assert set(capped) == {"vllm", "trtllm"}, capped
+    # the model rules that do set a context set it on their rows (DSV4 on vLLM and on the
+    # disaggregated SGLang workers, MiniMax-M3 on TRT-LLM), and nothing else does
+    assert set(capped) == {"vllm", "trtllm", "sglang-disagg"}, capped
 
 
 def test_the_client_does_not_cap_prompts_by_default():

@@ -35,6 +35,20 @@ def test_json_is_one_object_per_job(shared_data, capsys):
     assert len(plans) == 11 and all(p["within-budget"] for p in plans)
 
 
+def test_json_of_a_disaggregated_row_plans_every_worker(shared_data, capsys):
+    d = shared_data / "inferencex"
+    out = run(capsys, "--config-files", str(d / "amd-master.yaml"), "--format", "json",
+              "--config-keys", "dsv4-fp4-mi355x-sglang-disagg-agentic-hicache-mtp",
+              "--max-conc", "1")
+    plan, = json.loads(out)
+    assert [(w["role"], w["nodes"]) for w in plan["workers"]] == [("prefill", [0]),
+                                                                  ("decode", [1])]
+    prefill, decode = (w["plan"] for w in plan["workers"])
+    assert prefill["backend"] == "hicache" and prefill["within-budget"]
+    assert decode["backend"] is None and decode["host-pools"] == []
+    assert plan["workers-errors"] == []
+
+
 def test_bad_format_is_a_clear_error(shared_data):
     d = shared_data / "inferencex"
     with pytest.raises(SystemExit) as e:

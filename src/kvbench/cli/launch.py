@@ -109,6 +109,11 @@ def launch(
             + (f" ({names}{', ...' if len(built) > 8 else ''})" if built else ""),
             hint="narrow the selection, e.g. --exp-name NAME (see --dry-run for the names)",
         )
+    if built[0].spec.workers:
+        raise EngineError(
+            f"{built[0].job.exp_name}: a disaggregated row runs {len(built[0].spec.workers)} "
+            f"servers on {built[0].spec.nodes} nodes; kvbench launch starts one server here",
+            hint="--dry-run prints every worker's command line and plan")
     refused = built[0].plan_json and built[0].plan_json.get("errors")
     if refused:
         from kvbench.errors import PlanError

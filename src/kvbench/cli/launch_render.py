@@ -60,7 +60,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
                                  work_dir=job_dir, overrides=overrides,
                                  env_overrides=env_overrides, accuracy=accuracy,
                                  dummy_weights=dummy_weights,
-                                 engine_version=engine_version)
+                                 engine_version=engine_version, runners=runners)
         except KvbenchError as e:
             skipped.append((job, e.message.splitlines()[0]))
             continue
@@ -84,10 +84,14 @@ def _job_json(b: Built, explain: bool) -> dict:
     out["row"] = {k: b.job.row.get(k) for k in ROW_IDENTITY}
     out["argv"] = redact_argv(out["argv"])
     out["env"] = redact_env(out["env"])
+    for w in out.get("workers", []):
+        w["argv"], w["env"] = redact_argv(w["argv"]), redact_env(w["env"])
     if out["router-argv"] is not None:
         out["router-argv"] = redact_argv(out["router-argv"])
     if explain:
         out["sources"] = [_redacted_source(s.model_dump()) for s in b.spec.sources]
+        for w, spec in zip(out.get("workers", []), b.spec.workers, strict=True):
+            w["sources"] = [_redacted_source(s.model_dump()) for s in spec.sources]
     return out
 
 
@@ -131,7 +135,13 @@ def print_text(built: list[Built], skipped: list[tuple[Job, str]], explain: bool
         for service in spec.services:  # started before the engine, stopped after it
             out.print(f"[bold]service[/] {escape(service.name)} (ready: {service.ready_url})")
             out.print(escape(_shell(redact_argv(service.argv))), soft_wrap=True)
-        out.print("[bold]argv[/]")
+        for w in spec.workers:  # disaggregated: every server, then the router in argv
+            nodes = ", ".join(map(str, w.nodes))
+            out.print(f"[bold]{w.role} {w.index}[/] (node {nodes}, {escape(w.url)})")
+            for k, v in redact_env(w.env).items():
+                out.print(f"  {k}={escape(shlex.quote(v))}")
+            out.print(escape(_shell(redact_argv(w.argv))), soft_wrap=True)
+        out.print("[bold]router argv[/]" if spec.workers else "[bold]argv[/]")
         out.print(escape(_shell(redact_argv(spec.argv))), soft_wrap=True)
         if spec.router_argv:
             out.print("[bold]router argv[/]")

@@ -72,6 +72,20 @@ def _print_table(jobs: list, plans: list, details: bool) -> None:
             console.print(f"  [yellow]warning:[/] {line}", highlight=False)
 
 
+def _with_workers(job, plan, runners) -> dict:
+    """A disaggregated SGLang row's plan with every worker's own plan and placement
+    (kvbench.plan.workers), which is what `kvbench launch` starts."""
+    out = plan.to_json()
+    if job.framework == "sglang-disagg":
+        from kvbench.plan.workers import plan_workers
+
+        planned = plan_workers(job, runners)
+        out["workers"] = [{"role": w.role, "index": w.index, "nodes": list(w.nodes),
+                           "plan": w.plan.to_json()} for w in planned.workers]
+        out["workers-errors"] = list(planned.errors)
+    return out
+
+
 @app.command(cls=SelectionCommand)
 @with_selection
 def plan(
@@ -147,7 +161,9 @@ def plan(
                       trust_runner_dram=trust_runner_dram, sizing=sizing, force=force)
              for job in jobs]
     if format == "json":
-        print(json.dumps([p.to_json() for p in plans], indent=1))
+        print(json.dumps([_with_workers(job, p, runners) for job, p in zip(jobs, plans,
+                                                                           strict=True)],
+                         indent=1))
     else:
         _print_table(jobs, plans, details)
     if plans and not any(p.accepted for p in plans):

@@ -55,7 +55,9 @@ class EngineAdapter:
         accuracy: bool | None = None,
         engine_version: str | None = None,
         dummy_weights: bool = False,
+        runners: Any | None = None,
     ) -> LaunchSpec:
+        """`runners` (runners.yaml) is for adapters that plan their own workers."""
         data = self.data
         router = self.router_name(job, data)
         offset = data.routers[router].engine_port_offset if router else 0
@@ -132,7 +134,8 @@ class EngineAdapter:
             page, mem, kv_dtype = self.sizing_flags
             if "page-size" not in plan.engine_defaults:
                 args.set(page, plan.page_size_tokens, "plan", "plan.page_size_tokens")
-            args.set(mem, plan.mem_fraction_static, "plan", "plan.mem_fraction_static")
+            if "mem-fraction" not in plan.engine_defaults:
+                args.set(mem, plan.mem_fraction_static, "plan", "plan.mem_fraction_static")
             if "kv-dtype" not in plan.engine_defaults:
                 dtype = self.data.kv_dtype.get(plan.kv_dtype, plan.kv_dtype)
                 args.set(kv_dtype, dtype, "plan", f"plan.kv_dtype={plan.kv_dtype}")

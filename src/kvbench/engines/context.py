@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from kvbench.errors import EngineError
 from kvbench.hardware import gpu_of_runner
 from kvbench.plan.version import image_version
+from kvbench.plan.workers import MTP_KEY as WORKER_MTP_KEY
+from kvbench.plan.workers import ROLE_KEY as WORKER_ROLE_KEY
 
 if TYPE_CHECKING:
     from kvbench.matrix import Job
@@ -100,8 +102,10 @@ def make_context(job: Job, plan: Plan | None, *, engine: str, host: str, port: i
         "dp_attn": ctx.dp_attn,
         "tp": ctx.tp,
         "ep": ctx.ep,
+        "conc": ctx.conc,
         "accuracy": acc,
         "router": router is not None,
+        "role": row.get(WORKER_ROLE_KEY),
         "version": (_parse_version(engine_version) if engine_version
                     else image_version(str(row.get("image", ""))).release),
     }
@@ -112,6 +116,7 @@ def make_context(job: Job, plan: Plan | None, *, engine: str, host: str, port: i
         "port": port, "engine_port": engine_port, "host": host,
         "engine_url": f"http://{host}:{engine_port}",
         "model": job.model, "model_path": ctx.model_path,
+        "mtp_size": int(row.get(WORKER_MTP_KEY) or 0),
     }
     return ctx
 

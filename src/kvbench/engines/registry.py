@@ -15,11 +15,11 @@ ENGINES.add("sglang", "kvbench.engines.sglang:SGLangAdapter")
 ENGINES.add("vllm", "kvbench.engines.vllm:VLLMAdapter")
 ENGINES.add("trtllm", "kvbench.engines.trtllm:TRTLLMAdapter")
 ENGINES.add("sim", "kvbench.engines.sim:SimAdapter")
+ENGINES.add("atom", "kvbench.engines.atom:ATOMAdapter")
+ENGINES.add("sglang-disagg", "kvbench.engines.disaggregation:SGLangDisaggAdapter")
 
 # InferenceX's `framework` values that name one of our engines under another spelling.
-# sglang-disagg rows are SGLang servers in PD mode: each worker is an sglang server.
-ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm",
-           "sglang-disagg": "sglang"}
+ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm"}
 
 
 def get_adapter(framework: str) -> EngineAdapter:

@@ -32,8 +32,12 @@ class When(BaseModel):
     dp_attn: bool | None = Field(None, alias="dp-attn")
     tp: Scalar | list[Scalar] | None = None
     ep: Scalar | list[Scalar] | None = None
+    # the row's concurrency: launchers that pick knobs per concurrency point (a `case "$CONC"`)
+    conc: int | list[int] | None = None
     accuracy: bool | None = None
     router: bool | None = None
+    # the worker's role in a prefill/decode-disaggregated row (engines/disaggregation.py)
+    role: Scalar | list[Scalar] | None = None
     # Release versions read from the image tag; nightly and unknown tags count as newest.
     min_version: str | None = Field(None, alias="min-version")
     below_version: str | None = Field(None, alias="below-version")

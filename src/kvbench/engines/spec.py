@@ -34,6 +34,36 @@ class ServiceSpec(BaseModel):
     ready_url: str | None = None
 
 
+class WorkerSpec(BaseModel):
+    """One server of a prefill/decode-disaggregated row: its role, the nodes it spans (0-based
+    ranks of the row's allocation), its command line and environment, and its own plan."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["prefill", "decode"]
+    index: int  # within its role
+    nodes: list[int]
+    argv: list[str]
+    program_len: int = 1
+    env: dict[str, str] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=dict)
+    url: str  # what the router sends to: http://{node<rank>}:<port>
+    metrics_url: str
+    health_url: str
+    plan: dict | None = None
+    sources: list[ArgSource] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def engine_args(self) -> list[str]:
+        return self.argv[self.program_len:]
+
+    def to_json(self) -> dict:
+        return {"role": self.role, "index": self.index, "nodes": self.nodes, "argv": self.argv,
+                "env": self.env, "files": self.files, "url": self.url,
+                "metrics-url": self.metrics_url, "health-url": self.health_url,
+                "plan": self.plan, "warnings": self.warnings}
+
+
 class LaunchSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -56,6 +86,10 @@ class LaunchSpec(BaseModel):
     absent_cached_tokens_are_zero: bool = False
     sources: list[ArgSource] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    # A disaggregated row: its prefill and decode servers (argv is then the router's, which
+    # starts when every worker is ready) and the node count of its allocation.
+    workers: list[WorkerSpec] = Field(default_factory=list)
+    nodes: int = 1
 
     @property
     def engine_args(self) -> list[str]:
@@ -80,4 +114,6 @@ class LaunchSpec(BaseModel):
             "served-model-name": self.served_model_name,
             "correlation-header": self.correlation_header,
             "warnings": self.warnings,
+            **({"nodes": self.nodes, "workers": [w.to_json() for w in self.workers]}
+               if self.workers else {}),
         }

@@ -327,7 +327,8 @@ def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> Rec
         "engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
         "hardware": hardware, "precision": topo.precision,
         "offload": topo.backend if offload else "none", "dp_attn": topo.dp_attention,
-        "tp": topo.tp, "conc": topo.conc,
+        # a disaggregated row's worker row names its role (plan/workers.py ROLE_KEY)
+        "tp": topo.tp, "conc": topo.conc, "role": job.row.get("disagg-role"),
     })
 
 

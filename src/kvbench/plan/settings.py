@@ -20,7 +20,7 @@ from kvbench.errors import PlanError
 DATA = Path(__file__).parent / "data" / "settings.yaml"
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 Scalar = str | int | float | bool
-UNSETTABLE = ("page-size", "kv-dtype")
+UNSETTABLE = ("page-size", "kv-dtype", "mem-fraction")
 
 
 class When(BaseModel):
@@ -37,6 +37,8 @@ class When(BaseModel):
     tp: int | list[int] | None = None
     conc: int | list[int] | None = None
     conc_min: int | None = Field(None, alias="conc-min")
+    # the worker's role in a prefill/decode-disaggregated row; absent: any row
+    role: Scalar | list[Scalar] | None = None
 
     def matches(self, facts: dict[str, Any]) -> bool:
         if self.conc_min is not None and facts["conc"] < self.conc_min:
@@ -104,7 +106,7 @@ def _rules(path: Path = DATA) -> tuple[_Rule, ...]:
 
 
 def recipe_settings(facts: dict[str, Any]) -> RecipeSettings:
-    """facts: engine, model_prefix, hardware, precision, offload, dp_attn, tp, conc."""
+    """facts: engine, model_prefix, hardware, precision, offload, dp_attn, tp, conc, role."""
     values: dict[str, Any] = {}
     hicache: dict[str, str] = {}
     sources: list[str] = []

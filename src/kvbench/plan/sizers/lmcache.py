@@ -61,6 +61,12 @@ class LmCacheSizer:
                     json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"})]
         elif ctx.topo.engine == "sglang":
             args = ["--enable-lmcache"]
+        elif ctx.topo.engine == "atom":
+            # ATOM's in-process LMCache connector (glm5.2_fp4_mi355x_atom_mtp.sh,
+            # kimik3_fp4_mi355x_atom_mtp.sh at InferenceX 843c6254f)
+            args = ["--kv-transfer-config",
+                    json.dumps({"kv_connector": "lmcache_offload", "kv_role": "offload"},
+                               separators=(",", ":"))]
         per_rank = fit.pools[0].bytes_per_rank
         return Sizing(
             pools=fit.pools,
