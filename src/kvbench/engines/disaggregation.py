@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 from kvbench.engines.argv import Settings
 from kvbench.engines.base import EngineAdapter
 from kvbench.engines.context import BuildContext
-from kvbench.engines.expr import expand
 from kvbench.engines.rules import EngineData
 from kvbench.engines.sglang import SGLangAdapter
 from kvbench.engines.spec import LaunchSpec, WorkerSpec
 from kvbench.errors import EngineError
+from kvbench.expr import expand
 
 if TYPE_CHECKING:
     from kvbench.matrix import Job
