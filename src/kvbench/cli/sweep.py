@@ -328,15 +328,13 @@ def run_job_command(
         raise SweepError(f"job {spec.dir_name} failed at {outcome.phase}: {outcome.reason}")
 
 
-QUICKSTART_TIME_SCALE = 50.0
-
-
 @app.command()
 def quickstart(
     results: Annotated[Path, typer.Option(help="Results directory.")] = Path(
         "kvbench-results/quickstart"),
-    time_scale: Annotated[float, typer.Option(help="Embedded engine clock speed-up.")
-                          ] = QUICKSTART_TIME_SCALE,
+    time_scale: Annotated[float | None, typer.Option(
+        help="Embedded engine clock speed-up (default: what this machine's client sustains, "
+             "at most 50, chosen by a short probe and printed)")] = None,
     repeats: Annotated[int, typer.Option(help="Runs per point: deltas come with their noise "
                                               "from these.")] = 3,
 ) -> None:
@@ -344,8 +342,8 @@ def quickstart(
     Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
     from kvbench.sweep.quickstart import quickstart_run
 
-    if not time_scale > 0 or repeats < 1:
-        raise SweepOptionError(f"--time-scale {time_scale:g} / --repeats {repeats}: allowed: "
+    if (time_scale is not None and not time_scale > 0) or repeats < 1:
+        raise SweepOptionError(f"--time-scale {time_scale} / --repeats {repeats}: allowed: "
                                "a time scale > 0 and at least 1 repeat")
     with _interruptible("rerun kvbench quickstart to resume"):
         quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats)

@@ -221,35 +221,56 @@ class Lanes:
 
     async def _replay_session(self, lane: int, session: Session, pass_no: int, start: int,
                               conn: Connection | None) -> Connection | None:
-        cfg, bounds = self.cfg, self.bounds
         namespace, key = pass_namespace(session, pass_no), pass_key(session, pass_no)
         prev_end: int | None = None
-        for k, raw_turn in enumerate(session.turns):
-            turn = bounds.shaped(raw_turn)
-            if turn is None:
-                continue
-            warm_turn = k < start
-            # A session's first turn has no schedule to be late against: only turns that follow
-            # a predecessor by a think time carry a target, so lateness measures the client.
-            target: int | None = None
-            if prev_end is not None and not warm_turn:
-                think = bounds.think_s(turn) / cfg.time_scale
-                target = prev_end + int(think * 1e9)
-                # render its first-seen blocks while the user "thinks", as an agent has its
-                # prompt ready when it sends: lateness is then the client failing the
-                # schedule, not text synthesis the schedule leaves time for
-                await self._warm(turn, namespace)
-                wait = (target - perf_counter_ns()) / 1e9
-                if self.deadline_ns is not None:
-                    wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
-                if wait > 0:
-                    await asyncio.sleep(wait)
-            is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
-            if not self._may_send(is_warmup):
-                return conn
-            conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
-            prev_end = perf_counter_ns()
+        turns = [(k, t) for k, raw in enumerate(session.turns)
+                 if (t := self.bounds.shaped(raw)) is not None]
+        ahead: asyncio.Task | None = None
+        try:
+            for i, (k, turn) in enumerate(turns):
+                if ahead is not None:
+                    await ahead
+                # The next turn's first-seen blocks are rendered while this one is in flight:
+                # with no think time (the quickstart's) a 68K-token context took 29 ms to
+                # render between the previous turn's end and the send, which the send
+                # lateness check counted against the client (1.5 s of a 50x server's clock)
+                ahead = (asyncio.create_task(self._warm(turns[i + 1][1], namespace))
+                         if i + 1 < len(turns) else None)
+                conn, prev_end, go_on = await self._turn(lane, key, k, turn, k < start,
+                                                         namespace, prev_end, conn)
+                if not go_on:
+                    return conn
+        finally:
+            if ahead is not None and not ahead.done():
+                ahead.cancel()
         return conn
+
+    async def _turn(self, lane: int, key: str, k: int, turn: Turn, warm_turn: bool,
+                    namespace: str, prev_end: int | None,
+                    conn: Connection | None) -> tuple[Connection | None, int | None, bool]:
+        """One turn of a session: wait out its think time, send it; returns the connection,
+        when the turn ended, and whether the session goes on."""
+        cfg, bounds = self.cfg, self.bounds
+        # A session's first turn has no schedule to be late against: only turns that follow
+        # a predecessor by a think time carry a target, so lateness measures the client.
+        target: int | None = None
+        if prev_end is not None and not warm_turn:
+            think = bounds.think_s(turn) / cfg.time_scale
+            target = prev_end + int(think * 1e9)
+            # what the prefetch has not rendered yet is rendered while the user "thinks", as
+            # an agent has its prompt ready when it sends: lateness is then the client
+            # failing the schedule, not text synthesis the schedule leaves time for
+            await self._warm(turn, namespace)
+            wait = (target - perf_counter_ns()) / 1e9
+            if self.deadline_ns is not None:
+                wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
+            if wait > 0:
+                await asyncio.sleep(wait)
+        is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
+        if not self._may_send(is_warmup):
+            return conn, prev_end, False
+        conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
+        return conn, perf_counter_ns(), True
 
     async def _warm(self, turn: Turn, namespace: str) -> None:
         """Render the turn's first-seen blocks in slices, yielding between them: a new
