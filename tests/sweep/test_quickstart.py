@@ -131,7 +131,7 @@ def test_quickstart_with_a_busy_core_picks_a_pace_the_client_sustains(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     chosen = [line for line in out.stderr.splitlines() if line.startswith("time scale ")]
     assert len(chosen) == 1 and "x: " in chosen[0], out.stderr[-2000:]
-    scale = float(chosen[0].split()[2].rstrip("x"))
+    scale = float(chosen[0].split()[2].rstrip("x:"))
     cells: dict[tuple, list[bool]] = {}
     for path in (tmp_path / "qs").glob("*/result.json"):
         r = read_json(path)
