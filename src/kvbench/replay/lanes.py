@@ -104,7 +104,8 @@ class Counters:
 
 class Lanes:
     def __init__(self, cfg: ReplayConfig, ep: Endpoint, pool: SessionPool, prompts: PromptBuilder,
-                 write: Callable[[dict], None], counters: Counters) -> None:
+                 write: Callable[[dict], None], counters: Counters,
+                 shard: tuple[int, int] = (0, 1)) -> None:
         self.cfg = cfg
         self.ep = ep
         self.pool = pool
@@ -121,7 +122,10 @@ class Lanes:
         self.halted = asyncio.Event()
         self.stop_reason: str | None = None
         self.closed = False  # the records file is closed: nothing more is written
-        self._seq = 0
+        # request ids `lane-seq` stay unique across the worker processes of one run
+        # (replay/workers.py): shard i of n numbers its requests i+n, i+2n, ...
+        self._seq, self._seq_step = shard
+        self.lane_offset = 0  # this shard's first lane (and open-loop session) number
 
     def _answered(self, resp: Response | None) -> None:
         """Count requests that found no server (connect refused, closed before any byte);
@@ -178,7 +182,7 @@ class Lanes:
         interval_s = 1.0 / (rate_per_s * self.cfg.time_scale)
         cap = asyncio.Semaphore(self.cfg.concurrency)
         live: set[asyncio.Task] = set()
-        next_ns, sid = perf_counter_ns(), 0
+        next_ns, sid = perf_counter_ns(), self.lane_offset
         try:
             while True:
                 next_ns += int((rng.expovariate(1 / interval_s) if poisson else interval_s)
@@ -284,7 +288,7 @@ class Lanes:
                    target: int | None, is_warmup: bool,
                    conn: Connection | None) -> Connection | None:
         cfg = self.cfg
-        self._seq += 1
+        self._seq += self._seq_step
         self.c.sent += 1
         if not is_warmup:
             self.c.profiled_sent += 1
