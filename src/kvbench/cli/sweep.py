@@ -82,6 +82,9 @@ def run(
                                      "dummy-model`).", _WORK)] = "auto",
     compress: Annotated[bool, _opt("Write records.jsonl.gz and scrape.jsonl.gz (long runs; "
                                    "compare, report and rescore read either).", _WORK)] = False,
+    replay_workers: Annotated[int, _opt("Processes each job's replay shards its lanes over "
+                                        "(at most its concurrency): past ~1,000 paced "
+                                        "streams one event loop falls behind.", _WORK)] = 1,
     ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
     replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
                                                  "duration + grace + 5 min).")] = None,
@@ -136,7 +139,7 @@ def run(
             warmup_requests=warmup_requests, seed=seed, tokenizer=tokenizer, profile=profile,
             max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
             think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
-            load_format=load_format, compress_raw=compress,
+            load_format=load_format, compress_raw=compress, replay_workers=replay_workers,
             timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
         )
     except ValidationError as e:
@@ -155,7 +158,8 @@ _RUN_FLAGS = {"duration_s": "--duration", "max_requests": "--max-requests",
               "warmup_requests": "--warmup-requests", "max_tokens_cap": "--max-tokens-cap",
               "max_input_tokens": "--max-input-tokens", "think_time_scale": "--think-time-scale",
               "ready_s": "--ready-timeout", "replay_s": "--replay-timeout", "seed": "--seed",
-              "tokenizer": "--tokenizer", "model_path": "--model-path", "trace": "--trace"}
+              "tokenizer": "--tokenizer", "model_path": "--model-path", "trace": "--trace",
+              "replay_workers": "--replay-workers"}
 
 
 def _option_error(e) -> SweepOptionError:
