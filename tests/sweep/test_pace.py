@@ -48,6 +48,8 @@ def test_the_time_budget_bounds_how_slow_the_clock_may_go():
                    budget_s=60)
     assert tight.time_scale == 50
     assert "need at least 50x: runs may be flagged client-saturated" in tight.reason
+    # 18 x (1 s + 3.54 s x 50 / 10) = 337 s
+    assert "(--time-scale 10 would take about 337 s)" in tight.reason
     # 180 s: 9 s per replay -> at least 19.7x -> 20x, above the client's 10x
     roomy = choose(_probe(20.0, 4.0, 0.2), probe_scale=50, jobs=18, requests_per_job=85,
                    budget_s=180)

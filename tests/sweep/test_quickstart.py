@@ -117,6 +117,11 @@ def test_quickstart_with_a_busy_core_picks_a_pace_the_client_sustains(tmp_path):
     under a minute, with the time scale chosen and said. A cell is valid when each of its runs
     passes every check but `offload_tier`: the dram arm at conc 2 and 4 never needs the host
     tier (its KV fits on the GPU), the comparison's answer, not a defect of the run."""
+    if hasattr(os, "getloadavg") and os.getloadavg()[0] > (os.cpu_count() or 2):
+        # the scenario is two cores with one busy; on a machine whose cores are all busy
+        # already the quickstart's client is late whatever its pace (measured:
+        # docs/performance.md, "The quickstart on a busy machine")
+        pytest.skip(f"load average {os.getloadavg()[0]:.1f}: busier than one busy core")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     hog = _hog()
     try:

@@ -75,9 +75,11 @@ def choose(probe: dict, *, probe_scale: float, jobs: int, requests_per_job: int,
         return Pace(wanted, f"the client fell behind at {probe_scale:g}x ({figures}); "
                             f"{wanted:g}x brings it to about {TARGET_PRESSURE:.0%} of its "
                             "limits", probe)
+    slow_s = jobs * (overhead_s + replay_at_probe_s * probe_scale / wanted)
     return Pace(floor, f"the client would need {wanted:g}x ({figures}), but {jobs} jobs "
                        f"within {budget_s:.0f} s need at least {floor:g}x: runs may be flagged "
-                       "client-saturated", probe)
+                       f"client-saturated (--time-scale {wanted:g} would take about "
+                       f"{slow_s:.0f} s)", probe)
 
 
 def _ms(v: float | None) -> str:
