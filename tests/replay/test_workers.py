@@ -170,3 +170,17 @@ def test_workers_die_with_a_killed_replay(tmp_path):
         while workers_of(out) and time.monotonic() < end:
             time.sleep(0.05)
     assert not workers_of(out), "replay workers outlived their SIGKILLed parent"
+
+
+def test_the_api_key_reaches_no_file(tmp_path):
+    """The workers get the key through a spec file that lives only until they read it."""
+    secret = "sk-workers-" + "7" * 24
+    with server("--delay", "0.001") as (_, url):
+        out = tmp_path / "key"
+        res = subprocess.run(replay_argv(url, out, "--concurrency", "2", "--workers", "2",
+                                         "--api-key", secret), capture_output=True, text=True,
+                             env=ENV, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert secret not in res.stdout + res.stderr
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert files and not any(secret.encode() in p.read_bytes() for p in files)

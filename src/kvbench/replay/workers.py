@@ -214,6 +214,8 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
         await _stop_workers(workers)
+        for w in workers:  # a worker that died before reading its spec left the API key
+            (w.dir / SPEC_FILE).unlink(missing_ok=True)
     shutil.rmtree(root, ignore_errors=True)  # the records are merged; the shards are copies
     if interrupted and not catch_sigint:
         raise asyncio.CancelledError
