@@ -27,7 +27,7 @@ from time import perf_counter_ns
 
 import orjson
 
-from kvbench.errors import ReplayError, ReplayInterrupted, ReplayOptionError
+from kvbench.errors import ReplayError, ReplayOptionError
 from kvbench.files import (
     GZ_SUFFIX,
     JsonlWriter,
@@ -207,6 +207,11 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
             raise ReplayError("; ".join(w.failure() for w in failed if w.proc is not None)
                               or "a replay worker did not start",
                               hint=f"see {root}/<worker>/{LOG_FILE}")
+        if not any((w.dir / SUMMARY_FILE).is_file() for w in workers):
+            if interrupted:  # stopped before any worker's replay began: nothing to merge
+                raise asyncio.CancelledError
+            raise ReplayError("no replay worker wrote a summary",
+                              hint=f"see {root}/<worker>/{LOG_FILE}")
         summary = _merge(cfg, workers, out, scale=scale, scale_source=scale_source,
                          marker=marker, sessions=len(sessions), started_wall=started_wall,
                          elapsed_s=(perf_counter_ns() - t0) / 1e9, interrupted=interrupted)
@@ -269,8 +274,6 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
     # a worker interrupted before its replay began left no summary (and no records)
     parts = [read_json(w.dir / SUMMARY_FILE) for w in workers
              if (w.dir / SUMMARY_FILE).is_file()]
-    if not parts:
-        raise ReplayInterrupted("replay interrupted before it could write a summary")
     writer = JsonlWriter(records)
     try:
         for w in workers:
