@@ -346,8 +346,10 @@ def quickstart(
     Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
     from kvbench.sweep.quickstart import quickstart_run
 
-    if (time_scale is not None and not time_scale > 0) or repeats < 1:
-        raise SweepOptionError(f"--time-scale {time_scale} / --repeats {repeats}: allowed: "
-                               "a time scale > 0 and at least 1 repeat")
+    if time_scale is not None and not time_scale > 0:
+        raise SweepOptionError(f"--time-scale {time_scale:g}: allowed: > 0 (times faster "
+                               "than wall time), or none for the pace the client sustains")
+    if repeats < 1:
+        raise SweepOptionError(f"--repeats {repeats}: allowed: at least 1")
     with _interruptible("rerun kvbench quickstart to resume"):
         quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats)
