@@ -10,6 +10,13 @@ gaps are compared with.
     python benchmarks/replay_client.py --duration 10 --cells 0:256,0.02:256,0.02:64 \
         --aiperf /tmp/aiperf-venv/bin/aiperf --tokenizer /tmp/replay-tiny
 
+Past one core (issue 27 item 11): `--workers-list 1,2` runs kvbench with each number of replay
+worker processes (`kvbench replay --workers N`); N workers are pinned to CPUs 0..N-1, so on a
+two-core machine two workers share CPU 1 with the server:
+
+    python benchmarks/replay_client.py --duration 10 --cells 0.02:256,0.02:1024,0.02:2048 \
+        --workers-list 1,2 --aiperf /tmp/aiperf-venv/bin/aiperf --tokenizer /tmp/replay-tiny
+
 Prints one JSON line per run and a ratio table. The peer runs only when --aiperf is given
 (install it in its own venv: `python -m venv /tmp/aiperf-venv && /tmp/aiperf-venv/bin/pip
 install aiperf==0.13.0`)."""
@@ -46,11 +53,12 @@ def _get(url: str, data: bytes | None = None) -> dict:
         return json.load(r)
 
 
-def start_server(delay: float, log: Path) -> tuple[subprocess.Popen, str]:
+def start_server(delay: float, log: Path, uvloop: bool = False) -> tuple[subprocess.Popen, str]:
     port = _port()
     proc = subprocess.Popen(
         ["taskset", "-c", "1", sys.executable, str(SERVER), "--port", str(port), "--delay",
-         str(delay), "--default-tokens", str(OUTPUT_TOKENS), "--stats-log", str(log)],
+         str(delay), "--default-tokens", str(OUTPUT_TOKENS), "--stats-log", str(log),
+         *(["--uvloop"] if uvloop else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(100):
@@ -75,9 +83,16 @@ def steady_rate(log: Path, skip_s: int = 2) -> float:
     return chunks / secs if secs > 0 else 0.0
 
 
-def run_kvbench(url: str, conc: int, duration: float, out: Path) -> dict:
-    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--client-only", "--url", url,
-           "--conc", str(conc), "--duration", str(duration), "--out", str(out)]
+def client_cpus(workers: int) -> str:
+    """CPUs 0..workers-1 (of those this process may use): one worker keeps CPU 0 to itself."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0, 1]
+    return ",".join(str(c) for c in cpus[:max(1, workers)])
+
+
+def run_kvbench(url: str, conc: int, duration: float, out: Path, workers: int = 1) -> dict:
+    cmd = ["taskset", "-c", client_cpus(workers), sys.executable, __file__, "--client-only",
+           "--url", url, "--conc", str(conc), "--duration", str(duration), "--out", str(out),
+           "--workers", str(workers)]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=duration + 120)
     if res.returncode != 0:
@@ -93,14 +108,22 @@ def client_only(args: argparse.Namespace) -> None:
     from kvbench.workload import SyntheticSpec
 
     # ~100-token prompts, 256 output tokens, no think time: the peers' benchmark shape
-    spec = SyntheticSpec(num_sessions=args.conc, scale=0.002, max_output_tokens=1, max_turns=8)
+    # every turn asks for OUTPUT_TOKENS (max_tokens as sent, so usage checks hold: a reply
+    # longer than the max_tokens asked is an impossible usage, a failed request)
+    spec = SyntheticSpec(num_sessions=args.conc, scale=0.002, output_mu=20.0, output_sigma=0.0,
+                         max_output_tokens=OUTPUT_TOKENS, max_turns=8)
     cfg = ReplayConfig(url=args.url, model="fake-model", concurrency=args.conc,
-                       duration_s=args.duration, synthetic=spec, think_time_scale=0,
-                       output_dir=Path(args.out), grace_s=OUTPUT_TOKENS * 0.02 + 2,
-                       ignore_eos=False, extra_body={"max_tokens": OUTPUT_TOKENS})
+                       workers=args.workers, duration_s=args.duration, synthetic=spec,
+                       think_time_scale=0, output_dir=Path(args.out),
+                       grace_s=OUTPUT_TOKENS * 0.02 + 2, ignore_eos=False)
     w0, c0 = time.perf_counter(), time.process_time()
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     summary = run_replay(cfg)
-    wall_s, cpu_s = time.perf_counter() - w0, time.process_time() - c0
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # the workers' CPU (reaped children) with this process's own (the parent's merge)
+    wall_s = time.perf_counter() - w0
+    cpu_s = (time.process_time() - c0 + kids.ru_utime + kids.ru_stime - kids0.ru_utime
+             - kids0.ru_stime)
     chunks, gaps = 0, []
     for r in read_jsonl(Path(args.out) / "records.jsonl"):
         ts = r["chunk_ns"]
@@ -108,7 +131,8 @@ def client_only(args: argparse.Namespace) -> None:
         gaps.extend((b - a) / 1e6 for a, b in itertools.pairwise(ts))
     gaps.sort()
     print(json.dumps({
-        "client_cpu_cores": cpu_s / wall_s, "chunks_per_cpu_s": chunks / cpu_s,
+        "workers": args.workers, "client_cpu_cores": cpu_s / wall_s,
+        "chunks_per_cpu_s": chunks / cpu_s,
         "requests": summary["requests"]["profiled"], "errors": summary["requests"]["errors"],
         "itl_mean_ms": summary["itl_ms"]["mean"], "itl_p99_ms": summary["itl_ms"]["p99"],
         "chunk_gap_p99_ms": gaps[int(0.99 * (len(gaps) - 1))] if gaps else None,
@@ -172,6 +196,11 @@ def main() -> None:
     ap.add_argument("--client-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--url")
     ap.add_argument("--conc", type=int, default=256)
+    ap.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--workers-list", default="1",
+                    help="kvbench replay worker counts to run each cell with, e.g. 1,2")
+    ap.add_argument("--server-uvloop", action="store_true",
+                    help="the server on uvloop (it then sustains more streams)")
     ap.add_argument("--out")
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--cells", default="0:256,0.02:256,0.02:64",
@@ -191,14 +220,15 @@ def main() -> None:
             for cell in args.cells.split(","):
                 delay_s, conc_s = cell.split(":")
                 delay, conc = float(delay_s), int(conc_s)
-                clients = [("kvbench", None)] + ([("aiperf", None)] if args.aiperf else [])
-                for name, _ in clients:
-                    log = Path(tmp) / f"{name}-{cell}-{rep}.log"
-                    proc, url = start_server(delay, log)
+                clients = [("kvbench", int(w)) for w in args.workers_list.split(",")] + (
+                    [("aiperf", 1)] if args.aiperf else [])
+                for name, workers in clients:
+                    log = Path(tmp) / f"{name}-{workers}-{cell}-{rep}.log"
+                    proc, url = start_server(delay, log, args.server_uvloop)
                     try:
-                        out = Path(tmp) / f"{name}-{cell}-{rep}"
+                        out = Path(tmp) / f"{name}-{workers}-{cell}-{rep}"
                         if name == "kvbench":
-                            extra = run_kvbench(url, conc, args.duration, out)
+                            extra = run_kvbench(url, conc, args.duration, out, workers)
                         else:
                             extra = run_aiperf(args.aiperf, args.tokenizer, url, conc,
                                                args.duration, out, startup)
@@ -206,13 +236,47 @@ def main() -> None:
                     finally:
                         proc.terminate()
                         proc.wait(10)
-                    row = {"client": name, "delay_s": delay, "conc": conc, "repeat": rep,
+                    row = {"client": name if name == "aiperf" else f"kvbench-w{workers}",
+                           "delay_s": delay, "conc": conc, "repeat": rep,
                            "chunks_s": steady_rate(log),
                            "offered_chunks_s": conc / delay if delay else None,
                            "server_gap_p99_ms": stats.get("gap_p99_ms"), **extra}
                     print(json.dumps(row), flush=True)
                     rows.append(row)
-    _table(rows)
+    if args.workers_list != "1":
+        _workers_table(rows)
+    else:
+        _table([{**r, "client": r["client"].removesuffix("-w1")} for r in rows])
+
+
+def _workers_table(rows: list[dict]) -> None:
+    """Medians over repeats, per client (kvbench with each worker count, AIPerf): delivered
+    of offered chunks/s, the client's CPU, its event-loop lag p99 (kvbench's own check; the
+    worst worker) and the per-chunk gap p99 beside the server's own."""
+    names = sorted({r["client"] for r in rows}, key=lambda n: (n == "aiperf", n))
+    print("\ncell            | client      | chunks/s delivered (offered)   % | CPU cores"
+          " | loop lag p99 ms | gap p99 ms client server")
+    for d, c in sorted({(r["delay_s"], r["conc"]) for r in rows}):
+        for name in names:
+            cell = [r for r in rows if r["client"] == name and (r["delay_s"], r["conc"]) == (d, c)]
+            if not cell:
+                continue
+
+            def med(key: str, cell: list = cell) -> float | None:
+                vals = [r[key] for r in cell if r.get(key) is not None]
+                return statistics.median(vals) if vals else None
+
+            got, offered = med("chunks_s"), med("offered_chunks_s")
+            share = f"{100 * got / offered:5.1f}" if got and offered else "    -"
+            cpu = med("client_cpu_cores") or med("client_cpu_cores_incl_startup")
+            lag, gap, server = (med("loop_lag_ms_p99"), med("chunk_gap_p99_ms"),
+                                med("server_gap_p99_ms"))
+
+            def f(x: float | None, width: int, digits: int = 1) -> str:
+                return f"{x:>{width},.{digits}f}" if x is not None else "-".rjust(width)
+
+            print(f"delay {d:<4} c {c:<4}| {name:<11} | {f(got, 10, 0)} ({f(offered, 8, 0)}) "
+                  f"{share} | {f(cpu, 9, 2)} | {f(lag, 15)} | {f(gap, 10)} {f(server, 6)}")
 
 
 def _table(rows: list[dict]) -> None:

@@ -19,6 +19,8 @@ TiB = 1 << 40
 # --concurrency): 4x the largest concurrency in the real master configs (16,384), so that a
 # typo like 2**63-1 is an error at once instead of a replay creating lanes forever.
 MAX_SESSION_LANES = 65_536
+# replay worker processes: more than the cores of any one client host is a typo
+MAX_REPLAY_WORKERS = 256
 
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000

@@ -404,7 +404,7 @@ OPTION_TABLE = {
             ["--duration", "--max-requests", "--warmup-requests", "--think-time-scale",
              "--max-input-tokens", "--max-tokens-cap", "--time-scale", "--ready-timeout",
              "--replay-timeout", "--repeat", "--max-parallel", "--seed", "--executor",
-             "--load-format", "--format", "--max-conc"]),
+             "--load-format", "--format", "--max-conc", "--replay-workers"]),
     # --port 0 ends an accepted command line with a clean error, before it listens
     "serve-sim": (["--port", "0"], ["--time-scale", "--tp", "--host-cache-gb", "--page-size",
                                    "--chars-per-token", "--precision", "--spec-verify-tokens",
@@ -415,7 +415,7 @@ OPTION_TABLE = {
                ["--concurrency", "--duration", "--max-requests", "--warmup-requests",
                 "--think-time-cap", "--think-time-scale", "--max-tokens-cap", "--block-tokens",
                 "--request-timeout", "--grace", "--max-failed-ratio", "--num-gpus",
-                "--time-scale", "--start", "--endpoint", "--format"]),
+                "--time-scale", "--start", "--endpoint", "--format", "--workers"]),
 }
 
 

@@ -124,3 +124,35 @@ def test_a_turns_first_seen_blocks_are_rendered_during_its_think_time(sse_server
     followed = [(key, target) for key, target in sent if target is not None]
     assert len(followed) >= 4
     assert all(warmed[key] < target for key, target in followed)
+
+
+def test_with_no_think_time_the_next_turn_is_rendered_while_this_one_is_in_flight(
+        sse_server, tmp_path, monkeypatch):
+    """No think time (the quickstart's): turn k+1's first-seen blocks are rendered while turn
+    k is in flight, so they are ready when turn k ends (its target); before, the rendering
+    fell between the two and a 68K-token context counted 29 ms against send lateness
+    (issue 27 item 10)."""
+    from kvbench.replay.lanes import Lanes
+
+    rendered, sent = {}, []
+    real_warm, real_one = Lanes._warm, Lanes._one
+
+    async def warm(self, turn, namespace):
+        await real_warm(self, turn, namespace)
+        if not self.prompts.missing(turn, namespace):
+            rendered.setdefault((namespace, id(turn)), perf_counter_ns())
+
+    async def one(self, lane, key, k, turn, namespace, target, is_warmup, conn):
+        sent.append(((namespace, id(turn)), target))
+        return await real_one(self, lane, key, k, turn, namespace, target, is_warmup, conn)
+
+    monkeypatch.setattr(Lanes, "_warm", warm)
+    monkeypatch.setattr(Lanes, "_one", one)
+    cfg = ReplayConfig(url=sse_server, model="fake-model", concurrency=2, max_requests=8,
+                       output_dir=tmp_path, trace=[TRACES / "claude-code" / "trace_0165.json.gz"],
+                       block_tokens=2, max_tokens_cap=2, think_time_scale=0.0)
+    run_replay(cfg)
+    followed = [(key, target) for key, target in sent if target is not None]
+    assert len(followed) >= 4
+    # every block of the turn rendered before its predecessor ended (= its target)
+    assert all(rendered[key] < target for key, target in followed)

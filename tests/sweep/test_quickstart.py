@@ -99,3 +99,52 @@ def test_run_of_the_quickstart_recipe_takes_the_quickstarts_minute(tmp_path):
         assert r["request_metrics"]["time_scale"] == 50.0
         assert read_json(path.parent / "summary.json")["run"]["time_scale_source"] == "server"
         assert "--time-scale" in read_json(path.parent / "command.json")["argv"]
+
+
+def _hog() -> subprocess.Popen:
+    """A busy core: a spinning interpreter, pinned to the first CPU where it can be."""
+    pin = None
+    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2:
+        first = min(os.sched_getaffinity(0))
+
+        def pin() -> None:
+            os.sched_setaffinity(0, {first})
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
+
+
+def test_quickstart_with_a_busy_core_picks_a_pace_the_client_sustains(tmp_path):
+    """Issue 27 item 10: two cores, one of them busy: at least 5 of the 6 cells valid, in
+    under a minute, with the time scale chosen and said. A cell is valid when each of its runs
+    passes every check but `offload_tier`: the dram arm at conc 2 and 4 never needs the host
+    tier (its KV fits on the GPU), the comparison's answer, not a defect of the run."""
+    if hasattr(os, "getloadavg") and os.getloadavg()[0] > (os.cpu_count() or 2):
+        # the scenario is two cores with one busy; on a machine whose cores are all busy
+        # already the quickstart's client is late whatever its pace (measured:
+        # docs/performance.md, "The quickstart on a busy machine")
+        pytest.skip(f"load average {os.getloadavg()[0]:.1f}: busier than one busy core")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    hog = _hog()
+    try:
+        t0 = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "kvbench", "quickstart", "--results",
+                              str(tmp_path / "qs")], capture_output=True, text=True, env=env,
+                             cwd=tmp_path, timeout=170)
+        elapsed = time.monotonic() - t0
+    finally:
+        hog.kill()
+        hog.wait()
+    assert out.returncode == 0, out.stderr[-3000:]
+    chosen = [line for line in out.stderr.splitlines() if line.startswith("time scale ")]
+    assert len(chosen) == 1 and "x: " in chosen[0], out.stderr[-2000:]
+    scale = float(chosen[0].split()[2].rstrip("x:"))
+    cells: dict[tuple, list[bool]] = {}
+    for path in (tmp_path / "qs").glob("*/result.json"):
+        r = read_json(path)
+        assert r["request_metrics"]["time_scale"] == scale
+        checks = r["validity"]["checks"]
+        ok = all(c["passed"] is not False for name, c in checks.items() if name != "offload_tier")
+        cells.setdefault((r["conc"], r["kv_offloading"]), []).append(ok)
+    assert len(cells) == 6 and all(len(v) == 3 for v in cells.values())
+    valid = sorted(k for k, v in cells.items() if all(v))
+    assert len(valid) >= 5, (chosen[0], cells)
+    assert elapsed < 60, f"quickstart took {elapsed:.0f} s ({chosen[0]})"

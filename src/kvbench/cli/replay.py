@@ -46,6 +46,9 @@ def replay_cmd(
         help="open loop: sessions arriving per second (server clock) instead of closed-loop "
              "lanes")] = None,
     arrival: Annotated[str, typer.Option(help="open loop: poisson | constant")] = "poisson",
+    workers: Annotated[int, typer.Option(
+        help="processes the lanes are sharded over (one event loop drains about a core's "
+             "worth of streams); records merged, one summary")] = 1,
     duration: Annotated[float | None, typer.Option(help="seconds to keep sending")] = None,
     max_requests: Annotated[int | None, typer.Option(help="profiled requests to send")] = None,
     warmup_requests: Annotated[int | None, typer.Option(
@@ -132,7 +135,7 @@ def replay_cmd(
             url=url, model=model or "", endpoint=endpoint,
             trace=None if synthetic else [Path(trace)],
             synthetic=SyntheticSpec(num_sessions=sessions, seed=seed) if synthetic else None,
-            concurrency=lanes, session_rate=session_rate, arrival=arrival,
+            concurrency=lanes, workers=workers, session_rate=session_rate, arrival=arrival,
             duration_s=chosen.get("duration_s"), max_requests=max_requests,
             warmup_requests=chosen["warmup_requests"], seed=seed,
             correlation_header=correlation_header or None, output_dir=output,
@@ -156,6 +159,10 @@ def replay_cmd(
     # everything local first (URL, trace, sockets), so a typo never waits on a server
     Endpoint.parse(url)
     workload = load_sessions(cfg)
+    if cfg.workers > 1:
+        from kvbench.replay.workers import check_shards
+
+        check_shards(cfg, len(workload))
     check_sockets(cfg.concurrency)
     if not model:
         cfg = cfg.model_copy(update={"model": _first_model(url, cfg.api_key)})

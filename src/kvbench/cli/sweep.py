@@ -88,6 +88,9 @@ def run(
                                 _WORK)] = "budget",
     force: Annotated[bool, _opt("--sizing launcher: run the launcher's size even where the "
                                 "planner refuses it.", _WORK)] = False,
+    replay_workers: Annotated[int, _opt("Processes each job's replay shards its lanes over "
+                                        "(at most its concurrency): past ~1,000 paced "
+                                        "streams one event loop falls behind.", _WORK)] = 1,
     ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
     replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
                                                  "duration + grace + 5 min).")] = None,
@@ -147,6 +150,7 @@ def run(
             max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
             think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
             load_format=load_format, compress_raw=compress, sizing=sizing, force=force,
+            replay_workers=replay_workers,
             timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
         )
     except ValidationError as e:
@@ -165,7 +169,8 @@ _RUN_FLAGS = {"duration_s": "--duration", "max_requests": "--max-requests",
               "warmup_requests": "--warmup-requests", "max_tokens_cap": "--max-tokens-cap",
               "max_input_tokens": "--max-input-tokens", "think_time_scale": "--think-time-scale",
               "ready_s": "--ready-timeout", "replay_s": "--replay-timeout", "seed": "--seed",
-              "tokenizer": "--tokenizer", "model_path": "--model-path", "trace": "--trace"}
+              "tokenizer": "--tokenizer", "model_path": "--model-path", "trace": "--trace",
+              "replay_workers": "--replay-workers"}
 
 
 def _option_error(e) -> SweepOptionError:
@@ -338,15 +343,13 @@ def run_job_command(
         raise SweepError(f"job {spec.dir_name} failed at {outcome.phase}: {outcome.reason}")
 
 
-QUICKSTART_TIME_SCALE = 50.0
-
-
 @app.command()
 def quickstart(
     results: Annotated[Path, typer.Option(help="Results directory.")] = Path(
         "kvbench-results/quickstart"),
-    time_scale: Annotated[float, typer.Option(help="Embedded engine clock speed-up.")
-                          ] = QUICKSTART_TIME_SCALE,
+    time_scale: Annotated[float | None, typer.Option(
+        help="Embedded engine clock speed-up (default: what this machine's client sustains, "
+             "at most 50, chosen by a short probe and printed)")] = None,
     repeats: Annotated[int, typer.Option(help="Runs per point: deltas come with their noise "
                                               "from these.")] = 3,
 ) -> None:
@@ -354,8 +357,10 @@ def quickstart(
     Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
     from kvbench.sweep.quickstart import quickstart_run
 
-    if not time_scale > 0 or repeats < 1:
-        raise SweepOptionError(f"--time-scale {time_scale:g} / --repeats {repeats}: allowed: "
-                               "a time scale > 0 and at least 1 repeat")
+    if time_scale is not None and not time_scale > 0:
+        raise SweepOptionError(f"--time-scale {time_scale:g}: allowed: > 0 (times faster "
+                               "than wall time), or none for the pace the client sustains")
+    if repeats < 1:
+        raise SweepOptionError(f"--repeats {repeats}: allowed: at least 1")
     with _interruptible("rerun kvbench quickstart to resume"):
         quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats)

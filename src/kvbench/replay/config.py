@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kvbench.units import MAX_SESSION_LANES
+from kvbench.units import MAX_REPLAY_WORKERS, MAX_SESSION_LANES
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.synthetic import SyntheticSpec
 
@@ -23,6 +23,9 @@ class ReplayConfig(BaseModel):
     trace: list[Path] | None = None  # None: synthetic
     synthetic: SyntheticSpec | None = None
     concurrency: int = Field(1, ge=1, le=MAX_SESSION_LANES, description="live session lanes")
+    # processes the lanes are sharded over (replay/workers.py): one event loop sustains about
+    # a core's worth of streams; records merged, one summary
+    workers: int = Field(1, ge=1, le=MAX_REPLAY_WORKERS)
     duration_s: float | None = Field(None, gt=0)
     max_requests: int | None = Field(None, ge=1, description="profiled requests to send")
     warmup_requests: int = Field(0, ge=0)

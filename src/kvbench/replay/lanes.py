@@ -106,7 +106,8 @@ class Counters:
 
 class Lanes:
     def __init__(self, cfg: ReplayConfig, ep: Endpoint, pool: SessionPool, prompts: PromptBuilder,
-                 write: Callable[[dict], None], counters: Counters) -> None:
+                 write: Callable[[dict], None], counters: Counters,
+                 shard: tuple[int, int] = (0, 1)) -> None:
         self.cfg = cfg
         self.ep = ep
         self.pool = pool
@@ -123,8 +124,12 @@ class Lanes:
         self.halted = asyncio.Event()
         self.stop_reason: str | None = None
         self.closed = False  # the records file is closed: nothing more is written
-        self._seq = 0
-        # closed loop only: an open loop's arrivals are its own clock, not think times
+        # request ids `lane-seq` stay unique across the worker processes of one run
+        # (replay/workers.py): shard i of n numbers its requests i+n, i+2n, ...
+        self._seq, self._seq_step = shard
+        self.lane_offset = 0  # this shard's first lane (and open-loop session) number
+        # closed loop only: an open loop's arrivals are its own clock, not think times. With
+        # --workers each shard caps its own lanes' idleness (replay/idle.py)
         self.idle = (SystemIdleCap(cfg.system_idle_cap_s / (cfg.time_scale or 1.0))
                      if cfg.system_idle_cap_s is not None and cfg.session_rate is None
                      else None)
@@ -189,7 +194,7 @@ class Lanes:
         interval_s = 1.0 / (rate_per_s * self.cfg.time_scale)
         cap = asyncio.Semaphore(self.cfg.concurrency)
         live: set[asyncio.Task] = set()
-        next_ns, sid = perf_counter_ns(), 0
+        next_ns, sid = perf_counter_ns(), self.lane_offset
         try:
             while True:
                 next_ns += int((rng.expovariate(1 / interval_s) if poisson else interval_s)
@@ -232,46 +237,67 @@ class Lanes:
 
     async def _replay_session(self, lane: int, session: Session, pass_no: int, start: int,
                               conn: Connection | None) -> Connection | None:
-        cfg, bounds = self.cfg, self.bounds
         namespace, key = pass_namespace(session, pass_no), pass_key(session, pass_no)
         prev_end: int | None = None
-        for k, raw_turn in enumerate(session.turns):
-            turn = bounds.shaped(raw_turn)
-            if turn is None:
-                continue
-            warm_turn = k < start
-            # A session's first turn has no schedule to be late against: only turns that follow
-            # a predecessor by a think time carry a target, so lateness measures the client.
-            target: int | None = None
-            if prev_end is not None and not warm_turn:
-                think = bounds.think_s(turn) / cfg.time_scale
-                target = prev_end + int(think * 1e9)
-                # render its first-seen blocks while the user "thinks", as an agent has its
-                # prompt ready when it sends: lateness is then the client failing the
-                # schedule, not text synthesis the schedule leaves time for
-                await self._warm(turn, namespace)
-                if self.idle is not None:
-                    target = await self.idle.sleep_until(target, self.deadline_ns)
-                else:
-                    wait = (target - perf_counter_ns()) / 1e9
-                    if self.deadline_ns is not None:
-                        wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
-                    if wait > 0:
-                        await asyncio.sleep(wait)
-                if self.deadline_ns is not None and target >= self.deadline_ns:
-                    # due after the run's end: the sleep ended at the deadline (the loop may
-                    # wake a timer a clock tick early, when _may_send would still pass)
-                    self.stopping = True
+        turns = [(k, t) for k, raw in enumerate(session.turns)
+                 if (t := self.bounds.shaped(raw)) is not None]
+        ahead: asyncio.Task | None = None
+        try:
+            for i, (k, turn) in enumerate(turns):
+                if ahead is not None:
+                    await ahead
+                # The next turn's first-seen blocks are rendered while this one is in flight:
+                # with no think time (the quickstart's) a 68K-token context took 29 ms to
+                # render between the previous turn's end and the send, which the send
+                # lateness check counted against the client (1.5 s of a 50x server's clock)
+                ahead = (asyncio.create_task(self._warm(turns[i + 1][1], namespace))
+                         if i + 1 < len(turns) else None)
+                conn, prev_end, go_on = await self._turn(lane, key, k, turn, k < start,
+                                                         namespace, prev_end, conn)
+                if not go_on:
                     return conn
-            is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
-            if not self._may_send(is_warmup):
-                return conn
-            conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
-            if key in self._overflowed:  # every later turn is longer: the session ends here
-                self._overflowed.discard(key)
-                return conn
-            prev_end = perf_counter_ns()
+        finally:
+            if ahead is not None and not ahead.done():
+                ahead.cancel()
         return conn
+
+    async def _turn(self, lane: int, key: str, k: int, turn: Turn, warm_turn: bool,
+                    namespace: str, prev_end: int | None,
+                    conn: Connection | None) -> tuple[Connection | None, int | None, bool]:
+        """One turn of a session: wait out its think time, send it; returns the connection,
+        when the turn ended, and whether the session goes on."""
+        cfg, bounds = self.cfg, self.bounds
+        # A session's first turn has no schedule to be late against: only turns that follow
+        # a predecessor by a think time carry a target, so lateness measures the client.
+        target: int | None = None
+        if prev_end is not None and not warm_turn:
+            think = bounds.think_s(turn) / cfg.time_scale
+            target = prev_end + int(think * 1e9)
+            # what the prefetch has not rendered yet is rendered while the user "thinks", as
+            # an agent has its prompt ready when it sends: lateness is then the client
+            # failing the schedule, not text synthesis the schedule leaves time for
+            await self._warm(turn, namespace)
+            if self.idle is not None:
+                target = await self.idle.sleep_until(target, self.deadline_ns)
+            else:
+                wait = (target - perf_counter_ns()) / 1e9
+                if self.deadline_ns is not None:
+                    wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            if self.deadline_ns is not None and target >= self.deadline_ns:
+                # due after the run's end: the sleep ended at the deadline (the loop may wake
+                # a timer a clock tick early, when _may_send would still pass)
+                self.stopping = True
+                return conn, prev_end, False
+        is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
+        if not self._may_send(is_warmup):
+            return conn, prev_end, False
+        conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
+        if key in self._overflowed:  # every later turn is longer: the session ends here
+            self._overflowed.discard(key)
+            return conn, perf_counter_ns(), False
+        return conn, perf_counter_ns(), True
 
     async def _warm(self, turn: Turn, namespace: str) -> None:
         """Render the turn's first-seen blocks in slices, yielding between them: a new
@@ -285,7 +311,7 @@ class Lanes:
                    target: int | None, is_warmup: bool,
                    conn: Connection | None) -> Connection | None:
         cfg = self.cfg
-        self._seq += 1
+        self._seq += self._seq_step
         self.c.sent += 1
         if not is_warmup:
             self.c.profiled_sent += 1

@@ -48,10 +48,17 @@ def load_sessions(cfg: ReplayConfig) -> list[Session]:
 
 
 async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
-                 sessions: list[Session] | None = None, *, catch_sigint: bool = False) -> dict:
+                 sessions: list[Session] | None = None, *, catch_sigint: bool = False,
+                 shard: tuple[int, int] = (0, 1), lane_offset: int = 0) -> dict:
     """Run the replay described by `cfg`; returns the summary (also written to summary.json).
     `sessions` skips loading the workload again when the caller already has it. With
-    `catch_sigint` Ctrl-C ends the run as its bound would (summary `stopped: interrupted`)."""
+    `catch_sigint` Ctrl-C ends the run as its bound would (summary `stopped: interrupted`).
+    `cfg.workers` > 1 shards the lanes over that many processes (replay/workers.py); `shard`
+    and `lane_offset` are what one of those processes runs."""
+    if cfg.workers > 1:
+        from kvbench.replay.workers import replay_sharded
+
+        return await replay_sharded(cfg, on_progress, sessions, catch_sigint=catch_sigint)
     ep = Endpoint.parse(cfg.url)
     advertised = await asyncio.to_thread(advertised_time_scale, cfg.url)
     scale, scale_source = resolve_time_scale(cfg.time_scale, advertised)
@@ -77,7 +84,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     started_wall = time.time()
     interrupted = False
     writer = JsonlWriter(records_path)
-    lanes = Lanes(cfg, ep, pool, prompts, writer.write, counters)
+    lanes = Lanes(cfg, ep, pool, prompts, writer.write, counters, shard)
+    lanes.lane_offset = lane_offset
     # installed until the summary is written, so a Ctrl-C never lands in the cleanup as a
     # KeyboardInterrupt (lanes left writing into a closed records file)
     sigint = _on_sigint(lanes) if catch_sigint else None
@@ -155,7 +163,8 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
         tasks = [asyncio.create_task(lanes.run_open(cfg.session_rate,
                                                     cfg.arrival == "poisson", cfg.seed))]
     else:
-        tasks = [asyncio.create_task(lanes.run_lane(i)) for i in range(cfg.concurrency)]
+        tasks = [asyncio.create_task(lanes.run_lane(lanes.lane_offset + i))
+                 for i in range(cfg.concurrency)]
     ticker = None
     if on_progress is not None:
         ticker = asyncio.create_task(_tick(on_progress, lanes.c, t0))

@@ -176,6 +176,7 @@ class _Run:
         cfg = ReplayConfig(
             url=launch.base_url, model=launch.served_model_name, endpoint=opts.endpoint,
             trace=opts.trace_paths(), concurrency=conc, **chosen,
+            workers=min(opts.replay_workers, conc),
             max_requests=opts.max_requests,
             seed=opts.seed, correlation_header=launch.correlation_header,
             output_dir=self.job_dir, tokenizer=opts.prompt_tokenizer,

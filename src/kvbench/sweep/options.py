@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kvbench.units import MAX_REPLAY_WORKERS
 from kvbench.workload.choice import bundled_traces
 
 
@@ -54,6 +55,9 @@ class RunOptions(BaseModel):
     # plan/launcher_sizing.py); `force` runs a launcher size the planner refuses
     sizing: Literal["budget", "launcher"] = "budget"
     force: bool = False
+    # processes each job's replay shards its lanes over (at most the job's concurrency;
+    # replay/workers.py): how the client runs, not what is measured
+    replay_workers: int = Field(1, ge=1, le=MAX_REPLAY_WORKERS)
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
 
     def measurement_identity(self) -> dict:
@@ -62,6 +66,7 @@ class RunOptions(BaseModel):
         resumes from another checkout or node."""
         identity = self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
                                                          "compress_raw", "model_path",
+                                                         "replay_workers",
                                                          "trace", "bundled_traces",
                                                          "profile"})
         paths = self.trace_paths()

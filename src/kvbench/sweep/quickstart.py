@@ -18,6 +18,10 @@ MAX_TOKENS_CAP = 64
 SCRAPE_INTERVAL_S = 0.1
 REPEATS = 3  # a delta needs a noise estimate: three runs per point
 READY_TIMEOUT_S = 60.0
+# the quickstart's minute (issue 15; issue 27 item 10: on two cores, one of them busy), of
+# which the time-scale probe takes a few seconds
+BUDGET_S = 55.0
+PROBE_TIME_SCALE = 50.0  # the engine's default (engines/data/sim.yaml); the probe starts there
 REPLAY_TIMEOUT_S = 90.0
 
 
@@ -52,8 +56,13 @@ def quickstart_options(time_scale: float) -> RunOptions:
     )
 
 
-def quickstart_run(results: Path, *, time_scale: float, run_sweep: Callable, recipe: Path = RECIPE,
-                   repeats: int = REPEATS) -> list:
+def quickstart_run(results: Path, *, time_scale: float | None, run_sweep: Callable,
+                   recipe: Path = RECIPE, repeats: int = REPEATS,
+                   budget_s: float = BUDGET_S) -> list:
+    """The quickstart sweep; `time_scale` None: the scale this machine's client sustains
+    (sweep/pace.py), chosen by a probe job, or by the first run of this results directory."""
+    import sys
+
     from kvbench.matrix.selection import Selection
 
     if not recipe.is_file():
@@ -62,5 +71,40 @@ def quickstart_run(results: Path, *, time_scale: float, run_sweep: Callable, rec
     if not bundled_traces():
         raise SweepError("the bundled Claude Code traces are missing from the installation")
     selection = Selection(config_files=(recipe,), runner_config=recipe.parent / "runners.yaml")
+    if time_scale is None:
+        pace = quickstart_pace(selection, Path(results), repeats=repeats, budget_s=budget_s)
+        print(pace.line(), file=sys.stderr)
+        time_scale = pace.time_scale
     return run_sweep(selection, quickstart_options(time_scale), results=Path(results),
                      continue_on_error=True, repeat=repeats)
+
+
+def quickstart_pace(selection, results: Path, *, repeats: int, budget_s: float):
+    """The pace an earlier run of `results` chose, else a probe of the sweep's heaviest point
+    (the highest concurrency, resident: the most streams) at the default scale."""
+    import sys
+
+    from kvbench.matrix import select_jobs
+    from kvbench.matrix.generate import runner_config_path
+    from kvbench.sweep import pace
+    from kvbench.sweep.job import run_job
+    from kvbench.sweep.spec import build_specs
+
+    earlier = pace.saved(results)
+    if earlier is not None:
+        return pace.Pace(earlier.time_scale, f"{earlier.reason} (chosen by the first run of "
+                                             f"{results})", earlier.probe)
+    jobs = select_jobs(selection)
+    heaviest = max(jobs, key=lambda j: (j.conc, j.kv_offloading == "none"))
+    options = quickstart_options(PROBE_TIME_SCALE).model_copy(
+        update={"max_requests": pace.PROBE_REQUESTS})
+    spec = build_specs([heaviest], options, runner_config=runner_config_path(selection))[0]
+    print(f"time scale: probing what the client sustains ({spec.dir_name}, "
+          f"{pace.PROBE_REQUESTS} requests at {PROBE_TIME_SCALE:g}x)", file=sys.stderr)
+    figures = pace.probe(spec, run_job=run_job)
+    # the probe's own time is spent already: the sweep gets what is left of the budget
+    chosen = pace.choose(figures, probe_scale=PROBE_TIME_SCALE, jobs=len(jobs) * repeats,
+                         requests_per_job=MAX_REQUESTS_PER_JOB,
+                         budget_s=max(1.0, budget_s - figures["job_s"]))
+    pace.save(results, chosen)
+    return chosen
