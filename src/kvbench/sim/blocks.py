@@ -145,6 +145,18 @@ class BlockPool:
             if r == 0:
                 free[h] = None
 
+    def free_units(self, chain: list[int], stop: int) -> int:
+        """How many of the hit units chain[:stop] wait in the free queue (no reference)."""
+        return list(map(self.refs.__getitem__, chain[:stop])).count(0)
+
+    def requeue(self, chain: list[int], stop: int) -> None:
+        """What `touch(chain, 0, stop)` and `untouch` of it do together (an admission that
+        did not go ahead): the free units among them move to the queue's tail, last first."""
+        refs, move = self.refs, self.free_cached.move_to_end
+        for h in reversed(chain[:stop]):
+            if not refs[h]:
+                move(h)
+
     def untouch(self, chain: list[int], start: int, stop: int) -> None:
         """Undo `touch` (an admission that did not go ahead), restoring the queue order as
         a free would (last first)."""

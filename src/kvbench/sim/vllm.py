@@ -216,17 +216,18 @@ class VllmEngine(Engine):
         req.context_tokens = hit * U
         req.prefill_left = prompt - hit * U
         n = min(req.prefill_left, budget)
-        pool.touch(b.chain, 0, dev)
         asynchronous = host > 0 and costs.load_ready_steps >= 0
         # the loaded blocks only, beside what the prefilling requests still need; or the
         # first chunk's blocks
         blocks = self._blocks_for(req, n)
         need = (hit - dev) * k if asynchronous else blocks - dev * k
         room = need + (self._reserved_blocks() if asynchronous else 0)
-        if not pool.can_allocate(room) or (costs.admit_full_prompt and not pool.can_allocate(
-                self._prompt_blocks(req) - dev * k)):
-            pool.untouch(b.chain, 0, dev)
+        # free blocks once the hit is taken out of the free queue (what `touch` would leave)
+        free = pool.num_free - pool.free_units(b.chain, dev) * k
+        if room > free or (costs.admit_full_prompt and self._prompt_blocks(req) - dev * k > free):
+            pool.requeue(b.chain, dev)  # as a touch and its undo would
             return None
+        pool.touch(b.chain, 0, dev)
         pool.allocate(need)
         b.cached = dev
         if host:
