@@ -177,8 +177,7 @@ def _host_hit_beside_a_long_prefill(load_ready_steps: int) -> tuple[SimRequest, 
     token) arrive together; 256 tokens per step."""
     pool = BlockPool(200, B, host_blocks=100)
     a, c = _req(0, "a", 40, out=1), _req(1, "c", 64, out=1)
-    for h in block_chain(a, B).chain[:39]:
-        pool._store(h)
+    pool._store(block_chain(a, B).chain[:39])
     eng = VllmEngine(pool, _load_costs(load_ready_steps),
                      EngineConfig(chunked_prefill_tokens=256))
     eng.submit(a, 0.0)
@@ -234,8 +233,7 @@ def test_tokenization_delays_a_lone_host_hit_by_its_whole_prompt() -> None:
     def lone(costs: CostModel) -> SimRequest:
         pool = BlockPool(200, B, host_blocks=100)
         a = _req(0, "a", 40, out=1)
-        for h in block_chain(a, B).chain[:39]:
-            pool._store(h)
+        pool._store(block_chain(a, B).chain[:39])
         eng = VllmEngine(pool, costs, EngineConfig(chunked_prefill_tokens=256))
         eng.submit(a, 0.0)
         eng.run_until()

@@ -10,7 +10,6 @@ from pydantic import BaseModel, ValidationError
 
 from kvbench.errors import RecipeError
 from kvbench.recipe.base import restore_plugin_setting
-from kvbench.recipe.diagnostics import messages
 from kvbench.recipe.master import MasterEntry, MultiNodeMasterEntry, SingleNodeMasterEntry
 from kvbench.recipe.runners import Runners
 from kvbench.recipe.source import LineFinder, read_yaml
@@ -44,6 +43,8 @@ def _validate_entry(
     try:
         entry = cls.model_validate(value)
     except ValidationError as e:
+        from kvbench.recipe.diagnostics import messages  # only files with errors need it
+
         errors.extend(messages(cls, e, key, lambda loc: lines.where((key, *loc))))
         return None
     entry._raw = value  # type: ignore[union-attr]
@@ -121,6 +122,8 @@ def runners_errors(path: Path) -> tuple[Runners | None, list[str]]:
     try:
         runners = Runners.model_validate(data)
     except ValidationError as e:
+        from kvbench.recipe.diagnostics import messages
+
         return None, [*problems, *(
             line.replace(": runners.", ": ", 1)
             for line in messages(Runners, e, "runners", lines.where)

@@ -68,58 +68,117 @@ def _int_in_range(loader: yaml.BaseConstructor, node: yaml.ScalarNode) -> int:
 _Loader.add_constructor("tag:yaml.org,2002:int", _int_in_range)
 
 
-_STR, _INT, _FLOAT, _BOOL, _NULL, _SEQ, _MAP = (
-    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))
+_STR, _INT, _FLOAT, _BOOL, _NULL = (
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null"))
+_KEY_TAGS = (_STR, _INT, _BOOL, _NULL)
 
 
 class _NotPlain(Exception):
-    """The document uses more than plain JSON-like YAML (aliases, merge keys, other tags)."""
+    """The document uses more than plain JSON-like YAML (anchors, aliases, explicit tags, merge
+    keys, complex keys, several documents), or does not parse: the general path decides."""
 
 
-def _plain(loader: _Loader, root: yaml.Node) -> Any:
-    """The document built straight from its nodes, for the JSON-like YAML recipes are
-    (strings, numbers, booleans, nulls, lists, mappings; no aliases). PyYAML's generic
-    constructor is about half of a cold `kvbench matrix`; this does the same construction
-    with the same duplicate-key notes and integer bound, and raises _NotPlain for anything
-    else, which then takes the general path."""
-    seen: set[int] = set()
-
-    def build(node: yaml.Node) -> Any:
-        tag = node.tag
-        if tag == _STR and type(node) is yaml.ScalarNode:
-            return node.value
-        if type(node) is yaml.ScalarNode:
-            if tag == _INT:
-                return _int_in_range(loader, node)
-            if tag == _FLOAT:
-                return loader.construct_yaml_float(node)
-            if tag == _BOOL:
-                return loader.construct_yaml_bool(node)
-            if tag == _NULL:
-                return None
-            raise _NotPlain
-        if id(node) in seen:  # an alias: the general path bounds its expansion
-            raise _NotPlain
-        seen.add(id(node))
-        if tag == _SEQ:
-            return [build(child) for child in node.value]
-        if tag != _MAP:
-            raise _NotPlain
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            if type(key_node) is not yaml.ScalarNode or key_node.tag not in (_STR, _INT,
-                                                                             _BOOL, _NULL):
-                raise _NotPlain  # merge keys, complex keys: PyYAML's rules and messages
-            key = build(key_node)
-            if key in out:
-                loader.duplicates.append((key_node.value, key_node.start_mark.line + 1))
-            out[key] = build(value_node)
-        return out
-
+def _plain(loader: _Loader) -> Any:
+    """The document built straight from the parser's events, for the JSON-like YAML recipes
+    are (strings, numbers, booleans, nulls, lists, mappings). Composing nodes first (PyYAML's
+    composer builds a Python Node per value, then resolves and constructs each one) was about
+    two thirds of reading a master config with the parse cache cold; events carry the same
+    values. Scalars get the tag the composer would resolve for them (`Resolver.resolve`:
+    quoted ones are strings, plain ones by the implicit resolvers); the duplicate-key notes
+    and the integer bound are the same. Anything else raises _NotPlain and takes the general
+    path, whose messages stay the reference."""
+    if loader.yaml_path_resolvers:
+        raise _NotPlain
+    resolvers = loader.yaml_implicit_resolvers
+    wildcard = resolvers.get(None, [])
+    get = loader.get_event
     try:
-        return build(root)
-    except RecursionError:
+        if type(get()) is not yaml.StreamStartEvent:
+            raise _NotPlain
+        event = get()
+        if type(event) is yaml.StreamEndEvent:
+            return None
+        if type(event) is not yaml.DocumentStartEvent:
+            raise _NotPlain
+        # one frame per open collection: [container, the key awaiting its value or _NO_KEY]
+        stack: list[list[Any]] = []
+        root: Any = _NO_KEY
+        while True:
+            event = get()
+            kind = type(event)
+            if kind is yaml.ScalarEvent:
+                if event.anchor is not None or event.tag is not None:
+                    raise _NotPlain
+                text = event.value
+                tag = _STR
+                if event.implicit[0]:
+                    for tag_, regexp in resolvers.get(text[0] if text else "", []) + wildcard:
+                        if regexp.match(text):
+                            tag = tag_
+                            break
+                if tag == _STR:
+                    value: Any = text
+                elif tag == _INT:
+                    if len(text) <= yamldoc.MAX_INT_DIGITS and text.isascii() and \
+                            text.isdigit() and (text[0] != "0" or len(text) == 1):
+                        value = int(text)  # plain decimal, as _int_in_range reads it
+                    else:
+                        value = _int_in_range(loader, yaml.ScalarNode(
+                            tag, text, event.start_mark, event.end_mark))
+                elif tag == _FLOAT:
+                    value = loader.construct_yaml_float(yaml.ScalarNode(tag, text))
+                elif tag == _BOOL:
+                    value = loader.bool_values[text.lower()]
+                elif tag == _NULL:
+                    value = None
+                else:  # timestamps, merge keys, `=`: PyYAML's constructors
+                    raise _NotPlain
+                if stack:
+                    frame = stack[-1]
+                    container = frame[0]
+                    if type(container) is list:
+                        container.append(value)
+                    elif frame[1] is _NO_KEY:
+                        if tag not in _KEY_TAGS:
+                            raise _NotPlain  # float keys: PyYAML's rules
+                        if value in container:  # noted before the value, as the composer does
+                            loader.duplicates.append((text, event.start_mark.line + 1))
+                        frame[1] = value
+                    else:
+                        container[frame[1]] = value
+                        frame[1] = _NO_KEY
+                    continue
+                root = value
+            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+                if event.anchor is not None or event.tag is not None:
+                    raise _NotPlain
+                if stack and type(stack[-1][0]) is dict and stack[-1][1] is _NO_KEY:
+                    raise _NotPlain  # a collection as a key
+                stack.append([{} if kind is yaml.MappingStartEvent else [], _NO_KEY])
+                continue
+            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+                value = stack.pop()[0]
+                if stack:
+                    frame = stack[-1]
+                    if type(frame[0]) is list:
+                        frame[0].append(value)
+                    else:
+                        frame[0][frame[1]] = value
+                        frame[1] = _NO_KEY
+                    continue
+                root = value
+            else:  # an alias (the general path bounds its expansion)
+                raise _NotPlain
+            # the root value is complete: one document, then the end of the stream
+            if type(get()) is not yaml.DocumentEndEvent or \
+                    type(get()) is not yaml.StreamEndEvent:
+                raise _NotPlain
+            return root
+    except yaml.YAMLError:
         raise _NotPlain from None
+
+
+_NO_KEY = object()
 
 
 def decode_text(raw: bytes, path: Path) -> str:
@@ -154,16 +213,19 @@ def read_text(path: Path) -> str:
 
 def read_yaml(path: Path) -> tuple[Any, list[str]]:
     """The document and a list of problems (duplicate keys) found while reading."""
-    loader = _Loader(read_text(path))
+    text = read_text(path)
+    loader = _Loader(text)
+    try:
+        data = _plain(loader)
+    except _NotPlain:
+        pass
+    else:
+        return data, _duplicate_problems(path, loader)
+    finally:
+        loader.dispose()
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
-        if node is not None:
-            try:
-                data = _plain(loader, node)
-            except _NotPlain:
-                loader.duplicates.clear()
-            else:
-                return data, _duplicate_problems(path, loader)
         if node is not None and yamldoc.expanded_size(node, yamldoc.MAX_NODES) > \
                 yamldoc.MAX_NODES:
             raise yamldoc.alias_bomb_error(path, RecipeError)

@@ -30,12 +30,10 @@ def block_chain(req: SimRequest, unit_tokens: int) -> BlockTable:
     page, keys = req.page_tokens, req.keys
     covered = min(req.input_tokens, len(keys) * page)
     full = covered // unit_tokens
-    chain, prev = [], 0
+    prev = 0
     if unit_tokens == page:
-        for i in range(full):
-            prev = hash((prev, keys[i]))
-            chain.append(prev)
-        return BlockTable(chain, full)
+        return BlockTable([prev := hash((prev, key)) for key in keys[:full]], full)
+    chain = []
     for i in range(full):
         a = i * unit_tokens
         first, last = a // page, (a + unit_tokens - 1) // page

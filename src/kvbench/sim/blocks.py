@@ -93,10 +93,9 @@ class BlockPool:
         if n:
             k = self.unit_blocks
             units = -(-n // k)
-            free, refs = self.free_cached, self.refs
+            pop, refs = self.free_cached.popitem, self.refs
             for _ in range(units):
-                h = free.popitem(last=False)[0]
-                del refs[h]
+                del refs[pop(False)[0]]
             self.plain_free += units * k - n
             self.counters.device_evicted_tokens += units * self.unit_tokens
             if not self.host_capacity:
@@ -105,8 +104,7 @@ class BlockPool:
     def touch(self, chain: list[int], start: int, stop: int) -> None:
         """A prefix hit takes blocks chain[start:stop]: out of the free queue, one more ref."""
         refs, free = self.refs, self.free_cached
-        for i in range(start, stop):
-            h = chain[i]
+        for h in chain[start:stop]:
             r = refs[h]
             if r == 0:
                 del free[h]
@@ -118,33 +116,46 @@ class BlockPool:
         cached first is shared instead (its new block goes back to the pool: vLLM would
         keep the duplicate until the request ends, a block's worth of difference)."""
         refs, free = self.refs, self.free_cached
-        stored = 0
-        for i in range(start, stop):
-            h = chain[i]
-            r = refs.get(h)
-            if r is not None:
-                if r == 0:
-                    del free[h]
-                refs[h] = r + 1
-                self.plain_free += self.unit_blocks
+        get = refs.get
+        new: list[int] = []
+        shared = 0
+        for h in chain[start:stop]:
+            r = get(h)
+            if r is None:
+                refs[h] = 1
+                new.append(h)
                 continue
-            refs[h] = 1
-            if self.host_capacity:
-                stored += self._store(h)
-        if stored and self.link is not None:
-            self.link.async_d2h(stored * self.unit_tokens)
+            if r == 0:
+                del free[h]
+            refs[h] = r + 1
+            shared += 1
+        if shared:
+            self.plain_free += shared * self.unit_blocks
+        if new and self.host_capacity:
+            self._store(new)
 
     def release(self, chain: list[int], cached: int, plain: int) -> None:
         """Free a request's blocks, last first: `plain` uncached blocks (its tail) to the
         head of the queue, then its cached units chain[:cached] in reverse to the tail."""
         self.plain_free += plain
         refs, free = self.refs, self.free_cached
-        for i in range(cached - 1, -1, -1):
-            h = chain[i]
+        for h in reversed(chain[:cached]):
             r = refs[h] - 1
             refs[h] = r
             if r == 0:
                 free[h] = None
+
+    def free_units(self, chain: list[int], stop: int) -> int:
+        """How many of the hit units chain[:stop] wait in the free queue (no reference)."""
+        return list(map(self.refs.__getitem__, chain[:stop])).count(0)
+
+    def requeue(self, chain: list[int], stop: int) -> None:
+        """What `touch(chain, 0, stop)` and `untouch` of it do together (an admission that
+        did not go ahead): the free units among them move to the queue's tail, last first."""
+        refs, move = self.refs, self.free_cached.move_to_end
+        for h in reversed(chain[:stop]):
+            if not refs[h]:
+                move(h)
 
     def untouch(self, chain: list[int], start: int, stop: int) -> None:
         """Undo `touch` (an admission that did not go ahead), restoring the queue order as
@@ -152,23 +163,32 @@ class BlockPool:
         self.release(chain[start:stop], stop - start, 0)
 
     # -- host tier -------------------------------------------------------------------------
-    def _store(self, h: int) -> int:
-        """1 when the block is copied to the host, 0 when the host has it already."""
-        host = self.host
-        if h in host:
-            host.move_to_end(h)
-            return 0
-        if len(host) >= self.host_capacity:
-            host.popitem(last=False)
-            self.counters.host_evicted_tokens += self.unit_tokens
-        host[h] = None
-        self.counters.backup_tokens += self.unit_tokens
-        return 1
+    def _store(self, hashes: list[int]) -> None:
+        """Copy newly cached units (distinct) to the host, in order: one the host has
+        already only becomes its most recent; a full host evicts its least recently used."""
+        host, capacity = self.host, self.host_capacity
+        move, pop = host.move_to_end, host.popitem
+        stored = evicted = 0
+        for h in hashes:
+            if h in host:
+                move(h)
+                continue
+            if len(host) >= capacity:
+                pop(False)
+                evicted += 1
+            host[h] = None
+            stored += 1
+        counters, unit = self.counters, self.unit_tokens
+        if evicted:
+            counters.host_evicted_tokens += evicted * unit
+        counters.backup_tokens += stored * unit
+        if stored and self.link is not None:
+            self.link.async_d2h(stored * unit)
 
     def load(self, chain: list[int], start: int, stop: int) -> None:
         """Host hits chain[start:stop] are loaded into GPU blocks (allocated by the caller)
         and touched on the host."""
-        host = self.host
-        for i in range(start, stop):
-            host.move_to_end(chain[i])
+        move = self.host.move_to_end
+        for h in chain[start:stop]:
+            move(h)
         self.counters.load_tokens += (stop - start) * self.unit_tokens

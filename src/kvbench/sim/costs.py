@@ -9,6 +9,7 @@ at the effective link bandwidth (kvoffload.md section 8)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -143,12 +144,25 @@ class CostModel:
         `growth` per step: closed form, so decode advances between events, not step by step."""
         if steps <= 0:
             return 0.0
+        return self.decode_stretch(batch, context0, growth)(steps)
+
+    def decode_stretch(self, batch: int, context0: float, growth: float
+                       ) -> Callable[[int], float]:
+        """`decode_steps_s` for these batch and contexts as a function of the step count, the
+        lines computed once (the engine searches a stretch's length by bisection)."""
         a_mem, b_mem, a_cmp, b_cmp = self.decode_lines(batch)
         # Each roofline arm is linear in the step index i: t(i) = a + b * i.
         m0, m1 = a_mem + b_mem * context0, b_mem * growth
         c0, c1 = a_cmp + b_cmp * context0, b_cmp * growth
-        total = _sum_max_of_lines(m0, m1, c0, c1, steps)
-        return steps * self.decode_overhead_s(batch) + total * (1 + self.draft_overhead_fraction)
+        overhead_s = self.decode_overhead_s(batch)
+        factor = 1 + self.draft_overhead_fraction
+
+        def steps_s(steps: int) -> float:
+            if steps <= 0:
+                return 0.0
+            return steps * overhead_s + _sum_max_of_lines(m0, m1, c0, c1, steps) * factor
+
+        return steps_s
 
     def decode_steps_needed(self, output_tokens: int) -> int:
         """Decode steps after the first token (which prefill produces)."""
@@ -180,11 +194,14 @@ class CostModel:
         overlaps the compute layer by layer; write-back backups on eviction do not. The
         transfer times default to an idle link; `link.HostLink` gives them with the queue
         of their direction (`load_time_s`, `sync_time_s`)."""
-        read_tokens = sum(c + n for n, c in prefill_chunks) + decode_context
+        new = context = 0  # integers: the sums are exact in any order
+        for n, c in prefill_chunks:
+            new += n
+            context += c
+        read_tokens = context + new + decode_context
         if self.attention == "packed_dense" and prefill_chunks:
             # One attention call over the packed batch: every query token (prefill chunks and
             # decode tokens) against every key the step reads, masked pairs included.
-            new = sum(n for n, _ in prefill_chunks)
             queries = new + decode_batch * self.verify_tokens
             flops = new * self.flops_per_token_per_rank + queries * read_tokens * (
                 self.attention_flops_per_token_per_context_token_per_rank)
@@ -197,7 +214,7 @@ class CostModel:
             if decode_batch:
                 _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
                 compute += a_cmp + b_cmp * decode_context
-        step_tokens = sum(n for n, _ in prefill_chunks) + decode_batch * self.verify_tokens
+        step_tokens = new + decode_batch * self.verify_tokens
         memory = (
             self.weight_bytes_read(step_tokens) + read_tokens * self.kv_bytes_per_token_per_rank
         ) / self.hbm_bytes_per_s

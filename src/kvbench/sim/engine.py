@@ -228,6 +228,7 @@ class Engine:
         if not self.config.fast_forward:
             k_max = 1
         growth = batch * costs.accept_length
+        steps_s = costs.decode_stretch(batch, context, growth)
         # Stop at the first step that ends at or after the next arrival (it is admitted then)
         # or after the horizon (the caller comes back then).
         next_s = self.arrivals.next_s()
@@ -235,16 +236,16 @@ class Engine:
         k = k_max
         if limit < math.inf and k_max > 1:
             gap = limit - self.now_s
-            if costs.decode_steps_s(batch, context, growth, k_max) > gap:
+            if steps_s(k_max) > gap:
                 lo, hi = 1, k_max  # smallest k whose end is >= limit
                 while lo < hi:
                     mid = (lo + hi) // 2
-                    if costs.decode_steps_s(batch, context, growth, mid) >= gap:
+                    if steps_s(mid) >= gap:
                         hi = mid
                     else:
                         lo = mid + 1
                 k = lo
-        dur = costs.decode_steps_s(batch, context, growth, k)
+        dur = steps_s(k)
         return _Step(self.now_s, self.now_s + dur, [], k)
 
     def _start(self, req: SimRequest, adm) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_left
+from itertools import accumulate
 from typing import Any
 
 
@@ -59,14 +61,12 @@ def itl_percentiles(gaps: list[float], weights: list[float], scale: float = 1e3
     if not gaps or total <= 0:
         return {k: None for k in ("mean", "p50", "p90", "p95", "p99", "max")}
     pairs = sorted(zip(gaps, weights, strict=True))
+    # the running token counts, added in the order of the gaps (non-decreasing: weights > 0)
+    cum = list(accumulate(w for _, w in pairs))
 
     def q(p: float) -> float:
-        target, cum = p * total, 0.0
-        for gap, w in pairs:
-            cum += w
-            if cum >= target - 1e-9 * total:
-                return gap * scale
-        return pairs[-1][0] * scale
+        i = bisect_left(cum, p * total - 1e-9 * total)  # the first gap that reaches p
+        return pairs[min(i, len(pairs) - 1)][0] * scale
 
     mean = math.fsum(g * w for g, w in pairs) / total
     return {"mean": mean * scale, "p50": q(0.50), "p90": q(0.90), "p95": q(0.95),

@@ -155,8 +155,9 @@ class VllmEngine(Engine):
         newest running requests while the pool is short. False: `req` preempted itself."""
         self._preempted_now = False
         b: BlockTable = req.blocks
-        need = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks - b.plain
         pool = self.pool
+        blocks = self._blocks_for(req, n)
+        need = blocks - b.cached * pool.unit_blocks - b.plain
         while need > 0 and not pool.can_allocate(need):
             victim = next(reversed(self.running))
             self._preempt(victim)
@@ -165,20 +166,22 @@ class VllmEngine(Engine):
                 return False
         if need > 0:
             pool.allocate(need)
-        self._account(req, max(need, 0), n)
+        self._account(req, n, blocks)
         return True
 
-    def _account(self, req: SimRequest, allocated: int, n: int) -> None:
-        """`allocated` new blocks hold the next `n` tokens: those that complete prompt
-        blocks are cached, the rest stay plain."""
+    def _account(self, req: SimRequest, n: int, blocks: int) -> None:
+        """The table holds `blocks` blocks once the next `n` tokens are scheduled: those
+        that complete prompt units are cached, the rest stay plain."""
         b: BlockTable = req.blocks
-        done = min(b.full, (req.context_tokens + n) // self.U)
+        done = (req.context_tokens + n) // self.U
+        if done > b.full:
+            done = b.full
         if done > b.cached:
             self.pool.cache(b.chain, b.cached, done)
             b.cached = done
         # the table holds the blocks for the tokens so far; what is not in cached units
         # is plain (a unit's blocks that only part-filled it stay plain until it fills)
-        b.plain = self._blocks_for(req, n) - b.cached * self.pool.unit_blocks
+        b.plain = blocks - b.cached * self.pool.unit_blocks
 
     def _prompt_blocks(self, req: SimRequest) -> int:
         """Blocks of the request's whole prompt (and outputs to recompute after preemption):
@@ -213,16 +216,18 @@ class VllmEngine(Engine):
         req.context_tokens = hit * U
         req.prefill_left = prompt - hit * U
         n = min(req.prefill_left, budget)
-        pool.touch(b.chain, 0, dev)
         asynchronous = host > 0 and costs.load_ready_steps >= 0
         # the loaded blocks only, beside what the prefilling requests still need; or the
         # first chunk's blocks
-        need = (hit - dev) * k if asynchronous else self._blocks_for(req, n) - dev * k
+        blocks = self._blocks_for(req, n)
+        need = (hit - dev) * k if asynchronous else blocks - dev * k
         room = need + (self._reserved_blocks() if asynchronous else 0)
-        if not pool.can_allocate(room) or (costs.admit_full_prompt and not pool.can_allocate(
-                self._prompt_blocks(req) - dev * k)):
-            pool.untouch(b.chain, 0, dev)
+        # free blocks once the hit is taken out of the free queue (what `touch` would leave)
+        free = pool.num_free - pool.free_units(b.chain, dev) * k
+        if room > free or (costs.admit_full_prompt and self._prompt_blocks(req) - dev * k > free):
+            pool.requeue(b.chain, dev)  # as a touch and its undo would
             return None
+        pool.touch(b.chain, 0, dev)
         pool.allocate(need)
         b.cached = dev
         if host:
@@ -240,7 +245,7 @@ class VllmEngine(Engine):
             b.starts_after_ready = 0
             self.loading.append(req)
             return 0, host * U
-        self._account(req, need, n)
+        self._account(req, n, blocks)
         self.prefilling.append(req)
         self.running[req] = None
         return n, host * U
@@ -251,13 +256,14 @@ class VllmEngine(Engine):
         b: BlockTable = req.blocks
         pool, held = self.pool, b.cached * self.pool.unit_blocks + b.plain
         n = min(req.prefill_left, budget)
-        need = self._blocks_for(req, n) - held
+        blocks = self._blocks_for(req, n)
+        need = blocks - held
         if not pool.can_allocate(need) or (self.costs.admit_full_prompt and not (
                 pool.can_allocate(self._prompt_blocks(req) - held))):
             return None
         if need > 0:
             pool.allocate(need)
-        self._account(req, max(need, 0), n)
+        self._account(req, n, blocks)
         self.loading.remove(req)
         self.prefilling.append(req)
         self.running[req] = None
