@@ -54,6 +54,10 @@ class RunOptions(BaseModel):
     # plan/launcher_sizing.py); `force` runs a launcher size the planner refuses
     sizing: Literal["budget", "launcher"] = "budget"
     force: bool = False
+    # "sim": a worker's real command line is checked by its engine's own parser, then the
+    # embedded engine serves in its place (launch/stand_in.py); rows the adapter builds whole
+    # (sglang-disagg) only. Part of the identity: what serves is what is measured.
+    stand_in: Literal["sim"] | None = None
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
 
     def measurement_identity(self) -> dict:
@@ -71,6 +75,8 @@ class RunOptions(BaseModel):
             del identity["sizing"]
         if not identity["force"]:
             del identity["force"]
+        if identity["stand_in"] is None:
+            del identity["stand_in"]
         return identity
 
     def options_id(self) -> str:
