@@ -113,3 +113,48 @@ def test_a_rejected_worker_command_line_fails_the_row_and_tears_down(slurm_clust
     assert "prefill-0" in failure["reason"], failure
     assert not (job_dir / "router" / "server.log").exists()  # no router without its workers
     assert queue == ""
+
+
+def test_a_signal_to_the_batch_step_stops_every_worker_step(slurm_cluster_2n, tmp_path):
+    """SIGTERM to `kvbench run-job` in the middle of the replay (Slurm's own preemption and
+    `scancel --signal=TERM --batch` deliver it there): the router and both srun steps are
+    stopped, the allocation ends, no worker answers any more."""
+    import threading
+    import time
+
+    env = {"SLURM_CONF": str(slurm_cluster_2n.conf),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    ex = SlurmExecutor(env=env, poll_interval_s=0.5, timeout_s=150)
+    options = quickstart_options(time_scale=1.0).model_copy(
+        update={"max_requests": 10_000, "stand_in": "sim"})
+    jobs = select_jobs(Selection(config_files=(RECIPE,), runner_config=RUNNERS))
+    specs = build_specs(jobs, options, runner_config=RUNNERS)
+    outcomes: list = []
+    t = threading.Thread(target=lambda: outcomes.extend(ex.run(specs, tmp_path)), daemon=True)
+    t.start()
+    workers_file = tmp_path / specs[0].dir_name / "workers.json"
+    deadline = time.monotonic() + 120
+    while not workers_file.exists():  # written once the router answers
+        assert time.monotonic() < deadline and t.is_alive(), "the row never got to its replay"
+        time.sleep(0.5)
+    time.sleep(1.0)
+    subprocess.run(["scancel", "--signal=TERM", "--batch", ex.submitted[0]], check=True,
+                   env={**os.environ, **env}, capture_output=True)
+    t.join(timeout=120)
+    assert not t.is_alive()
+    [outcome] = outcomes
+    assert outcome.status == "failed"  # interrupted: no result, the row runs again on resume
+    # kvbench's own unwind ran (not only Slurm's end of the allocation): it stopped the
+    # router and the srun steps, each srun terminating its step
+    allocation = next((tmp_path / ".kvbench" / "slurm").iterdir())
+    log = (allocation / "task.log").read_text()
+    assert "interrupted: job" in log and "no result written" in log, log
+    assert "Received terminate signal" in (
+        tmp_path / specs[0].dir_name / "router" / "server.log").read_text()
+    for w in read_json(workers_file):
+        url = urlsplit(w["url"])
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((url.hostname, url.port), timeout=2).close()
+    queue = subprocess.run(["squeue", "-h", "-j", ex.submitted[0]], capture_output=True,
+                           text=True, env={**os.environ, **env})
+    assert queue.stdout.strip() == ""
