@@ -231,6 +231,10 @@ def serve_pd_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[Endp
         placeholder_urls: dict[str, str] = {}
         for ws, wp in zip(launch.workers or [], planned, strict=True):
             name = f"{ws.role}-{ws.index}"
+            if len(ws.nodes) > 1:
+                raise SweepError(f"{name} spans {len(ws.nodes)} nodes (tp {wp.job.row['tp']}): "
+                                 "one server over several nodes needs a step per node with "
+                                 "its node rank, which the adapter does not build")
             # every worker on one host when Slurm is absent
             node = alloc.nodes[ws.nodes[0]] if alloc.srun else alloc.nodes[0]
             wdir = job_dir / WORKERS_DIR / name
