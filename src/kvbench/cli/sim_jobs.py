@@ -24,6 +24,7 @@ class JobModel:
     engine: Any  # EngineConfig
     disagg: Any = None  # DisaggSetup
     notes: tuple[str, ...] = ()
+    nic: dict | None = None  # the disaggregation model's network input, with its source
 
 
 def engine_of(framework: str) -> str | None:
@@ -68,7 +69,7 @@ def model_job(job, plan) -> JobModel:
                           engine=name)
     workers = int(prefill.get("num-worker", 1)) if job.is_multinode else 1
     ranks = workers * _ranks(prefill)
-    disagg = None
+    disagg = nic = None
     decode = row.get("decode") if job.is_multinode else None
     if decode and int(decode.get("num-worker", 0)) > 0:
         from kvbench.hardware import load_hardware
@@ -86,10 +87,20 @@ def model_job(job, plan) -> JobModel:
             decode_gpu_tokens=gpu_tier_tokens(dcosts, hw, plan.mem_fraction_static or 0.88),
             decode_costs=dcosts, transfer_bytes_per_token=costs.kv_bytes_per_token_per_rank,
             transfer_bytes_per_s=bw)
+        nic = nic_input(hw)
     elif decode is not None:
         notes.append("aggregated multi-node: prefill workers serve whole requests")
     return JobModel(costs, ranks, router_of(job), plan.gpu_kv_tokens, plan.host_kv_tokens,
-                    engine, disagg, tuple(notes))
+                    engine, disagg, tuple(notes), nic)
+
+
+def nic_input(hw) -> dict:
+    """What a disaggregated row's KV transfer runs at: the profile's NIC line rate per GPU
+    and direction, its source, and the achievable fraction applied to it."""
+    line = hw.kv_transfer_bytes_per_s
+    return {"hardware": hw.name, "line-bytes-per-s": line.value,
+            "link-fraction": hw.achievable_link_fraction,
+            "bytes-per-s": hw.kv_transfer_bandwidth, "source": line.source}
 
 
 def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
@@ -123,6 +134,8 @@ def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
         return entry
     entry.update({"ranks": m.ranks, "router": m.router, "notes": list(m.notes),
                   "decode-ranks": m.disagg.decode_ranks if m.disagg else 0})
+    if m.nic is not None:
+        entry["kv-transfer"] = m.nic
     arms = {"resident": 0}
     if m.host_tokens:
         arms["offload"] = m.host_tokens

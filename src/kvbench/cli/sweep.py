@@ -91,6 +91,10 @@ def run(
     replay_workers: Annotated[int, _opt("Processes each job's replay shards its lanes over "
                                         "(at most its concurrency): past ~1,000 paced "
                                         "streams one event loop falls behind.", _WORK)] = 1,
+    stand_in: Annotated[str | None, _opt(
+        "sim: every worker's real command line is checked by its engine's own parser, then "
+        "the embedded engine serves in its place (multi-node sglang-disagg rows without "
+        "their hardware).", _WORK)] = None,
     ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
     replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
                                                  "duration + grace + 5 min).")] = None,
@@ -137,6 +141,8 @@ def run(
         raise SweepOptionError(f"--sizing {sizing!r} is not allowed (allowed: budget, launcher)")
     if force and sizing != "launcher":
         raise SweepOptionError("--force applies to --sizing launcher only")
+    if stand_in not in (None, "sim"):
+        raise SweepOptionError(f"--stand-in {stand_in!r} is not allowed (allowed: sim)")
     if load_format == "dummy" and model_path is None:
         raise SweepOptionError("--load-format dummy needs --model-path",
                          hint="kvbench dummy-model DIR --model qwen3-8b builds one")
@@ -151,6 +157,7 @@ def run(
             think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
             load_format=load_format, compress_raw=compress, sizing=sizing, force=force,
             replay_workers=replay_workers,
+            stand_in=stand_in,
             timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
         )
     except ValidationError as e:
@@ -199,6 +206,16 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     check_format(format, ("table", "json"), SweepOptionError)
     jobs = selected_jobs(selection, SweepError)
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
+    if options.stand_in is not None:
+        from kvbench.sweep.multinode import PD_ADAPTERS
+
+        other = sorted({j.framework for j in jobs} - set(PD_ADAPTERS))
+        if other:
+            raise SweepOptionError(
+                f"--stand-in {options.stand_in} runs {', '.join(PD_ADAPTERS)} rows; the "
+                f"selection also has {', '.join(other)} jobs",
+                hint="select --framework " + " --framework ".join(PD_ADAPTERS))
+        real = []  # the embedded engine serves every worker: its --time-scale applies
     if "--time-scale" in options.engine_args and real:
         raise SweepOptionError(f"--time-scale is for the embedded engine only; the selection "
                                f"also has {', '.join(real)} jobs", hint="select --framework sim")

@@ -69,7 +69,9 @@ class DisaggEngines(RankedEngines):
                            output_tokens=req.meta["output_tokens"], keys=[],
                            page_tokens=req.page_tokens, session=req.session,
                            prefilled_tokens=req.input_tokens)
-            d.meta = {**req.meta, "sent_s": req.arrival_s, "prefill": req}
+            # the wait behind this NIC's earlier transfers plus this one's own bytes
+            d.meta = {**req.meta, "sent_s": req.arrival_s, "prefill": req,
+                      "kv_transfer_s": at - now}
             target = min(range(len(self.decode)), key=lambda i: (
                 self.decode[i].num_running + self.decode[i].num_queued, i))
             self.decode[target].submit(d, at)

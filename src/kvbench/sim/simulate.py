@@ -136,6 +136,9 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
             else int(pd.decode_gpu_tokens),
             "transfer_bytes_per_s": pd.transfer_bytes_per_s}
         summary["kv_transfer_tokens"] = driver.engine.transferred_tokens
+        # prefill end -> KV on the decode rank (NIC queue + bytes / bandwidth), per request
+        summary["kv_transfer_ms"] = _percentiles(
+            [r.meta["kv_transfer_s"] for r in profiled if "kv_transfer_s" in r.meta], 1e3)
     return summary
 
 

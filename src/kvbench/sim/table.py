@@ -65,10 +65,13 @@ def print_arms(results: dict[str, dict], trace_names: list[str]) -> None:
 def print_jobs(entries: list[dict]) -> None:
     """One row per recipe job, identified by a short id (its fingerprint) beside the config
     key, exp-name and hardware (exp-names repeat across keys and runners); TTFT, ITL,
-    throughput and hit rates per arm."""
+    throughput and hit rates per arm. A multi-node row also shows its prefill/decode ranks
+    and, when disaggregated, the predicted prefill -> decode KV transfer (NIC queue and
+    bytes) per arm; the NIC bandwidth each one ran at, and its source, follow the table."""
     table = Table(title="simulated recipe rows (per rank: GPU / host KV tokens)")
     cols = ("id", "config key", "exp-name", "hw", "conc", "gpu / host tok", "arm", "hit total",
-            "hit host", "ttft p50 ms", "itl p50 ms", "out tok/s")
+            "hit host", "ttft p50 ms", "itl p50 ms", "out tok/s", "p+d ranks",
+            "kv xfer p50 / p99 ms")
     for col in cols:
         left = col in ("id", "config key", "exp-name", "hw", "arm")
         table.add_column(col, justify="left" if left else "right")
@@ -78,16 +81,27 @@ def print_jobs(entries: list[dict]) -> None:
         arms = e.get("arms")
         if not arms:
             why = e.get("skipped") or "; ".join(e.get("errors") or []) or "not planned"
-            table.add_row(*ident, "-", "[red]not simulated[/]", why, *[""] * 5)
+            table.add_row(*ident, "-", "[red]not simulated[/]", why, *[""] * 7)
             continue
+        ranks = (f"{e['ranks']} + {e['decode-ranks']}" if e.get("decode-ranks")
+                 else f"{e['ranks']} agg") if e.get("multinode") else ""
         for i, (name, r) in enumerate(arms.items()):
+            xfer = r.get("kv_transfer_ms")
             table.add_row(
                 *(ident if i == 0 else ("", "", "", "", "")),
                 f"{e['gpu-kv-tokens']:,} / {e['host-kv-tokens']:,}" if i == 0 else "", name,
                 f"{r['hit_rate']['total']:.1%}", f"{r['hit_rate']['host']:.1%}",
                 _ms(r["ttft_ms"]["p50"]), _ms(r["itl_ms"]["p50"]),
-                f"{r['throughput']['output_tok_s']:,.0f}")
+                f"{r['throughput']['output_tok_s']:,.0f}", ranks if i == 0 else "",
+                f"{_ms(xfer['p50'])} / {_ms(xfer['p99'])}" if xfer else "")
     _console().print(table)
+    nics = {(e["kv-transfer"]["hardware"], e["kv-transfer"]["bytes-per-s"],
+             e["kv-transfer"]["line-bytes-per-s"], e["kv-transfer"]["link-fraction"],
+             e["kv-transfer"]["source"]) for e in entries if e.get("kv-transfer")}
+    for hw, bw, line, frac, source in sorted(nics):
+        _console().print(f"kv xfer on {hw}: {bw / 1e9:,.1f} GB/s per GPU per direction "
+                         f"({line / 1e9:,.1f} GB/s line rate x {frac:g}); source: {source}",
+                         markup=False, highlight=False)
     refused = {name: (r.get("rejected") or {}).get("context", 0)
                for e in entries for name, r in (e.get("arms") or {}).items()}
     total = sum(refused.values())

@@ -10,6 +10,7 @@ embedded engine's (which serve the request whole on both, as they cannot hand KV
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -34,6 +35,10 @@ ROLE_ARGS: dict[str, dict[str, list[str]]] = {
                "decode": ["--disaggregation-mode", "decode"]},
 }
 PREFILL_BOOTSTRAP: dict[str, list[str]] = {"sglang": ["8998"]}
+# Frameworks whose adapter builds the whole row (every worker's command line and the router's,
+# engines/disaggregation.py): framework -> (the workers' engine, the router's) for the stand-in
+# parser checks (launch/stand_in.py).
+PD_ADAPTERS: dict[str, tuple[str, str]] = {"sglang-disagg": ("sglang", "sglang-router")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,10 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
 
     spec, job_dir = run.spec, run.job_dir
     framework = spec.row["framework"]
+    if framework in PD_ADAPTERS:
+        with serve_pd_workers(run, free_port, server_env) as endpoint:
+            yield endpoint
+        return
     workers = workers_of(spec.row)
     alloc = Allocation.current()
     cpu_only = framework in CPU_ONLY_ENGINES
@@ -176,6 +185,150 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
         yield Endpoint(base_url=f"http://127.0.0.1:{port}",
                        metrics_url=_at(launch.metrics_url, urlsplit(base).hostname or ""),
                        served_model_name=launch.served_model_name, workers=records)
+
+
+@contextlib.contextmanager
+def serve_pd_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[Endpoint]:
+    """A row whose adapter builds every worker and the router (`sglang-disagg`): each worker
+    its own srun step on the node of its plan's placement, with its command line as the
+    adapter built it (a free port of its own: two slurmds may share a host); the router once
+    every worker is ready. With `options.stand_in == "sim"` every worker step runs the real
+    command line through the engine's own parser, then the embedded engine serves in its
+    place; the router's command line is checked by sglang-router's parser and the PD router
+    over the embedded workers is `router_argv`'s (the real one's policy flags need
+    SGLang's worker APIs). Any failure or signal unwinds the ExitStack: every step is
+    stopped, the router first."""
+    from kvbench.engines import get_adapter
+    from kvbench.launch import ServerProcess
+    from kvbench.matrix import Job
+    from kvbench.plan.workers import plan_workers
+
+    spec, job_dir, opts = run.spec, run.job_dir, run.spec.options
+    framework = spec.row["framework"]
+    worker_engine, router_engine = PD_ADAPTERS[framework]
+    stand_in = opts.stand_in == "sim"
+    runners = None
+    if spec.runner_config:
+        from kvbench.recipe import load_runners
+
+        runners = load_runners(Path(spec.runner_config))
+    job = spec.job()
+    alloc = Allocation.current()
+    host = "0.0.0.0" if alloc.srun else "127.0.0.1"
+    router_port = free_port()
+    launch = get_adapter(framework).build(
+        job, None, port=router_port, model_path=opts.model_path, work_dir=job_dir,
+        runners=runners, dummy_weights=opts.load_format == "dummy", host=host)
+    refused = [w for w in launch.warnings if w.startswith("plan refused: ")]
+    if refused:
+        raise SweepError("; ".join(refused))
+    if launch.nodes > len(alloc.nodes) and alloc.srun:
+        raise SweepError(f"the row's workers need {launch.nodes} nodes; the allocation has "
+                         f"{len(alloc.nodes)}")
+    planned = plan_workers(job, runners).workers
+    with contextlib.ExitStack() as stack:
+        servers, urls, records, first_metrics = [], {"prefill": [], "decode": []}, [], None
+        placeholder_urls: dict[str, str] = {}
+        for ws, wp in zip(launch.workers or [], planned, strict=True):
+            name = f"{ws.role}-{ws.index}"
+            if len(ws.nodes) > 1:
+                raise SweepError(f"{name} spans {len(ws.nodes)} nodes (tp {wp.job.row['tp']}): "
+                                 "one server over several nodes needs a step per node with "
+                                 "its node rank, which the adapter does not build")
+            # every worker on one host when Slurm is absent
+            node = alloc.nodes[ws.nodes[0]] if alloc.srun else alloc.nodes[0]
+            wdir = job_dir / WORKERS_DIR / name
+            wdir.mkdir(parents=True, exist_ok=True)
+            port = free_port()
+            argv = _with_value(ws.argv, "--port", str(port)) + list(
+                () if stand_in else opts.engine_args)
+            base = f"http://{node.addr}:{port}"
+            placeholder_urls[ws.url] = base
+            gpus = int(wp.job.row["tp"]) * int(wp.job.row.get("pp") or 1)
+            prefix = alloc.prefix(node, Worker(ws.role, ws.index, wp.job.row, {}), gpus)
+            for fname, content in ws.files.items():
+                (wdir / fname).write_text(content)
+            record: dict[str, Any] = {
+                "name": name, "role": ws.role, "node": node.name, "url": base,
+                "tp": wp.job.row["tp"], "ep": wp.job.row.get("ep") or 1, "gpus": gpus,
+                "argv": [*prefix, *argv], "plan": ws.plan}
+            if stand_in:
+                sim = get_adapter("sim").build(
+                    Job(spec.config_key, {**wp.job.row, "framework": "sim"}, spec.scenario),
+                    wp.plan, port=port, host=host, work_dir=wdir)
+                serve = [*sim.argv, *opts.engine_args]
+                check = wdir / "engine-check.json"
+                file = wdir / "stand-in.json"
+                file.write_text(json.dumps({"engine": worker_engine, "argv": argv,
+                                            "program_len": ws.program_len, "serve": serve,
+                                            "check_path": str(check)}))
+                step = [*prefix, sys.executable, "-m", "kvbench.launch.stand_in", str(file)]
+                ready, metrics = _at(sim.health_url, node.addr), _at(sim.metrics_url, node.addr)
+                record.update({"served-by": "kvbench serve-sim (stand-in)", "step": step,
+                               "serve-argv": serve, "engine-check": str(check)})
+            else:
+                step = [*prefix, *argv]
+                ready = _at(_filled(ws.health_url, ws.url, base), node.addr)
+                metrics = _at(_filled(ws.metrics_url, ws.url, base), node.addr)
+                record.update({"served-by": worker_engine, "step": step})
+            server = ServerProcess(step, env=server_env(dict(ws.env)),
+                                   log_path=wdir / "server.log", ready_url=ready,
+                                   ready_timeout_s=opts.timeouts.ready_s, cwd=wdir, name=name)
+            stack.enter_context(server)
+            servers.append(server)
+            urls[ws.role].append(base)
+            record["patches"] = []
+            records.append(record)
+            if first_metrics is None:
+                first_metrics = metrics
+        run.phase = "ready"
+        run.events.phase("ready")
+        for server in servers:  # readiness of every worker before the router starts
+            server.wait_ready()
+        rdir = job_dir / ROUTER_DIR
+        rdir.mkdir(parents=True, exist_ok=True)
+        real_router = [placeholder_urls.get(a, a) for a in launch.argv]
+        if stand_in:
+            check = rdir / "router-check.json"
+            file = rdir / "stand-in.json"
+            file.write_text(json.dumps({"engine": router_engine, "argv": real_router,
+                                        "program_len": launch.program_len,
+                                        "check_path": str(check)}))
+            out = subprocess.run([sys.executable, "-m", "kvbench.launch.stand_in", str(file)],
+                                 capture_output=True, text=True, timeout=300,
+                                 env=server_env({}))
+            if out.returncode != 0:
+                raise SweepError(f"the router's command line: "
+                                 f"{(out.stderr.strip().splitlines() or ['?'])[-1]}")
+            rargv = router_argv(worker_engine, urls["prefill"], urls["decode"], router_port,
+                                free_port())
+            health = f"http://127.0.0.1:{router_port}/health"
+        else:
+            rargv, health = real_router, launch.health_url
+        (rdir / "router-argv.json").write_text(json.dumps(
+            {"argv": real_router, "ran": rargv}, indent=1) + "\n")
+        router = ServerProcess(rargv, env=server_env({}), log_path=rdir / "server.log",
+                               ready_url=health, ready_timeout_s=opts.timeouts.ready_s,
+                               cwd=rdir, name="router")
+        stack.enter_context(router)
+        router.wait_ready()
+        yield Endpoint(base_url=f"http://127.0.0.1:{router_port}", metrics_url=first_metrics,
+                       served_model_name=launch.served_model_name,
+                       correlation_header=launch.correlation_header, workers=records)
+
+
+def _with_value(argv: list[str], flag: str, value: str) -> list[str]:
+    """`argv` with `flag`'s value replaced (appended when absent)."""
+    out = list(argv)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+        return out
+    return [*out, flag, value]
+
+
+def _filled(url: str, placeholder_base: str, base: str) -> str:
+    """A worker URL of the adapter's (http://{node<rank>}:port/...) at the worker's address."""
+    return url.replace(placeholder_base, base, 1)
 
 
 def _at(url: str, addr: str) -> str:

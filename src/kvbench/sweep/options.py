@@ -58,6 +58,10 @@ class RunOptions(BaseModel):
     # processes each job's replay shards its lanes over (at most the job's concurrency;
     # replay/workers.py): how the client runs, not what is measured
     replay_workers: int = Field(1, ge=1, le=MAX_REPLAY_WORKERS)
+    # "sim": a worker's real command line is checked by its engine's own parser, then the
+    # embedded engine serves in its place (launch/stand_in.py); rows the adapter builds whole
+    # (sglang-disagg) only. Part of the identity: what serves is what is measured.
+    stand_in: Literal["sim"] | None = None
     timeouts: PhaseTimeouts = Field(default_factory=PhaseTimeouts)
 
     def measurement_identity(self) -> dict:
@@ -76,6 +80,8 @@ class RunOptions(BaseModel):
             del identity["sizing"]
         if not identity["force"]:
             del identity["force"]
+        if identity["stand_in"] is None:
+            del identity["stand_in"]
         return identity
 
     def options_id(self) -> str:

@@ -107,11 +107,28 @@ class SlurmExecutor:
             # newer layout: the generator's allocation size (num-nodes, or the srt-slurm
             # recipe's roles), which may hold more than the workers' own GPUs need
             nodes = max(nodes, spec.row["node-count"])
+        gres = min(gpn, max(w.gpus for w in workers))
+        from kvbench.sweep.multinode import PD_ADAPTERS
+
+        if spec.row.get("framework") in PD_ADAPTERS:
+            # the adapter places its workers itself (plan_workers: whole nodes each, or a
+            # role packed onto `<ROLE>_NODES=`): its nodes, and the most GPUs one node holds
+            from kvbench.plan.workers import plan_workers
+
+            runners = None
+            if spec.runner_config:
+                from kvbench.recipe import load_runners
+
+                runners = load_runners(Path(spec.runner_config))
+            placed = plan_workers(spec.job(), runners)
+            count = spec.row.get("node-count")
+            nodes = max(len(placed.nodes), count if isinstance(count, int) else 0)
+            gres = min(gpn, max(u.gpus for u in placed.nodes.values()))
         lines = [*self._header(job_dir.name, job_dir / "task.log"),
                  f"#SBATCH --nodes={nodes}",
                  f"#SBATCH --ntasks={len(workers)}"]
         if not cpu_only:
-            lines += [f"#SBATCH --gres=gpu:{min(gpn, max(w.gpus for w in workers))}",
+            lines += [f"#SBATCH --gres=gpu:{gres}",
                       "#SBATCH --exclusive"]
         lines += [f"#SBATCH {a}" for a in self.sbatch_args]
         lines += ["set -euo pipefail",
