@@ -41,6 +41,12 @@ VLLM_FLAGS: dict[str, object] = {
     "--default-chat-template-kwargs": "json", "--disable-uvicorn-access-log": BOOL,
     "--compilation-config": "json", "--enable-cumem-allocator": BOOL,
     "--enable-chunked-prefill": BOOL, "--cpu-offload-gb": int,
+    "--max-cudagraph-capture-size": int, "--safetensors-load-strategy": {"lazy"},
+    "--moe-backend": {"aiter", "deep_gemm_amxf4_mega_moe"}, "--hf-overrides": "json",
+    "--enable-ep-weight-filter": BOOL, "--numa-bind": BOOL, "--disable-custom-all-reduce": BOOL,
+    "--async-scheduling": BOOL, "--distributed-executor-backend": {"mp"},
+    "--decode-context-parallel-size": int, "--dcp-comm-backend": {"a2a"},
+    "--load-format": {"fastsafetensors"}, "--prefix-match-unit": int,
 }
 TRTLLM_FLAGS: dict[str, object] = {
     "--host": {"127.0.0.1"}, "--port": int, "--tp_size": int, "--ep_size": int,
@@ -74,7 +80,8 @@ def _check(argv: list[str], schema: dict[str, object], where: str) -> list[str]:
                 problems.append(f"{where}: {flag} {value} out of range")
         elif rule == "json":
             obj = json.loads(value)
-            if flag == "--speculative-config" and obj.get("method") not in ("mtp", "eagle3"):
+            methods = ("mtp", "eagle3", "dspark")
+            if flag == "--speculative-config" and obj.get("method") not in methods:
                 problems.append(f"{where}: speculative method {obj.get('method')}")
             if flag == "--kv-transfer-config" and {"kv_connector", "kv_role"} - set(obj):
                 problems.append(f"{where}: kv-transfer-config lacks kv_connector/kv_role")
@@ -92,7 +99,10 @@ def test_vllm_rows_match_the_schema(real_single_node_jobs):
         assert spec.argv[:3] == ["vllm", "serve", job.model]
         problems += _check(spec.argv[3:], VLLM_FLAGS, job.exp_name)
         dp = job.row.get("dp-attn")
-        seqs = int(spec.argv[spec.argv.index("--max-num-seqs") + 1])
+        # absent: vLLM's default, 1,024 sequences on a GPU of >= 70 GiB (vllm 0.33
+        # engine/arg_utils.py get_batch_defaults), as the MiniMax-M3 Blackwell launchers run
+        seqs = (int(spec.argv[spec.argv.index("--max-num-seqs") + 1])
+                if "--max-num-seqs" in spec.argv else 1024)
         ranks = job.row["tp"] if dp else 1
         assert seqs * ranks >= 2 * job.conc, job.exp_name  # room for subagent fan-out
         if dp:

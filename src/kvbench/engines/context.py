@@ -101,6 +101,7 @@ def make_context(job: Job, plan: Plan | None, *, engine: str, host: str, port: i
         "tp": ctx.tp,
         "ep": ctx.ep,
         "accuracy": acc,
+        "conc": ctx.conc,
         "router": router is not None,
         "version": (_parse_version(engine_version) if engine_version
                     else image_version(str(row.get("image", ""))).release),

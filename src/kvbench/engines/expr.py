@@ -27,8 +27,14 @@ def capture_sizes(tokens_per_seq: int, max_seqs: int, *extra: int) -> list[int]:
     return sorted({tokens_per_seq * k for k in range(1, int(max_seqs) + 1)} | set(extra))
 
 
+def above(limit: int, *values: int) -> list[int]:
+    """The `values` greater than `limit`, in order: fixed sizes a launcher appends past its
+    dense capture list (kimik3_fp4_b300_vllm_mtp.sh: 64 .. 8192 above the last dense size)."""
+    return [v for v in values if v > limit]
+
+
 _FUNCS = {"min": min, "max": max, "int": int, "round": round, "ceil": math.ceil,
-          "floor": math.floor, "capture_sizes": capture_sizes}
+          "floor": math.floor, "capture_sizes": capture_sizes, "above": above}
 
 
 def evaluate(expr: str, names: Mapping[str, Any], where: str) -> Any:
