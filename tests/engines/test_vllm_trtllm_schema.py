@@ -108,7 +108,9 @@ def test_vllm_rows_match_the_schema(real_single_node_jobs):
         if dp:
             assert spec.router_argv and spec.correlation_header == "x-session-id"
         if plan.backend == "vllm-simple":
-            assert spec.env.get("VLLM_USE_SIMPLE_KV_OFFLOAD") == "1"
+            connector = json.loads(spec.argv[spec.argv.index("--kv-transfer-config") + 1])
+            assert connector["kv_connector"] == "SimpleCPUOffloadConnector", job.exp_name
+            assert connector["kv_connector_extra_config"]["cpu_bytes_to_use"] > 0
     assert problems == []
 
 

@@ -63,13 +63,20 @@ def test_vllm_026_native_pins_each_kv_tensor_rounded_to_a_power_of_two():
     assert simple.host_kv_tokens == 10_171 * 16
 
 
-def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_size():
+def test_vllm_simple_names_the_connector_and_dp_attention_gives_each_engine_its_own_size():
     plan = plan0(make_job(**MINIMAX_B300, **{
         "dp-attn": True, "total-cpu-dram-gb": 1199,
         "kv-offload-backend": {"name": "vllm-simple"}}))
-    assert plan.engine_env["VLLM_USE_SIMPLE_KV_OFFLOAD"] == "1"
-    # one engine per DP rank (world 1): the flag is the per-rank size, 1,199e9 / 4 / 2^30
-    assert arg(plan, "--kv-offloading-size") == f"{int(1199 * GB / 4 / GiB * 100) / 100:.2f}"
+    assert plan.engine_args == [] and "VLLM_USE_SIMPLE_KV_OFFLOAD" not in plan.engine_env
+    connector = plan.engine_config["kv-transfer-config"]
+    assert connector["kv_connector"] == "SimpleCPUOffloadConnector"
+    assert connector["kv_role"] == "kv_both"
+    # one engine per DP rank (world 1): the per-rank size, 1,199e9 / 4 / 2^30 = 279.16 GiB
+    # (floored to 0.01), in bytes as vLLM converts it: 279.16 x 2^30
+    gib = int(1199 * GB / 4 / GiB * 100) / 100
+    assert gib == 279.16
+    assert connector["kv_connector_extra_config"] == {"cpu_bytes_to_use": int(gib * GiB)}
+    assert int(gib * GiB) <= 1199 * GB / 4
 
 
 def test_lmcache_is_per_worker_and_read_as_gib():

@@ -3,6 +3,7 @@ plan, then user overrides, each value tagged with its source; a router for DP-at
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from kvbench.plan import Plan
 
 _FILE_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".cfg")
+# plan.engine_config entry that is the --kv-transfer-config JSON (plan/sizers/vllm.py, the
+# SimpleCPUOffloadConnector); the data file's rules add the launchers' other connector keys
+KV_TRANSFER_KEY = "kv-transfer-config"
 
 
 class EngineAdapter:
@@ -142,6 +146,9 @@ class EngineAdapter:
             args.set("--kv-transfer-config",
                      lmcache.connector_config(ctx, plan.engine_config[lmcache.MP_KEY]), "plan",
                      "plan.engine_config lmcache-mp: one LMCache server per rank")
+        if KV_TRANSFER_KEY in plan.engine_config:
+            args.set("--kv-transfer-config", copy.deepcopy(plan.engine_config[KV_TRANSFER_KEY]),
+                     "plan", f"plan.engine_config {KV_TRANSFER_KEY} ({plan.backend})")
         for k, v in plan.engine_env.items():
             env.set(k, v, "plan", f"plan.engine_env ({plan.backend})")
 
