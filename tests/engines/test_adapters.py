@@ -184,7 +184,8 @@ def test_trtllm_writes_its_yaml_config_with_plan_host_cache(tmp_path):
                      mem_fraction_static=0.9, engine_args=[],
                      engine_config={"kv_cache_config": {"host_cache_size": 299_750_000_000}})
     spec = get_adapter("trt").build(job, plan, port=8000, work_dir=tmp_path)
-    assert spec.argv[:2] == ["trtllm-serve", "nvidia/MiniMax-M3-NVFP4"]
+    assert spec.argv[:7] == ["mpirun", "-n", "1", "--oversubscribe", "--allow-run-as-root",
+                             "trtllm-serve", "nvidia/MiniMax-M3-NVFP4"]
     assert _flag(spec.argv, "--config") == str(tmp_path / "trtllm-config.yaml")
     assert _flag(spec.argv, "--tp_size") == "4"
     config = yaml.safe_load(spec.files["trtllm-config.yaml"])

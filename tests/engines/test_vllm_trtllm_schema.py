@@ -50,7 +50,7 @@ VLLM_FLAGS: dict[str, object] = {
 }
 TRTLLM_FLAGS: dict[str, object] = {
     "--host": {"127.0.0.1"}, "--port": int, "--tp_size": int, "--ep_size": int,
-    "--pp_size": int, "--backend": {"pytorch"}, "--config": str,
+    "--pp_size": int, "--backend": {"pytorch"}, "--config": str, "--chat_template": str,
 }
 
 
@@ -120,8 +120,8 @@ def test_trtllm_rows_match_the_schema(real_single_node_jobs, tmp_path):
     for job in jobs:
         plan = plan_job(job)
         spec = get_adapter(job.framework).build(job, plan, port=8000, work_dir=tmp_path)
-        assert spec.argv[:2] == ["trtllm-serve", job.model]
-        assert _check(spec.argv[2:], TRTLLM_FLAGS, job.exp_name) == []
+        assert spec.argv[5:7] == ["trtllm-serve", job.model]  # under mpirun -n 1
+        assert _check(spec.argv[7:], TRTLLM_FLAGS, job.exp_name) == []
         config = yaml.safe_load(spec.files["trtllm-config.yaml"])
         kv = config["kv_cache_config"]
         assert kv["host_cache_size"] == plan.engine_config["kv_cache_config"]["host_cache_size"]

@@ -240,9 +240,14 @@ def _detail(rule: str, used: list[str], ctx: BuildContext) -> str:
 
 def merge_config(config: dict[str, Any], fragment: dict[str, Any], source: Source,
                  detail: str, sources: list[ArgSource], prefix: str = "") -> None:
-    """Deep-merge `fragment` into `config`, recording each leaf key's source."""
+    """Deep-merge `fragment` into `config`, recording each leaf key's source; a None value
+    removes the key (a rule that replaces another's key by a different one)."""
     for key, value in fragment.items():
         path = f"{prefix}{key}"
+        if value is None:
+            config.pop(key, None)
+            sources[:] = [s for s in sources if s.flag != path]
+            continue
         if isinstance(value, dict) and isinstance(config.get(key), dict):
             merge_config(config[key], value, source, detail, sources, path + ".")
             continue
