@@ -16,7 +16,7 @@ from kvbench.engines import lmcache, mooncake
 from kvbench.engines.argv import Settings, render_value
 from kvbench.engines.context import BuildContext, make_context
 from kvbench.engines.expr import expand
-from kvbench.engines.rules import EngineData, Rule, load_engine_data
+from kvbench.engines.rules import DATA_DIR, EngineData, Rule, load_engine_data
 from kvbench.engines.spec import ArgSource, LaunchSpec, ServiceSpec, Source
 from kvbench.errors import EngineError
 
@@ -71,7 +71,8 @@ class EngineAdapter:
         config_sources: list[ArgSource] = []
         warnings: list[str] = []
         self.job_args(ctx, args)
-        for rule in data.matching(ctx.facts):
+        rules = data.matching(ctx.facts)
+        for rule in rules:
             self._apply_rule(rule, ctx, args, env, config, config_sources)
         self.plan_args(ctx, args, env, config, config_sources, warnings)
         if dummy_weights:
@@ -81,6 +82,11 @@ class EngineAdapter:
         for k, v in (env_overrides or {}).items():
             env.set(k, v, "override", "--engine-env")
         files = self.files(ctx, args, config, work_dir, warnings)
+        for rule in rules:
+            for flag, name in rule.files.items():
+                files[name] = (DATA_DIR / name).read_text()
+                args.set(flag, str(work_dir / name) if work_dir is not None else name,
+                         "default", f"{self.data_name}.yaml: {rule.name} (engines/data/{name})")
         services = self.services(ctx)
         program = list(data.program)
         argv = program + self.positional(ctx) + args.argv()

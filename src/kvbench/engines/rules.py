@@ -75,6 +75,9 @@ class Rule(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     # Flags spelled differently by this engine version: the value moves to the new name.
     rename: dict[str, str] = Field(default_factory=dict)
+    # flag -> a file beside the data files (engines/data/), written into the job directory
+    # under its name; the flag gets its path (a launcher's chat template)
+    files: dict[str, str] = Field(default_factory=dict)
 
 
 class RouterData(BaseModel):
