@@ -103,8 +103,10 @@ def test_mooncake_segment_leaves_room_for_the_local_buffer():
     plan = plan0(make_job(**MINIMAX_B300, **{
         "total-cpu-dram-gb": 1199, "kv-offload-backend": {"name": "mooncake"}}))
     seg, buf = plan.host_pools
-    # 1,199e9 / 4 = 299.75e9 per rank - 4e9 local buffer = 295.75e9 segment (MB granularity)
-    assert seg.bytes_per_rank == 295_750 * 10**6 and buf.bytes_per_rank == 4 * GB
+    # 1,199e9 / 4 = 299.75e9 per rank - the "4GB" local buffer, which vLLM reads as 4 x 2^30
+    # = 4,294,967,296 B, = 295,455,032,704 B, floored to MB: 295,455e6 B of segment
+    assert seg.bytes_per_rank == 295_455 * 10**6 and buf.bytes_per_rank == 4 * GiB
+    assert plan.engine_config["mooncake.json"]["local_buffer_size"] == "4GB"
     assert not buf.inside_configured_size
     assert plan.engine_config["mooncake.json"]["global_segment_size"] == seg.bytes_per_rank
 

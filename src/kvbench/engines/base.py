@@ -87,7 +87,7 @@ class EngineAdapter:
                 files[name] = (DATA_DIR / name).read_text()
                 args.set(flag, str(work_dir / name) if work_dir is not None else name,
                          "default", f"{self.data_name}.yaml: {rule.name} (engines/data/{name})")
-        services = self.services(ctx)
+        services = self.services(ctx, config)
         program = list(data.program)
         argv = program + self.positional(ctx) + args.argv()
         router_argv, router_sources = self.router_argv(ctx, data)
@@ -172,10 +172,13 @@ class EngineAdapter:
             if name.endswith(_FILE_SUFFIXES):
                 if name == mooncake.CONFIG_FILE:
                     content = mooncake.with_master_address(content, ctx)
+                if isinstance(content, dict) and isinstance(config.get(name), dict):
+                    # a data-file rule's keys for this file (a launcher's RDMA rail)
+                    content = {**content, **config[name]}
                 out[name] = dump_file(name, content)
         return out
 
-    def services(self, ctx: BuildContext) -> list[ServiceSpec]:
+    def services(self, ctx: BuildContext, config: dict[str, Any]) -> list[ServiceSpec]:
         """Processes the engine needs before it starts: a Mooncake plan's master, an LMCache
         MP plan's servers."""
         plan = ctx.plan
@@ -185,7 +188,10 @@ class EngineAdapter:
             return lmcache.server_services(ctx, plan.engine_config[lmcache.MP_KEY])
         if mooncake.CONFIG_FILE not in plan.engine_config:
             return []
-        return [mooncake.master_service(ctx, plan.engine_config.get(mooncake.MASTER_KEY, {}))]
+        # the plan's eviction ratios, then a data-file rule's (`config: {mooncake-master: ..}`)
+        settings = {**plan.engine_config.get(mooncake.MASTER_KEY, {}),
+                    **config.get(mooncake.MASTER_KEY, {})}
+        return [mooncake.master_service(ctx, settings)]
 
     def router_name(self, job: Job, data: EngineData) -> str | None:
         """DP-attention rows get a router that pins each session to one DP rank."""
