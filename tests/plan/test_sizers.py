@@ -274,3 +274,29 @@ def test_the_fa3_hicache_rewrite_warning_stops_at_0513():
     new = plan_job(make_job(**QWEN3_8B_H200_SGLANG))
     assert any(warned in w for w in old.warnings)
     assert not any(warned in w for w in new.warnings)
+
+
+MINIMAX_H100 = {"image": "vllm/vllm-openai:v0.27.1", "model": "MiniMaxAI/MiniMax-M3",
+                "model-prefix": "minimaxm3", "precision": "fp8", "framework": "vllm",
+                "runner": "h100", "tp": 8, "ep": 1}
+
+
+def test_weights_kept_in_host_memory_come_out_of_the_host_budget():
+    """minimaxm3_fp8_h100_mtp.sh:57,131 (InferenceX 843c6254f): --cpu-offload-gb 26, 26 GiB of
+    each rank's weights in host memory (vLLM: "the space in GiB to offload to CPU, per GPU")."""
+    resident = plan0(make_job(**MINIMAX_H100, **{"kv-offloading": "none"}))
+    assert resident.engine_args == ["--cpu-offload-gb", "26"]
+    plan = plan0(make_job(**MINIMAX_H100, **{
+        "total-cpu-dram-gb": 1731, "kv-offload-backend": {"name": "mooncake"}}))
+    assert plan.engine_args[:2] == ["--cpu-offload-gb", "26"]
+    pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
+    assert pools["weights_cpu_offload"] == 26 * GiB
+    # 1,731e9 / 8 = 216.375e9 per rank - 26 GiB weights - the 4 GiB local buffer
+    # = 184,162,745,280 B, floored to MB: 184,162e6 B of segment
+    assert pools["mooncake_segment"] == 184_162 * 10**6
+    assert plan.projected_host_bytes == 8 * sum(pools.values()) <= 1731 * GB
+    assert plan.within_budget
+    # HBM holds the weights less the offloaded 26 GiB
+    full = plan_job(make_job(**{**MINIMAX_H100, "runner": "h200"}, **{"kv-offloading": "none"}))
+    assert "less 26 GiB in host memory" in plan.arithmetic[0]
+    assert "less" not in full.arithmetic[0]

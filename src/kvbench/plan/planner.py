@@ -126,7 +126,8 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
                                         state_dtype=settings.mamba_ssm_dtype), topo)
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
                        hicache=offload and topo.backend == "hicache",
-                       recipe_fraction=settings.mem_fraction)
+                       recipe_fraction=settings.mem_fraction,
+                       weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB)
     common = dict(
         base,
         model=model.name,
@@ -146,7 +147,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     if topo.budget_gb * GB > host_share:
         warnings.append(f"budget {topo.budget_gb:,} GB exceeds this node share's installed DRAM "
                         f"({host_share / GB:,.0f} GB, {hardware.name} profile)")
-    arithmetic = [_gpu_line(gpu, model, topo)]
+    arithmetic = [_gpu_line(gpu, model, topo, settings.weights_offload_gib)]
     weights_pools, weights_args = _weights_offload(settings, topo)
     if not offload:
         return Plan(**common, engine_args=weights_args, warnings=warnings,
@@ -244,11 +245,13 @@ def _hicache_options(launcher: dict[str, str], topo: Topology) -> dict[str, str]
     return {**launcher, "write-policy": topo.write_policy}
 
 
-def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology) -> str:
+def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology,
+              weights_offload_gib: int | None = None) -> str:
+    offloaded = f", less {weights_offload_gib} GiB in host memory" if weights_offload_gib else ""
     return (
         f"GPU ({gpu.hardware}): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - weights "
         f"{gpu.weights_per_rank_bytes / GB:.1f} GB/rank ({model.name} {topo.precision} / "
-        f"{topo.weight_shards}) -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate)"
+        f"{topo.weight_shards}{offloaded}) -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate)"
     )
 
 
