@@ -35,8 +35,15 @@ def json_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def above(limit: int, *values: int) -> list[int]:
+    """The `values` greater than `limit`, in order: fixed sizes a launcher appends past its
+    dense capture list (kimik3_fp4_b300_vllm_mtp.sh: 64 .. 8192 above the last dense size)."""
+    return [v for v in values if v > limit]
+
+
 _FUNCS = {"min": min, "max": max, "int": int, "round": round, "ceil": math.ceil,
-          "floor": math.floor, "capture_sizes": capture_sizes, "json_text": json_text}
+          "floor": math.floor, "capture_sizes": capture_sizes, "json_text": json_text,
+          "above": above}
 
 
 def evaluate(expr: str, names: Mapping[str, Any], where: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -138,9 +139,9 @@ def test_vllm_dp_attention_router_and_offload():
                    router={"name": "vllm-router", "version": "0.1.14"})
     plan = make_plan(framework="vllm", backend="vllm-simple", page_size_tokens=256,
                      mem_fraction_static=0.9,
-                     engine_args=["--kv-offloading-backend", "native",
-                                  "--kv-offloading-size", "331.66"],
-                     engine_env={"VLLM_USE_SIMPLE_KV_OFFLOAD": "1"})
+                     engine_config={"kv-transfer-config": {
+                         "kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both",
+                         "kv_connector_extra_config": {"cpu_bytes_to_use": 356_117_751_971}}})
     spec = get_adapter("vllm").build(job, plan, port=8000)
     argv = spec.argv
     assert argv[:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-V4-Pro"]
@@ -148,8 +149,14 @@ def test_vllm_dp_attention_router_and_offload():
     assert _flag(argv, "--data-parallel-size") == "8"
     assert _flag(argv, "--max-num-seqs") == "16"  # 2 x 64 / 8 ranks
     assert _flag(argv, "--block-size") == "256" and _flag(argv, "--kv-cache-dtype") == "fp8"
-    assert _flag(argv, "--kv-offloading-size") == "331.66"
-    assert spec.env["VLLM_USE_SIMPLE_KV_OFFLOAD"] == "1"
+    # the plan's connector and size, with the DSv4 B300 launcher's DEP settings merged in
+    # (dsv4_fp4_b300_vllm_mtp.sh:129-158: eager offload under DEP, cross-layer blocks)
+    assert json.loads(_flag(argv, "--kv-transfer-config")) == {
+        "kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both",
+        "kv_connector_extra_config": {"cpu_bytes_to_use": 356_117_751_971,
+                                      "enable_cross_layers_blocks": "true",
+                                      "lazy_offload": False}}
+    assert "--kv-offloading-size" not in argv
     assert '"synthetic_acceptance_length":2.49' in _flag(argv, "--speculative-config")
     assert spec.router_argv[0] == "vllm-router"
     assert _flag(spec.router_argv, "--policy") == "consistent_hash"
@@ -178,7 +185,8 @@ def test_trtllm_writes_its_yaml_config_with_plan_host_cache(tmp_path):
                      mem_fraction_static=0.9, engine_args=[],
                      engine_config={"kv_cache_config": {"host_cache_size": 299_750_000_000}})
     spec = get_adapter("trt").build(job, plan, port=8000, work_dir=tmp_path)
-    assert spec.argv[:2] == ["trtllm-serve", "nvidia/MiniMax-M3-NVFP4"]
+    assert spec.argv[:7] == ["mpirun", "-n", "1", "--oversubscribe", "--allow-run-as-root",
+                             "trtllm-serve", "nvidia/MiniMax-M3-NVFP4"]
     assert _flag(spec.argv, "--config") == str(tmp_path / "trtllm-config.yaml")
     assert _flag(spec.argv, "--tp_size") == "4"
     config = yaml.safe_load(spec.files["trtllm-config.yaml"])

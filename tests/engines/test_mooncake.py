@@ -45,11 +45,13 @@ def test_real_mooncake_rows_write_a_config_mooncake_loads(tmp_path):
         segment = next(p for p in plan.host_pools if p.name == "mooncake_segment")
         assert loaded.master_server_address == "127.0.0.1:42000"  # client port + 12,000
         assert loaded.global_segment_size == segment.bytes_per_rank
-        assert loaded.local_buffer_size == 4 * 10**9
+        assert loaded.local_buffer_size == 4 * 2**30  # "4GB", as the launchers write it
         assert json.loads(spec.files["mooncake.json"])["mode"] == "embedded"
         [master] = spec.services
+        # the Kimi-K3 B300 launcher evicts at 95% (kimik3_fp4_b300_vllm_mtp.sh), the rest at 80%
+        high = 0.95 if job.row["model-prefix"] == "kimik3" else 0.8
         assert master.argv == ["mooncake_master", "--port=42000", "--metrics_port=42001",
-                               "--eviction_high_watermark_ratio=0.8", "--eviction_ratio=0.1"]
+                               f"--eviction_high_watermark_ratio={high}", "--eviction_ratio=0.1"]
         assert master.ready_url == "http://127.0.0.1:42001/metrics"
 
 
@@ -100,7 +102,8 @@ def test_master_runs_before_the_engine_and_stops_after_it(tmp_path):
         with urllib.request.urlopen(spec.services[0].ready_url, timeout=5) as r:
             assert r.status == 200
     log = (tmp_path / "mooncake-master.log").read_text()
-    assert "eviction_ratio=0.1" in log and "eviction_high_watermark_ratio=0.8" in log
+    high = 0.95 if job.row["model-prefix"] == "kimik3" else 0.8
+    assert "eviction_ratio=0.1" in log and f"eviction_high_watermark_ratio={high}" in log
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:

@@ -41,10 +41,16 @@ VLLM_FLAGS: dict[str, object] = {
     "--default-chat-template-kwargs": "json", "--disable-uvicorn-access-log": BOOL,
     "--compilation-config": "json", "--enable-cumem-allocator": BOOL,
     "--enable-chunked-prefill": BOOL, "--cpu-offload-gb": int,
+    "--max-cudagraph-capture-size": int, "--safetensors-load-strategy": {"lazy"},
+    "--moe-backend": {"aiter", "deep_gemm_amxf4_mega_moe"}, "--hf-overrides": "json",
+    "--enable-ep-weight-filter": BOOL, "--numa-bind": BOOL, "--disable-custom-all-reduce": BOOL,
+    "--async-scheduling": BOOL, "--distributed-executor-backend": {"mp"},
+    "--decode-context-parallel-size": int, "--dcp-comm-backend": {"a2a"},
+    "--load-format": {"fastsafetensors"}, "--prefix-match-unit": int,
 }
 TRTLLM_FLAGS: dict[str, object] = {
     "--host": {"127.0.0.1"}, "--port": int, "--tp_size": int, "--ep_size": int,
-    "--pp_size": int, "--backend": {"pytorch"}, "--config": str,
+    "--pp_size": int, "--backend": {"pytorch"}, "--config": str, "--chat_template": str,
 }
 
 
@@ -74,7 +80,8 @@ def _check(argv: list[str], schema: dict[str, object], where: str) -> list[str]:
                 problems.append(f"{where}: {flag} {value} out of range")
         elif rule == "json":
             obj = json.loads(value)
-            if flag == "--speculative-config" and obj.get("method") not in ("mtp", "eagle3"):
+            methods = ("mtp", "eagle3", "dspark")
+            if flag == "--speculative-config" and obj.get("method") not in methods:
                 problems.append(f"{where}: speculative method {obj.get('method')}")
             if flag == "--kv-transfer-config" and {"kv_connector", "kv_role"} - set(obj):
                 problems.append(f"{where}: kv-transfer-config lacks kv_connector/kv_role")
@@ -92,13 +99,18 @@ def test_vllm_rows_match_the_schema(real_single_node_jobs):
         assert spec.argv[:3] == ["vllm", "serve", job.model]
         problems += _check(spec.argv[3:], VLLM_FLAGS, job.exp_name)
         dp = job.row.get("dp-attn")
-        seqs = int(spec.argv[spec.argv.index("--max-num-seqs") + 1])
+        # absent: vLLM's default, 1,024 sequences on a GPU of >= 70 GiB (vllm 0.33
+        # engine/arg_utils.py get_batch_defaults), as the MiniMax-M3 Blackwell launchers run
+        seqs = (int(spec.argv[spec.argv.index("--max-num-seqs") + 1])
+                if "--max-num-seqs" in spec.argv else 1024)
         ranks = job.row["tp"] if dp else 1
         assert seqs * ranks >= 2 * job.conc, job.exp_name  # room for subagent fan-out
         if dp:
             assert spec.router_argv and spec.correlation_header == "x-session-id"
         if plan.backend == "vllm-simple":
-            assert spec.env.get("VLLM_USE_SIMPLE_KV_OFFLOAD") == "1"
+            connector = json.loads(spec.argv[spec.argv.index("--kv-transfer-config") + 1])
+            assert connector["kv_connector"] == "SimpleCPUOffloadConnector", job.exp_name
+            assert connector["kv_connector_extra_config"]["cpu_bytes_to_use"] > 0
     assert problems == []
 
 
@@ -108,8 +120,8 @@ def test_trtllm_rows_match_the_schema(real_single_node_jobs, tmp_path):
     for job in jobs:
         plan = plan_job(job)
         spec = get_adapter(job.framework).build(job, plan, port=8000, work_dir=tmp_path)
-        assert spec.argv[:2] == ["trtllm-serve", job.model]
-        assert _check(spec.argv[2:], TRTLLM_FLAGS, job.exp_name) == []
+        assert spec.argv[5:7] == ["trtllm-serve", job.model]  # under mpirun -n 1
+        assert _check(spec.argv[7:], TRTLLM_FLAGS, job.exp_name) == []
         config = yaml.safe_load(spec.files["trtllm-config.yaml"])
         kv = config["kv_cache_config"]
         assert kv["host_cache_size"] == plan.engine_config["kv_cache_config"]["host_cache_size"]

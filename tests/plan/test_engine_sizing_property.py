@@ -135,7 +135,12 @@ def engine_footprint(plan, job, ask) -> int | None:
         return plan.ranks_on_node * sum(
             n * p.unit_bytes for p, n in zip(plan.host_pools, units, strict=True))
     if plan.backend in ("vllm-native", "vllm-simple"):
-        total = ask({"kind": "vllm", "size_gib": float(_flag(plan, "--kv-offloading-size"))})
+        if plan.backend == "vllm-simple":  # what SimpleCPUOffloadConnector reads
+            connector = plan.engine_config["kv-transfer-config"]
+            total = int(connector["kv_connector_extra_config"]["cpu_bytes_to_use"])
+        else:
+            total = ask({"kind": "vllm",
+                         "size_gib": float(_flag(plan, "--kv-offloading-size"))})
         topo = topology_of(job)
         # one engine per DP rank (world 1), else one engine over its TP x PP ranks
         world = 1 if topo.dp_attention else topo.tp * topo.pp

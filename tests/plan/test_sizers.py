@@ -63,13 +63,20 @@ def test_vllm_026_native_pins_each_kv_tensor_rounded_to_a_power_of_two():
     assert simple.host_kv_tokens == 10_171 * 16
 
 
-def test_vllm_simple_sets_the_env_and_dp_attention_gives_each_engine_its_own_size():
+def test_vllm_simple_names_the_connector_and_dp_attention_gives_each_engine_its_own_size():
     plan = plan0(make_job(**MINIMAX_B300, **{
         "dp-attn": True, "total-cpu-dram-gb": 1199,
         "kv-offload-backend": {"name": "vllm-simple"}}))
-    assert plan.engine_env["VLLM_USE_SIMPLE_KV_OFFLOAD"] == "1"
-    # one engine per DP rank (world 1): the flag is the per-rank size, 1,199e9 / 4 / 2^30
-    assert arg(plan, "--kv-offloading-size") == f"{int(1199 * GB / 4 / GiB * 100) / 100:.2f}"
+    assert plan.engine_args == [] and "VLLM_USE_SIMPLE_KV_OFFLOAD" not in plan.engine_env
+    connector = plan.engine_config["kv-transfer-config"]
+    assert connector["kv_connector"] == "SimpleCPUOffloadConnector"
+    assert connector["kv_role"] == "kv_both"
+    # one engine per DP rank (world 1): the per-rank size, 1,199e9 / 4 / 2^30 = 279.16 GiB
+    # (floored to 0.01), in bytes as vLLM converts it: 279.16 x 2^30
+    gib = int(1199 * GB / 4 / GiB * 100) / 100
+    assert gib == 279.16
+    assert connector["kv_connector_extra_config"] == {"cpu_bytes_to_use": int(gib * GiB)}
+    assert int(gib * GiB) <= 1199 * GB / 4
 
 
 def test_lmcache_is_per_worker_and_read_as_gib():
@@ -96,8 +103,10 @@ def test_mooncake_segment_leaves_room_for_the_local_buffer():
     plan = plan0(make_job(**MINIMAX_B300, **{
         "total-cpu-dram-gb": 1199, "kv-offload-backend": {"name": "mooncake"}}))
     seg, buf = plan.host_pools
-    # 1,199e9 / 4 = 299.75e9 per rank - 4e9 local buffer = 295.75e9 segment (MB granularity)
-    assert seg.bytes_per_rank == 295_750 * 10**6 and buf.bytes_per_rank == 4 * GB
+    # 1,199e9 / 4 = 299.75e9 per rank - the "4GB" local buffer, which vLLM reads as 4 x 2^30
+    # = 4,294,967,296 B, = 295,455,032,704 B, floored to MB: 295,455e6 B of segment
+    assert seg.bytes_per_rank == 295_455 * 10**6 and buf.bytes_per_rank == 4 * GiB
+    assert plan.engine_config["mooncake.json"]["local_buffer_size"] == "4GB"
     assert not buf.inside_configured_size
     assert plan.engine_config["mooncake.json"]["global_segment_size"] == seg.bytes_per_rank
 
@@ -265,3 +274,29 @@ def test_the_fa3_hicache_rewrite_warning_stops_at_0513():
     new = plan_job(make_job(**QWEN3_8B_H200_SGLANG))
     assert any(warned in w for w in old.warnings)
     assert not any(warned in w for w in new.warnings)
+
+
+MINIMAX_H100 = {"image": "vllm/vllm-openai:v0.27.1", "model": "MiniMaxAI/MiniMax-M3",
+                "model-prefix": "minimaxm3", "precision": "fp8", "framework": "vllm",
+                "runner": "h100", "tp": 8, "ep": 1}
+
+
+def test_weights_kept_in_host_memory_come_out_of_the_host_budget():
+    """minimaxm3_fp8_h100_mtp.sh:57,131 (InferenceX 843c6254f): --cpu-offload-gb 26, 26 GiB of
+    each rank's weights in host memory (vLLM: "the space in GiB to offload to CPU, per GPU")."""
+    resident = plan0(make_job(**MINIMAX_H100, **{"kv-offloading": "none"}))
+    assert resident.engine_args == ["--cpu-offload-gb", "26"]
+    plan = plan0(make_job(**MINIMAX_H100, **{
+        "total-cpu-dram-gb": 1731, "kv-offload-backend": {"name": "mooncake"}}))
+    assert plan.engine_args[:2] == ["--cpu-offload-gb", "26"]
+    pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
+    assert pools["weights_cpu_offload"] == 26 * GiB
+    # 1,731e9 / 8 = 216.375e9 per rank - 26 GiB weights - the 4 GiB local buffer
+    # = 184,162,745,280 B, floored to MB: 184,162e6 B of segment
+    assert pools["mooncake_segment"] == 184_162 * 10**6
+    assert plan.projected_host_bytes == 8 * sum(pools.values()) <= 1731 * GB
+    assert plan.within_budget
+    # HBM holds the weights less the offloaded 26 GiB
+    full = plan_job(make_job(**{**MINIMAX_H100, "runner": "h200"}, **{"kv-offloading": "none"}))
+    assert "less 26 GiB in host memory" in plan.arithmetic[0]
+    assert "less" not in full.arithmetic[0]

@@ -10,6 +10,7 @@ tp, engine profile) the simulator's own sizing applies and the flags are serve-s
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,14 +195,19 @@ def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None =
                           kv_dtype=plan.kv_dtype, dp_attention=bool(job.row.get("dp-attn")),
                           engine=profile)
     label = str(job.row.get("exp-name", job.config_key)).replace(f"_conc{job.conc}", "")
+    # to 0.1 GB, down where rounding up names a size the planner refuses (148.955 -> 149.0)
+    shown = round(top, 1)
+    if shown > top and not _accepted(job, runners, shown):
+        shown = math.floor(top * 10) / 10
+    top = shown
     return Target(
-        label=label, costs=costs, budget_gb=round(top, 1),
+        label=label, costs=costs, budget_gb=top,
         engine=engine or EngineConfig(), job=job, runners=runners, gpu_tokens=gpu_tokens,
         describe={"config-key": job.config_key, "model": job.model, "hardware": plan.hardware,
                   "framework": job.framework, "engine-profile": profile or "sglang",
                   "tp": int(job.row["tp"]), "precision": job.precision,
                   "backend": plan.backend, "budget-gb-node": plan.budget_gb,
-                  "ranks-on-node": plan.ranks_on_node, "host-gb-per-rank-max": round(top, 1),
+                  "ranks-on-node": plan.ranks_on_node, "host-gb-per-rank-max": top,
                   "host-gb-per-rank-row": round(own, 1),
                   "gpu-kv-tokens": gpu_tokens or plan.gpu_kv_tokens,
                   "gpu-kv-tokens-from": "--gpu-tokens" if gpu_tokens else "planner"})

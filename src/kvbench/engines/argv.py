@@ -42,13 +42,14 @@ class Settings:
 
     def set(self, name: str, value: Any, source: Source, detail: str = "") -> None:
         """Set `name`; `None`/`False` removes a bare flag. Dict values merge key by key
-        (a model rule can add `synthetic_acceptance_length` to a common speculative config)."""
+        (a model rule can add `synthetic_acceptance_length` to a common speculative config),
+        nested dicts too (a connector's kv_connector_extra_config)."""
         old = self._entries.get(name)
         if old is not None and RANK[source] < RANK[old.source]:
             old.shadowed.append(f"{render_value(value)} ({source}: {detail})")
             return
         if isinstance(value, dict) and old is not None and isinstance(old.value, dict):
-            value = {**old.value, **value}
+            value = _merged(old.value, value)
         entry = _Entry(name, value, source, detail)
         if old is not None:
             entry.shadowed = [*old.shadowed, f"{render_value(old.value)} ({old.source}: "
@@ -126,6 +127,14 @@ class Settings:
             out.append(ArgSource(flag=e.name, value=value, source=e.source, kind=self.kind,
                                  detail=e.detail, shadowed=list(e.shadowed)))
         return out
+
+
+def _merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    out = dict(old)
+    for key, value in new.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merged(out[key], value) if both else value
+    return out
 
 
 def _is_flag(tok: str) -> bool:

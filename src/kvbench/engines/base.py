@@ -3,6 +3,7 @@ plan, then user overrides, each value tagged with its source; a router for DP-at
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,7 @@ import yaml
 from kvbench.engines import lmcache, mooncake
 from kvbench.engines.argv import Settings, render_value
 from kvbench.engines.context import BuildContext, make_context
-from kvbench.engines.rules import EngineData, Rule, load_engine_data
+from kvbench.engines.rules import DATA_DIR, EngineData, Rule, load_engine_data
 from kvbench.engines.spec import ArgSource, LaunchSpec, ServiceSpec, Source
 from kvbench.errors import EngineError
 from kvbench.expr import expand
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from kvbench.plan import Plan
 
 _FILE_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".cfg")
+# plan.engine_config entry that is the --kv-transfer-config JSON (plan/sizers/vllm.py, the
+# SimpleCPUOffloadConnector); the data file's rules add the launchers' other connector keys
+KV_TRANSFER_KEY = "kv-transfer-config"
 
 
 class EngineAdapter:
@@ -69,7 +73,8 @@ class EngineAdapter:
         config_sources: list[ArgSource] = []
         warnings: list[str] = []
         self.job_args(ctx, args)
-        for rule in data.matching(ctx.facts):
+        rules = data.matching(ctx.facts)
+        for rule in rules:
             self._apply_rule(rule, ctx, args, env, config, config_sources)
         self.plan_args(ctx, args, env, config, config_sources, warnings)
         if dummy_weights:
@@ -79,7 +84,12 @@ class EngineAdapter:
         for k, v in (env_overrides or {}).items():
             env.set(k, v, "override", "--engine-env")
         files = self.files(ctx, args, config, work_dir, warnings)
-        services = self.services(ctx)
+        for rule in rules:
+            for flag, name in rule.files.items():
+                files[name] = (DATA_DIR / name).read_text()
+                args.set(flag, str(work_dir / name) if work_dir is not None else name,
+                         "default", f"{self.data_name}.yaml: {rule.name} (engines/data/{name})")
+        services = self.services(ctx, config)
         program = list(data.program)
         argv = program + self.positional(ctx) + args.argv()
         router_argv, router_sources = self.router_argv(ctx, data)
@@ -145,6 +155,9 @@ class EngineAdapter:
             args.set("--kv-transfer-config",
                      lmcache.connector_config(ctx, plan.engine_config[lmcache.MP_KEY]), "plan",
                      "plan.engine_config lmcache-mp: one LMCache server per rank")
+        if KV_TRANSFER_KEY in plan.engine_config:
+            args.set("--kv-transfer-config", copy.deepcopy(plan.engine_config[KV_TRANSFER_KEY]),
+                     "plan", f"plan.engine_config {KV_TRANSFER_KEY} ({plan.backend})")
         for k, v in plan.engine_env.items():
             env.set(k, v, "plan", f"plan.engine_env ({plan.backend})")
 
@@ -162,10 +175,13 @@ class EngineAdapter:
             if name.endswith(_FILE_SUFFIXES):
                 if name == mooncake.CONFIG_FILE:
                     content = mooncake.with_master_address(content, ctx)
+                if isinstance(content, dict) and isinstance(config.get(name), dict):
+                    # a data-file rule's keys for this file (a launcher's RDMA rail)
+                    content = {**content, **config[name]}
                 out[name] = dump_file(name, content)
         return out
 
-    def services(self, ctx: BuildContext) -> list[ServiceSpec]:
+    def services(self, ctx: BuildContext, config: dict[str, Any]) -> list[ServiceSpec]:
         """Processes the engine needs before it starts: a Mooncake plan's master, an LMCache
         MP plan's servers."""
         plan = ctx.plan
@@ -175,7 +191,10 @@ class EngineAdapter:
             return lmcache.server_services(ctx, plan.engine_config[lmcache.MP_KEY])
         if mooncake.CONFIG_FILE not in plan.engine_config:
             return []
-        return [mooncake.master_service(ctx, plan.engine_config.get(mooncake.MASTER_KEY, {}))]
+        # the plan's eviction ratios, then a data-file rule's (`config: {mooncake-master: ..}`)
+        settings = {**plan.engine_config.get(mooncake.MASTER_KEY, {}),
+                    **config.get(mooncake.MASTER_KEY, {})}
+        return [mooncake.master_service(ctx, settings)]
 
     def router_name(self, job: Job, data: EngineData) -> str | None:
         """DP-attention rows get a router that pins each session to one DP rank."""
@@ -236,9 +255,14 @@ def _detail(rule: str, used: list[str], ctx: BuildContext) -> str:
 
 def merge_config(config: dict[str, Any], fragment: dict[str, Any], source: Source,
                  detail: str, sources: list[ArgSource], prefix: str = "") -> None:
-    """Deep-merge `fragment` into `config`, recording each leaf key's source."""
+    """Deep-merge `fragment` into `config`, recording each leaf key's source; a None value
+    removes the key (a rule that replaces another's key by a different one)."""
     for key, value in fragment.items():
         path = f"{prefix}{key}"
+        if value is None:
+            config.pop(key, None)
+            sources[:] = [s for s in sources if s.flag != path]
+            continue
         if isinstance(value, dict) and isinstance(config.get(key), dict):
             merge_config(config[key], value, source, detail, sources, path + ".")
             continue

@@ -38,6 +38,9 @@ class When(BaseModel):
     router: bool | None = None
     # the worker's role in a prefill/decode-disaggregated row (engines/disaggregation.py)
     role: Scalar | list[Scalar] | None = None
+    # the row's concurrency, inclusive bounds (launchers that pick an arm by CONC)
+    min_conc: int | None = Field(None, alias="min-conc")
+    max_conc: int | None = Field(None, alias="max-conc")
     # Release versions read from the image tag; nightly and unknown tags count as newest.
     min_version: str | None = Field(None, alias="min-version")
     below_version: str | None = Field(None, alias="below-version")
@@ -48,7 +51,13 @@ class When(BaseModel):
             return False
         if self.below_version and (version is None or version >= _parse(self.below_version)):
             return False
-        plain = self.model_dump(exclude_none=True, exclude={"min_version", "below_version"})
+        conc = facts.get("conc")
+        if self.min_conc is not None and (conc is None or conc < self.min_conc):
+            return False
+        if self.max_conc is not None and (conc is None or conc > self.max_conc):
+            return False
+        plain = self.model_dump(exclude_none=True, exclude={"min_version", "below_version",
+                                                            "min_conc", "max_conc"})
         for name, want in plain.items():
             allowed = want if isinstance(want, list) else [want]
             if facts.get(name) not in allowed:
@@ -70,6 +79,9 @@ class Rule(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     # Flags spelled differently by this engine version: the value moves to the new name.
     rename: dict[str, str] = Field(default_factory=dict)
+    # flag -> a file beside the data files (engines/data/), written into the job directory
+    # under its name; the flag gets its path (a launcher's chat template)
+    files: dict[str, str] = Field(default_factory=dict)
 
 
 class RouterData(BaseModel):

@@ -31,9 +31,11 @@ class VLLMAdapter(EngineAdapter):
             args.set("--tensor-parallel-size", ctx.tp, "job", "row.tp")
         if ctx.pp > 1:
             args.set("--pipeline-parallel-size", ctx.pp, "job", "row.pp")
-        if ctx.ep > 1 or ctx.dp_attn:
-            args.set("--enable-expert-parallel", True, "job",
-                     f"row.ep={ctx.ep}" if ctx.ep > 1 else "row.dp-attn")
+        # the row's ep, also under DP attention: with ep 1 vLLM shards the experts across the
+        # DP x TP ranks as it does under TP (dsv4_fp4_mi355x_vllm_mtp.sh:364-367 passes
+        # --enable-expert-parallel only when EP_SIZE > 1)
+        if ctx.ep > 1:
+            args.set("--enable-expert-parallel", True, "job", f"row.ep={ctx.ep}")
 
     def plan_args(self, ctx: BuildContext, args: Settings, env: Settings,
                   config: dict[str, Any], config_sources: list[ArgSource],

@@ -69,16 +69,20 @@ def estimate_gpu(
     *,
     hicache: bool,
     recipe_fraction: float | None = None,
+    weights_offload_bytes: int = 0,
 ) -> GpuEstimate:
     """`recipe_fraction`: the fraction the recipe's launcher passes (plan/settings.py); the
-    engine default, less the HiCache staging cut, where it names none."""
+    engine default, less the HiCache staging cut, where it names none.
+    `weights_offload_bytes`: weights per rank the engine keeps in host memory instead (vLLM
+    --cpu-offload-gb), not in HBM."""
     if recipe_fraction is not None:
         fraction = recipe_fraction
     else:
         fraction = MEM_FRACTION.get(topo.engine, 0.9)
         if hicache:
             fraction = round(fraction - HICACHE_FRACTION_CUT, 2)
-    weights = model.weight_bytes(topo.precision) // topo.weight_shards
+    weights = max(0, model.weight_bytes(topo.precision) // topo.weight_shards
+                  - weights_offload_bytes)
     if topo.engine == "trtllm":  # free_gpu_memory_fraction applies after weights load
         pool = int((hbm_bytes - weights) * fraction)
     elif topo.engine == "sglang":  # mem_fraction_static covers weights + KV pools

@@ -147,7 +147,8 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
                                         state_dtype=settings.mamba_ssm_dtype), topo)
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
                        hicache=offload and topo.backend == "hicache",
-                       recipe_fraction=settings.mem_fraction)
+                       recipe_fraction=settings.mem_fraction,
+                       weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB)
     common = dict(
         base,
         model=model.name,
@@ -167,22 +168,26 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     if topo.budget_gb * GB > host_share:
         warnings.append(f"budget {topo.budget_gb:,} GB exceeds this node share's installed DRAM "
                         f"({host_share / GB:,.0f} GB, {hardware.name} profile)")
-    arithmetic = [_gpu_line(gpu, model, topo)]
+    arithmetic = [_gpu_line(gpu, model, topo, settings.weights_offload_gib)]
+    weights_pools, weights_args = _weights_offload(settings, topo)
     if not offload:
-        return Plan(**common, warnings=warnings, arithmetic=arithmetic)
+        return Plan(**common, engine_args=weights_args, warnings=warnings,
+                    arithmetic=arithmetic)
     if not trust_runner_dram and (claim := _runner_dram_error(topo, runners, hardware)):
         return _refused(common, [claim], warnings=warnings, arithmetic=arithmetic)
     host_headroom_gb = _headroom_gb(host_headroom_gb, ranks)
     if host_headroom_gb < 0:
         raise PlanError(f"host headroom {host_headroom_gb:g} GB is negative; allowed: >= 0")
     headroom = int(host_headroom_gb * GB)
+    weights_bytes = sum(p.bytes_per_rank for p in weights_pools) * ranks
     sizer = SIZERS.get(topo.backend)
     if topo.engine not in sizer.engines:
         return _refused(common, [
             f"offload backend {topo.backend!r} runs on {', '.join(sizer.engines)}; framework "
             f"{topo.framework!r} serves with {topo.engine}"], warnings=warnings)
     ctx = SizingContext(topo=topo, model=model, kv_dtype=kv_dtype, pools=pools,
-                        ranks_on_node=ranks, budget_bytes=max(0, topo.budget_gb * GB - headroom),
+                        ranks_on_node=ranks,
+                        budget_bytes=max(0, topo.budget_gb * GB - headroom - weights_bytes),
                         gpu=gpu,
                         page_size_tokens=common["page_size_tokens"],
                         version=image_version(topo.image),
@@ -191,18 +196,21 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     sizing = sizer.size(ctx)
     if launcher is not None:
         _add_launcher_extras(sizing, launcher)
-    per_rank = per_rank_bytes(sizing.pools, sizing.pin_policy)
+    pools = [*sizing.pools, *weights_pools]
+    per_rank = per_rank_bytes(pools, sizing.pin_policy)
     projected = per_rank * ranks
     budget = topo.budget_gb * GB
-    usable = ctx.budget_bytes
+    usable = ctx.budget_bytes + weights_bytes
     errors = list(sizing.errors)
     if projected > usable and not errors:
         errors.append(OVER_BUDGET)
     verdict = "<=" if projected <= usable else ">"
     arithmetic += [
         f"budget: {topo.budget_gb:,} GB (row total-cpu-dram-gb) - host headroom "
-        f"{headroom / GB:,.2f} GB (engine processes, weight page cache) over {ranks} rank(s) "
-        f"on the node = {ctx.per_rank_budget_bytes / GB:,.2f} GB per rank",
+        f"{headroom / GB:,.2f} GB (engine processes, weight page cache) "
+        + (f"- weights in host memory {weights_bytes / GB:,.2f} GB "
+           f"({weights_pools[0].note}) " if weights_pools else "")
+        + f"over {ranks} rank(s) on the node = {ctx.per_rank_budget_bytes / GB:,.2f} GB per rank",
         *sizing.arithmetic,
         f"node: {per_rank / GB:,.2f} GB x {ranks} rank(s) = {projected / GB:,.0f} GB {verdict} "
         f"{usable / GB:,.0f} GB usable of the {topo.budget_gb:,} GB budget (headroom "
@@ -211,11 +219,11 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     return Plan(
         **common,
         host_kv_tokens=sizing.host_kv_tokens,
-        host_pools=sizing.pools,
+        host_pools=pools,
         projected_host_bytes=projected,
         headroom_bytes=budget - projected,
         within_budget=projected <= usable and not errors,
-        engine_args=sizing.engine_args,
+        engine_args=[*weights_args, *sizing.engine_args],
         engine_env=sizing.engine_env,
         engine_config=sizing.engine_config,
         warnings=warnings + sizing.warnings,
@@ -319,6 +327,22 @@ def _add_launcher_extras(sizing: Sizing, launcher: LauncherSize) -> None:
                                  f"({extra.source})")
 
 
+def _weights_offload(settings: RecipeSettings, topo: Topology
+                     ) -> tuple[list[HostPool], list[str]]:
+    """The host pool and flag of the weights a recipe keeps in host memory (vLLM
+    --cpu-offload-gb, GiB per GPU), or none."""
+    gib = settings.weights_offload_gib
+    if not gib:
+        return [], []
+    if topo.engine != "vllm":
+        raise PlanError(f"recipe settings give weights-offload-gib {gib} for {topo.engine}; "
+                        "allowed: vllm rows only (--cpu-offload-gb)")
+    pool = HostPool(name="weights_cpu_offload", bytes_per_rank=gib * GiB,
+                    inside_configured_size=False,
+                    note=f"--cpu-offload-gb {gib}: {gib} GiB of weights per rank in host memory")
+    return [pool], ["--cpu-offload-gb", str(gib)]
+
+
 def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> RecipeSettings:
     """The recipe's launcher settings; the embedded engine has none (it is no launcher)."""
     if topo.framework == "sim":
@@ -339,11 +363,13 @@ def _hicache_options(launcher: dict[str, str], topo: Topology) -> dict[str, str]
     return {**launcher, "write-policy": topo.write_policy}
 
 
-def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology) -> str:
+def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology,
+              weights_offload_gib: int | None = None) -> str:
+    offloaded = f", less {weights_offload_gib} GiB in host memory" if weights_offload_gib else ""
     return (
         f"GPU ({gpu.hardware}): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - weights "
         f"{gpu.weights_per_rank_bytes / GB:.1f} GB/rank ({model.name} {topo.precision} / "
-        f"{topo.weight_shards}) -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate)"
+        f"{topo.weight_shards}{offloaded}) -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate)"
     )
 
 

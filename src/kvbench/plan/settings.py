@@ -62,6 +62,10 @@ class _Set(BaseModel):
     kv_dtype: str | None = Field(None, alias="kv-dtype")
     page_size: int | None = Field(None, alias="page-size", ge=1)
     mamba_ssm_dtype: str | None = Field(None, alias="mamba-ssm-dtype")
+    # GiB of each rank's weights the engine keeps in host memory (vLLM --cpu-offload-gb,
+    # "the space in GiB to offload to CPU, per GPU", vllm 0.33 config/offload.py:23-24):
+    # taken out of the host budget before the KV pools are sized
+    weights_offload_gib: int | None = Field(None, alias="weights-offload-gib", gt=0)
     unset: list[str] = Field(default_factory=list)
     hicache: _HiCache | None = None
 
@@ -86,6 +90,7 @@ class RecipeSettings:
     kv_dtype: str | None = None
     page_size_tokens: int | None = None
     mamba_ssm_dtype: str | None = None
+    weights_offload_gib: int | None = None
     unset: tuple[str, ...] = ()
     hicache: dict[str, str] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
@@ -125,6 +130,7 @@ def recipe_settings(facts: dict[str, Any]) -> RecipeSettings:
         kv_dtype=values.get("kv_dtype"),
         page_size_tokens=values.get("page_size"),
         mamba_ssm_dtype=values.get("mamba_ssm_dtype"),
+        weights_offload_gib=values.get("weights_offload_gib"),
         unset=tuple(values.get("unset", ())),
         hicache=hicache,
         sources=tuple(sources),

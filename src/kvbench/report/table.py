@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kvbench.report.figures import esc
@@ -33,7 +34,11 @@ def _plan_cell(plan: dict | None) -> str:
     gb = plan.get("projected-host-gb", plan.get("projected_host_gb"))
     budget = plan.get("total-cpu-dram-gb", plan.get("budget_gb"))
     ok = plan.get("within-budget", plan.get("within_budget"))
-    args = plan.get("engine-args", plan.get("engine_args")) or []
+    args = list(plan.get("engine-args", plan.get("engine_args")) or [])
+    connector = (plan.get("engine-config", plan.get("engine_config")) or {}).get(
+        "kv-transfer-config")  # vllm-simple: the connector JSON (plan/sizers/vllm.py)
+    if connector:
+        args += ["--kv-transfer-config", json.dumps(connector, separators=(",", ":"))]
     summary = f"{_fmt(gb, '.0f')} / {_fmt(budget, '.0f')}"
     mark = "" if ok in (None, True) else " <span class='bad'>over budget</span>"
     detail = esc(" ".join(map(str, args))) or "no offload flags"

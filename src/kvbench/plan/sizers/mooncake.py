@@ -3,13 +3,14 @@ contributes a `global_segment_size` and pins a separate local transfer buffer.""
 
 from __future__ import annotations
 
-import json
-
 from kvbench.plan.plan import HostPool
 from kvbench.plan.sizers.base import Fit, Sizing, SizingContext, fit_knob
-from kvbench.units import GB, MB
+from kvbench.units import GB, MB, GiB
 
-LOCAL_BUFFER_BYTES = 4 * GB  # the InferenceX launchers' local_buffer_size
+# the InferenceX launchers' local_buffer_size "4GB", which vLLM reads as 4 x 1024^3 B
+# (vllm 0.33 distributed/mooncake_store.py _parse_size: "gb": 1024**3)
+LOCAL_BUFFER = "4GB"
+LOCAL_BUFFER_BYTES = 4 * GiB
 # mooncake_master flags of the InferenceX launchers (dsv4_fp4_b300_vllm_mtp.sh,
 # minimaxm3_fp8_h100_mtp.sh): evict 10% of the objects once 80% of the store is used.
 EVICTION_HIGH_WATERMARK = 0.80
@@ -49,6 +50,10 @@ class MooncakeSizer:
         segment = fit.pools[0].bytes_per_rank
         # Embedded mode: each vLLM worker mounts its segment into the store run by the
         # job's mooncake_master; the adapter adds master_server_address once the port is known.
+        # local_hostname: vLLM's MooncakeStoreConfig.from_file does not read it (vllm 0.33
+        # distributed/mooncake_store.py:51-68; the worker's address comes from
+        # MOONCAKE_REQUESTER_LOCAL_HOSTNAME or its IP), Mooncake's own loader requires it
+        # (mooncake/mooncake_config.py MooncakeConfig.from_file)
         config = {
             "mode": "embedded",
             "local_hostname": "127.0.0.1",
@@ -56,7 +61,7 @@ class MooncakeSizer:
             "protocol": "rdma",
             "device_name": "",
             "global_segment_size": segment,
-            "local_buffer_size": LOCAL_BUFFER_BYTES,
+            "local_buffer_size": LOCAL_BUFFER,
             "enable_offload": False,
         }
         master = {"eviction_high_watermark_ratio": EVICTION_HIGH_WATERMARK,
@@ -67,9 +72,13 @@ class MooncakeSizer:
         return Sizing(
             pools=fit.pools,
             host_kv_tokens=usable // max(1, ctx.kv_bytes_per_token),
-            engine_args=["--kv-transfer-config", json.dumps(connector)],
-            engine_env={"PYTHONHASHSEED": "0", "MOONCAKE_CONFIG_PATH": "mooncake.json"},
-            engine_config={"mooncake.json": config, MASTER_KEY: master},
+            # PYTHONHASHSEED (one seed for every rank's block keys) is the engine data's:
+            # the launchers pick 0 or 42 (engines/data/vllm.yaml)
+            engine_env={"MOONCAKE_CONFIG_PATH": "mooncake.json"},
+            # the --kv-transfer-config JSON (engines/base.py KV_TRANSFER_KEY), so the engine
+            # data can add a launcher's other connector keys
+            engine_config={"mooncake.json": config, MASTER_KEY: master,
+                           "kv-transfer-config": connector},
             errors=list(fit.errors),
             arithmetic=[*fit.arithmetic,
                         f"usable before eviction: {EVICTION_HIGH_WATERMARK:.0%} of the segment = "

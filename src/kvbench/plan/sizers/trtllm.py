@@ -33,7 +33,6 @@ class TrtllmHostCacheSizer:
             engine_config={"kv_cache_config": {
                 "host_cache_size": size,
                 "enable_block_reuse": True,
-                "enable_partial_reuse": True,
                 "tokens_per_block": ctx.page_size_tokens,
             }},
             errors=list(fit.errors),

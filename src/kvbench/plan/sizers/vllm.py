@@ -1,7 +1,12 @@
 """vLLM CPU offload: `--kv-offloading-size` in GiB (2^30) for the whole engine, summed over its
 TP x PP ranks (vllm/config/cache.py); each DP engine gets its own full amount. Each worker pins
-cpu_bytes_to_use / world_size. `vllm-simple` selects SimpleCPUOffloadConnector with the same size
-through VLLM_USE_SIMPLE_KV_OFFLOAD=1 (reference/kvoffload.md 4.1).
+cpu_bytes_to_use / world_size. `vllm-simple` names SimpleCPUOffloadConnector in
+`--kv-transfer-config` with the same size in bytes, `cpu_bytes_to_use` = size x 2^30, as the
+InferenceX launchers do (minimaxm3_fp4_b300_mtp.sh:45-50); the connector pins
+cpu_bytes_to_use // world_size per rank (vllm 0.33
+distributed/kv_transfer/kv_connector/v1/simple_cpu_offload_connector.py:100-106). Its other
+settings (lazy_offload, enable_cross_layers_blocks) are the launchers' per key, in
+engines/data/vllm.yaml.
 
 How the pool is pinned decides the footprint:
 - native (OffloadingConnector / CPUOffloadingSpec) through the versions measured or read here
@@ -27,6 +32,7 @@ from kvbench.units import GB, GiB
 
 CENTI_GIB = GiB / 100  # the flag is written with two decimals
 FIRST_SHARED_REGION_RELEASE = (0, 33, 0)  # native pool in one exactly-registered mmap region
+SIMPLE_CONNECTOR_KEY = "kv-transfer-config"  # plan.engine_config: the adapter's JSON flag
 
 
 def pins_per_tensor(ctx: SizingContext, simple: bool) -> bool:
@@ -100,12 +106,16 @@ class VllmOffloadSizer:
             warnings=_warnings(ctx),
         )
         if self.simple:
-            sizing.engine_env["VLLM_USE_SIMPLE_KV_OFFLOAD"] = "1"
-            sizing.warnings.append(
-                "some vLLM builds configure SimpleCPUOffloadConnector through "
-                "kv_connector_extra_config.cpu_bytes_to_use_per_rank instead; the size here is "
-                "the engine total"
-            )
+            # vLLM's own GiB -> bytes for --kv-offloading-size (config/vllm.py
+            # _post_init_kv_transfer_config), so the pool is the one sized above
+            cpu_bytes = int(float(f"{centi / 100:.2f}") * (1 << 30))
+            sizing.engine_args = []
+            sizing.engine_config[SIMPLE_CONNECTOR_KEY] = {
+                "kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both",
+                "kv_connector_extra_config": {"cpu_bytes_to_use": cpu_bytes}}
+            sizing.arithmetic.append(
+                f"SimpleCPUOffloadConnector cpu_bytes_to_use = {centi / 100:.2f} x 2^30 = "
+                f"{cpu_bytes:,} B for the engine, // {world} rank(s)")
         return sizing
 
 
