@@ -164,11 +164,13 @@ def test_launcher_value_and_engine_bytes_match_the_recording(rec):
         assert config["mooncake.json"]["global_segment_size"] == _segment_bytes(want)
     elif knob == "host-cache-size":
         assert config["kv_cache_config"]["host_cache_size"] == int(want)
-    # 3. the launcher's extras (the MiniMax H100 rows' --cpu-offload-gb) are passed and counted
+    # 3. weights the launcher keeps in host memory (the MiniMax H100 rows' --cpu-offload-gb,
+    # a recipe setting in both sizing modes) are passed and counted
     launched = _flag(_engine_call(rec)["argv"], "--cpu-offload-gb")
     if launched is not None:
         assert args[args.index("--cpu-offload-gb") + 1] == launched
-        assert any(p.name == "cpu_offload_weights" and p.bytes_per_rank == float(launched) * GiB
+        assert args.count("--cpu-offload-gb") == 1
+        assert any(p.name == "weights_cpu_offload" and p.bytes_per_rank == float(launched) * GiB
                    for p in plan.host_pools)
 
 

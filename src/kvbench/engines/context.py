@@ -104,7 +104,6 @@ def make_context(job: Job, plan: Plan | None, *, engine: str, host: str, port: i
         "ep": ctx.ep,
         "conc": ctx.conc,
         "accuracy": acc,
-        "conc": ctx.conc,
         "router": router is not None,
         "role": row.get(WORKER_ROLE_KEY),
         "version": (_parse_version(engine_version) if engine_version

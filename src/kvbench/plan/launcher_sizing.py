@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from kvbench import yamldoc
 from kvbench.errors import EngineError, PlanError
@@ -65,16 +65,6 @@ KNOBS: dict[str, Knob] = {
 }
 
 
-class _Extra(BaseModel):
-    """Host memory the launcher adds beside the KV pool, per rank (e.g. weights offload)."""
-
-    model_config = _STRICT
-    name: str
-    gib: float = Field(gt=0)
-    source: str
-    flag: str | None = None  # the engine flag that allocates it, passed with `gib`
-
-
 class _Rule(BaseModel):
     model_config = _STRICT
     source: str
@@ -82,7 +72,6 @@ class _Rule(BaseModel):
     knob: Literal[tuple(KNOBS)]  # type: ignore[valid-type]
     formula: str
     value: str | int | float
-    extra: list[_Extra] = Field(default_factory=list)
     unrecorded: str | None = None
 
 
@@ -100,7 +89,6 @@ class LauncherSize:
     value: int | float
     formula: str
     names: dict[str, Any]  # the row's values the formula read
-    extras: tuple[_Extra, ...] = ()
 
     @property
     def spec(self) -> Knob:
@@ -123,9 +111,6 @@ class LauncherSize:
     def engine_total_bytes(self, world: int) -> int:
         total = int(self.value * self.spec.unit_bytes)
         return total if self.spec.per == "engine" else total * world
-
-    def extra_bytes_per_rank(self) -> int:
-        return sum(int(e.gib * GiB) for e in self.extras)
 
     @property
     def line(self) -> str:
@@ -167,8 +152,7 @@ def launcher_size(facts: dict[str, Any], names: dict[str, Any]) -> LauncherSize 
             read = {n.id for n in ast.walk(ast.parse(rule.value, mode="eval"))
                     if isinstance(n, ast.Name)}
             used = {k: v for k, v in names.items() if k in read}
-        return LauncherSize(rule.source, rule.knob, value, rule.formula, used,
-                            tuple(rule.extra))
+        return LauncherSize(rule.source, rule.knob, value, rule.formula, used)
     return None
 
 

@@ -19,7 +19,7 @@ from kvbench.plan.gpu import GpuEstimate, estimate_gpu
 from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
 from kvbench.plan.settings import RecipeSettings, recipe_settings
-from kvbench.plan.sizers import SIZERS, Sizing, SizingContext
+from kvbench.plan.sizers import SIZERS, SizingContext
 from kvbench.plan.topology import JobLike, Topology, topology_of
 from kvbench.plan.version import image_version
 from kvbench.units import GB, GiB
@@ -195,7 +195,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
                         launcher=launcher)
     sizing = sizer.size(ctx)
     if launcher is not None:
-        _add_launcher_extras(sizing, launcher)
+        sizing.arithmetic.insert(0, launcher.line)
     pools = [*sizing.pools, *weights_pools]
     per_rank = per_rank_bytes(pools, sizing.pin_policy)
     projected = per_rank * ranks
@@ -312,19 +312,6 @@ def _knob_text(plan: Plan) -> str:
         return f"LMCACHE_MAX_LOCAL_CPU_SIZE={plan.engine_env['LMCACHE_MAX_LOCAL_CPU_SIZE']}"
     mp = plan.engine_config.get("lmcache-mp")
     return f"lmcache server --l1-size-gb {mp['l1_size_gb']}" if mp else ""
-
-
-def _add_launcher_extras(sizing: Sizing, launcher: LauncherSize) -> None:
-    """The launcher's line first, and the host memory it adds beside the KV pool."""
-    sizing.arithmetic.insert(0, launcher.line)
-    for extra in launcher.extras:
-        sizing.pools.append(HostPool(
-            name=extra.name, bytes_per_rank=int(extra.gib * GiB), inside_configured_size=False,
-            note=f"{extra.flag or extra.name} {extra.gib:g} GiB per rank ({extra.source})"))
-        if extra.flag:
-            sizing.engine_args += [extra.flag, f"{extra.gib:g}"]
-        sizing.arithmetic.append(f"launcher adds {extra.name}: {extra.gib:g} GiB per rank "
-                                 f"({extra.source})")
 
 
 def _weights_offload(settings: RecipeSettings, topo: Topology
