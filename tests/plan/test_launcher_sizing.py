@@ -147,13 +147,18 @@ def test_launcher_value_and_engine_bytes_match_the_recording(rec):
     row = rec["row"]
     if knob in ("hicache-size", "hicache-ratio"):
         assert float(args[args.index(f"--{knob}") + 1]) == float(want)
-    elif knob in ("cpu-bytes-to-use", "cpu-bytes-to-use-per-rank", "kv-offloading-size"):
+    elif knob in ("cpu-bytes-to-use", "cpu-bytes-to-use-per-rank"):
+        # SimpleCPUOffloadConnector named in --kv-transfer-config, as the launchers do
+        extra = config["kv-transfer-config"]["kv_connector_extra_config"]
+        assert "--kv-offloading-size" not in args
+        assert extra == {knob.replace("-", "_"): int(want)}, (extra, want)
+        assert plan.host_pools[0].configured_gb * _GB == pytest.approx(
+            int(want) // (_world(row) if knob == "cpu-bytes-to-use" else 1), abs=1)
+    elif knob == "kv-offloading-size":
         flag = float(args[args.index("--kv-offloading-size") + 1])
         total = int(flag * (1 << 30))  # vllm 0.33 config/vllm.py:1174
         world = _world(row)
-        per_rank = {"cpu-bytes-to-use": int(want) // world,
-                    "cpu-bytes-to-use-per-rank": int(want),
-                    "kv-offloading-size": int(float(want) * GiB) // world}[knob]
+        per_rank = int(float(want) * GiB) // world
         assert total // world == per_rank, (total, world, per_rank)
         assert plan.host_pools[0].configured_gb * _GB == pytest.approx(per_rank, abs=1)
     elif knob == "lmcache-max-local-cpu-size":

@@ -140,7 +140,14 @@ class VllmOffloadSizer:
             warnings=_warnings(ctx),
         )
         if self.simple:
-            sizing.engine_env["VLLM_USE_SIMPLE_KV_OFFLOAD"] = "1"
+            # the connector named as the launchers name it, with the launcher's own bytes
+            # (the engine total, or per rank where the launcher gives it per rank)
+            key, value = (("cpu_bytes_to_use_per_rank", total // world)
+                          if launcher.spec.per == "rank" else ("cpu_bytes_to_use", total))
+            sizing.engine_args = []
+            sizing.engine_config[SIMPLE_CONNECTOR_KEY] = {
+                "kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both",
+                "kv_connector_extra_config": {key: value}}
         return sizing
 
 
