@@ -209,7 +209,20 @@ def _on_sigint(lanes: Lanes) -> Callable[[], None] | None:
         loop.add_signal_handler(signal.SIGINT, handler)
     except (RuntimeError, ValueError):  # not the main thread, or a closed loop
         return None
-    return lambda: loop.remove_signal_handler(signal.SIGINT)
+    def uninstall() -> None:
+        loop.remove_signal_handler(signal.SIGINT)
+        if lanes.stop_reason == INTERRUPTED:
+            quiet_after_interrupt()
+
+    return uninstall
+
+
+def quiet_after_interrupt() -> None:
+    """The run is ending on the user's Ctrl-C and its summary is written: a further press
+    during the last steps (the CLI's message, the exit with 130) is ignored, where the
+    default handler would raise KeyboardInterrupt at whatever runs then, a weakref callback
+    included ("Exception ignored in ...")."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> None:

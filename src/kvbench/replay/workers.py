@@ -140,11 +140,15 @@ class _Worker:
                 + (f": {' / '.join(tail)}" if tail else ""))
 
 
+PARENT_ENV = "KVBENCH_REPLAY_PARENT"  # the pid of the replay a worker belongs to
+
+
 def _worker_env() -> dict[str, str]:
     # the workers import this kvbench (a source checkout run as PYTHONPATH=src, a relative one)
     import kvbench
 
     env = dict(os.environ)
+    env[PARENT_ENV] = str(os.getpid())  # the worker checks it is still this process's child
     here = str(Path(kvbench.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
     return env
@@ -156,7 +160,12 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
     """`replay` over `cfg.workers` processes: the same records and one summary."""
     from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
     from kvbench.replay.http import Endpoint
-    from kvbench.replay.runner import RECORDS_FILE, SUMMARY_FILE, load_sessions
+    from kvbench.replay.runner import (
+        RECORDS_FILE,
+        SUMMARY_FILE,
+        load_sessions,
+        quiet_after_interrupt,
+    )
 
     Endpoint.parse(cfg.url)
     if sessions is None:
@@ -218,6 +227,8 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
+            if interrupted:
+                quiet_after_interrupt()
         await _stop_workers(workers)
         for w in workers:  # a worker that died before reading its spec left the API key
             (w.dir / SPEC_FILE).unlink(missing_ok=True)
@@ -357,7 +368,9 @@ def _die_with_parent() -> None:
     pr_set_pdeathsig = 1
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:  # the parent is already gone
+    # the parent may have died before the prctl: the worker was then handed to init or to a
+    # subreaper (a container's init, a test runner), not necessarily pid 1
+    if str(os.getppid()) != os.environ.get(PARENT_ENV, str(os.getppid())):
         os._exit(1)
 
 
