@@ -18,23 +18,14 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST_SSE_SERVER, REPO
-from fixtures.servers import free_port
-from fixtures.transformers_server import wait_http
+from fixtures.servers import free_port, sse_server
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "http_proxy": "", "https_proxy": ""}
 
 
-@contextlib.contextmanager
-def server(*args: str) -> Iterator[tuple[subprocess.Popen, str]]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(FAST_SSE_SERVER), "--port", str(port), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/health", 20, proc)
-        yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait(10)
+
+def server(*args: str):
+    return sse_server(FAST_SSE_SERVER, *args)
 
 
 def start_replay(url: str, out: Path, *extra: str) -> subprocess.Popen:

@@ -5,20 +5,17 @@ processes throughout: the CLI in a subprocess, the reference SSE server in anoth
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import FAST_SSE_SERVER, REPO
-from fixtures.servers import free_port
-from fixtures.transformers_server import wait_http
+from fixtures.servers import replay_workers_of, sse_server
 
 from kvbench.replay.workers import merge_client, split
 
@@ -26,17 +23,9 @@ pytestmark = pytest.mark.slow
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "http_proxy": "", "https_proxy": ""}
 
 
-@contextlib.contextmanager
-def server(*args: str) -> Iterator[tuple[subprocess.Popen, str]]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(FAST_SSE_SERVER), "--port", str(port), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/health", 20, proc)
-        yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait(10)
+
+def server(*args: str):
+    return sse_server(FAST_SSE_SERVER, *args)
 
 
 def replay_argv(url: str, out: Path, *extra: str) -> list[str]:
@@ -45,20 +34,7 @@ def replay_argv(url: str, out: Path, *extra: str) -> list[str]:
             "--max-tokens-cap", "8", "--output", str(out), "--format", "json", *extra]
 
 
-def workers_of(out: Path) -> list[int]:
-    """Live worker processes of the replay writing into `out` (their command line names it)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if "kvbench.replay.workers" in cmd and str(out) in cmd and state != "Z":
-            pids.append(int(d.name))
-    return pids
+workers_of = replay_workers_of
 
 
 def records(out: Path) -> list[dict]:

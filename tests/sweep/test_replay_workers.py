@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from conftest import REPO
+from fixtures.servers import replay_workers_of
 
 from kvbench.files import read_json
 from kvbench.sweep.options import RunOptions
@@ -39,19 +39,7 @@ def test_replay_workers_leave_the_fingerprint_alone():
             == RunOptions().measurement_identity())
 
 
-def _workers_of(results: Path) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if "kvbench.replay.workers" in cmd and str(results) in cmd and state != "Z":
-            pids.append(int(d.name))
-    return pids
+_workers_of = replay_workers_of
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, PR_SET_PDEATHSIG")
