@@ -84,13 +84,15 @@ def agentic_keys(checkout: Path) -> list[str]:
     return sorted(keys)
 
 
-def generator_rows(checkout: Path, key: str) -> list[dict[str, Any]]:
+def generator_rows(checkout: Path, key: str, multi_node: bool = False) -> list[dict[str, Any]]:
+    """The reference generator's agentic rows of `key`: single-node ones, or (`multi_node`)
+    the prefill/decode ones."""
     cmd = [sys.executable, "utils/matrix_logic/generate_sweep_configs.py", "test-config",
            "--config-files", "configs/amd-master.yaml", "configs/nvidia-master.yaml",
            "--runner-config", "configs/runners.yaml", "--scenario-type", "agentic-coding",
            "--no-evals", "--config-keys", key]
     out = subprocess.run(cmd, cwd=checkout, check=True, capture_output=True, text=True).stdout
-    return [r for r in json.loads(out) if "prefill" not in r]
+    return [r for r in json.loads(out) if ("prefill" in r) == multi_node]
 
 
 def runner_name(checkout: Path, label: str) -> str:

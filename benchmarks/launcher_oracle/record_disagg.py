@@ -44,6 +44,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from record import generator_rows  # noqa: E402  (the single-node recorder's)
+
 DEFAULT_OUT = REPO / "tests" / "engines" / "data" / "launcher_oracle_disagg"
 RUNNER = "mi355x-amds_00"
 MODEL_DIR = "/models"
@@ -61,13 +64,6 @@ def disagg_keys(checkout: Path) -> list[str]:
                   and "agentic-coding" in e.get("scenarios", {}))
 
 
-def generator_rows(checkout: Path, key: str) -> list[dict[str, Any]]:
-    cmd = [sys.executable, "utils/matrix_logic/generate_sweep_configs.py", "test-config",
-           "--config-files", "configs/amd-master.yaml", "configs/nvidia-master.yaml",
-           "--runner-config", "configs/runners.yaml", "--scenario-type", "agentic-coding",
-           "--no-evals", "--config-keys", key]
-    out = subprocess.run(cmd, cwd=checkout, check=True, capture_output=True, text=True).stdout
-    return [r for r in json.loads(out) if "prefill" in r]
 
 
 def workflow_env(row: dict[str, Any]) -> dict[str, str]:
@@ -256,7 +252,7 @@ def main() -> None:
         write_stubs(stubs)
         for key in disagg_keys(args.checkout):
             records = []
-            for i, row in enumerate(generator_rows(args.checkout, key)):
+            for i, row in enumerate(generator_rows(args.checkout, key, multi_node=True)):
                 work = Path(tmp) / f"{key}-{i}"
                 work.mkdir()
                 rec = record_row(args.checkout, work, stubs, row)
