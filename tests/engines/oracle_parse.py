@@ -19,6 +19,8 @@ import json
 import sys
 from typing import Any
 
+from kvbench.launch.stand_in import router_parser
+
 
 def _plain(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
@@ -109,26 +111,6 @@ def vllm_parser() -> argparse.ArgumentParser:
     subs = root.add_subparsers(dest="subparser")
     ServeSubcommand().subparser_init(subs)
     return subs.choices["serve"]
-
-
-def router_parser(module: str) -> argparse.ArgumentParser:
-    import importlib
-
-    mod = importlib.import_module(module)
-    captured: dict[str, argparse.ArgumentParser] = {}
-    real = argparse.ArgumentParser.parse_args
-
-    def grab(self, args=None, namespace=None):
-        captured["parser"] = self
-        return real(self, [], namespace)
-
-    argparse.ArgumentParser.parse_args = grab  # type: ignore[method-assign]
-    try:
-        with contextlib.suppress(SystemExit):
-            mod.parse_router_args([])
-    finally:
-        argparse.ArgumentParser.parse_args = real  # type: ignore[method-assign]
-    return captured["parser"]
 
 
 PARSERS = {"sglang": sglang_parser, "vllm": vllm_parser,

@@ -68,11 +68,12 @@ def check_sglang(args: list[str]) -> dict[str, Any]:
             "args": {f: _plain(getattr(parsed, f, None)) for f in SGLANG_FIELDS}}
 
 
-def router_parser() -> argparse.ArgumentParser:
-    """sglang-router's own parser (`launch_router.parse_router_args` builds it inline: take
-    it as it parses)."""
-    from sglang_router import launch_router
+def router_parser(module: str = "sglang_router.launch_router") -> argparse.ArgumentParser:
+    """A router's own parser (sglang-router's and vllm-router's `launch_router` build it
+    inline in `parse_router_args`: take it as it parses)."""
+    import importlib
 
+    mod = importlib.import_module(module)
     captured: dict[str, argparse.ArgumentParser] = {}
     real = argparse.ArgumentParser.parse_args
 
@@ -83,7 +84,7 @@ def router_parser() -> argparse.ArgumentParser:
     argparse.ArgumentParser.parse_args = grab  # type: ignore[method-assign]
     try:
         with contextlib.suppress(SystemExit), contextlib.redirect_stderr(io.StringIO()):
-            launch_router.parse_router_args([])
+            mod.parse_router_args([])
     finally:
         argparse.ArgumentParser.parse_args = real  # type: ignore[method-assign]
     return captured["parser"]
