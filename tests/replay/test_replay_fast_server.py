@@ -97,41 +97,9 @@ def test_gc_is_frozen_for_the_replay_and_released_after(sse_server, tmp_path, mo
     assert gc.get_freeze_count() == 0
 
 
-def test_a_turns_first_seen_blocks_are_rendered_during_its_think_time(sse_server, tmp_path,
-                                                                        monkeypatch):
-    """A turn that follows a think time has its prompt text ready when it is due, as an
-    agent's is: the rendering happens before the target send time, so send lateness measures
-    the client missing the schedule, not text synthesis."""
-    from kvbench.replay.lanes import Lanes
-
-    warmed, sent = {}, []
-    real_warm, real_one = Lanes._warm, Lanes._one
-
-    async def warm(self, turn, namespace):
-        warmed.setdefault((namespace, id(turn)), perf_counter_ns())
-        await real_warm(self, turn, namespace)
-
-    async def one(self, lane, key, k, turn, namespace, target, is_warmup, conn):
-        sent.append(((namespace, id(turn)), target))
-        return await real_one(self, lane, key, k, turn, namespace, target, is_warmup, conn)
-
-    monkeypatch.setattr(Lanes, "_warm", warm)
-    monkeypatch.setattr(Lanes, "_one", one)
-    cfg = ReplayConfig(url=sse_server, model="fake-model", concurrency=2, max_requests=8,
-                       output_dir=tmp_path, trace=[TRACES / "claude-code" / "trace_0165.json.gz"],
-                       block_tokens=2, max_tokens_cap=2, think_time_cap_s=0.2)
-    run_replay(cfg)
-    followed = [(key, target) for key, target in sent if target is not None]
-    assert len(followed) >= 4
-    assert all(warmed[key] < target for key, target in followed)
-
-
-def test_with_no_think_time_the_next_turn_is_rendered_while_this_one_is_in_flight(
-        sse_server, tmp_path, monkeypatch):
-    """No think time (the quickstart's): turn k+1's first-seen blocks are rendered while turn
-    k is in flight, so they are ready when turn k ends (its target); before, the rendering
-    fell between the two and a 68K-token context counted 29 ms against send lateness
-    (issue 27 item 10)."""
+def _render_and_send_times(sse_server, tmp_path, monkeypatch, **cfg_over):
+    """Replay trace_0165 with two lanes and return, per turn that followed a predecessor, when
+    its first-seen blocks were all rendered and its target send time."""
     from kvbench.replay.lanes import Lanes
 
     rendered, sent = {}, []
@@ -148,11 +116,29 @@ def test_with_no_think_time_the_next_turn_is_rendered_while_this_one_is_in_fligh
 
     monkeypatch.setattr(Lanes, "_warm", warm)
     monkeypatch.setattr(Lanes, "_one", one)
-    cfg = ReplayConfig(url=sse_server, model="fake-model", concurrency=2, max_requests=8,
-                       output_dir=tmp_path, trace=[TRACES / "claude-code" / "trace_0165.json.gz"],
-                       block_tokens=2, max_tokens_cap=2, think_time_scale=0.0)
-    run_replay(cfg)
+    run_replay(ReplayConfig(url=sse_server, model="fake-model", concurrency=2, max_requests=8,
+                            output_dir=tmp_path,
+                            trace=[TRACES / "claude-code" / "trace_0165.json.gz"],
+                            block_tokens=2, max_tokens_cap=2, **cfg_over))
     followed = [(key, target) for key, target in sent if target is not None]
     assert len(followed) >= 4
-    # every block of the turn rendered before its predecessor ended (= its target)
-    assert all(rendered[key] < target for key, target in followed)
+    return [(rendered[key], target) for key, target in followed]
+
+
+def test_a_turns_first_seen_blocks_are_rendered_during_its_think_time(sse_server, tmp_path,
+                                                                        monkeypatch):
+    """A turn that follows a think time has its prompt text ready when it is due, as an
+    agent's is: the rendering happens before the target send time, so send lateness measures
+    the client missing the schedule, not text synthesis."""
+    times = _render_and_send_times(sse_server, tmp_path, monkeypatch, think_time_cap_s=0.2)
+    assert all(done < target for done, target in times)
+
+
+def test_with_no_think_time_the_next_turn_is_rendered_while_this_one_is_in_flight(
+        sse_server, tmp_path, monkeypatch):
+    """No think time (the quickstart's): turn k+1's first-seen blocks are rendered while turn
+    k is in flight, so they are ready when turn k ends (its target); before, the rendering
+    fell between the two and a 68K-token context counted 29 ms against send lateness
+    (issue 27 item 10)."""
+    times = _render_and_send_times(sse_server, tmp_path, monkeypatch, think_time_scale=0.0)
+    assert all(done < target for done, target in times)

@@ -86,9 +86,7 @@ def launch(
         env_overrides[name] = value
     from kvbench.plan.launcher_sizing import check_mode
 
-    check_mode(sizing)
-    if force and sizing != "launcher":
-        raise EngineError("--force applies to --sizing launcher only")
+    check_mode(sizing, force)
     overrides = split_engine_args(engine_arg)
     built, skipped = build_all(
         selection, engine=engine, exp_names=exp_name, port=port, host=host,

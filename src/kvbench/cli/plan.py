@@ -149,10 +149,7 @@ def plan(
 
     if format not in ("json", "table"):
         raise PlanError(f"--format {format!r} is not allowed (allowed: json, table)")
-    check_mode(sizing)
-    if force and sizing != "launcher":
-        raise PlanError("--force applies to --sizing launcher only",
-                        hint="the budget sizing never oversubscribes; add --sizing launcher")
+    check_mode(sizing, force)
     if host_headroom_gb is not None and host_headroom_gb < 0:
         raise PlanError(f"--host-headroom-gb {host_headroom_gb:g} is negative; allowed: >= 0")
     runners = selection_runners(selection)

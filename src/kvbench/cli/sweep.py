@@ -137,10 +137,9 @@ def run(
         profile_named(profile)  # an unknown name fails before any job starts
     if load_format not in ("auto", "dummy"):
         raise SweepOptionError(f"--load-format {load_format!r} is not one of auto, dummy")
-    if sizing not in ("budget", "launcher"):
-        raise SweepOptionError(f"--sizing {sizing!r} is not allowed (allowed: budget, launcher)")
-    if force and sizing != "launcher":
-        raise SweepOptionError("--force applies to --sizing launcher only")
+    from kvbench.plan.launcher_sizing import check_mode
+
+    check_mode(sizing, force)
     if stand_in not in (None, "sim"):
         raise SweepOptionError(f"--stand-in {stand_in!r} is not allowed (allowed: sim)")
     if load_format == "dummy" and model_path is None:

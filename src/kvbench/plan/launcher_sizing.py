@@ -156,8 +156,12 @@ def launcher_size(facts: dict[str, Any], names: dict[str, Any]) -> LauncherSize 
     return None
 
 
-def check_mode(sizing: str) -> str:
+def check_mode(sizing: str, force: bool = False) -> str:
+    """The --sizing / --force pair of plan, launch and run, refused as one."""
     if sizing not in SIZING_MODES:
         raise PlanError(f"--sizing {sizing!r} is not allowed (allowed: "
                         f"{', '.join(SIZING_MODES)})")
+    if force and sizing != "launcher":
+        raise PlanError("--force applies to --sizing launcher only",
+                        hint="the budget sizing never oversubscribes; add --sizing launcher")
     return sizing
