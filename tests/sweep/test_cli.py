@@ -90,3 +90,33 @@ def test_stand_in_is_checked_before_any_job_runs(tmp_path):
     assert out.returncode == 2 and "--stand-in sim runs sglang-disagg rows" in out.stderr
     assert "also has sim jobs" in out.stderr and "Traceback" not in out.stderr
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_two_write_policies_run_apart_keep_both_results(tmp_path):
+    """The H200 SGLang arms in miniature: two keys that differ only in the HiCache write policy
+    share an exp-name; run by two `kvbench run` calls into one results directory, each keeps
+    its own result (before, the second cleared the first's), and a rerun skips both."""
+    text = RECIPE.read_text()
+    assert "kv-offload-backend: { name: hicache }" in text
+    for policy in ("write_through", "write_through_selective"):
+        recipe = tmp_path / f"{policy}.yaml"
+        resident = "          - { tp: 1, kv-offloading: none, conc-list: [2, 4, 8] }\n"
+        assert resident in text
+        recipe.write_text(text.replace(resident, "").replace(
+            "qwen3-8b-bf16-h100-sim-agentic:",
+            f"qwen3-8b-bf16-h100-sim-agentic-{policy}:").replace(
+            "{ name: hicache }", f"{{ name: hicache, write-policy: {policy} }}"))
+        (tmp_path / "runners.yaml").write_text((RECIPE.parent / "runners.yaml").read_text())
+        out = kvbench("run", str(recipe), "--results", str(tmp_path / "r"), "--min-conc", "2",
+                      "--max-conc", "2", "--max-requests", "3", "--format", "json",
+                      "--no-dashboard")
+        assert out.returncode == 0, out.stderr
+    results = sorted((tmp_path / "r").glob("*/result.json"))
+    keys = sorted(json.loads(p.read_text())["config_key"] for p in results)
+    assert keys == ["qwen3-8b-bf16-h100-sim-agentic-write_through",
+                    "qwen3-8b-bf16-h100-sim-agentic-write_through_selective"]
+    out = kvbench("run", str(tmp_path / "write_through_selective.yaml"), "--results",
+                  str(tmp_path / "r"), "--min-conc", "2", "--max-conc", "2", "--max-requests", "3",
+                  "--format", "json", "--no-dashboard")
+    assert out.returncode == 0 and [o["status"] for o in json.loads(out.stdout)] == ["skipped"]

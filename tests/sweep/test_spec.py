@@ -144,3 +144,27 @@ def test_whole_real_catalog_gets_unique_directories():
     assert len(specs) == 746
     assert len({s.dir_name for s in specs}) == 746
     assert len({s.fingerprint for s in specs}) == 746
+
+
+def test_a_directory_another_jobs_files_hold_is_not_taken(tmp_path):
+    """Two keys whose rows differ only where the exp-name does not look (the H200 SGLang runs:
+    HiCache write_through vs write_through_selective), run by separate `kvbench run` calls
+    into one results directory: the second gets the fingerprint suffix instead of clearing
+    the first's result; the same job again (other options too) keeps its directory."""
+    through = job(**{"kv-offloading": "dram", "kv-offload-backend": {"name": "hicache",
+                     "write-policy": "write_through"}})
+    selective = Job(config_key="k-selective", row={**through.row, "kv-offload-backend": {
+        "name": "hicache", "write-policy": "write_through_selective"}}, scenario=through.scenario)
+    [first] = build_specs([through], RunOptions(), results=tmp_path)
+    assert first.dir_name == ROW["exp-name"]
+    first.write(tmp_path / first.dir_name / layout.JOB_FILE)
+
+    [second] = build_specs([selective], RunOptions(), results=tmp_path)
+    assert second.dir_name == f"{ROW['exp-name']}__{second.fingerprint[:8]}"
+    again = build_specs([through], RunOptions(max_requests=3), repeats=2, results=tmp_path)
+    assert [s.dir_name for s in again] == [ROW["exp-name"], ROW["exp-name"] + "__r1"]
+    # a stray job.json that is not a job's (no config_key) is another job's too
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / layout.JOB_FILE).write_text("[1]")
+    [plain] = build_specs([job(**{"exp-name": "other"})], RunOptions(), results=tmp_path)
+    assert plain.dir_name == "other"

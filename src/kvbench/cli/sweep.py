@@ -227,17 +227,20 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
               f"{bounded.think_time_scale:g}, output cap {bounded.max_tokens_cap} (the "
               "quickstart's workload)", file=sys.stderr)
         options = bounded
-    specs = build_specs(jobs, options, repeats=repeat,
-                        runner_config=runner_config_path(selection))
     if emit == "github-matrix":
         from kvbench.sweep.emit import github_matrix
 
+        specs = build_specs(jobs, options, repeats=repeat,
+                            runner_config=runner_config_path(selection))
         sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
         return []
     results = Path(results)
     from kvbench.sweep.lock import results_lock
 
     with results_lock(results):
+        # named under the lock: a directory another job's files hold is not this job's
+        specs = build_specs(jobs, options, repeats=repeat,
+                            runner_config=runner_config_path(selection), results=results)
         _banner(specs, options, results, executor)
         if executor == "slurm":
             from rich.console import Console

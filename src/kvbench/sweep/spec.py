@@ -122,11 +122,28 @@ def job_absent_cached_tokens_are_zero(job_dir: Path) -> bool:
         data.cache_report_omits_zero in (command.get("argv") or [])
 
 
+def _held_by_other_job(job_dir: Path, config_key: str, row: dict[str, Any]) -> bool:
+    """Whether `job_dir` holds another job's files (its job.json names another config key or
+    row): two keys that differ only where the exp-name does not look (a HiCache write policy,
+    say) run in separate `kvbench run` calls into one results directory must not take each
+    other's directory, where the second would clear the first's result. The same job with
+    other options (another --duration) is the same job: it reruns in place, as before."""
+    try:
+        held = read_json(job_dir / JOB_FILE)
+    except (OSError, ValueError):
+        return False
+    # compared as job.json holds it (JSON), so a tuple or an int-valued float reads the same
+    mine = orjson.loads(orjson.dumps({"config_key": config_key, "row": row}))
+    return isinstance(held, dict) and (held.get("config_key"), held.get("row")) != (
+        mine["config_key"], mine["row"])
+
+
 def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
-                runner_config: Path | None = None) -> list[JobSpec]:
-    """One spec per (job, repeat). Directory names are the exp-name; exp-names that collide
-    within the sweep (the reference's exp-name omits ep, dp-attn, runner and the config key)
-    get a short fingerprint suffix; repeats after the first get `__r<n>`. Order: repeat-major."""
+                runner_config: Path | None = None, results: Path | None = None) -> list[JobSpec]:
+    """One spec per (job, repeat). Directory names are the exp-name; an exp-name shared with
+    another job, in this sweep (the reference's exp-name omits ep, dp-attn, runner, the config
+    key and the offload backend's settings) or in `results` already, gets a short fingerprint
+    suffix; repeats after the first get `__r<n>`. Order: repeat-major."""
     if repeats < 1:
         raise SweepError(f"repeats must be >= 1, got {repeats}")
     prints = [job_fingerprint(j.row, options, j.config_key) for j in jobs]
@@ -143,7 +160,10 @@ def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
     for r in range(repeats):
         for job, fp in zip(jobs, prints, strict=True):
             name = path_part(job.exp_name)  # the exp-name holds recipe text (model-prefix)
-            base = name if names[job.exp_name] == 1 else f"{name}__{fp[:8]}"
+            shared = names[job.exp_name] > 1 or (
+                results is not None and _held_by_other_job(Path(results) / name,
+                                                           job.config_key, dict(job.row)))
+            base = f"{name}__{fp[:8]}" if shared else name
             specs.append(JobSpec(
                 config_key=job.config_key, scenario=job.scenario, row=dict(job.row),
                 repeat=r, fingerprint=fp, dir_name=base if r == 0 else f"{base}__r{r}",
