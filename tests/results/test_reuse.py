@@ -39,3 +39,14 @@ def test_without_tier_counters_the_request_side_gives_the_cached_share():
 def test_nothing_counted_is_none():
     assert cache_reuse(None, None) is None
     assert reuse_line(None) == "unknown"
+
+
+def test_nothing_cached_needs_no_tier_counters():
+    """SGLang 0.5.17's resident arm on the H200 (runs/resident-c6-a): no request hit, so no
+    `cached_tokens_total{cache_source}` child was ever created; the usage's 0 of 461,076
+    prompt tokens says every tier served 0, not 'tier unknown'."""
+    v = cache_reuse({"tokens": {"prompt_total": 461_076}, "cache": {}},
+                    {"cache": {"prompt_tokens": 461_076, "cached_tokens": 0}})
+    assert (v["gpu"], v["host"], v["external"], v["recomputed"]) == (0.0, 0.0, 0.0, 1.0)
+    assert v["unknown_tier"] == 0.0 and v["per_request_hit_rate"] == 0.0
+    assert reuse_line(v) == "GPU 0% · host 0% · recomputed 100%"

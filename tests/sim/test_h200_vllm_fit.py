@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import statistics
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -44,31 +42,13 @@ def test_shipped_vllm_overheads_are_the_probe_fit() -> None:
 
 
 @pytest.fixture(scope="module")
-def validation() -> list[dict]:
-    v = _script(GPU_SCRIPTS / "vllm" / "validate_sim.py")
-    from kvbench.workload import load_trace
-
-    sessions = load_trace([v.HERE / "traces"])
-    rows, sims = [], {}
-    for run in sorted(p for p in (VLLM / "runs").iterdir() if (p / "result.json").is_file()):
-        real = v._real(run)
-        key = (real["conc"], real["host_tokens"])
-        if key not in sims:  # the simulation is deterministic: one per setting
-            sims[key] = v._simulated(sessions, real["conc"], real["host_tokens"],
-                                     "h200-measured")
-        rows.append((run.name, real, sims[key], v.request_error(real, sims[key])))
-    return rows
+def validate():
+    return _script(GPU_SCRIPTS / "validate_sim.py")
 
 
-def _groups(validation) -> dict[tuple[int, str], tuple[dict, dict]]:
-    """(conc, arm) -> (the mean of the real repeats per metric, the simulation)."""
-    by: dict[tuple[int, str], list] = defaultdict(list)
-    for _, real, sim, _ in validation:
-        by[(real["conc"], real["arm"])].append((real, sim))
-    keys = ("hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms",
-            "input_tok_s", "output_tok_s")
-    return {k: ({m: statistics.fmean(r[m] for r, _ in runs) for m in keys}, runs[0][1])
-            for k, runs in by.items()}
+@pytest.fixture(scope="module")
+def validation(validate) -> list[dict]:
+    return validate.evaluate(VLLM / "runs")
 
 
 # (conc, arm) -> TTFT p50 bound against the mean of the repeats, where the 15% target is not met
@@ -79,8 +59,8 @@ TTFT_RATIO_MISSED = {4: 0.15}
 TTFT_P90_MISSED = {(6, "resident"): 0.12}
 
 
-def test_vllm_profile_meets_the_targets_per_arm_and_concurrency(validation) -> None:
-    groups = _groups(validation)
+def test_vllm_profile_meets_the_targets_per_arm_and_concurrency(validate, validation) -> None:
+    groups = validate.by_arm(validation)
     assert set(groups) >= {(c, a) for c in (4, 6, 12)
                            for a in ("resident", "vllm-native", "vllm-simple")}, set(groups)
     for (conc, arm), (real, sim) in groups.items():
@@ -107,7 +87,8 @@ def test_vllm_profile_meets_the_targets_per_arm_and_concurrency(validation) -> N
 def test_vllm_profile_holds_per_run(validation) -> None:
     """Each run alone, where the bounds hold run by run: the hits, ITL, input tok/s, and TTFT
     per request (the conc-4 offload runs' host hits are where the missing cost shows)."""
-    for name, real, sim, error in validation:
+    for row in validation:
+        name, real, sim, error = row["job"], row["real"], row["sim"], row["ttft_request_error"]
         bound = 0.40 if real["conc"] == 4 and real["arm"] != "resident" else 0.25
         assert error <= bound, (name, error)
         for tier in ("hit_device", "hit_host"):

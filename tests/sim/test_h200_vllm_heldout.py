@@ -1,5 +1,5 @@
 """The vllm profile on two halves of the real vLLM 0.26 H200 runs' sessions (issue 26):
-benchmarks/gpu/vllm/heldout.py splits the 42 sessions by a fixed hash into 21 fit and 21
+benchmarks/gpu/heldout.py splits the 42 sessions by a fixed hash into 21 fit and 21
 held-out, simulates each run whole and scores each half. Nothing in the profile was tuned on
 these runs (its overheads are the probe fit: test_h200_vllm_fit.py), so both halves are out of
 sample for it; the fit half is where a future tuning may look. Targets (issue 12): TTFT p50
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "vllm"
+HERE = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"
 
 
 def _heldout():
@@ -34,7 +34,8 @@ def rows(heldout):
 
 
 def test_the_split_is_a_fixed_hash_of_the_session_id(heldout) -> None:
-    names = sorted(p.name.removesuffix(".json.gz") for p in (HERE / "traces").glob("*.json.gz"))
+    names = sorted(p.name.removesuffix(".json.gz") for p in (HERE / "vllm" / "traces").glob(
+        "*.json.gz"))
     halves = [heldout.half_of(n) for n in names]
     assert halves.count("fit") == halves.count("held-out") == 21
     assert heldout.half_of("trace_0011") == heldout.half_of("trace_0011")

@@ -49,6 +49,14 @@ class Metric:
     label: str
     path: tuple[str, ...]
     higher_is_better: bool
+    # read when `path` is absent: SGLang creates its per-tier cache counters at their first
+    # hit (prometheus_client label children), so a run that never hit has none, while its
+    # per-request usage (cache_reuse) still says 0 cached
+    fallback: tuple[str, ...] | None = None
+
+    def value(self, r: Result) -> float | None:
+        v = _dig(r, self.path)
+        return _dig(r, self.fallback) if v is None and self.fallback else v
 
 
 METRICS = (
@@ -60,8 +68,9 @@ METRICS = (
     Metric("ITL p50 ms", ("request_metrics", "latency", "itl_ms", "p50"), False),
     Metric("E2E p50 ms", ("request_metrics", "latency", "e2e_ms", "p50"), False),
     Metric("cache hit rate (all tiers)", ("server_metrics", "cache", "overall_cache_hit_rate"),
-           True),
-    Metric("cache hit rate (host)", ("server_metrics", "cache", "cpu_cache_hit_rate"), True),
+           True, ("cache_reuse", "per_request_hit_rate")),
+    Metric("cache hit rate (host)", ("server_metrics", "cache", "cpu_cache_hit_rate"), True,
+           ("cache_reuse", "host")),
     Metric("J per output token", ("energy", "j_per_output_token"), False),
 )
 
@@ -252,7 +261,7 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
         invalid = {n for n, v in validity.items() if v["stamped"] and v["valid"] < v["n"]}
         rows = []
         for m in METRICS:
-            stats = {n: _stats([v for r in arms[n] if (v := _dig(r, m.path)) is not None])
+            stats = {n: _stats([v for r in arms[n] if (v := m.value(r)) is not None])
                      for n in present}
             if all(s["mean"] is None for s in stats.values()):
                 continue

@@ -49,6 +49,11 @@ def cache_reuse(server: dict[str, Any] | None, summary: dict[str, Any] | None
             out["per_request_hit_rate"] = client_rate
             out["agrees"] = gap <= REUSE_AGREEMENT
         return out
+    if client_rate == 0:  # nothing cached: every tier's share is known to be 0
+        return {"source": "per-request usage (nothing cached)", "prompt_tokens": client_prompt,
+                "gpu": 0.0, "host": 0.0, "external": 0.0, "recomputed": 1.0,
+                "unknown_tier": 0.0, "cached_tokens": {"gpu": 0, "host": 0, "external": 0},
+                "per_request_hit_rate": 0.0}
     if client_rate is not None:
         return {"source": "per-request usage (no tier counters)",
                 "prompt_tokens": client_prompt, "gpu": None, "host": None, "external": None,

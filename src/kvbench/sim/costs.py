@@ -71,6 +71,9 @@ class CostModel:
     # Fraction of the HBM rate at which the decode attention kernel reads a sequence's KV (a
     # split-KV triton kernel reads it far below the rate the weights stream at).
     decode_kv_read_efficiency: float = 1.0
+    # Up to this batch size the kernel's KV read rate grows with the batch (its grid fills
+    # more of the GPU's SMs), from decode_kv_read_efficiency at one sequence.
+    decode_kv_parallel_batch: float = 1.0
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_MODES:
@@ -120,7 +123,8 @@ class CostModel:
         per_step = self.verify_tokens
         a_mem = self.weight_bytes_read(per_step * batch) / self.hbm_bytes_per_s
         b_mem = self.kv_bytes_per_token_per_rank / (
-            self.hbm_bytes_per_s * self.decode_kv_read_efficiency)
+            self.hbm_bytes_per_s * min(1.0, self.decode_kv_read_efficiency
+                                       * min(batch, self.decode_kv_parallel_batch)))
         a_cmp = per_step * batch * self.flops_per_token_per_rank / self.flops_per_s
         # per_request: each query scores its own context, so the batch's pairs are C;
         # packed_dense: each of the batch's queries scores every key of the batch: batch x C.
@@ -261,6 +265,7 @@ class CostModel:
             prompt_token_overhead_s=engine.prompt_token_overhead_s.value,
             h2d_bytes_per_s=self.h2d_bytes_per_s * engine.load_bandwidth_efficiency.value,
             decode_kv_read_efficiency=engine.decode_kv_read_efficiency.value,
+            decode_kv_parallel_batch=engine.decode_kv_parallel_batch.value,
         )
 
     @classmethod

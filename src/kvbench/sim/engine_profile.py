@@ -78,6 +78,18 @@ class EngineProfile(BaseModel):
         1.0, "default: decode attention reads the KV at the HBM rate the weights stream at",
         "fraction of the HBM rate at which the engine's decode attention kernel reads each "
         "sequence's KV (TPOT growth with context)")
+    decode_kv_parallel_batch: Sourced = _defaulted(
+        1.0, "default: the decode attention kernel reads at the same rate at any batch size",
+        "batch size up to which the decode attention kernel's KV read rate grows with the "
+        "batch (a kernel whose grid is too small to fill the GPU for one sequence reads "
+        "batch x decode_kv_read_efficiency of the HBM rate, up to this many sequences)")
+
+    @field_validator("decode_kv_parallel_batch")
+    @classmethod
+    def _at_least_one(cls, v: Sourced) -> Sourced:
+        if not (math.isfinite(v.value) and v.value >= 1):
+            raise ValueError(f"value must be a finite number >= 1, got {v.value}")
+        return v
 
     @field_validator("attention_efficiency", "load_bandwidth_efficiency",
                      "decode_kv_read_efficiency")

@@ -1,15 +1,16 @@
-"""The simulator's `vllm` engine profile against the real vLLM 0.26 H200 runs: the same
-workload bounds as the runs (run.sh: the 42 bounded sessions, conc 4 / 12, 50 s, outputs capped
-at 256), the same GPU KV cap (2,730 blocks of 16 = 43,680 tokens, --kv-cache-memory-bytes) and
-the host KV tokens of each run's plan, `kvbench simulate`'s closed-loop lanes (run_sessions).
-Nothing is fitted from these runs: the profile's numbers are its YAML's.
+"""The simulator's engine profiles against the real H200 runs of vLLM 0.26 and SGLang 0.5.17:
+the same workload bounds as the runs (the 42 bounded sessions of benchmarks/gpu/vllm/traces,
+50 s, outputs capped at 256), the same GPU KV cap as each server logged, the host KV tokens and
+HiCache write policy of each run's plan, and `kvbench simulate`'s closed-loop lanes
+(run_sessions). Nothing is fitted from these runs: each profile's numbers are its YAML's (vLLM:
+the `vllm` profile; SGLang: the probe fit, results/h200/sglang/engine-sglang-h200-triton.yaml).
 
-Per job: hit rate by tier (real: vllm:prompt_tokens_by_source_total over prompt tokens;
-simulated: first-scheduling hits by tier), TTFT p50/p90, ITL p50, input and output tok/s, the
-requests each sent, and the overlap of the (session, turn) sets; then the offload/resident
-ratios of TTFT p50 and output tok/s at each concurrency.
+Per job: hit rate by tier (real: the engine's tier counters over prompt tokens; simulated:
+first-scheduling hits by tier), TTFT p50/p90, ITL p50, input and output tok/s, the requests
+each sent, and the overlap of the (session, turn) sets; then the offload/resident ratios of
+TTFT p50 and output tok/s at each concurrency.
 
-    PYTHONPATH=src python benchmarks/gpu/vllm/validate_sim.py [--out FILE.json]
+    PYTHONPATH=src python benchmarks/gpu/validate_sim.py [--runs DIR] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import math
 import statistics
 from pathlib import Path
+from typing import NamedTuple
 
 from kvbench.files import iter_jsonl
 from kvbench.sim.engine import EngineConfig
@@ -29,10 +31,36 @@ from kvbench.workload import load_trace
 from kvbench.workload.bounds import WorkloadBounds
 
 HERE = Path(__file__).resolve().parent
-RUNS = HERE.parents[1] / "results" / "h200" / "vllm" / "runs"
-GPU_KV_TOKENS = 2730 * 16  # vLLM's log: 2,730 blocks under --kv-cache-memory-bytes 6 GiB
-DURATION_S, MAX_TOKENS_CAP = 50.0, 256  # run.sh
-CHUNK_TOKENS = 8192  # server.log: max_num_batched_tokens=8192
+RESULTS = HERE.parents[0] / "results" / "h200"
+RUNS = RESULTS / "vllm" / "runs"
+TRACES = HERE / "vllm" / "traces"
+DURATION_S, MAX_TOKENS_CAP = 50.0, 256  # vllm/run.sh, sglang/run.sh
+CHUNK_TOKENS = 8192  # both servers' logs: max_num_batched_tokens / chunked_prefill_size 8192
+
+
+class Served(NamedTuple):  # (a dataclass needs sys.modules, which the tests' loading skips)
+    """How the engine's H200 server held its KV cache, from its own log."""
+
+    gpu_kv_tokens: int
+    block_tokens: int
+    profile: str  # the engine profile the simulator runs (name or YAML path)
+
+
+SERVED = {
+    # vLLM's log: 2,730 blocks of 16 under --kv-cache-memory-bytes 6 GiB
+    "vllm": Served(2730 * 16, 16, "vllm"),
+    # SGLang's server.log: max_total_num_tokens=43648 (--max-total-tokens 43680 rounded down
+    # to whole 64-token pages), --page-size 64
+    "sglang": Served(43_648, 64, str(RESULTS / "sglang" / "engine-sglang-h200-triton.yaml")),
+}
+
+
+def _arm(r: dict) -> str:
+    """resident, or the offload backend (vLLM's connector; SGLang's HiCache write policy)."""
+    backend = r["kv_offload_backend"]
+    if not isinstance(backend, dict):
+        return backend or "resident"
+    return backend.get("write-policy") or backend.get("name")
 
 
 def _real(run: Path) -> dict:
@@ -42,12 +70,13 @@ def _real(run: Path) -> dict:
     tiers = s["cache"]["cached_tokens_by_tier"]
     recs = list(iter_jsonl(run / "records.jsonl"))
     backend = r["kv_offload_backend"]
-    arm = (backend.get("name") if isinstance(backend, dict) else backend) or "resident"
-    return {"conc": r["conc"], "arm": arm,
-            "host_tokens": r["plan"]["host-kv-tokens"] if r["kv_offload_backend"] else 0,
+    return {"conc": r["conc"], "arm": _arm(r), "engine": r["framework"],
+            "write_policy": (backend or {}).get("write-policy") or "write_through",
+            "host_tokens": r["plan"]["host-kv-tokens"] if backend else 0,
             "requests": m["latency"]["ttft_ms"]["n"],
             "hit_device": (tiers["device"] or 0) / prompt,
-            "hit_host": (tiers["external"] or 0) / prompt,
+            # vLLM counts a CPU-tier hit as an external KV transfer, SGLang as host
+            "hit_host": ((tiers["host"] or 0) + (tiers["external"] or 0)) / prompt,
             "ttft_p50_ms": m["latency"]["ttft_ms"]["p50"],
             "ttft_p90_ms": m["latency"]["ttft_ms"]["p90"],
             "itl_p50_ms": m["latency"]["itl_ms"]["p50"],
@@ -60,15 +89,22 @@ def _real(run: Path) -> dict:
                                 if x["status"] == "ok" and not x["is_warmup"]}}
 
 
-def _simulated(sessions, conc: int, host_tokens: int, hardware: str,
-               engine_profile: str = "vllm", done: list | None = None) -> dict:
-    profile = load_engine_profile(engine_profile)
+def setting(real: dict) -> tuple:
+    """What a simulation of the run depends on (the simulation is deterministic)."""
+    return real["engine"], real["conc"], real["host_tokens"], real["write_policy"]
+
+
+def _simulated(sessions, real: dict, hardware: str, engine_profile: str | None = None,
+               done: list | None = None) -> dict:
+    served = SERVED[real["engine"]]
+    profile = load_engine_profile(engine_profile or served.profile)
     costs = resolve_costs("qwen3-8b", hardware, 1, "bf16", engine=profile)
     engine = EngineConfig(chunked_prefill_tokens=CHUNK_TOKENS, kv_manager=profile.kv_manager,
-                          block_tokens=16)
+                          block_tokens=served.block_tokens)
     done = [] if done is None else done
-    s = run_sessions(sessions, costs, SimSetup(GPU_KV_TOKENS, host_tokens, engine=engine),
-                     WorkloadBounds(concurrency=conc, duration_s=DURATION_S,
+    s = run_sessions(sessions, costs, SimSetup(served.gpu_kv_tokens, real["host_tokens"],
+                                               write_policy=real["write_policy"], engine=engine),
+                     WorkloadBounds(concurrency=real["conc"], duration_s=DURATION_S,
                                     max_tokens_cap=MAX_TOKENS_CAP), requests=done)
     return {"requests": s["requests"], "hit_device": s["hit_rate"]["device"],
             "hit_host": s["hit_rate"]["host"], "ttft_p50_ms": s["ttft_ms"]["p50"],
@@ -91,25 +127,48 @@ def request_error(real: dict, sim: dict) -> float:
     return statistics.fmean(abs(math.log(b[k] / a[k])) for k in both) if both else math.nan
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=Path, default=RUNS)
-    ap.add_argument("--hardware", default="h200-measured", help="the profile the fit used")
-    ap.add_argument("--engine-profile", default="vllm", help="name or YAML path")
-    ap.add_argument("--out", type=Path)
-    args = ap.parse_args()
-    sessions = load_trace([HERE / "traces"])
-    rows = []
-    for run in sorted(p for p in args.runs.iterdir() if (p / "result.json").is_file()):
+def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
+             engine_profile: str | None = None) -> list[dict]:
+    """One row per run: the measurement, its simulation (one per setting: deterministic), the
+    per-request TTFT error and the overlap of the requests both sent."""
+    sessions = load_trace([TRACES])
+    rows, sims = [], {}
+    for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
         real = _real(run)
-        sim = _simulated(sessions, real["conc"], real["host_tokens"], args.hardware,
-                         args.engine_profile)
+        if setting(real) not in sims:
+            sims[setting(real)] = _simulated(sessions, real, hardware, engine_profile)
+        sim = dict(sims[setting(real)])
         error = request_error(real, sim)
         a, b = real.pop("sent"), sim.pop("sent")
         real.pop("ttft_by_request"), sim.pop("ttft_by_request")
         rows.append({"job": run.name, "conc": real["conc"], "arm": real["arm"], "real": real,
                      "sim": sim, "same_requests": len(a & b), "union_requests": len(a | b),
                      "ttft_request_error": error})
+    return rows
+
+
+GROUP_KEYS = ("hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms",
+              "input_tok_s", "output_tok_s")
+
+
+def by_arm(rows: list[dict]) -> dict[tuple[int, str], tuple[dict, dict]]:
+    """(conc, arm) -> (the mean of the real repeats per metric, the simulation)."""
+    by: dict[tuple[int, str], list[dict]] = {}
+    for r in rows:
+        by.setdefault((r["conc"], r["arm"]), []).append(r)
+    return {k: ({m: statistics.fmean(r["real"][m] for r in runs) for m in GROUP_KEYS},
+                runs[0]["sim"]) for k, runs in by.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=Path, default=RUNS)
+    ap.add_argument("--hardware", default="h200-measured", help="the profile the fit used")
+    ap.add_argument("--engine-profile", help="name or YAML path (default: the engine's, "
+                    "SERVED)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    rows = evaluate(args.runs, args.hardware, args.engine_profile)
     keys = ("requests", "hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms",
             "tpot_p50_ms", "input_tok_s", "output_tok_s")
     print(f"{'job':<40}" + "".join(f"{k:>26}" for k in keys) + f"{'same / union':>14}"

@@ -1,4 +1,5 @@
-"""The `vllm` profile's errors against the real vLLM 0.26 H200 runs, on two halves of the
+"""The simulator's errors against the real H200 runs (vLLM 0.26 and SGLang 0.5.17, each with
+its engine profile: validate_sim.SERVED), on two halves of the
 sessions: a fit half and a held-out half, split by a fixed hash of the session id (BLAKE2b of
 the id, first byte even: fit). Whatever is tuned by looking at runs is tuned on the fit half
 only; the held-out half says whether it holds on sessions it was not tuned on (issue 26).
@@ -10,7 +11,7 @@ cached_tokens, the simulator's device + host hits; the per-tier split exists onl
 whole run, in /metrics), input and output tok/s of that half over the run's span, and the
 offload / resident ratios of TTFT p50 and output tok/s.
 
-    PYTHONPATH=src python benchmarks/gpu/vllm/heldout.py [--out FILE.json] [--markdown]
+    PYTHONPATH=src python benchmarks/gpu/heldout.py [--runs DIR] [--out FILE.json] [--markdown]
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from kvbench.files import iter_jsonl
 
 HERE = Path(__file__).resolve().parent
-RUNS = HERE.parents[1] / "results" / "h200" / "vllm" / "runs"
+RUNS = HERE.parents[0] / "results" / "h200" / "vllm" / "runs"
 HALVES = ("fit", "held-out")
 TARGETS = ("TTFT p50 and tok/s within 15%, hit rate within 5 points, offload / resident "
            "ratios within 10%")
@@ -81,20 +82,19 @@ def _sim_rows(done: list) -> tuple[list[dict], float]:
 
 
 def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
-             engine_profile: str = "vllm") -> list[dict]:
+             engine_profile: str | None = None) -> list[dict]:
     v = _validate_module()
     from kvbench.workload import load_trace
 
-    sessions = load_trace([HERE / "traces"])
-    sims: dict[tuple[int, int], tuple[list, float]] = {}
+    sessions = load_trace([v.TRACES])
+    sims: dict[tuple, tuple[list, float]] = {}
     groups: dict[tuple[str, int, str], list[tuple[dict, dict]]] = defaultdict(list)
     for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
         real = v._real(run)
-        key = (real["conc"], real["host_tokens"])
+        key = v.setting(real)
         if key not in sims:  # deterministic: one simulation per setting
             done: list = []
-            v._simulated(sessions, real["conc"], real["host_tokens"], hardware,
-                         engine_profile, done)
+            v._simulated(sessions, real, hardware, engine_profile, done)
             sims[key] = _sim_rows(done)
         (rrows, rspan), (srows, sspan) = _real_rows(run), sims[key]
         for half in HALVES:
