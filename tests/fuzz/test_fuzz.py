@@ -7,7 +7,6 @@ end (recorded in docs/reliability.md)."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import math
 import os
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.mutation import leaf_paths, mutate
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -43,52 +43,6 @@ SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=
                     phases=(Phase.explicit, Phase.generate),
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
-
-HOSTILE = st.one_of(
-    st.none(), st.booleans(),
-    st.integers(min_value=-(10**30), max_value=10**30),
-    st.sampled_from([0, -1, -64, 2**63, 10**4299, 10**5000]),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([1e308, -1e308, float("inf"), float("nan"), 0.5, -0.0]),
-    st.text(max_size=30), st.sampled_from(["", "x" * 100_000, "../../etc", "fp9", "sglng"]),
-    st.lists(st.integers(), max_size=4), st.dictionaries(st.text(max_size=5), st.integers(),
-                                                         max_size=3),
-)
-
-
-def leaf_paths(obj, prefix=()) -> list[tuple]:
-    """Every key path of a nested dict/list document."""
-    out = [prefix] if prefix else []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out += leaf_paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            out += leaf_paths(v, (*prefix, i))
-    return out
-
-
-def mutate(doc, data) -> tuple[object, tuple, str]:
-    """A copy of `doc` with one change: a value replaced, a key dropped or an unknown key
-    added. Returns the document, the path changed and what was done."""
-    doc = copy.deepcopy(doc)
-    path = data.draw(st.sampled_from(leaf_paths(doc)))
-    parent = doc
-    for part in path[:-1]:
-        parent = parent[part]
-    how = data.draw(st.sampled_from(["replace", "replace", "replace", "drop", "add"]))
-    if how == "replace":
-        parent[path[-1]] = data.draw(HOSTILE)
-    elif how == "drop":
-        del parent[path[-1]]
-    elif isinstance(parent, dict):
-        key = data.draw(st.sampled_from(["typo-key", "extra", "tp ", "Conc-List"]))
-        parent[key] = 1
-        path = (*path[:-1], key)
-    else:
-        parent.append(data.draw(HOSTILE))
-    return doc, path, how
-
 
 def dump_yaml(doc) -> str:
     """YAML text of `doc`; integers past Python's 4,300-digit str limit are written too (the

@@ -1,5 +1,6 @@
 """The recipe parse cache (recipe/cache.py) and the typer-free `matrix` path
-(cli/matrix_fast.py): same rows, no schema import when warm, any edit a miss."""
+(cli/matrix_fast.py): same rows, no pydantic when cold and valid (recipe/plain.py), no YAML
+parser either when warm, any edit a miss."""
 
 from __future__ import annotations
 
@@ -47,9 +48,26 @@ def test_warm_run_reads_the_cache_without_the_schema(files, tmp_path):
     cold, cold_modules = _matrix(master, runners, tmp_path / "cache")
     warm, warm_modules = _matrix(master, runners, tmp_path / "cache")
     assert cold == warm and len(json.loads(warm)) > 400
-    assert "pydantic" in cold_modules and "yaml" in cold_modules
+    assert cold_modules == ["yaml"]  # the plain schema validated: no pydantic, no typer
     assert warm_modules == []  # no pydantic, no YAML parser, no typer
     assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
+def test_a_cold_run_on_an_invalid_file_reports_through_the_schema(files, tmp_path):
+    master, runners = files
+    master.write_text(master.read_text().replace("tp: 2", "tp: two", 1))
+    env = {**os.environ, "PYTHONPATH": str(SRC), "KVBENCH_CACHE_DIR": str(tmp_path / "c")}
+    argv = ["--config-files", str(master), "--runner-config", str(runners)]
+    matrix = subprocess.run([sys.executable, "-m", "kvbench", "matrix", *argv],
+                            capture_output=True, text=True, env=env)
+    validate = subprocess.run([sys.executable, "-m", "kvbench", "validate", str(master),
+                               str(runners)], capture_output=True, text=True, env=env)
+    assert matrix.returncode == validate.returncode == 2
+    first = matrix.stderr.splitlines()[0]
+    assert first.startswith(f"error: {master}:") and "tp" in first and "two" in first
+    assert first == next(line for line in validate.stderr.splitlines()
+                         if line.startswith("error: "))
+    assert not (tmp_path / "c").exists() or not list((tmp_path / "c").iterdir())
 
 
 def test_any_edit_is_a_miss(files, tmp_path, monkeypatch):

@@ -71,6 +71,11 @@ def test_classic_runners_layout_is_unchanged():
     (lambda d: d.__setitem__("hardware", {"cluster:x": {"gpus-per-node": 8,
                                                         "available-cpu-dram-mib": 1}}),
      "not both"),
+    # once a traceback (TypeError from the partition check): found by the plain schema's test
+    (lambda d: d["clusters"]["gb300-nv"]["slurm"].__setitem__("partitions", 5),
+     "clusters.gb300-nv.slurm.partitions: 'partitions' is a list of Slurm partition names"),
+    (lambda d: d["clusters"]["gb300-nv"]["slurm"]["partitions"].append(["batch_9"]),
+     "'partitions' is a list of Slurm partition names (got ['batch_1', 'batch_3', "),
 ])
 def test_runners_inventory_rules(tmp_path, edit, expected):
     data = yaml.safe_load(RUNNERS.read_text())

@@ -3,9 +3,10 @@ select jobs read, without parsing YAML or importing the schema when nothing chan
 
 The key is a SHA-256 over this cache's format, the recipe package's own source files (name,
 size, mtime: a schema change invalidates), and each input file's resolved path and bytes, so
-any edit to a master config or runners.yaml is a miss. A miss validates with the full loader
-(every error reported as before) and stores the raw entries and the runner facts with
-`marshal` (builtins only). Under ~/.cache/kvbench/recipes (XDG_CACHE_HOME, or
+any edit to a master config or runners.yaml is a miss. A miss validates with the plain schema
+(recipe/plain.py, no pydantic), or where it declines with the full loader (every error
+reported as before), and stores the raw entries and the runner facts with `marshal`
+(builtins only). Under ~/.cache/kvbench/recipes (XDG_CACHE_HOME, or
 KVBENCH_CACHE_DIR); KVBENCH_NO_CACHE=1 turns it off. A cache that cannot be read or written
 is ignored: it only ever saves time."""
 
@@ -67,11 +68,19 @@ def _key(paths: Sequence[Path]) -> tuple[str, list[bytes]]:
 
 
 def _validated(configs: Sequence[Path], runners: Path) -> dict:
+    """The plain schema's reading (recipe/plain.py: no pydantic), or where it declines, the
+    full loader's, which raises every error."""
+    from kvbench.recipe.plain import plain_recipes
+
+    plain = plain_recipes(configs, runners)
+    if plain is not None:
+        entries, facts = plain
+        return {"entries": entries, "runners": facts.to_json()}
     from kvbench.recipe.loader import load_master_configs, load_runners
 
-    entries = load_master_configs(list(configs))
+    validated = load_master_configs(list(configs))
     facts = load_runners(runners).facts()
-    return {"entries": [(k, e.raw, str(e.source)) for k, e in entries.items()],
+    return {"entries": [(k, e.raw, str(e.source)) for k, e in validated.items()],
             "runners": facts.to_json()}
 
 

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, field_validator, model_validator
 
-from kvbench.recipe.base import RecipeModel, check_dcp_divides_tp
-from kvbench.recipe.fields import KvOffloadBackendName
-
-
-def _not_an_image(version: str | None) -> str | None:
-    # A version must name the component's own release; image tags hide what actually ran.
-    if version is not None and version.startswith("image:"):
-        raise ValueError(
-            f"version {version!r} must be a release, package version or source commit, "
-            "not an image reference"
-        )
-    return version
+from kvbench.recipe import rules
+from kvbench.recipe.base import RecipeModel
+from kvbench.recipe.fields import KvOffloadBackendName, WritePolicy
 
 
 class ComponentMetadata(RecipeModel):
@@ -26,7 +15,7 @@ class ComponentMetadata(RecipeModel):
     name: str = Field(min_length=1)
     version: str = Field(min_length=1)
 
-    _check_version = field_validator("version")(_not_an_image)
+    _check_version = field_validator("version")(rules.not_an_image)
 
 
 class KvOffloadBackend(RecipeModel):
@@ -40,16 +29,10 @@ class KvOffloadBackend(RecipeModel):
     version: str | None = Field(default=None, min_length=1)
     size_gb_per_rank: float | None = Field(default=None, alias="size-gb-per-rank", gt=0,
                                            strict=True)
-    write_policy: Literal["write_back", "write_through", "write_through_selective"] | None = \
-        Field(default=None, alias="write-policy")
+    write_policy: WritePolicy | None = Field(default=None, alias="write-policy")
 
-    @model_validator(mode="after")
-    def _policy_is_hicache(self) -> KvOffloadBackend:
-        if self.write_policy is not None and self.name != "hicache":
-            raise ValueError(f"write-policy is a HiCache setting; backend {self.name!r} has none")
-        return self
-
-    _check_version = field_validator("version")(_not_an_image)
+    _check_version = field_validator("version")(rules.not_an_image)
+    _policy_is_hicache = model_validator(mode="after")(rules.backend_write_policy)
 
 
 class Worker(RecipeModel):
@@ -65,18 +48,8 @@ class Worker(RecipeModel):
     hardware: str | None = Field(default=None, min_length=1)
     additional_settings: list[str] = Field(default_factory=list, alias="additional-settings")
 
-    @field_validator("additional_settings")
-    @classmethod
-    def _key_value(cls, settings: list[str]) -> list[str]:
-        bad = [s for s in settings if "=" not in s or s.startswith("=")]
-        if bad:
-            raise ValueError(f"additional-settings entries must look like KEY=VALUE (got {bad})")
-        return settings
-
-    @model_validator(mode="after")
-    def _topology(self) -> Worker:
-        check_dcp_divides_tp(self)
-        return self
+    _key_value = field_validator("additional_settings")(rules.key_value_settings)
+    _topology = model_validator(mode="after")(rules.check_dcp_divides_tp)
 
     @property
     def gpus_per_replica(self) -> int:

@@ -11,8 +11,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from kvbench.errors import shown as _bounded
-from kvbench.recipe.base import RuleError
 from kvbench.recipe.fields import SCENARIO_TYPES
+from kvbench.recipe.rules import RuleError
 
 Loc = tuple[str | int, ...]
 

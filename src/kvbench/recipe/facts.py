@@ -5,6 +5,7 @@ parse cache (recipe/cache.py) without the schema."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kvbench.errors import RecipeError
 from kvbench.recipe.fields import CLUSTER_LABEL_PREFIX
@@ -27,6 +28,22 @@ class RunnerFacts:
 
     def to_json(self) -> dict:
         return {"labels": self.labels, "layout": self.layout, "nodes": self.nodes}
+
+    @classmethod
+    def of(cls, runners: Any) -> RunnerFacts:
+        """The facts of a validated runners file: the pydantic `Runners` or the plain
+        schema's view of one (recipe/plain.py), read through the same attributes."""
+        if runners.clusters:
+            nodes = {f"{CLUSTER_LABEL_PREFIX}{cid}": {
+                k: v for k, v in (("gpus-per-node", c.gpus_per_node),
+                                  ("available-cpu-dram-mib", c.available_cpu_dram_mib))
+                if v is not None} for cid, c in runners.clusters.items()}
+        else:
+            nodes = {label: {"gpus-per-node": h.gpus_per_node,
+                             "available-cpu-dram-mib": h.available_cpu_dram_mib}
+                     for label, h in runners.hardware.items()}
+        return cls(labels={k: list(v) for k, v in runners.labels.items()},
+                   layout="e2e" if runners.clusters else "classic", nodes=nodes)
 
     @classmethod
     def from_json(cls, data: dict) -> RunnerFacts:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from kvbench.errors import RecipeError
 from kvbench.recipe.base import restore_plugin_setting
 from kvbench.recipe.master import MasterEntry, MultiNodeMasterEntry, SingleNodeMasterEntry
+from kvbench.recipe.rules import config_key_problem, is_multinode_entry
 from kvbench.recipe.runners import Runners
 from kvbench.recipe.source import LineFinder, read_yaml
 
@@ -31,8 +32,7 @@ def _stamp(paths: Sequence[Path]) -> tuple:
 
 
 def _entry_class(value: Any) -> type[BaseModel]:
-    multinode = value.get("multinode", False) if isinstance(value, dict) else False
-    return MultiNodeMasterEntry if multinode is True else SingleNodeMasterEntry
+    return MultiNodeMasterEntry if is_multinode_entry(value) else SingleNodeMasterEntry
 
 
 def _validate_entry(
@@ -67,13 +67,8 @@ def _master_file(
         return
     lines = LineFinder(path)
     for key, value in data.items():
-        if not isinstance(key, str) or "*" in key or "?" in key:
-            errors.append(f"{lines.where((key,))}: config key {key!r} must be a string "
-                          "without '*' or '?' (those are reserved for key globs)")
-            continue
-        if key in seen:
-            errors.append(f"{lines.where((key,))}: config key {key!r} is already defined in "
-                          f"{seen[key]}")
+        if problem := config_key_problem(key, seen):
+            errors.append(f"{lines.where((key,))}: {problem}")
             continue
         seen[key] = path
         entry = _validate_entry(key, value, lines, errors)

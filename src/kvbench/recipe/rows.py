@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field, StrictInt, model_validator
 
-from kvbench.recipe.base import (
-    RecipeModel,
-    check_concurrency,
-    check_dcp_divides_tp,
-    check_kv_offload,
-    check_worker_hardware_pair,
-)
+from kvbench.recipe import rules
+from kvbench.recipe.base import RecipeModel
 from kvbench.recipe.components import AggregateWorker, ComponentMetadata, KvOffloadBackend, Worker
 from kvbench.recipe.fields import KvOffloading, SpecDecoding
 
@@ -37,29 +32,7 @@ class FixedSingleNodeRow(_Concurrency):
     spec_decoding: SpecDecoding = Field(default="none", alias="spec-decoding")
     router: ComponentMetadata | None = None
 
-    @model_validator(mode="after")
-    def _rules(self) -> FixedSingleNodeRow:
-        check_concurrency(self)
-        check_dcp_divides_tp(self)
-        return self
-
-
-def check_multinode_topology(row: object) -> None:
-    """`worker` (aggregated) or both `prefill` and `decode`; `num-nodes` goes with `worker`."""
-    worker, prefill, decode = row.worker, row.prefill, row.decode  # type: ignore[attr-defined]
-    has_pair = prefill is not None and decode is not None
-    if (worker is not None) == (prefill is not None or decode is not None) or (
-            worker is None and not has_pair):
-        raise ValueError("a multi-node row gives either 'worker' (aggregated) or both "
-                         "'prefill' and 'decode'")
-    if worker is not None and row.num_nodes is None:  # type: ignore[attr-defined]
-        raise ValueError("an aggregated 'worker' row needs 'num-nodes' (the nodes its "
-                         "allocation takes)")
-    if worker is None and row.num_nodes is not None:  # type: ignore[attr-defined]
-        raise ValueError("'num-nodes' is only valid with an aggregated 'worker' (a prefill/"
-                         "decode row's node count follows from its workers)")
-    if has_pair:
-        check_worker_hardware_pair(row)
+    _rules = model_validator(mode="after")(rules.fixed_single_node_row)
 
 
 class FixedMultiNodeRow(_Concurrency):
@@ -74,11 +47,7 @@ class FixedMultiNodeRow(_Concurrency):
     router: ComponentMetadata | None = None
     kv_p2p_transfer: str | None = Field(default=None, alias="kv-p2p-transfer", min_length=1)
 
-    @model_validator(mode="after")
-    def _rules(self) -> FixedMultiNodeRow:
-        check_concurrency(self)
-        check_multinode_topology(self)
-        return self
+    _rules = model_validator(mode="after")(rules.fixed_multi_node_row)
 
 
 class AgenticRow(_Concurrency):
@@ -101,41 +70,4 @@ class AgenticRow(_Concurrency):
     router: ComponentMetadata | None = None
     kv_p2p_transfer: str | None = Field(default=None, alias="kv-p2p-transfer", min_length=1)
 
-    @property
-    def is_multinode(self) -> bool:
-        return self.tp is None
-
-    @model_validator(mode="after")
-    def _rules(self) -> AgenticRow:
-        check_concurrency(self)
-        check_kv_offload(self)
-        has_workers = self.prefill is not None and self.decode is not None
-        topologies = (self.tp is not None) + has_workers + (self.worker is not None)
-        if topologies != 1 or (
-            not has_workers and (self.prefill is not None or self.decode is not None)
-        ):
-            raise ValueError(
-                "an agentic row gives exactly one topology: 'tp' (single node), both "
-                "'prefill' and 'decode', or 'worker' (multi-node)"
-            )
-        if self.tp is not None:
-            if self.num_nodes is not None:
-                raise ValueError("'num-nodes' is only valid with an aggregated 'worker'")
-            if self.kv_offloading is None:
-                raise ValueError(
-                    "single-node agentic rows must set 'kv-offloading' (allowed: none, dram)"
-                )
-            check_dcp_divides_tp(self)
-            return self
-        explicit = [
-            alias
-            for name, alias in (("pp", "pp"), ("dcp_size", "dcp-size"), ("pcp_size", "pcp-size"))
-            if name in self.model_fields_set
-        ]
-        if explicit:
-            raise ValueError(
-                f"multi-node agentic rows cannot set {', '.join(explicit)} at row level; "
-                "set them inside 'prefill'/'decode'"
-            )
-        check_multinode_topology(self)
-        return self
+    _rules = model_validator(mode="after")(rules.agentic_row)
