@@ -174,7 +174,8 @@ def record_row(checkout: Path, mirror: Path, python: str, work: Path, runner: st
     srt = work / "srt"
     checkout_pin(mirror, ref, srt, cache, work.parent)
     overlay_recipes(checkout, srt)
-    for binary in ("configs/nats-server", "configs/etcd", "bin/uv"):  # `make setup ARCH=...`
+    for binary in ("configs/nats-server", "configs/etcd", "bin/uv",  # `make setup ARCH=..`
+                   "bin/tachometer-scraper"):
         path = srt / binary  # downloads these; srtctl apply only checks that they exist
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("#!/bin/sh\nexit 0\n")

@@ -177,7 +177,7 @@ def sides(recordings, dry_run):
     launched, _ = dry_run
     return [(rec, launcher_processes(rec), kvbench_processes(
         launched[(rec["config-key"], rec["row"]["exp-name"])]))
-        for rec in recordings if rec.get("calls")]
+        for rec in recordings if (rec["config-key"], rec["row"]["exp-name"]) in launched]
 
 
 # ---- the tests -----------------------------------------------------------------------------
@@ -187,21 +187,26 @@ def test_every_row_is_recorded_and_launched_or_refused_with_the_reason(recording
     manifest = json.loads((ORACLE / "manifest.json").read_text())
     assert manifest["inferencex-commit"].startswith("843c6254f")
     assert len(recordings) == manifest["rows"]
-    skipped = {line.split(" (")[0].removeprefix("skipped "): line
-               for line in err.splitlines() if line.startswith("skipped ")}
+    skipped = {}
+    for line in err.splitlines():
+        m = re.match(r"^skipped (\S+) \((\S+)\): (.*)$", line)
+        if m:
+            skipped[(m[2], m[1])] = m[3]
     refused = []
     for rec in recordings:
         exp = rec["row"]["exp-name"]
         if (rec["config-key"], exp) in launched:
             assert rec.get("calls"), (exp, rec.get("refused") or rec.get("unrecorded"))
             continue
-        assert exp in skipped, exp  # neither launched nor refused with a reason
+        reason = skipped.get((rec["config-key"], exp))
+        assert reason, exp  # neither launched nor refused with a reason
         if rec.get("calls"):  # the chain starts it and kvbench does not: on the allow-list
-            refused.append((rec, [("refused", skipped[exp].split(": ", 1)[1], None, None)]))
+            refused.append((rec, [("refused", reason.split(": ", 1)[-1], None, None)]))
     unexplained, used = classify(refused)
     assert not unexplained, "\n".join(unexplained)
     assert all(used[e["id"]] for e in ALLOW if e["part"] == "refused"), "stale refusal entry"
-    assert len(launched) + len([r for r in recordings if r["row"]["exp-name"] in skipped]) \
+    assert len(launched) + len([r for r in recordings
+                                if (r["config-key"], r["row"]["exp-name"]) in skipped]) \
         == len(recordings)
 
 

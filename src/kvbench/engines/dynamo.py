@@ -72,6 +72,7 @@ class SrtctlFacts(BaseModel):
     worker_env: dict[str, str] = Field(alias="worker-env")
     frontend_env: dict[str, str] = Field(alias="frontend-env")
     vllm_connectors: dict[str, dict[str, str]] = Field(alias="vllm-connectors")
+    rejected_fields: dict[str, list[str]] = Field(alias="rejected-fields")
 
 
 @cache
@@ -229,7 +230,12 @@ def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str) -> lis
         if multi:
             argv += ["--dist-init-addr", f"{leader}:{facts().ports['sglang-dist-init']}",
                      "--nnodes", str(len(ep.nodes)), "--node-rank", str(proc.rank)]
-        argv += ["--dump-config-to", dump, "--request-plane", "tcp"]
+        argv += ["--dump-config-to", dump]
+        events = _kv_events(recipe, mode, {"publisher": "zmq", "topic": "kv-events"})
+        if events is not None:  # sglang.py get_kv_events_config_for_mode
+            argv += ["--kv-events-config",
+                     json.dumps({**events, "endpoint": f"tcp://*:{proc.kv_events_port}"})]
+        argv += ["--request-plane", "tcp"]
         return argv + config_flags(cfg)
     # vllm
     if mode in ("prefill", "decode"):
@@ -252,16 +258,17 @@ def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str) -> lis
         argv += ["--master-addr", leader, "--nnodes", str(len(ep.nodes)), "--node-rank",
                  str(proc.rank)] + (["--headless"] if proc.rank else [])
     argv += ["--request-plane", "tcp", "--dump-config-to", dump]
-    events = _kv_events(recipe, mode)
+    events = _kv_events(recipe, mode, {"publisher": "zmq", "topic": "kv-events",
+                                       "enable_kv_cache_events": True})
     if events is not None:  # vllm.py get_kv_events_config_for_mode, the process's port
         argv += ["--kv-events-config",
                  json.dumps({**events, "endpoint": f"tcp://*:{proc.kv_events_port}"})]
     return argv + config_flags(cfg)
 
 
-def _kv_events(recipe: Recipe, mode: str) -> dict[str, Any] | None:
+def _kv_events(recipe: Recipe, mode: str, default: dict[str, Any]) -> dict[str, Any] | None:
+    """backend.kv_events_config: true (prefill and decode) or per mode, true or a dict."""
     setting = recipe.backend.get("kv_events_config")
-    default = {"publisher": "zmq", "topic": "kv-events", "enable_kv_cache_events": True}
     if setting is True:
         return default if mode in ("prefill", "decode") else None
     if isinstance(setting, dict):
@@ -301,7 +308,8 @@ def worker_env(recipe: Recipe, proc: Process, infra: int, head: int) -> dict[str
                 "MOONCAKE_LOCAL_HOSTNAME": f"{{node{proc.node}}}",
                 "MOONCAKE_CONFIG_PATH": "/logs/mooncake_store_config.json",
                 **{k: str(v) for k, v in (store.get("env") or {}).items()}}
-    if recipe.backend_type == "sglang" and len(proc.gpus) < recipe.resources.gpus_per_node:
+    # worker_stage.py: a process on part of a node sees only its GPUs (vLLM takes --device-ids)
+    if recipe.backend_type != "vllm" and len(proc.gpus) < recipe.resources.gpus_per_node:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, proc.gpus))
     return env
 
@@ -356,6 +364,13 @@ class DynamoAdapter(EngineAdapter):
             raise EngineError(f"{job.exp_name}: a {job.framework} row names its srt-slurm "
                               "recipe with CONFIG_FILE=; this one has none")
         recipe = load_recipe(config_file)
+        for section, names in facts().rejected_fields.items():
+            bad = sorted(set(names) & set(getattr(recipe, section)))
+            if bad:
+                raise EngineError(
+                    f"{job.exp_name}: recipe {config_file}: srtctl rejects {section}."
+                    f"{', '.join(bad)} (Unknown field; `srtctl apply` exits with Invalid "
+                    "config, srt-slurm core/schema.py BenchmarkConfig)")
         if recipe.frontend_type != "dynamo":
             raise EngineError(
                 f"{job.exp_name}: recipe {config_file} has srtctl start its workers without "
