@@ -53,7 +53,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
     built, skipped = [], []
     for job in jobs:
         try:
-            adapter = get_adapter(engine or job.framework)
+            adapter = get_adapter(engine or job.framework, multinode=job.is_multinode)
             plan = plan_job(job, runners, sizing=sizing, force=force)
             job_dir = (work_dir or Path("kvbench-launch") / path_part(job.exp_name)).absolute()
             spec = adapter.build(job, plan, port=port, host=host, model_path=model_path,

@@ -35,11 +35,12 @@ class ServiceSpec(BaseModel):
 
 
 class WorkerSpec(BaseModel):
-    """One server of a prefill/decode-disaggregated row: its role, the nodes it spans (0-based
-    ranks of the row's allocation), its command line and environment, and its own plan."""
+    """One server of a multi-node row: its role (prefill, decode, or agg: an aggregated worker
+    of an srt-slurm recipe), the nodes it spans (0-based ranks of the row's allocation), its
+    command line, environment and files, and its own plan."""
 
     model_config = ConfigDict(extra="forbid")
-    role: Literal["prefill", "decode"]
+    role: Literal["prefill", "decode", "agg"]
     index: int  # within its role
     nodes: list[int]
     argv: list[str]

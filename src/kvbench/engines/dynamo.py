@@ -1,0 +1,450 @@
+"""Dynamo rows (`dynamo-vllm`, `dynamo-sglang`, `dynamo-trt`) and multi-node vLLM rows: the
+processes NVIDIA's srtctl starts for the row's srt-slurm recipe (engines/srt_recipe.py), as
+InferenceX's NVIDIA runners run it (runners/launch_<runner>.sh: `srtctl apply -f
+$CONFIG_FILE`).
+
+srtctl (NVIDIA/srt-slurm; facts and citations in data/dynamo.yaml) places the recipe's
+prefill/decode/aggregated workers on the allocation (core/topology.py allocate_endpoints:
+whole nodes for a worker of a node or more, else packed GPU ranges; decode starts on a fresh
+node), starts one process per node of a worker (vLLM DP: one per node with its local ranks;
+TRT-LLM: one MPI step for the whole worker), each `python3 -m dynamo.<backend>` with the
+model, the worker's mode and placement flags and then every key of the recipe's
+`<backend>_config.<mode>` as a flag (backends/*.py `_config_to_cli_args`, keys sorted), in
+the recipe's environment; and the Dynamo frontend (`python3 -m dynamo.frontend`) on the head
+node, behind etcd and NATS on the infra node. The recipe fixes every engine setting (memory
+fraction, offload pools, KV transfer): this adapter starts what it says and refuses the row,
+with the planner's arithmetic, when a worker's own plan (plan/workers.py `plan_workers`)
+does not fit its node.
+
+Addresses are not known before the allocation: `{node<rank>}` names a node of the row's
+allocation (0-based); ports are srtctl's (data/dynamo.yaml ports) except the frontend's,
+which is kvbench's --port."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from kvbench import yamldoc
+from kvbench.engines.base import EngineAdapter
+from kvbench.engines.rules import DATA_DIR
+from kvbench.engines.spec import LaunchSpec, ServiceSpec, WorkerSpec
+from kvbench.engines.srt_recipe import Recipe, config_file_of, load_recipe
+from kvbench.errors import EngineError
+
+if TYPE_CHECKING:
+    from kvbench.matrix import Job
+    from kvbench.plan import Plan
+
+MODEL_IN_CONTAINER = "/model"  # core/runtime.py: the checkpoint is mounted at /model
+_STRICT = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class BackendFacts(BaseModel):
+    model_config = _STRICT
+    program: list[str]
+    model_flag: str = Field(alias="model-flag")
+
+
+class FrontendFacts(BaseModel):
+    model_config = _STRICT
+    program: list[str]
+    health_path: str = Field(alias="health-path")
+    metrics_path: str = Field(alias="metrics-path")
+    correlation_header: str = Field(alias="correlation-header")
+
+
+class SrtctlFacts(BaseModel):
+    """data/dynamo.yaml."""
+
+    model_config = _STRICT
+    ports: dict[str, int]
+    backends: dict[str, BackendFacts]
+    frontend: FrontendFacts
+    worker_env: dict[str, str] = Field(alias="worker-env")
+    frontend_env: dict[str, str] = Field(alias="frontend-env")
+    vllm_connectors: dict[str, dict[str, str]] = Field(alias="vllm-connectors")
+    rejected_fields: dict[str, list[str]] = Field(alias="rejected-fields")
+
+
+@cache
+def facts() -> SrtctlFacts:
+    raw = yamldoc.load_file(DATA_DIR / "dynamo.yaml", "srtctl facts", EngineError)
+    return SrtctlFacts.model_validate(raw)
+
+
+# ---- placement (core/topology.py) -------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One logical worker: its mode, index within the mode, nodes and GPUs of each node."""
+
+    mode: str
+    index: int
+    nodes: tuple[int, ...]
+    gpus: tuple[int, ...]
+
+
+def allocate(recipe: Recipe, workers: Sequence[int]) -> list[Endpoint]:
+    """core/topology.py allocate_endpoints (v1.0.36:226-330), over the worker node ranks."""
+    res, gpn = recipe.resources, recipe.resources.gpus_per_node
+    out: list[Endpoint] = []
+    node, offset = 0, 0
+
+    def simple(mode: str, count: int, per: int) -> None:
+        nonlocal node, offset
+        span = -(-per // gpn)
+        for i in range(count):
+            if per >= gpn:
+                out.append(Endpoint(mode, i, tuple(workers[node + j] for j in range(span)),
+                                    tuple(range(gpn))))
+                node += span
+                continue
+            if offset + per > gpn:
+                node, offset = node + 1, 0
+            out.append(Endpoint(mode, i, (workers[node],), tuple(range(offset, offset + per))))
+            offset += per
+            if offset >= gpn or res.spread_workers:
+                node, offset = node + 1, 0
+
+    if res.prefill_workers:
+        simple("prefill", res.prefill_workers, res.gpus_per("prefill"))
+    if res.decode_workers:
+        if offset > 0 and node + 1 < len(workers):  # decode starts on a node of its own
+            node, offset = node + 1, 0
+        simple("decode", res.decode_workers, res.gpus_per("decode"))
+    if res.agg_workers:
+        simple("agg", res.agg_workers, res.gpus_per("agg"))
+    return out
+
+
+def allocation_nodes(recipe: Recipe) -> int:
+    """cli/submit.py: the job's --nodes, the modes' nodes plus a dedicated etcd/NATS node."""
+    res = recipe.resources
+    dedicated = bool(recipe.infra.get("etcd_nats_dedicated_node"))
+    return res.prefill_nodes + res.decode_nodes + res.agg_nodes + int(dedicated)
+
+
+# ---- one worker process ------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    endpoint: Endpoint
+    node: int
+    gpus: tuple[int, ...]
+    rank: int  # node rank in the endpoint, or (vLLM DP per node) the first DP rank
+    system_port: int
+    kv_events_port: int
+    nixl_port: int
+
+
+def processes(recipe: Recipe, endpoints: list[Endpoint]) -> list[Process]:
+    """backends/*.py endpoints_to_processes and core/topology.py NodePortAllocator: one per
+    node of an endpoint, each with the next system port and KV-event port; vLLM DP per node
+    starts at the node's first DP rank, takes a KV-event port per local rank and shares one
+    NIXL port block per endpoint. TRT-LLM launches one MPI step per endpoint (its leader's)."""
+    ports = facts().ports
+    out: list[Process] = []
+    system, events, nixl = ports["system-base"], ports["kv-events-base"], ports["vllm-nixl-base"]
+    for ep in endpoints:
+        dp = _dp_size(recipe, ep.mode) if recipe.backend_type == "vllm" else None
+        block = nixl
+        nixl += dp or 0
+        for rank, node in enumerate(ep.nodes):
+            first = rank * len(ep.gpus) if dp else rank
+            proc = Process(ep, node, ep.gpus, first, system, events, block if dp else nixl)
+            system += 1
+            events += len(ep.gpus) if dp else 1
+            nixl += 0 if dp else 1
+            if recipe.backend_type != "trtllm" or rank == 0:
+                out.append(proc)
+    return out
+
+
+def _dp_size(recipe: Recipe, mode: str) -> int | None:
+    cfg = recipe.mode_config(mode)
+    value = cfg.get("data-parallel-size", cfg.get("data_parallel_size"))
+    return int(value) if value is not None else None
+
+
+def config_flags(config: Mapping[str, Any]) -> list[str]:
+    """backends/vllm.py, sglang.py `_config_to_cli_args`: keys sorted, `_` -> `-`, true a bare
+    flag, false and None dropped, a list its items after the flag."""
+    out: list[str] = []
+    for key, value in sorted(config.items()):
+        flag = "--" + str(key).replace("_", "-")
+        if isinstance(value, bool):
+            out += [flag] if value else []
+        elif isinstance(value, list):
+            out += [flag, *map(str, value)]
+        elif value is not None:
+            out += [flag, str(value)]
+    return out
+
+
+def served_name(recipe: Recipe, mode: str, model_dir: str) -> str:
+    cfg = recipe.mode_config(mode)
+    return str(cfg.get("served-model-name") or cfg.get("served_model_name") or model_dir)
+
+
+def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str) -> list[str]:
+    """backends/<type>.py build_worker_command."""
+    kind = recipe.backend_type
+    be = facts().backends[kind]
+    mode, ep = proc.endpoint.mode, proc.endpoint
+    cfg = recipe.mode_config(mode)
+    leader = f"{{node{ep.nodes[0]}}}"
+    multi = len(ep.nodes) > 1
+    if kind == "trtllm":  # trtllm.py: the engine's YAML is the mode's config
+        numa = recipe.resources.gpu_type in ("gb200", "gb300") and mode != "agg"
+        argv = (["numactl", "-m", "0,1"] if numa else []) + [
+            "trtllm-llmapi-launch", *be.program, be.model_flag, MODEL_IN_CONTAINER,
+            "--served-model-name", model_dir]
+        if mode != "agg":
+            argv += ["--disaggregation-mode", mode]
+        argv += ["--extra-engine-args", f"/logs/trtllm_config_{mode}.yaml",
+                 "--request-plane", "tcp"]
+        if recipe.backend.get("publish_events_and_metrics"):
+            argv.append("--publish-events-and-metrics")
+        return argv
+    argv = [*be.program, be.model_flag, MODEL_IN_CONTAINER, "--served-model-name",
+            served_name(recipe, mode, model_dir)]
+    if kind == "sglang":
+        for key in ("model-path", "model_path", "served-model-name", "served_model_name"):
+            cfg.pop(key, None)
+        http = facts().ports["sglang-http-base"] if proc.rank == 0 else 0
+        argv += ["--host", "0.0.0.0", "--port", str(http)]
+        if mode != "agg":
+            argv += ["--disaggregation-mode", mode]
+            if mode == "prefill":
+                argv += ["--disaggregation-bootstrap-port",
+                         str(facts().ports["sglang-bootstrap-base"])]
+        if multi:
+            argv += ["--dist-init-addr", f"{leader}:{facts().ports['sglang-dist-init']}",
+                     "--nnodes", str(len(ep.nodes)), "--node-rank", str(proc.rank)]
+        argv += ["--dump-config-to", dump]
+        events = _kv_events(recipe, mode, {"publisher": "zmq", "topic": "kv-events"})
+        if events is not None:  # sglang.py get_kv_events_config_for_mode
+            argv += ["--kv-events-config",
+                     json.dumps({**events, "endpoint": f"tcp://*:{proc.kv_events_port}"})]
+        argv += ["--request-plane", "tcp"]
+        return argv + config_flags(cfg)
+    # vllm
+    if mode in ("prefill", "decode"):
+        argv += ["--disaggregation-mode", mode]
+    connector = cfg.pop("connector", None)
+    connector = connector if connector is not None else recipe.backend.get("connector", "nixl")
+    if connector and connector not in ("null", "none"):
+        preset = facts().vllm_connectors.get(str(connector).lower())
+        argv += ["--kv-transfer-config", json.dumps(preset) if preset else str(connector)]
+    argv += ["--device-ids", ",".join(map(str, proc.gpus))]
+    if _dp_size(recipe, mode) and recipe.backend.get("dp_launch_mode") == "per_node":
+        for key in ("data-parallel-rpc-port", "data-parallel-size-local",
+                    "data-parallel-start-rank", "data-parallel-hybrid-lb", "headless"):
+            cfg.pop(key, None)
+        argv += ["--data-parallel-size-local", str(len(proc.gpus)),
+                 "--data-parallel-start-rank", str(proc.rank), "--data-parallel-address",
+                 leader, "--data-parallel-rpc-port", str(facts().ports["vllm-dp-rpc"]),
+                 "--data-parallel-hybrid-lb"]
+    elif multi:
+        argv += ["--master-addr", leader, "--nnodes", str(len(ep.nodes)), "--node-rank",
+                 str(proc.rank)] + (["--headless"] if proc.rank else [])
+    argv += ["--request-plane", "tcp", "--dump-config-to", dump]
+    events = _kv_events(recipe, mode, {"publisher": "zmq", "topic": "kv-events",
+                                       "enable_kv_cache_events": True})
+    if events is not None:  # vllm.py get_kv_events_config_for_mode, the process's port
+        argv += ["--kv-events-config",
+                 json.dumps({**events, "endpoint": f"tcp://*:{proc.kv_events_port}"})]
+    return argv + config_flags(cfg)
+
+
+def _kv_events(recipe: Recipe, mode: str, default: dict[str, Any]) -> dict[str, Any] | None:
+    """backend.kv_events_config: true (prefill and decode) or per mode, true or a dict."""
+    setting = recipe.backend.get("kv_events_config")
+    if setting is True:
+        return default if mode in ("prefill", "decode") else None
+    if isinstance(setting, dict):
+        value = setting.get("aggregated" if mode == "agg" else mode)
+        if isinstance(value, dict):
+            return {**default, **value}
+        return default if value is True else None
+    return None
+
+
+def worker_env(recipe: Recipe, proc: Process, infra: int, head: int) -> dict[str, str]:
+    """cli/mixins/worker_stage.py start_worker: Dynamo's discovery, the recipe's mode and
+    global environment ({node}/{node_id} filled), the process's ports."""
+    ports = facts().ports
+    env = {"HEAD_NODE_IP": f"{{node{head}}}", "ETCD_ENDPOINTS": f"http://{{node{infra}}}:"
+           f"{ports['etcd']}", "NATS_SERVER": f"nats://{{node{infra}}}:{ports['nats']}",
+           "DYN_SYSTEM_PORT": str(proc.system_port), **facts().worker_env}
+    if recipe.backend_type == "trtllm":  # start_endpoint_worker sets no request plane
+        env.pop("DYN_REQUEST_PLANE")
+    names = {"node": f"{{node{proc.node}}}", "node_id": str(proc.node)}
+    for key, value in {**recipe.mode_environment(proc.endpoint.mode),
+                       **{k: str(v) for k, v in recipe.environment.items()}}.items():
+        env[key] = _fill(value, names)
+    if recipe.backend_type == "trtllm":  # trtllm.py get_environment_for_mode: fresh per job
+        env["TRTLLM_EPLB_SHM_NAME"] = f"moe_shared_{uuid.uuid4().hex}"
+    if recipe.backend_type == "vllm":  # vllm.py get_process_environment
+        index = proc.system_port - ports["system-base"]
+        env["DYN_VLLM_KV_EVENT_PORT"] = str(proc.kv_events_port)
+        env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(proc.nixl_port)
+        env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = f"{{node{proc.node}}}"
+        env["VLLM_PORT"] = str(ports["vllm-port-base"] + index * ports["vllm-port-stride"])
+    store = recipe.backend.get("mooncake_kv_store")
+    if store:  # backends/vllm.py get_mooncake_worker_env
+        env |= {"MOONCAKE_MASTER": f"{{node{infra}}}:{ports['mooncake-master']}",
+                "MOONCAKE_TE_META_DATA_SERVER":
+                    f"http://{{node{infra}}}:{ports['mooncake-metadata']}/metadata",
+                "MOONCAKE_LOCAL_HOSTNAME": f"{{node{proc.node}}}",
+                "MOONCAKE_CONFIG_PATH": "/logs/mooncake_store_config.json",
+                **{k: str(v) for k, v in (store.get("env") or {}).items()}}
+    # worker_stage.py: a process on part of a node sees only its GPUs (vLLM takes --device-ids)
+    if recipe.backend_type != "vllm" and len(proc.gpus) < recipe.resources.gpus_per_node:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, proc.gpus))
+    return env
+
+
+def _fill(value: str, names: Mapping[str, str]) -> str:
+    for key, sub in names.items():
+        value = value.replace("{" + key + "}", sub)
+    return value
+
+
+def worker_files(recipe: Recipe, mode: str, infra: int) -> dict[str, str]:
+    files = {}
+    if recipe.backend_type == "trtllm":  # trtllm.py: yaml.safe_dump of the mode's config
+        files[f"trtllm_config_{mode}.yaml"] = yaml.safe_dump(recipe.mode_config(mode))
+    store = (recipe.backend.get("mooncake_kv_store") or {}).get("store_config")
+    if store:  # vllm.py build_mooncake_store_config: the master on the infra node
+        master = f"{{node{infra}}}:{facts().ports['mooncake-master']}"
+        files["mooncake_store_config.json"] = json.dumps(
+            {**store, "master_server_address": master}, indent=2)
+    return files
+
+
+# ---- the adapter --------------------------------------------------------------------------
+
+class DynamoAdapter(EngineAdapter):
+    """A row rendered from its srt-slurm recipe: the frontend's command line, every worker
+    process in `workers`, etcd/NATS (and a Mooncake master) in `services`."""
+
+    name = "dynamo"
+    data_name = "sim"  # no rule file: the recipe is the data (EngineAdapter.data is unused)
+
+    def build(  # type: ignore[override]
+        self,
+        job: Job,
+        plan: Plan | None = None,
+        *,
+        port: int,
+        host: str = "127.0.0.1",
+        model_path: str | None = None,
+        work_dir: Path | None = None,
+        overrides: Sequence[str] = (),
+        env_overrides: Mapping[str, str] | None = None,
+        accuracy: bool | None = None,
+        engine_version: str | None = None,
+        dummy_weights: bool = False,
+        runners: Any | None = None,
+    ) -> LaunchSpec:
+        from kvbench.plan.workers import plan_workers
+
+        config_file = config_file_of(job.row)
+        if config_file is None:
+            raise EngineError(f"{job.exp_name}: a {job.framework} row names its srt-slurm "
+                              "recipe with CONFIG_FILE=; this one has none")
+        recipe = load_recipe(config_file)
+        for section, names in facts().rejected_fields.items():
+            bad = sorted(set(names) & set(getattr(recipe, section)))
+            if bad:
+                raise EngineError(
+                    f"{job.exp_name}: recipe {config_file}: srtctl rejects {section}."
+                    f"{', '.join(bad)} (Unknown field; `srtctl apply` exits with Invalid "
+                    "config, srt-slurm core/schema.py BenchmarkConfig)")
+        if recipe.frontend_type != "dynamo":
+            raise EngineError(
+                f"{job.exp_name}: recipe {config_file} has srtctl start its workers without "
+                f"Dynamo, behind the {recipe.frontend_type!r} frontend "
+                f"(frontends/{recipe.frontend_type}.py); kvbench renders Dynamo's frontend "
+                "only (for the Kimi-K3 H200/B200-DGXC rows srtctl is also the unobtainable "
+                "fork functionstackx/srt-slurm-nv@df5baa93, runners/launch_h200-dgxc-slurm."
+                "sh:83-85)")
+        if overrides or dummy_weights:
+            raise EngineError(f"{job.exp_name}: --engine-arg and --load-format dummy apply "
+                              "to single-engine rows; a recipe row runs the recipe")
+        model_dir = (model_path or job.model).rstrip("/").rsplit("/", 1)[-1]
+        dedicated = bool(recipe.infra.get("etcd_nats_dedicated_node"))
+        nodes = allocation_nodes(recipe)
+        workers_ranks = list(range(1 if dedicated else 0, nodes))
+        infra = 0  # core/runtime.py Nodes: etcd/NATS on the first node
+        planned = plan_workers(job, runners)
+        plans = {wp.role: wp.plan for wp in planned.workers}
+        workers = []
+        for proc in processes(recipe, allocate(recipe, workers_ranks)):
+            mode = proc.endpoint.mode
+            wdir = (work_dir or Path(".")) / "logs"
+            dump = str(wdir / f"node{proc.node}_config.json")
+            argv = worker_argv(recipe, proc, model_dir, dump)
+            program_len = argv.index(facts().backends[recipe.backend_type].model_flag)
+            env = worker_env(recipe, proc, infra, workers_ranks[0]) | dict(env_overrides or {})
+            url = f"http://{{node{proc.node}}}:{facts().ports['system-base']}"
+            worker_plan = plans.get("prefill" if mode == "agg" else mode)
+            # one srun step per process: a node of the worker, or (TRT-LLM, MPI) all of them
+            step = (list(proc.endpoint.nodes) if recipe.backend_type == "trtllm"
+                    else [proc.node])
+            workers.append(WorkerSpec(
+                role=mode, index=proc.endpoint.index, nodes=step,
+                argv=argv, program_len=program_len, env=env,
+                files=worker_files(recipe, mode, infra) if proc.rank == 0 else {},
+                url=url, metrics_url=f"http://{{node{proc.node}}}:{proc.system_port}/metrics",
+                health_url=f"http://{{node{proc.node}}}:{proc.system_port}/health",
+                plan=worker_plan.to_json() if worker_plan is not None else None))
+        return self._frontend_spec(job, recipe, workers, nodes, infra,
+                                   list(planned.errors), port=port, host=host)
+
+    def _frontend_spec(self, job: Job, recipe: Recipe, workers: list[WorkerSpec], nodes: int,
+                       infra: int, errors: list[str], *, port: int,
+                       host: str) -> LaunchSpec:
+        """frontends/dynamo.py start_frontends: one frontend on the head node (kvbench's
+        --port its HTTP port), its args `--key value` in the recipe's order."""
+        fe = facts().frontend
+        argv = [*fe.program, f"--http-port={port}"]
+        for key, value in (recipe.frontend.get("args") or {}).items():
+            if value is True:
+                argv.append(f"--{key}")
+            elif value is not False and value is not None:
+                argv += [f"--{key}", str(value)]
+        ports = facts().ports
+        env = {"ETCD_ENDPOINTS": f"http://{{node{infra}}}:{ports['etcd']}",
+               "NATS_SERVER": f"nats://{{node{infra}}}:{ports['nats']}", **facts().frontend_env,
+               **{k: str(v) for k, v in recipe.environment.items()},
+               **{k: str(v) for k, v in (recipe.frontend.get("env") or {}).items()}}
+        services = [ServiceSpec(name="etcd", argv=["etcd"], ready_url=None),
+                    ServiceSpec(name="nats", argv=["nats-server", "-js"], ready_url=None)]
+        if recipe.backend.get("mooncake_kv_store"):
+            services.append(ServiceSpec(name="mooncake-master", argv=[
+                "mooncake_master", f"--port={ports['mooncake-master']}"]))
+        warnings = [f"plan refused: {e}" for e in errors]
+        if recipe.frontend.get("enable_multiple_frontends") and \
+                recipe.frontend.get("num_additional_frontends"):
+            warnings.append(f"the recipe runs {recipe.frontend['num_additional_frontends'] + 1}"
+                            " frontends behind nginx; kvbench starts one")
+        return LaunchSpec(
+            engine=job.framework, argv=argv, program_len=len(fe.program), env=env,
+            services=services, base_url=f"http://{host}:{port}",
+            metrics_url=f"http://{host}:{port}{fe.metrics_path}",
+            health_url=f"http://{host}:{port}{fe.health_path}",
+            served_model_name=served_name(recipe, workers[0].role, job.model),
+            correlation_header=fe.correlation_header, workers=workers, nodes=nodes,
+            warnings=warnings + [f"{w.role} {w.index}: {x}" for w in workers
+                                 for x in w.warnings])

@@ -1,0 +1,239 @@
+"""Acceptance for the Dynamo and multi-node vLLM rows: `kvbench launch --dry-run --format json`
+starts, process by process, what InferenceX's srt-slurm chain starts (NVIDIA's srtctl run
+unmodified at the runners' pins by benchmarks/launcher_oracle/record_srt.py, recorded in
+data/launcher_oracle_srt/), or the difference is on data/launcher_oracle_srt_allow.yaml with
+its proof; a row the chain does not start (no recipe, an unobtainable srt-slurm fork) is one
+kvbench refuses with the reason.
+
+Compared both ways, per row: which worker processes run on which node (mode, endpoint index,
+node), each worker's program and options (flag -> values, every occurrence), its environment
+and config files, and the frontend's options and environment."""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import gzip
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fixtures.inferencex import CONFIGS, RUNNERS
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+DATA = Path(__file__).with_name("data")
+ORACLE = DATA / "launcher_oracle_srt"
+ALLOW = yaml.safe_load((DATA / "launcher_oracle_srt_allow.yaml").read_text())
+PORT = 8000  # srtctl's public frontend port (ports.py FRONTEND_PUBLIC_PORT)
+FRAMEWORKS = ("dynamo-vllm", "dynamo-sglang", "dynamo-trt", "vllm")
+WORKER_MODULES = ("dynamo.vllm", "dynamo.sglang", "dynamo.trtllm")
+_LOG = re.compile(r"/(node\d+)_(prefill|decode|agg)_w(\d+)\.out$")
+
+
+def _recordings() -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(ORACLE.glob("*.json.gz")):
+        with gzip.open(path, "rt") as f:
+            out.extend(json.load(f))
+    return out
+
+
+def _dry_run() -> tuple[list[dict[str, Any]], str]:
+    cmd = [sys.executable, "-m", "kvbench", "launch", "--dry-run", "--format", "json",
+           "--port", str(PORT), "--host", "0.0.0.0", "--scenario-type", "agentic-coding",
+           "--runner-config", str(RUNNERS), "--config-files", *map(str, CONFIGS),
+           "--multi-node", *[x for f in FRAMEWORKS for x in ("--framework", f)],
+           "--work-dir", "{outputs}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+    return json.loads(out.stdout), out.stderr
+
+
+@pytest.fixture(scope="module")
+def recordings() -> list[dict[str, Any]]:
+    return _recordings()
+
+
+@pytest.fixture(scope="module")
+def dry_run() -> tuple[dict[tuple[str, str], dict[str, Any]], str]:
+    specs, err = _dry_run()
+    return {(s["config-key"], s["exp-name"]): s for s in specs}, err
+
+
+# ---- the two sides, as processes -----------------------------------------------------------
+
+def options(argv: list[str]) -> dict[str, list[list[str]]]:
+    """--flag -> the value list of each occurrence (`--a=b` is `--a b`)."""
+    out: dict[str, list[list[str]]] = {}
+    flag = None
+    for tok in argv:
+        if tok.startswith("--"):
+            name, eq, value = tok.partition("=")
+            flag = name
+            out.setdefault(flag, []).append([value] if eq else [])
+        elif flag is not None:
+            out[flag][-1].append(tok)
+    return out
+
+
+def _node_names(value: str) -> str:
+    """srtctl's `nodeN` hostnames (ETCD_ENDPOINTS, NATS_SERVER) as `{node<N-1>}`."""
+    return re.sub(r"(?<![{\w])node(\d+)\b", lambda m: f"{{node{int(m[1]) - 1}}}", value)
+
+
+def launcher_processes(rec: dict[str, Any]) -> dict[str, Any]:
+    workers, frontends = {}, []
+    for call in rec["calls"]:
+        argv = call["argv"]
+        srun = call["srun"]
+        out = srun[srun.index("--output") + 1] if "--output" in srun else ""
+        env = {k: _node_names(v) for k, v in call["exports"].items()}
+        if any(m in argv for m in WORKER_MODULES):
+            m = _LOG.search(out)
+            node = int(m[1][4:]) - 1
+            start = next(i for i, a in enumerate(argv) if a in WORKER_MODULES)
+            workers[(m[2], int(m[3]), node)] = {
+                "program": argv[:start + 1], "options": options(argv[start + 1:]),
+                "env": env}
+        elif "dynamo.frontend" in argv:
+            frontends.append({"options": options(argv[3:]), "env": env})
+    return {"workers": workers, "frontends": frontends, "files": rec.get("files", {})}
+
+
+def kvbench_processes(spec: dict[str, Any]) -> dict[str, Any]:
+    workers, files = {}, {}
+    for w in spec["workers"]:
+        argv = w["argv"]
+        start = next(i for i, a in enumerate(argv) if a in WORKER_MODULES)
+        workers[(w["role"], w["index"], w["nodes"][0])] = {
+            "program": argv[:start + 1], "options": options(argv[start + 1:]), "env": w["env"]}
+        files |= w["files"]
+    return {"workers": workers, "frontends": [{"options": options(spec["argv"][3:]),
+                                                "env": spec["env"]}], "files": files}
+
+
+def compare(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def differences(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str, str, Any, Any]]:
+    """(part, name, launcher, kvbench); parts `layout`, `<mode> <i> node<n> program|engine|
+    env`, `frontend engine|env`, `files`."""
+    if sorted(theirs["workers"]) != sorted(ours["workers"]):
+        return [("layout", "processes", sorted(theirs["workers"]), sorted(ours["workers"]))]
+    out = []
+    for key, a in theirs["workers"].items():
+        b = ours["workers"][key]
+        part = f"{key[0]} {key[1]} node{key[2]}"
+        if a["program"] != b["program"]:
+            out.append((f"{part} program", "program", a["program"], b["program"]))
+        out += [(f"{part} engine", n, x, y) for n, x, y in compare(a["options"], b["options"])]
+        out += [(f"{part} env", n, x, y) for n, x, y in compare(a["env"], b["env"])]
+    front = ours["frontends"][0]
+    for a in theirs["frontends"]:
+        out += [("frontend engine", n, x, y) for n, x, y in compare(a["options"],
+                                                                     front["options"])]
+        out += [("frontend env", n, x, y) for n, x, y in compare(a["env"], front["env"])]
+    out += [("files", n, x, y) for n, x, y in compare(theirs["files"], ours["files"])]
+    return out
+
+
+def _matches(entry: dict[str, Any], key: str, diff: tuple) -> bool:
+    part, name, launcher, kvbench = diff
+    if not fnmatch.fnmatchcase(part, entry["part"]):
+        return False
+    if not any(fnmatch.fnmatchcase(name, n) for n in entry["names"]):
+        return False
+    if entry.get("configs", "*") != "*" and not any(
+            fnmatch.fnmatchcase(key, c) for c in entry["configs"]):
+        return False
+    for side, value in (("launcher", launcher), ("kvbench", kvbench)):
+        if side in entry and entry[side] != "*" and entry[side] != value:
+            return False
+    return True
+
+
+def classify(rows: list[tuple[dict[str, Any], list[tuple]]]) -> tuple[list[str], Counter]:
+    unexplained, used = [], Counter()
+    for rec, diffs in rows:
+        for d in diffs:
+            entry = next((e for e in ALLOW if _matches(e, rec["config-key"], d)), None)
+            if entry is None:
+                unexplained.append(f"{rec['config-key']} {rec['row']['exp-name']} {d[0]} "
+                                   f"{d[1]}: launcher {d[2]!r}, kvbench {d[3]!r}")
+            else:
+                used[entry["id"]] += 1
+    return unexplained, used
+
+
+@pytest.fixture(scope="module")
+def sides(recordings, dry_run):
+    launched, _ = dry_run
+    return [(rec, launcher_processes(rec), kvbench_processes(
+        launched[(rec["config-key"], rec["row"]["exp-name"])]))
+        for rec in recordings if (rec["config-key"], rec["row"]["exp-name"]) in launched]
+
+
+# ---- the tests -----------------------------------------------------------------------------
+
+def test_every_row_is_recorded_and_launched_or_refused_with_the_reason(recordings, dry_run):
+    launched, err = dry_run
+    manifest = json.loads((ORACLE / "manifest.json").read_text())
+    assert manifest["inferencex-commit"].startswith("843c6254f")
+    assert len(recordings) == manifest["rows"]
+    skipped = {}
+    for line in err.splitlines():
+        m = re.match(r"^skipped (\S+) \((\S+)\): (.*)$", line)
+        if m:
+            skipped[(m[2], m[1])] = m[3]
+    refused = []
+    for rec in recordings:
+        exp = rec["row"]["exp-name"]
+        if (rec["config-key"], exp) in launched:
+            assert rec.get("calls"), (exp, rec.get("refused") or rec.get("unrecorded"))
+            continue
+        reason = skipped.get((rec["config-key"], exp))
+        assert reason, exp  # neither launched nor refused with a reason
+        if rec.get("calls"):  # the chain starts it and kvbench does not: on the allow-list
+            refused.append((rec, [("refused", reason.split(": ", 1)[-1], None, None)]))
+    unexplained, used = classify(refused)
+    assert not unexplained, "\n".join(unexplained)
+    assert all(used[e["id"]] for e in ALLOW if e["part"] == "refused"), "stale refusal entry"
+    assert len(launched) + len([r for r in recordings
+                                if (r["config-key"], r["row"]["exp-name"]) in skipped]) \
+        == len(recordings)
+
+
+def test_every_difference_is_fixed_or_allowed_with_proof(sides):
+    rows = [(rec, differences(a, b)) for rec, a, b in sides]
+    unexplained, used = classify(rows)
+    assert not unexplained, "\n".join(unexplained[:60]) + f"\n({len(unexplained)} unexplained)"
+    assert not [e["id"] for e in ALLOW if not used[e["id"]] and e["part"] != "refused"], \
+        "stale allow-list entries"
+    for entry in ALLOW:
+        assert entry["status"] == "deliberate" and entry.get("proof") and entry.get("line"), \
+            entry["id"]
+
+
+def _perturbed(rec: dict[str, Any]) -> dict[str, Any]:
+    rec = copy.deepcopy(rec)
+    call = next(c for c in rec["calls"] if any(m in c["argv"] for m in WORKER_MODULES))
+    call["argv"].append("--perturbed-flag")
+    call["exports"]["PERTURBED_VARIABLE"] = "1"
+    return rec
+
+
+def test_the_comparison_catches_a_perturbed_worker(sides):
+    rec, theirs, ours = sides[0]
+    before = differences(theirs, ours)
+    after = differences(launcher_processes(_perturbed(rec)), ours)
+    new = [d for d in after if d not in before]
+    assert sorted(d[1] for d in new) == ["--perturbed-flag", "PERTURBED_VARIABLE"], new
+    unexplained, _ = classify([(rec, new)])
+    assert len(unexplained) == 2  # no allow-list entry swallows them
