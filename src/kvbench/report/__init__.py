@@ -21,6 +21,7 @@ def write_dashboard(paths: Sequence[Path], out: Path) -> Path:
     extra = [capacity_panel(docs)] if docs else []
     paths = [p for p in map(Path, paths) if not (p.is_file() and p.name == CAPACITY_FILE)]
     results = load_results(paths) if paths else []
+    tag_backend_settings(results)
     tag_option_sets(results)
     write_output(out, render(results, extra))
     return Path(out)
@@ -37,4 +38,21 @@ def tag_option_sets(results: list) -> None:
         r.tag_arm(f"options {r.options_id or 'unknown'}")
 
 
-__all__ = ["write_dashboard"]
+def tag_backend_settings(results: list) -> None:
+    """Results whose arm names agree but whose offload backends are set differently (SGLang
+    HiCache write_through vs write_through_selective on the H200, one host size vs another):
+    each gets the settings that tell them apart, so a line or a repeat never pools two
+    configurations. Arms whose backends agree keep their names."""
+    by_arm: dict[str, list] = {}
+    for r in results:
+        by_arm.setdefault(r.arm, []).append(r)
+    for group in by_arm.values():
+        settings = [r.kv_offload_backend or {} for r in group]
+        keys = sorted({k for s in settings for k in s if k != "name"})
+        differing = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1]
+        for r, s in zip(group, settings, strict=True):
+            if differing:
+                r.tag_arm(" ".join(f"{k}={s.get(k)}" for k in differing))
+
+
+__all__ = ["tag_backend_settings", "write_dashboard"]

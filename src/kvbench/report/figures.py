@@ -54,6 +54,12 @@ def _layout(fig: go.Figure, x_title: str, y_title: str, *, height: int = 380) ->
     return fig
 
 
+def _concurrency_axis(fig: go.Figure, results: list[Result]) -> None:
+    """A log axis ticked at the concurrencies that ran (4 and 6 share no power of two)."""
+    concs = sorted({r.conc for r in results})
+    fig.update_xaxes(type="log", tickvals=concs, ticktext=[str(c) for c in concs])
+
+
 def _empty(fig: go.Figure, message: str) -> go.Figure:
     # marked, so the page hides the panel and says why instead of drawing an empty frame
     fig.update_layout(meta={"empty": message})
@@ -151,7 +157,7 @@ def latency_vs_concurrency(results: list[Result], colors: dict[str, str], metric
                 hovertemplate=f"{esc(arm)}<br>conc %{{x}}<br>{pct} %{{y:.0f}} ms"
                               "<extra></extra>"))
     _layout(fig, "concurrency (session lanes)", f"{label} (ms)")
-    fig.update_xaxes(type="log", dtick=0.30103)
+    _concurrency_axis(fig, results)
     return fig if any_data else _empty(fig, "no successful runs with latency data")
 
 
@@ -267,5 +273,5 @@ def energy_per_token(results: list[Result], colors: dict[str, str]) -> go.Figure
             name=esc(arm), line={"color": colors[arm], "width": 2},
             hovertemplate=f"{esc(arm)}<br>conc %{{x}}<br>%{{y:.2f}} J/token<extra></extra>"))
     _layout(fig, "concurrency (session lanes)", "GPU energy per output token (J)")
-    fig.update_xaxes(type="log", dtick=0.30103)
+    _concurrency_axis(fig, results)
     return fig if by_arm else _empty(fig, "no GPU telemetry in these results")

@@ -126,7 +126,7 @@ def panels(results: list[Result]) -> list[tuple[str, str, str, object, bool]]:
          "and the rest it recomputed (the engine's per-request prefix hits summed by its "
          "counters over the run; the mean over repeats), with the ideal-cache ceiling: what "
          "an unlimited cache would serve of the same requests.",
-         F.hit_rate_by_tier(results, c), False),
+         F.hit_rate_by_tier(results, c), True),  # wide: one bar per arm and conc, long labels
         ("p-energy", "Energy per output token",
          "GPU energy (NVML) over the window divided by generated tokens.",
          F.energy_per_token(results, c), False),

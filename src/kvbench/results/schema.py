@@ -93,7 +93,7 @@ class Result(BaseModel):
     def tag_arm(self, tag: str) -> None:
         """Append `tag` to this result's arm name (in memory only): a reader showing several
         run-option sets keeps their arms apart."""
-        self._arm_suffix = f" [{tag}]"
+        self._arm_suffix += f" [{tag}]"
 
     @property
     def arm(self) -> str:
