@@ -196,6 +196,23 @@ def test_vllm_connector_shows_offload_on_even_when_it_never_hits(case, enabled):
         assert s["cache"]["cached_tokens_by_tier"]["external"] == 0
 
 
+def test_real_sglang_0517_write_through_scrape_reads_both_tiers():
+    """The H200 HiCache write_through conc-6 run (benchmarks/results/h200/sglang/runs/
+    hicache-c6-a): its last /metrics text has both cached_tokens_total children, device (created
+    at the first GPU-tier hit) and host; values read off the text by hand, and equal to what the
+    run's replay summed from the per-request usage over the same requests to within the
+    warm-up and the cut-off request (result.json cache_reuse: agrees)."""
+    s = summarize_snapshots(golden_snapshots("sglang0517_write_through"), "sglang")
+    assert s["tokens"] == {"prompt_total": 480_810, "generation_total": 4_675}
+    assert s["cache"]["cached_tokens_by_tier"] == {"device": 18_944, "host": 274_112,
+                                                   "external": 0}
+    assert s["cache"]["gpu_cache_hit_rate"] == pytest.approx(18_944 / 480_810)
+    assert s["cache"]["cpu_cache_hit_rate"] == pytest.approx(274_112 / 480_810)
+    assert s["kv_offload"]["tokens_cpu_to_gpu"] == 310_720  # load_back_tokens_total
+    assert (s["kv_cache"]["cpu_used_tokens_max"], s["kv_cache"]["cpu_total_tokens"]) == (
+        161_792, 162_816)
+
+
 def test_real_sglang_0517_hicache_scrape_reads_the_host_tier():
     """Real SGLang 0.5.17 /metrics text from the H200 (benchmarks/results/h200/sglang/): pre is
     an idle resident server of the same build, post the HiCache write_through_selective conc-6
