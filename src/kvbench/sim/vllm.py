@@ -227,7 +227,7 @@ class VllmEngine(Engine):
         if room > free or (costs.admit_full_prompt and self._prompt_blocks(req) - dev * k > free):
             pool.requeue(b.chain, dev)  # as a touch and its undo would
             return None
-        pool.touch(b.chain, 0, dev)
+        pool.touch(b.chain, dev)
         pool.allocate(need)
         b.cached = dev
         if host:
