@@ -20,6 +20,10 @@ class BlockTable:
     hit_blocks: list[int] = field(default_factory=list)
     ready_s: float = 0.0  # an asynchronous host load ends then
     starts_after_ready: int = 0  # steps started since the load ended
+    # a refused admission's (device hit, host hit, hit units in the free queue) and the
+    # pool's change count after it (`BlockPool.changes`): valid while that is unchanged
+    retry: tuple[int, int, int] = (0, 0, 0)
+    retry_at: int = -1
 
 
 def block_chain(req: SimRequest, unit_tokens: int) -> BlockTable:

@@ -28,12 +28,16 @@ evicted per run, not per block; hashes map to runs in one dict for the prefix lo
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import OrderedDict
 from itertools import repeat
 
 from kvbench.errors import SimError
 from kvbench.sim.host_blocks import HostTier, drain
 from kvbench.sim.node import CacheCounters
+
+# `match` scans a hit this long unit by unit before it bisects (most hits are short)
+_SCAN = 8
 
 
 class Run:
@@ -72,6 +76,8 @@ class BlockPool:
         self.where: dict[int, Run] = {}
         self.queue: OrderedDict[Run, None] = OrderedDict()  # runs with no holder, head first
         self.queued_units = 0
+        # counts the calls that change what a prefix lookup finds or the free queue's order
+        self.changes = 0
         self.plain_free = device_blocks
         self.counters = CacheCounters()
         self.preemptions = 0  # counted by the scheduler (vllm.py)
@@ -108,8 +114,13 @@ class BlockPool:
         first, then the host continues it. Changes nothing."""
         where, host = self.where, self.host.lru
         d = 0
-        while d < limit and chain[d] in where:
-            d += 1
+        if limit > _SCAN and chain[_SCAN] in where:
+            # a long hit: the cached units of a chain are a prefix of it (module doc), so
+            # its end is found by bisection over chain[_SCAN + 1:limit], last unit first
+            d = limit - bisect_left(chain[limit - 1:_SCAN:-1], True, key=where.__contains__)
+        else:
+            while d < limit and chain[d] in where:
+                d += 1
         h = d
         if host:
             while h < limit and chain[h] in host:
@@ -157,9 +168,12 @@ class BlockPool:
         """Take `n` blocks for new content: uncached free blocks first, then the head of the
         free queue (its cached hashes evicted; a unit's spare blocks become plain). The
         caller checked `can_allocate`."""
-        take = min(n, self.plain_free)
-        self.plain_free -= take
-        n -= take
+        if n <= self.plain_free:
+            self.plain_free -= n
+            return
+        n -= self.plain_free
+        self.plain_free = 0
+        self.changes += 1
         if n:
             k = self.unit_blocks
             units = -(-n // k)
@@ -177,7 +191,9 @@ class BlockPool:
             run = next(iter(queue))
             if run.children:
                 raise SimError("internal: a free run is evicted before its descendants")
-            take = min(units, run.hi - run.lo)
+            take = run.hi - run.lo
+            if take > units:
+                take = units
             drain(map(where.pop, run.chain[run.hi - take:run.hi]))
             run.hi -= take
             units -= take
@@ -190,6 +206,7 @@ class BlockPool:
         """A prefix hit takes blocks chain[:stop]: out of the free queue, one more ref."""
         if not stop:
             return
+        self.changes += 1
         run: Run | None = self._ending_at(chain, stop)
         queue = self.queue
         while run is not None:
@@ -212,6 +229,7 @@ class BlockPool:
         run: Run | None = self._run_at(chain[stop - 1], stop - 1)
         if run.refs:
             return
+        self.changes += 1
         if run.hi > stop:  # its units past the hit keep their place
             run = self._split(run, stop)
         queue = self.queue
@@ -228,13 +246,14 @@ class BlockPool:
         worth of difference)."""
         if start >= stop:
             return
+        self.changes += 1
         where = self.where
         parent = self._run_at(chain[start - 1], start - 1) if start else None
         new = chain[start:stop]
-        if any(map(where.__contains__, new)):
-            new = self._share(chain, start, stop, parent)
-        else:  # the usual case: all new
+        if where.keys().isdisjoint(new):  # the usual case: all new
             self._grow(chain, start, stop, parent)
+        else:
+            new = self._share(chain, start, stop, parent)
         if new and self.host_capacity:
             self._stored(*self.host.store(new))
 
@@ -290,6 +309,7 @@ class BlockPool:
         self.plain_free += plain
         if not cached:
             return
+        self.changes += 1
         run: Run | None = self._run_at(chain[cached - 1], cached - 1)
         queue = self.queue
         while run is not None:

@@ -38,15 +38,20 @@ class HostTier:
         """Store units (distinct), in order: (stored, evicted) units."""
         lru, capacity = self.lru, self.capacity
         n = len(hashes)
-        if n <= capacity and not any(map(lru.__contains__, hashes)):
+        if n <= capacity and lru.keys().isdisjoint(hashes):
             # the usual case, all new: the oldest make room first (none of these among them)
-            evicted = max(0, len(lru) + n - capacity)
-            if evicted:
+            evicted = len(lru) + n - capacity
+            if evicted > 0:
                 drain(map(lru.popitem, repeat(False, evicted)))
+            else:
+                evicted = 0
             for h in hashes:
                 lru[h] = None
             return n, evicted
         move, pop = lru.move_to_end, lru.popitem
+        if all(map(lru.__contains__, hashes)):  # all stored already (a load): made recent
+            drain(map(move, hashes))
+            return 0, 0
         stored = evicted = 0
         for h in hashes:
             if h in lru:

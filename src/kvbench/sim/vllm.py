@@ -61,12 +61,12 @@ class VllmEngine(Engine):
         chunks: list[tuple[SimRequest, int]] = []
         load_tokens = 0
         preempted = blocked = False
-        for req in list(self.prefilling):
+        for req in list(self.prefilling) if self.prefilling else ():
             if budget <= 0:
                 break
             if req not in self.running:
                 continue  # preempted by an earlier request of this loop
-            n = min(req.prefill_left, budget)
+            n = req.prefill_left if req.prefill_left < budget else budget
             if not self._grow(req, n):
                 preempted = True
                 break  # it preempted itself: nothing newer is left to serve
@@ -74,7 +74,8 @@ class VllmEngine(Engine):
             chunks.append((req, n))
             budget -= n
         if not preempted:
-            for req in list(self.loading):  # vLLM's skipped-waiting queue comes first
+            for req in list(self.loading) if self.loading else ():
+                # vLLM's skipped-waiting queue comes first
                 if budget <= 0:
                     break
                 if req.blocks.starts_after_ready < costs.load_ready_steps:
@@ -88,14 +89,15 @@ class VllmEngine(Engine):
             while not blocked and self.waiting and budget > 0 and (
                     self.num_running - len(self.loading) < cfg.max_running_requests):
                 req = self.waiting[0]
-                if req.blocks is None and self._refused_context(req):
-                    continue
-                if req.blocks is None and self._blocks_total(req) > self.pool.capacity:
-                    self.waiting.popleft()
-                    self._reject(req, context_error(
-                        self.pool.capacity * self.B, req.input_tokens, req.output_tokens,
-                        " (more KV blocks than the GPU pool holds)"))
-                    continue
+                if req.blocks is None:  # new: refused when over the context or the pool
+                    if self._refused_context(req):
+                        continue
+                    if self._blocks_total(req) > self.pool.capacity:
+                        self.waiting.popleft()
+                        self._reject(req, context_error(
+                            self.pool.capacity * self.B, req.input_tokens, req.output_tokens,
+                            " (more KV blocks than the GPU pool holds)"))
+                        continue
                 got = self._schedule_waiting(req, budget)
                 if got is None:
                     break
@@ -120,9 +122,10 @@ class VllmEngine(Engine):
             # nothing to compute: vLLM runs connector-only steps until the loads are done
             later = [r.blocks.ready_s for r in self.loading if r.blocks.ready_s > now]
             step = _Step(now, max(now + costs.step_overhead_s, min(later, default=now)), [], 0)
-        for req in self.loading:
-            if now >= req.blocks.ready_s:
-                req.blocks.starts_after_ready += 1
+        if self.loading:
+            for req in self.loading:
+                if now >= req.blocks.ready_s:
+                    req.blocks.starts_after_ready += 1
         return step
 
     def _unit(self, req: SimRequest) -> int:
@@ -210,12 +213,19 @@ class VllmEngine(Engine):
             b = req.blocks = block_chain(req, self._unit(req))
         U, k = self.U, pool.unit_blocks
         prompt = req.input_tokens + b.extra
-        limit = min(b.full, (prompt - 1) // U)
-        dev, host = pool.match(b.chain, limit)
+        limit = (prompt - 1) // U
+        if limit > b.full:
+            limit = b.full
+        if b.retry_at == pool.changes:  # refused before, and the pool is as it left it
+            dev, host, queued = b.retry
+        else:
+            dev, host = pool.match(b.chain, limit)
+            queued = pool.free_units(b.chain, dev)
         hit = dev + host
         req.context_tokens = hit * U
-        req.prefill_left = prompt - hit * U
-        n = min(req.prefill_left, budget)
+        n = req.prefill_left = prompt - hit * U
+        if n > budget:
+            n = budget
         asynchronous = host > 0 and costs.load_ready_steps >= 0
         # the loaded blocks only, beside what the prefilling requests still need; or the
         # first chunk's blocks
@@ -223,9 +233,11 @@ class VllmEngine(Engine):
         need = (hit - dev) * k if asynchronous else blocks - dev * k
         room = need + (self._reserved_blocks() if asynchronous else 0)
         # free blocks once the hit is taken out of the free queue (what `touch` would leave)
-        free = pool.num_free - pool.free_units(b.chain, dev) * k
+        free = pool.num_free - queued * k
         if room > free or (costs.admit_full_prompt and self._prompt_blocks(req) - dev * k > free):
-            pool.requeue(b.chain, dev)  # as a touch and its undo would
+            if b.retry_at != pool.changes:  # (else this requeue was the pool's last change)
+                pool.requeue(b.chain, dev)  # as a touch and its undo would
+                b.retry_at, b.retry = pool.changes, (dev, host, queued)
             return None
         pool.touch(b.chain, dev)
         pool.allocate(need)
