@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from itertools import starmap
 from typing import Any
 
 from kvbench.errors import SimError
@@ -71,6 +72,10 @@ class CostModel:
     # Fraction of the HBM rate at which the decode attention kernel reads a sequence's KV (a
     # split-KV triton kernel reads it far below the rate the weights stream at).
     decode_kv_read_efficiency: float = 1.0
+    # `decode_lines` per batch size, filled as the engine asks (not a parameter: `replace`
+    # gives the new model an empty one)
+    _lines: dict[int, tuple[float, float, float, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_MODES:
@@ -117,6 +122,12 @@ class CostModel:
     def decode_lines(self, batch: int) -> tuple[float, float, float, float]:
         """A decode step's time as two lines in the batch's total context C:
         memory = a_mem + b_mem * C and compute = a_cmp + b_cmp * C (seconds)."""
+        lines = self._lines.get(batch)
+        if lines is None:
+            lines = self._lines[batch] = self._decode_lines(batch)
+        return lines
+
+    def _decode_lines(self, batch: int) -> tuple[float, float, float, float]:
         per_step = self.verify_tokens
         a_mem = self.weight_bytes_read(per_step * batch) / self.hbm_bytes_per_s
         b_mem = self.kv_bytes_per_token_per_rank / (
@@ -209,7 +220,7 @@ class CostModel:
                 flops += decode_batch * self.verify_tokens * self.flops_per_token_per_rank
             compute = flops / self.flops_per_s
         else:
-            flops = sum(self.prefill_flops(n, c) for n, c in prefill_chunks)
+            flops = sum(starmap(self.prefill_flops, prefill_chunks))
             compute = flops / self.flops_per_s
             if decode_batch:
                 _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
@@ -337,6 +348,8 @@ def _sum_max_of_lines(m0: float, m1: float, c0: float, c1: float, steps: int) ->
     if m1 == c1:
         return _sum_lines(m0, m1, 0, steps) if m0 >= c0 else _sum_lines(c0, c1, 0, steps)
     cross = (c0 - m0) / (m1 - c1)  # memory >= compute for i >= cross when m1 > c1
-    k = min(steps, max(0, math.ceil(cross)))
+    k = math.ceil(cross) if cross > 0 else 0  # in [0, steps] (conditionals: a hot path)
+    if k > steps:
+        k = steps
     first, second = ((c0, c1), (m0, m1)) if m1 > c1 else ((m0, m1), (c0, c1))
     return _sum_lines(*first, 0, k) + _sum_lines(*second, k, steps)
