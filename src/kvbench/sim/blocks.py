@@ -172,19 +172,15 @@ class BlockPool:
             self.plain_free -= n
             return
         n -= self.plain_free
-        self.plain_free = 0
+        k = self.unit_blocks
+        units = -(-n // k)
+        self.plain_free = units * k - n
         self.changes += 1
-        if n:
-            k = self.unit_blocks
-            units = -(-n // k)
-            self._evict(units)
-            self.plain_free += units * k - n
-            self.counters.device_evicted_tokens += units * self.unit_tokens
-            if not self.host_capacity:
-                self.counters.dropped_tokens += units * self.unit_tokens
-
-    def _evict(self, units: int) -> None:
-        """Pop `units` from the head of the free queue: each run from its last unit."""
+        evicted = units * self.unit_tokens
+        self.counters.device_evicted_tokens += evicted
+        if not self.host_capacity:
+            self.counters.dropped_tokens += evicted
+        # the queue's head: each run gives its last units first
         queue, where = self.queue, self.where
         self.queued_units -= units
         while units:
@@ -255,7 +251,13 @@ class BlockPool:
         else:
             new = self._share(chain, start, stop, parent)
         if new and self.host_capacity:
-            self._stored(*self.host.store(new))
+            stored, evicted = self.host.store(new)
+            counters, unit = self.counters, self.unit_tokens
+            if evicted:
+                counters.host_evicted_tokens += evicted * unit
+            counters.backup_tokens += stored * unit  # each queued on the link's D2H side
+            if stored and self.link is not None:
+                self.link.async_d2h(stored * unit)
 
     def _grow(self, chain: list[int], start: int, stop: int, parent: Run | None) -> Run:
         """New units chain[start:stop], held by one request, below its run `parent`: that
@@ -319,19 +321,8 @@ class BlockPool:
                 self.queued_units += run.hi - run.lo
             run = run.parent
 
-    # -- host tier -------------------------------------------------------------------------
-    def _stored(self, stored: int, evicted: int) -> None:
-        """Count `stored` units copied to the host (queued on the link's D2H direction) and
-        `evicted` host units."""
-        counters, unit = self.counters, self.unit_tokens
-        if evicted:
-            counters.host_evicted_tokens += evicted * unit
-        counters.backup_tokens += stored * unit
-        if stored and self.link is not None:
-            self.link.async_d2h(stored * unit)
-
     def load(self, chain: list[int], start: int, stop: int) -> None:
-        """Host hits chain[start:stop] are loaded into GPU blocks (allocated by the caller)
-        and touched on the host."""
-        self.host.renew(chain[start:stop])
+        """Host hits chain[start:stop] are loaded into GPU blocks (allocated by the caller,
+        which `cache`d them: storing units the host has makes them its most recent, which
+        is the load's touch of the host copies)."""
         self.counters.load_tokens += (stop - start) * self.unit_tokens

@@ -161,6 +161,9 @@ class Engine:
             self._apply(step)
 
     def _take_arrivals(self) -> None:
+        next_s = self.arrivals.next_s()
+        if next_s is None or next_s > self.now_s:
+            return  # most steps: nothing due
         hook = self.on_arrival
         for req in self.arrivals.pop_due(self.now_s):
             if hook is None or hook(req):

@@ -63,7 +63,3 @@ class HostTier:
             lru[h] = None
             stored += 1
         return stored, evicted
-
-    def renew(self, hashes: list[int]) -> None:
-        """Units, all stored, become the most recent (in that order)."""
-        drain(map(self.lru.move_to_end, hashes))
