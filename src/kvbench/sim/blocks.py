@@ -23,8 +23,9 @@ holders differ, as the radix cache's nodes are): one reference count per run, an
 queue holds whole runs with no reference, each standing for its units last first. A run's
 descendants always reach the queue before it (their holders hold it too and free it after
 them; a hit or a requeue takes a prefix), so eviction from the head only ever shortens a
-childless run from its end. A request's blocks are thus referenced, freed, queued and
-evicted per run, not per block; hashes map to runs in one dict for the prefix lookup."""
+childless run from its end, and the cached units of any chain are a prefix of it. A
+request's blocks are thus referenced, freed, queued and evicted per run, not per block;
+hashes map to runs in one dict for the prefix lookup."""
 
 from __future__ import annotations
 

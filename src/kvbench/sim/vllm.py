@@ -61,7 +61,7 @@ class VllmEngine(Engine):
         chunks: list[tuple[SimRequest, int]] = []
         load_tokens = 0
         preempted = blocked = False
-        for req in list(self.prefilling) if self.prefilling else ():
+        for req in list(self.prefilling):
             if budget <= 0:
                 break
             if req not in self.running:
@@ -74,8 +74,7 @@ class VllmEngine(Engine):
             chunks.append((req, n))
             budget -= n
         if not preempted:
-            for req in list(self.loading) if self.loading else ():
-                # vLLM's skipped-waiting queue comes first
+            for req in list(self.loading):  # vLLM's skipped-waiting queue comes first
                 if budget <= 0:
                     break
                 if req.blocks.starts_after_ready < costs.load_ready_steps:
@@ -122,10 +121,9 @@ class VllmEngine(Engine):
             # nothing to compute: vLLM runs connector-only steps until the loads are done
             later = [r.blocks.ready_s for r in self.loading if r.blocks.ready_s > now]
             step = _Step(now, max(now + costs.step_overhead_s, min(later, default=now)), [], 0)
-        if self.loading:
-            for req in self.loading:
-                if now >= req.blocks.ready_s:
-                    req.blocks.starts_after_ready += 1
+        for req in self.loading:
+            if now >= req.blocks.ready_s:
+                req.blocks.starts_after_ready += 1
         return step
 
     def _unit(self, req: SimRequest) -> int:
