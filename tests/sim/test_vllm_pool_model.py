@@ -121,39 +121,42 @@ def _replay(seed: int) -> None:
     device, host = rng.randint(4, 40), rng.choice([0, rng.randint(1, 30)])
     pool, model = BlockPool(device, B, host), UnitPool(device, host)
     chains = _chains(rng, 12)
-    held: dict[int, list] = {}  # request -> [chain, cached units, plain blocks]
+    held: dict[int, list] = {}  # request -> [chain, cached units, plain blocks, its tail]
     for rid in range(300):
         op = rng.random()
         if op < 0.4 and len(held) < 6:  # a waiting request: admitted, or its hit given back
             chain = rng.choice(chains)
             limit = rng.randint(0, len(chain))
-            dev, hit = pool.match(chain, limit)
+            dev, hit, run = pool.lookup(chain, limit)
             assert (dev, hit) == model.match(chain, limit)
-            queued = pool.free_units(chain, dev)
+            queued = pool.free_units(run, dev)
             assert queued == model.free_units(chain, dev)
             need = hit + rng.randint(0, 2)
             if rng.random() < 0.3 or need > pool.num_free - queued:
-                pool.requeue(chain, dev)
+                pool.requeue(run, dev)
                 model.requeue(chain, dev)
             else:
-                for p in (pool, model):
-                    p.touch(chain, dev)
-                    p.allocate(need)
-                    p.cache(chain, dev, dev + hit)  # host hits, loaded
-                held[rid] = [chain, dev + hit, need - hit]
+                tail = pool.touch(run, dev)
+                pool.allocate(need)
+                tail = pool.cache(tail, chain, dev, dev + hit)  # host hits, loaded
+                model.touch(chain, dev)
+                model.allocate(need)
+                model.cache(chain, dev, dev + hit)
+                held[rid] = [chain, dev + hit, need - hit, tail]
         elif op < 0.75 and held:  # a running request's next chunk
             state = held[rng.choice(list(held))]
-            chain, cached, plain = state
+            chain, cached, plain, tail = state
             if cached < len(chain):
                 m = rng.randint(1, len(chain) - cached)
                 if pool.can_allocate(max(0, m - plain)):
-                    for p in (pool, model):
-                        p.allocate(max(0, m - plain))
-                        p.cache(chain, cached, cached + m)
-                    state[1:] = [cached + m, max(0, plain - m)]
+                    pool.allocate(max(0, m - plain))
+                    tail = pool.cache(tail, chain, cached, cached + m)
+                    model.allocate(max(0, m - plain))
+                    model.cache(chain, cached, cached + m)
+                    state[1:] = [cached + m, max(0, plain - m), tail]
         elif held:  # a request ends or is preempted
-            chain, cached, plain = held.pop(rng.choice(list(held)))
-            pool.release(chain, cached, plain)
+            chain, cached, plain, tail = held.pop(rng.choice(list(held)))
+            pool.release(tail, plain)
             model.release(chain, cached, plain)
         _same(pool, model, chains)
 

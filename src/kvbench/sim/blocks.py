@@ -23,30 +23,26 @@ holders differ, as the radix cache's nodes are): one reference count per run, an
 queue holds whole runs with no reference, each standing for its units last first. A run's
 descendants always reach the queue before it (their holders hold it too and free it after
 them; a hit or a requeue takes a prefix), so eviction from the head only ever shortens a
-childless run from its end, and the cached units of any chain are a prefix of it. A
-request's blocks are thus referenced, freed, queued and evicted per run, not per block;
-hashes map to runs in one dict for the prefix lookup."""
+childless run from its end, and the cached units of any chain are a prefix of it: the
+prefix lookup walks the tree run by run. A request holds the run of its last cached unit
+(`BlockTable.tail`), and its blocks are referenced, freed, queued and evicted per run, not
+per block."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import OrderedDict
-from itertools import repeat
 
 from kvbench.errors import SimError
-from kvbench.sim.host_blocks import HostTier, drain
+from kvbench.sim.host_blocks import HostTier
 from kvbench.sim.node import CacheCounters
-
-# `match` scans a hit this long unit by unit before it bisects (most hits are short)
-_SCAN = 8
 
 
 class Run:
-    """Cached units chain[lo:hi] of one hash chain, held by `refs` requests alike; `parent`
-    is the run of the unit before `lo` (None at the chain's start), `children` the runs
-    whose parent this is."""
+    """Cached units chain[lo:hi] of one hash chain, held by `refs` requests alike: a node of
+    the prefix tree. `parent` holds the unit before `lo` (None at the chain's start);
+    `kids` are the runs that continue it, by their first unit's hash (None: none yet)."""
 
-    __slots__ = ("chain", "children", "hi", "lo", "parent", "refs")
+    __slots__ = ("chain", "hi", "kids", "lo", "parent", "refs")
 
     def __init__(self, chain: list[int], lo: int, hi: int, refs: int,
                  parent: Run | None) -> None:
@@ -55,7 +51,22 @@ class Run:
         self.hi = hi
         self.refs = refs
         self.parent = parent
-        self.children = 0
+        self.kids: dict[int, Run] | None = None
+
+
+def _parting(a: list[int], b: list[int], i: int, end: int) -> int:
+    """The first unit in [i, end) where chains a and b differ (end if none), given a[i] ==
+    b[i]: chained hashes agree up to a point and differ from there on."""
+    if a is b or a[end - 1] == b[end - 1]:
+        return end
+    lo, hi = i + 1, end - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] == b[mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class BlockPool:
@@ -73,8 +84,7 @@ class BlockPool:
         self.unit_tokens = block_tokens
         self.host = HostTier(host_blocks)  # capacity in units (set_unit)
         self.host_capacity = host_blocks
-        # cached unit hash -> its run, or a run split off below it (`_run_at`)
-        self.where: dict[int, Run] = {}
+        self.roots: dict[int, Run] = {}  # the runs at a chain's start, by first hash
         self.queue: OrderedDict[Run, None] = OrderedDict()  # runs with no holder, head first
         self.queued_units = 0
         # counts the calls that change what a prefix lookup finds or the free queue's order
@@ -90,7 +100,7 @@ class BlockPool:
 
     def set_unit(self, unit_blocks: int) -> None:
         """Cache hashes per `unit_blocks` blocks (before any use)."""
-        if self.where or unit_blocks < 1:
+        if self.roots or unit_blocks < 1:
             raise SimError(f"block pool unit: {unit_blocks} blocks, set before use, >= 1")
         self.unit_blocks = unit_blocks
         self.unit_tokens = unit_blocks * self.block_tokens
@@ -111,55 +121,54 @@ class BlockPool:
         return [h for run in self.queue for h in reversed(run.chain[run.lo:run.hi])]
 
     def match(self, chain: list[int], limit: int) -> tuple[int, int]:
-        """(device, host) blocks of the longest cached prefix of chain[:limit]: device
-        first, then the host continues it. Changes nothing."""
-        where, host = self.where, self.host.lru
-        d = 0
-        if limit > _SCAN and chain[_SCAN] in where:
-            # a long hit: the cached units of a chain are a prefix of it (module doc), so
-            # its end is found by bisection over chain[_SCAN + 1:limit], last unit first
-            d = limit - bisect_left(chain[limit - 1:_SCAN:-1], True, key=where.__contains__)
-        else:
-            while d < limit and chain[d] in where:
-                d += 1
-        h = d
+        """(device, host) blocks of the longest cached prefix of chain[:limit]."""
+        return self.lookup(chain, limit)[:2]
+
+    def lookup(self, chain: list[int], limit: int) -> tuple[int, int, Run | None]:
+        """(device, host, run): the longest cached prefix of chain[:limit], device units
+        first, then the host's that continue it, and the run holding the last device unit
+        (None: no device hit). Changes nothing."""
+        d, run = 0, None
+        kid = self.roots.get(chain[0]) if limit else None
+        while kid is not None:  # its first unit is chain[d]
+            end = kid.hi if kid.hi < limit else limit
+            run, d = kid, _parting(kid.chain, chain, d, end)
+            if d < kid.hi or d == limit or not kid.kids:
+                break
+            kid = kid.kids.get(chain[d])
+        h, host = d, self.host.lru
         if host:
             while h < limit and chain[h] in host:
                 h += 1
-        return d, h - d
+        return d, h - d, run
 
-    def free_units(self, chain: list[int], stop: int) -> int:
-        """How many of the hit units chain[:stop] wait in the free queue (no reference):
-        the deepest runs of the hit, as holders of a run hold its ancestors."""
-        if not stop:
-            return 0
-        run, top, n = self._run_at(chain[stop - 1], stop - 1), stop, 0
+    def free_units(self, run: Run | None, stop: int) -> int:
+        """How many of a hit's units, chain[:stop] with its last in `run`, wait in the free
+        queue (no reference): its deepest runs, as holders of a run hold its ancestors."""
+        top, n = stop, 0
         while run is not None and not run.refs:
             n += top - run.lo
             top = run.lo
             run = run.parent
         return n
 
-    def _run_at(self, h: int, i: int) -> Run:
-        """The run holding cached unit `h`, the chain's unit `i`."""
-        run = self.where[h]
-        while run.lo > i:  # the unit went to an upper part when its run was split
-            run = run.parent
-        return run
+    def _kids_of(self, run: Run | None) -> dict[int, Run]:
+        """The dict that holds the runs below `run` (the roots below None), made if new."""
+        if run is None:
+            return self.roots
+        if run.kids is None:
+            run.kids = {}
+        return run.kids
 
     def _split(self, run: Run, i: int) -> Run:
         """Cut `run` before unit i; returns the new upper part chain[lo:i] (`run` keeps the
-        rest, its place in the queue and its children)."""
+        rest, its place in the queue and its kids)."""
         upper = Run(run.chain, run.lo, i, run.refs, run.parent)
-        upper.children = 1
+        self._kids_of(run.parent)[run.chain[run.lo]] = upper
+        upper.kids = {run.chain[i]: run}
         run.lo = i
         run.parent = upper
         return upper
-
-    def _ending_at(self, chain: list[int], stop: int) -> Run:
-        """The run of cached unit stop - 1, split so that it ends there."""
-        run = self._run_at(chain[stop - 1], stop - 1)
-        return self._split(run, stop) if run.hi > stop else run
 
     # -- allocation ------------------------------------------------------------------------
     def can_allocate(self, n: int) -> bool:
@@ -182,75 +191,68 @@ class BlockPool:
         if not self.host_capacity:
             self.counters.dropped_tokens += evicted
         # the queue's head: each run gives its last units first
-        queue, where = self.queue, self.where
+        queue = self.queue
         self.queued_units -= units
         while units:
             run = next(iter(queue))
-            if run.children:
+            if run.kids:
                 raise SimError("internal: a free run is evicted before its descendants")
             take = run.hi - run.lo
             if take > units:
                 take = units
-            drain(map(where.pop, run.chain[run.hi - take:run.hi]))
             run.hi -= take
             units -= take
             if run.hi == run.lo:
                 del queue[run]
-                if run.parent is not None:
-                    run.parent.children -= 1
+                del self._kids_of(run.parent)[run.chain[run.lo]]
 
-    def touch(self, chain: list[int], stop: int) -> None:
-        """A prefix hit takes blocks chain[:stop]: out of the free queue, one more ref."""
-        if not stop:
-            return
+    def touch(self, run: Run | None, stop: int) -> Run | None:
+        """A prefix hit takes blocks chain[:stop], the last in `run`: out of the free queue,
+        one more ref. Returns the run that ends at stop (split off when `run` goes on)."""
+        if run is None:
+            return None
         self.changes += 1
-        run: Run | None = self._ending_at(chain, stop)
-        queue = self.queue
+        if run.hi > stop:
+            run = self._split(run, stop)
+        tail, queue = run, self.queue
         while run is not None:
             if not run.refs:
                 queue.pop(run, None)  # (not there if just split off a queued run)
                 self.queued_units -= run.hi - run.lo
             run.refs += 1
             run = run.parent
+        return tail
 
-    def untouch(self, chain: list[int], stop: int) -> None:
-        """Undo `touch` (an admission that did not go ahead), restoring the queue order as
-        a free would (last first)."""
-        self.release(chain, stop, 0)
-
-    def requeue(self, chain: list[int], stop: int) -> None:
-        """What `touch(chain, stop)` and `untouch` of it do together (an admission that did
-        not go ahead): the free units among them move to the queue's tail, last first."""
-        if not stop:
-            return
-        run: Run | None = self._run_at(chain[stop - 1], stop - 1)
-        if run.refs:
-            return
+    def requeue(self, run: Run | None, stop: int) -> Run | None:
+        """What `touch(run, stop)` and a `release` of it do together (an admission that did
+        not go ahead): the free units among chain[:stop] move to the queue's tail, last
+        first. Returns the run that now holds unit stop - 1."""
+        if run is None or run.refs:
+            return run
         self.changes += 1
         if run.hi > stop:  # its units past the hit keep their place
             run = self._split(run, stop)
-        queue = self.queue
+        tail, queue = run, self.queue
         while run is not None and not run.refs:
             queue.pop(run, None)
             queue[run] = None
             run = run.parent
+        return tail
 
-    def cache(self, chain: list[int], start: int, stop: int) -> None:
+    def cache(self, tail: Run | None, chain: list[int], start: int, stop: int) -> Run | None:
         """Blocks chain[start:stop], just allocated and computed (or loaded) by a request
-        holding chain[:start], get their hashes (one ref each) and are stored to the host
-        tier. A hash another request cached first is shared instead (its new block goes
-        back to the pool: vLLM would keep the duplicate until the request ends, a block's
-        worth of difference)."""
+        whose cached units chain[:start] end in run `tail`, get their hashes (one ref each)
+        and are stored to the host tier; returns the request's new tail. A hash another
+        request cached first is shared instead (its new block goes back to the pool: vLLM
+        would keep the duplicate until the request ends, a block's worth of difference)."""
         if start >= stop:
-            return
+            return tail
         self.changes += 1
-        where = self.where
-        parent = self._run_at(chain[start - 1], start - 1) if start else None
-        new = chain[start:stop]
-        if where.keys().isdisjoint(new):  # the usual case: all new
-            self._grow(chain, start, stop, parent)
-        else:
-            new = self._share(chain, start, stop, parent)
+        kids = self.roots if tail is None else tail.kids
+        if kids and chain[start] in kids:
+            tail, new = self._share(chain, start, stop, tail)
+        else:  # the usual case: none of it cached (a chain's cached units are a prefix)
+            tail, new = self._grow(chain, start, stop, tail), chain[start:stop]
         if new and self.host_capacity:
             stored, evicted = self.host.store(new)
             counters, unit = self.counters, self.unit_tokens
@@ -259,61 +261,49 @@ class BlockPool:
             counters.backup_tokens += stored * unit  # each queued on the link's D2H side
             if stored and self.link is not None:
                 self.link.async_d2h(stored * unit)
+        return tail
 
     def _grow(self, chain: list[int], start: int, stop: int, parent: Run | None) -> Run:
         """New units chain[start:stop], held by one request, below its run `parent`: that
         run grows when the request is its only holder and nothing hangs below it."""
         if parent is not None and parent.chain is chain and parent.refs == 1 and (
-                not parent.children and parent.hi == start):
+                not parent.kids):
             parent.hi = stop
-            run = parent
-        else:
-            run = Run(chain, start, stop, 1, parent)
-            if parent is not None:
-                parent.children += 1
-        self.where.update(zip(chain[start:stop], repeat(run)))
+            return parent
+        run = Run(chain, start, stop, 1, parent)
+        self._kids_of(parent)[chain[start]] = run
         return run
 
     def _share(self, chain: list[int], start: int, stop: int,
-               parent: Run | None) -> list[int]:
-        """`cache` when some of the units are cached already: those take one more ref (out
-        of the free queue) and their new blocks go back to the pool; returns the new
-        units' hashes."""
-        where, queue = self.where, self.queue
-        new: list[int] = []
+               parent: Run | None) -> tuple[Run, list[int]]:
+        """`cache` when its first units are cached already: those take one more ref (out of
+        the free queue) and their new blocks go back to the pool. Returns the new tail and
+        the hashes of the units that were new."""
         i = start
         while i < stop:
-            if chain[i] in where:
-                run = self._run_at(chain[i], i)
-                if run.lo != i:
-                    raise SimError("internal: a cached unit's predecessor is not its run's")
-                j, end = i + 1, min(run.hi, stop)
-                while j < end and run.chain[j] == chain[j]:
-                    j += 1
-                if run.hi > j:
-                    run = self._split(run, j)
-                if not run.refs:
-                    queue.pop(run, None)
-                    self.queued_units -= run.hi - run.lo
-                run.refs += 1
-                self.plain_free += (j - i) * self.unit_blocks
-            else:
-                j = i + 1
-                while j < stop and chain[j] not in where:
-                    j += 1
-                run = self._grow(chain, i, j, parent)
-                new += chain[i:j]
+            kids = self.roots if parent is None else parent.kids
+            run = kids.get(chain[i]) if kids else None
+            if run is None:
+                return self._grow(chain, i, stop, parent), chain[i:stop]
+            j = _parting(run.chain, chain, i, run.hi if run.hi < stop else stop)
+            if run.hi > j:
+                run = self._split(run, j)
+            if not run.refs:
+                self.queue.pop(run, None)
+                self.queued_units -= run.hi - run.lo
+            run.refs += 1
+            self.plain_free += (j - i) * self.unit_blocks
             parent, i = run, j
-        return new
+        return parent, []
 
-    def release(self, chain: list[int], cached: int, plain: int) -> None:
-        """Free a request's blocks, last first: `plain` uncached blocks (its tail) to the
-        head of the queue, then its cached units chain[:cached] in reverse to the tail."""
+    def release(self, tail: Run | None, plain: int) -> None:
+        """Free a request's blocks, last first: `plain` uncached blocks to the head of the
+        queue, then its cached units, ending in run `tail`, in reverse to the tail."""
         self.plain_free += plain
-        if not cached:
+        if tail is None:
             return
         self.changes += 1
-        run: Run | None = self._run_at(chain[cached - 1], cached - 1)
+        run: Run | None = tail
         queue = self.queue
         while run is not None:
             run.refs -= 1
@@ -322,8 +312,8 @@ class BlockPool:
                 self.queued_units += run.hi - run.lo
             run = run.parent
 
-    def load(self, chain: list[int], start: int, stop: int) -> None:
-        """Host hits chain[start:stop] are loaded into GPU blocks (allocated by the caller,
-        which `cache`d them: storing units the host has makes them its most recent, which
-        is the load's touch of the host copies)."""
-        self.counters.load_tokens += (stop - start) * self.unit_tokens
+    def load(self, units: int) -> None:
+        """Host hits are loaded into GPU blocks (allocated by the caller, which `cache`d
+        them: storing units the host has makes them its most recent, which is the load's
+        touch of the host copies)."""
+        self.counters.load_tokens += units * self.unit_tokens

@@ -178,7 +178,7 @@ class VllmEngine(Engine):
         if done > b.full:
             done = b.full
         if done > b.cached:
-            self.pool.cache(b.chain, b.cached, done)
+            b.tail = self.pool.cache(b.tail, b.chain, b.cached, done)
             b.cached = done
         # the table holds the blocks for the tokens so far; what is not in cached units
         # is plain (a unit's blocks that only part-filled it stay plain until it fills)
@@ -215,10 +215,10 @@ class VllmEngine(Engine):
         if limit > b.full:
             limit = b.full
         if b.retry_at == pool.changes:  # refused before, and the pool is as it left it
-            dev, host, queued = b.retry
+            dev, host, queued, run = b.retry
         else:
-            dev, host = pool.match(b.chain, limit)
-            queued = pool.free_units(b.chain, dev)
+            dev, host, run = pool.lookup(b.chain, limit)
+            queued = pool.free_units(run, dev)
         hit = dev + host
         req.context_tokens = hit * U
         n = req.prefill_left = prompt - hit * U
@@ -234,15 +234,15 @@ class VllmEngine(Engine):
         free = pool.num_free - queued * k
         if room > free or (costs.admit_full_prompt and self._prompt_blocks(req) - dev * k > free):
             if b.retry_at != pool.changes:  # (else this requeue was the pool's last change)
-                pool.requeue(b.chain, dev)  # as a touch and its undo would
-                b.retry_at, b.retry = pool.changes, (dev, host, queued)
+                run = pool.requeue(run, dev)  # as a touch and its undo would
+                b.retry_at, b.retry = pool.changes, (dev, host, queued, run)
             return None
-        pool.touch(b.chain, dev)
+        b.tail = pool.touch(run, dev)
         pool.allocate(need)
         b.cached = dev
         if host:
-            pool.cache(b.chain, dev, hit)
-            pool.load(b.chain, dev, hit)
+            b.tail = pool.cache(b.tail, b.chain, dev, hit)
+            pool.load(host)
             b.cached = hit
         if not b.scheduled:
             b.scheduled = True
@@ -292,8 +292,8 @@ class VllmEngine(Engine):
             self._leave_decode(req)
         else:
             self.prefilling.remove(req)
-        self.pool.release(b.chain, b.cached, b.plain)
-        b.cached = b.plain = 0
+        self.pool.release(b.tail, b.plain)
+        b.tail, b.cached, b.plain = None, 0, 0
         self.waiting.appendleft(req)
 
     def _preempt_loading(self, req: SimRequest) -> None:
@@ -302,8 +302,8 @@ class VllmEngine(Engine):
         self.loading.remove(req)
         self.num_running -= 1
         self.pool.preemptions += 1
-        self.pool.release(b.chain, b.cached, b.plain)
-        b.cached = b.plain = 0
+        self.pool.release(b.tail, b.plain)
+        b.tail, b.cached, b.plain = None, 0, 0
         self.waiting.appendleft(req)
 
     def _leave_decode(self, req: SimRequest) -> None:
@@ -332,8 +332,8 @@ class VllmEngine(Engine):
 
     def _release(self, req: SimRequest) -> None:
         b: BlockTable = req.blocks
-        self.pool.release(b.chain, b.cached, b.plain)
-        b.cached = b.plain = 0
+        self.pool.release(b.tail, b.plain)
+        b.tail, b.cached, b.plain = None, 0, 0
 
 
 def vllm_pool(device_tokens: float, host_tokens: int, block_tokens: int) -> BlockPool:
