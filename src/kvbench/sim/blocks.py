@@ -31,6 +31,7 @@ per block."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import islice, takewhile
 
 from kvbench.errors import SimError
 from kvbench.sim.host_blocks import HostTier
@@ -136,11 +137,10 @@ class BlockPool:
             if d < kid.hi or d == limit or not kid.kids:
                 break
             kid = kid.kids.get(chain[d])
-        h, host = d, self.host.lru
-        if host:
-            while h < limit and chain[h] in host:
-                h += 1
-        return d, h - d, run
+        host = self.host.lru
+        if host and d < limit and chain[d] in host:  # (not a prefix: unit by unit, in C)
+            return d, len(list(takewhile(host.__contains__, islice(chain, d, limit)))), run
+        return d, 0, run
 
     def free_units(self, run: Run | None, stop: int) -> int:
         """How many of a hit's units, chain[:stop] with its last in `run`, wait in the free
