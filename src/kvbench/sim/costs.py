@@ -167,11 +167,12 @@ class CostModel:
         c0, c1 = a_cmp + b_cmp * context0, b_cmp * growth
         overhead_s = self.decode_overhead_s(batch)
         factor = 1 + self.draft_overhead_fraction
+        body_s = _max_of_lines_sum(m0, m1, c0, c1)
 
         def steps_s(steps: int) -> float:
             if steps <= 0:
                 return 0.0
-            return steps * overhead_s + _sum_max_of_lines(m0, m1, c0, c1, steps) * factor
+            return steps * overhead_s + body_s(steps) * factor
 
         return steps_s
 
@@ -343,13 +344,18 @@ def _sum_lines(a: float, b: float, lo: int, hi: int) -> float:
     return n * a + b * (lo + hi - 1) * n / 2
 
 
-def _sum_max_of_lines(m0: float, m1: float, c0: float, c1: float, steps: int) -> float:
-    """sum_{i=0}^{steps-1} max(m0 + m1*i, c0 + c1*i): two lines cross at most once."""
+def _max_of_lines_sum(m0: float, m1: float, c0: float, c1: float) -> Callable[[int], float]:
+    """steps -> sum_{i=0}^{steps-1} max(m0 + m1*i, c0 + c1*i): two lines cross at most once,
+    where found once (a stretch's length is searched by bisection over this)."""
     if m1 == c1:
-        return _sum_lines(m0, m1, 0, steps) if m0 >= c0 else _sum_lines(c0, c1, 0, steps)
+        a, b = (m0, m1) if m0 >= c0 else (c0, c1)
+        return lambda steps: _sum_lines(a, b, 0, steps)
     cross = (c0 - m0) / (m1 - c1)  # memory >= compute for i >= cross when m1 > c1
-    k = math.ceil(cross) if cross > 0 else 0  # in [0, steps] (conditionals: a hot path)
-    if k > steps:
-        k = steps
-    first, second = ((c0, c1), (m0, m1)) if m1 > c1 else ((m0, m1), (c0, c1))
-    return _sum_lines(*first, 0, k) + _sum_lines(*second, k, steps)
+    cross_k = math.ceil(cross) if cross > 0 else 0
+    (a1, b1), (a2, b2) = ((c0, c1), (m0, m1)) if m1 > c1 else ((m0, m1), (c0, c1))
+
+    def total(steps: int) -> float:
+        k = cross_k if cross_k < steps else steps  # the first line's steps, in [0, steps]
+        return _sum_lines(a1, b1, 0, k) + _sum_lines(a2, b2, k, steps)
+
+    return total
