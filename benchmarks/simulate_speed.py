@@ -13,7 +13,9 @@ Both must produce the same cache hits; the script checks that. Run:
 
 Prints requests per second of wall time and of CPU time (trace loading excluded; it is
 printed apart). `--cpu N` pins the process to one core. The issue's bar is >= 20,000
-requests per second of wall time on one core for the event-driven run."""
+requests per second of wall time on one core for the event-driven run. To compare two
+versions of the code on a loaded machine, `simulate_speed_ab.py` runs this configuration
+(`setups`) under both, alternately, and prints CPU-time medians side by side."""
 
 from __future__ import annotations
 
@@ -39,6 +41,18 @@ def measure(traces, costs, setup: SimSetup) -> tuple[float, float, dict]:
     return time.perf_counter() - wall0, time.process_time() - cpu0, summary
 
 
+def setups(engine_profile: str, fast_forward: bool = True):
+    """(costs, gpu tier tokens, {arm: SimSetup}) of this benchmark for an engine profile:
+    the `resident` arm without a host tier, the `offload` arm with one of 4x the GPU tier."""
+    costs = resolve_costs("reference-8b", "h200", engine=engine_profile)
+    profile = load_engine_profile(engine_profile)
+    gpu = gpu_tier_tokens(costs, "h200")
+    engine = EngineConfig(fast_forward=fast_forward, kv_manager=profile.kv_manager,
+                          block_tokens=int(profile.block_tokens.value))
+    return costs, gpu, {arm: SimSetup(gpu, host, engine=engine)
+                        for arm, host in (("resident", 0), ("offload", 4 * gpu))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -54,22 +68,19 @@ def main() -> None:
     traces = load_traces([args.trace])
     n = sum(t.num_requests for t in traces)
     print(f"trace: {args.trace.name}, {n:,} requests, loaded in {time.perf_counter() - t0:.2f} s")
-    costs = resolve_costs("reference-8b", "h200", engine=args.engine_profile)
-    profile = load_engine_profile(args.engine_profile)
-    gpu = gpu_tier_tokens(costs, "h200")
-    arms = {"resident": 0, "offload": 4 * gpu}
-    print(f"cost model: {costs.label}, {costs.engine} engine ({profile.kv_manager} KV manager); "
+    costs, gpu, arms = setups(args.engine_profile)
+    stepped = setups(args.engine_profile, fast_forward=False)[2]
+    kv_manager = arms["resident"].engine.kv_manager
+    print(f"cost model: {costs.label}, {costs.engine} engine ({kv_manager} KV manager); "
           f"gpu tier {gpu:,} tokens; "
           f"offload host tier {4 * gpu:,}")
     print(f"{'arm':<10}{'mode':<7}{'wall s':>9}{'cpu s':>9}{'req/s wall':>13}{'req/s cpu':>12}"
           f"{'hit rate':>10}")
-    for arm, host in arms.items():
+    for arm in arms:
         hits = {}
         medians = {}
         for mode, ff in (("event", True), ("step", False)):
-            setup = SimSetup(gpu, host, engine=EngineConfig(
-                fast_forward=ff, kv_manager=profile.kv_manager,
-                block_tokens=int(profile.block_tokens.value)))
+            setup = (arms if ff else stepped)[arm]
             runs = [measure(traces, costs, setup)
                     for _ in range(args.repeat if ff else max(1, args.repeat // 3))]
             wall = statistics.median(r[0] for r in runs)
@@ -79,7 +90,7 @@ def main() -> None:
             medians[mode] = wall
             print(f"{arm:<10}{mode:<7}{wall:>9.3f}{cpu:>9.3f}{n / wall:>13,.0f}{n / cpu:>12,.0f}"
                   f"{summary['hit_rate']['total']:>10.1%}")
-        if profile.kv_manager == "radix":
+        if kv_manager == "radix":
             assert hits["event"] == hits["step"], hits
         else:  # vLLM's scheduling reacts to step times, which the closed form sums in a
             # different floating-point order: a few blocks' worth may differ

@@ -17,9 +17,10 @@ def test_prompts_take_the_first_gap_at_or_after_their_arrival() -> None:
     assert t.done_s(1.5, 0.5, now_s=0.0) == 2.0          # D fits before C: [1.5, 2.0)
     assert t.done_s(2.8, 0.3, now_s=0.0) == pytest.approx(4.3)  # E overlaps C: after it
     assert t.done_s(2.0, 0.0, now_s=0.0) == 2.0          # no work: no wait
-    # what ended by now is dropped; what is still to come stays
+    # what ended by now is dropped; what is still to come stays (C and E back to back: one)
     t.done_s(4.5, 0.1, now_s=2.5)
-    assert t.starts == [3.0, 4.0, 4.5] and t.ends == pytest.approx([4.0, 4.3, 4.6])
+    assert t.starts == [3.0, 4.5] and t.ends == pytest.approx([4.3, 4.6])
+    assert t.done_s(3.5, 0.1, now_s=2.5) == pytest.approx(4.4)  # F: the gap after E
 
 
 def test_an_open_loop_trace_submitted_at_once_stays_linear_enough() -> None:

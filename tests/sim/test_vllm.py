@@ -34,14 +34,14 @@ def test_free_queue_evicts_a_prompt_from_its_tail() -> None:
     pool = BlockPool(device_blocks=4, block_tokens=B)
     a = block_chain(_req(0, "a", 3), B).chain
     pool.allocate(3)
-    pool.cache(a, 0, 3)
-    pool.release(a, 3, 0)  # freed last block first: queue a3, a2, a1; one plain block free
+    pool.release(pool.cache(None, a, 0, 3), 0)  # freed last block first: queue a3, a2, a1
     assert list(pool.free_cached) == [a[2], a[1], a[0]] and pool.plain_free == 1
     pool.allocate(2)  # the plain block, then the queue's head: a3's hash is evicted
-    assert pool.match(a, 3) == (2, 0)
-    pool.touch(a, 0, 2)  # a hit takes a1, a2 out of the queue
+    dev, host, run = pool.lookup(a, 3)
+    assert (dev, host) == pool.match(a, 3) == (2, 0)
+    held = pool.touch(run, 2)  # a hit takes a1, a2 out of the queue
     assert pool.num_free == 0 and not pool.can_allocate(1)
-    pool.untouch(a, 0, 2)
+    pool.release(held, 0)  # the admission did not go ahead
     assert pool.can_allocate(2) and not pool.can_allocate(3)
 
 
@@ -49,7 +49,7 @@ def test_host_tier_is_an_lru_of_stored_blocks() -> None:
     pool = BlockPool(device_blocks=8, block_tokens=B, host_blocks=2)
     a = block_chain(_req(0, "a", 3), B).chain
     pool.allocate(3)
-    pool.cache(a, 0, 3)  # stores a1, a2, a3; the third evicts a1 from the 2-block host
+    pool.cache(None, a, 0, 3)  # stores a1, a2, a3; the third evicts a1 from the 2-block host
     assert list(pool.host) == [a[1], a[2]]
     assert pool.counters.backup_tokens == 3 * B and pool.counters.host_evicted_tokens == B
 
@@ -177,7 +177,7 @@ def _host_hit_beside_a_long_prefill(load_ready_steps: int) -> tuple[SimRequest, 
     token) arrive together; 256 tokens per step."""
     pool = BlockPool(200, B, host_blocks=100)
     a, c = _req(0, "a", 40, out=1), _req(1, "c", 64, out=1)
-    pool._store(block_chain(a, B).chain[:39])
+    pool.host.store(block_chain(a, B).chain[:39])
     eng = VllmEngine(pool, _load_costs(load_ready_steps),
                      EngineConfig(chunked_prefill_tokens=256))
     eng.submit(a, 0.0)
@@ -233,7 +233,7 @@ def test_tokenization_delays_a_lone_host_hit_by_its_whole_prompt() -> None:
     def lone(costs: CostModel) -> SimRequest:
         pool = BlockPool(200, B, host_blocks=100)
         a = _req(0, "a", 40, out=1)
-        pool._store(block_chain(a, B).chain[:39])
+        pool.host.store(block_chain(a, B).chain[:39])
         eng = VllmEngine(pool, costs, EngineConfig(chunked_prefill_tokens=256))
         eng.submit(a, 0.0)
         eng.run_until()

@@ -4,8 +4,12 @@ its full prompt blocks (vLLM's block_hashes) and what it holds of them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kvbench.sim.request import SimRequest
+
+if TYPE_CHECKING:
+    from kvbench.sim.blocks import Run
 
 
 @dataclass(slots=True)
@@ -13,6 +17,7 @@ class BlockTable:
     chain: list[int]  # hash of each full prompt block, chained (a hit needs its prefix)
     full: int  # full prompt blocks that may be cached
     cached: int = 0  # chain[:cached] are referenced by the request
+    tail: Run | None = None  # the pool's run that holds chain[cached - 1]
     plain: int = 0  # uncached blocks held (partial prompt block, output)
     extra: int = 0  # generated tokens to recompute after a preemption
     decode_left: int = -1  # decode steps still to run after a preemption (-1: none yet)
@@ -20,6 +25,11 @@ class BlockTable:
     hit_blocks: list[int] = field(default_factory=list)
     ready_s: float = 0.0  # an asynchronous host load ends then
     starts_after_ready: int = 0  # steps started since the load ended
+    # a refused admission's (device hit, host hit, hit units in the free queue, the run of
+    # its last device unit) and the pool's change count after it (`BlockPool.changes`):
+    # valid while that is unchanged
+    retry: tuple[int, int, int, Run | None] = (0, 0, 0, None)
+    retry_at: int = -1
 
 
 def block_chain(req: SimRequest, unit_tokens: int) -> BlockTable:

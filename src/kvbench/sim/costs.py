@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from itertools import starmap
 from typing import Any
 
 from kvbench.errors import SimError
@@ -74,6 +75,10 @@ class CostModel:
     # Up to this batch size the kernel's KV read rate grows with the batch (its grid fills
     # more of the GPU's SMs), from decode_kv_read_efficiency at one sequence.
     decode_kv_parallel_batch: float = 1.0
+    # `decode_lines` per batch size, filled as the engine asks (not a parameter: `replace`
+    # gives the new model an empty one)
+    _lines: dict[int, tuple[float, float, float, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_MODES:
@@ -120,6 +125,12 @@ class CostModel:
     def decode_lines(self, batch: int) -> tuple[float, float, float, float]:
         """A decode step's time as two lines in the batch's total context C:
         memory = a_mem + b_mem * C and compute = a_cmp + b_cmp * C (seconds)."""
+        lines = self._lines.get(batch)
+        if lines is None:
+            lines = self._lines[batch] = self._decode_lines(batch)
+        return lines
+
+    def _decode_lines(self, batch: int) -> tuple[float, float, float, float]:
         per_step = self.verify_tokens
         a_mem = self.weight_bytes_read(per_step * batch) / self.hbm_bytes_per_s
         b_mem = self.kv_bytes_per_token_per_rank / (
@@ -160,11 +171,12 @@ class CostModel:
         c0, c1 = a_cmp + b_cmp * context0, b_cmp * growth
         overhead_s = self.decode_overhead_s(batch)
         factor = 1 + self.draft_overhead_fraction
+        body_s = _max_of_lines_sum(m0, m1, c0, c1)
 
         def steps_s(steps: int) -> float:
             if steps <= 0:
                 return 0.0
-            return steps * overhead_s + _sum_max_of_lines(m0, m1, c0, c1, steps) * factor
+            return steps * overhead_s + body_s(steps) * factor
 
         return steps_s
 
@@ -213,7 +225,7 @@ class CostModel:
                 flops += decode_batch * self.verify_tokens * self.flops_per_token_per_rank
             compute = flops / self.flops_per_s
         else:
-            flops = sum(self.prefill_flops(n, c) for n, c in prefill_chunks)
+            flops = sum(starmap(self.prefill_flops, prefill_chunks))
             compute = flops / self.flops_per_s
             if decode_batch:
                 _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
@@ -337,11 +349,18 @@ def _sum_lines(a: float, b: float, lo: int, hi: int) -> float:
     return n * a + b * (lo + hi - 1) * n / 2
 
 
-def _sum_max_of_lines(m0: float, m1: float, c0: float, c1: float, steps: int) -> float:
-    """sum_{i=0}^{steps-1} max(m0 + m1*i, c0 + c1*i): two lines cross at most once."""
+def _max_of_lines_sum(m0: float, m1: float, c0: float, c1: float) -> Callable[[int], float]:
+    """steps -> sum_{i=0}^{steps-1} max(m0 + m1*i, c0 + c1*i): two lines cross at most once,
+    where found once (a stretch's length is searched by bisection over this)."""
     if m1 == c1:
-        return _sum_lines(m0, m1, 0, steps) if m0 >= c0 else _sum_lines(c0, c1, 0, steps)
+        a, b = (m0, m1) if m0 >= c0 else (c0, c1)
+        return lambda steps: _sum_lines(a, b, 0, steps)
     cross = (c0 - m0) / (m1 - c1)  # memory >= compute for i >= cross when m1 > c1
-    k = min(steps, max(0, math.ceil(cross)))
-    first, second = ((c0, c1), (m0, m1)) if m1 > c1 else ((m0, m1), (c0, c1))
-    return _sum_lines(*first, 0, k) + _sum_lines(*second, k, steps)
+    cross_k = math.ceil(cross) if cross > 0 else 0
+    (a1, b1), (a2, b2) = ((c0, c1), (m0, m1)) if m1 > c1 else ((m0, m1), (c0, c1))
+
+    def total(steps: int) -> float:
+        k = cross_k if cross_k < steps else steps  # the first line's steps, in [0, steps]
+        return _sum_lines(a1, b1, 0, k) + _sum_lines(a2, b2, k, steps)
+
+    return total

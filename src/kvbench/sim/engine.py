@@ -161,6 +161,9 @@ class Engine:
             self._apply(step)
 
     def _take_arrivals(self) -> None:
+        next_s = self.arrivals.next_s()
+        if next_s is None or next_s > self.now_s:
+            return  # most steps: nothing due
         hook = self.on_arrival
         for req in self.arrivals.pop_due(self.now_s):
             if hook is None or hook(req):
@@ -233,19 +236,22 @@ class Engine:
         # or after the horizon (the caller comes back then).
         next_s = self.arrivals.next_s()
         limit = min(math.inf if next_s is None else next_s, horizon_s)
-        k = k_max
+        k, dur = k_max, -1.0  # dur: steps_s(k) once known
         if limit < math.inf and k_max > 1:
             gap = limit - self.now_s
-            if steps_s(k_max) > gap:
+            dur = steps_s(k_max)
+            if dur > gap:
                 lo, hi = 1, k_max  # smallest k whose end is >= limit
                 while lo < hi:
                     mid = (lo + hi) // 2
-                    if steps_s(mid) >= gap:
-                        hi = mid
+                    mid_s = steps_s(mid)
+                    if mid_s >= gap:
+                        hi, dur = mid, mid_s
                     else:
                         lo = mid + 1
                 k = lo
-        dur = steps_s(k)
+        if dur < 0:
+            dur = steps_s(k)
         return _Step(self.now_s, self.now_s + dur, [], k)
 
     def _start(self, req: SimRequest, adm) -> None:

@@ -47,7 +47,9 @@ class HostLink:
     def async_d2h(self, tokens: int) -> float:
         """Queue an asynchronous backup; returns when the host copy is complete."""
         t = tokens * self.kv_bytes_per_token / self.d2h_bytes_per_s
-        start = max(self.now_s, self.d2h_until_s)
+        start = self.now_s  # the later of now and the queue's end (a store per chunk)
+        if self.d2h_until_s > start:
+            start = self.d2h_until_s
         self.d2h_until_s = start + t
         self.d2h_busy_s += t
         return self.d2h_until_s

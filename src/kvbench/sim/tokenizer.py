@@ -12,7 +12,9 @@ from bisect import bisect_right
 
 
 class TokenizerThread:
-    """Busy intervals of the one thread (disjoint, sorted; ends therefore sorted too)."""
+    """Busy intervals of the one thread (disjoint, sorted; ends therefore sorted too).
+    Back-to-back intervals are kept as one (no prompt fits in a gap of zero), so a queue of
+    prompts is one interval, not one per prompt to walk past."""
 
     __slots__ = ("ends", "starts")
 
@@ -32,9 +34,22 @@ class TokenizerThread:
         if done:
             del starts[:done], ends[:done]
         i, start = bisect_right(ends, arrival_s), arrival_s
-        while i < len(starts) and start + work_s > starts[i]:
-            start = max(start, ends[i])
+        n = len(starts)
+        while i < n and start + work_s > starts[i]:
+            if ends[i] > start:
+                start = ends[i]
             i += 1
-        starts.insert(i, start)
-        ends.insert(i, start + work_s)
-        return start + work_s
+        end = start + work_s
+        after = i < n and starts[i] == end
+        if i and ends[i - 1] == start:  # it extends the interval before it
+            if after:
+                ends[i - 1] = ends[i]
+                del starts[i], ends[i]
+            else:
+                ends[i - 1] = end
+        elif after:
+            starts[i] = start
+        else:
+            starts.insert(i, start)
+            ends.insert(i, end)
+        return end

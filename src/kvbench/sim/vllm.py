@@ -66,7 +66,7 @@ class VllmEngine(Engine):
                 break
             if req not in self.running:
                 continue  # preempted by an earlier request of this loop
-            n = min(req.prefill_left, budget)
+            n = req.prefill_left if req.prefill_left < budget else budget
             if not self._grow(req, n):
                 preempted = True
                 break  # it preempted itself: nothing newer is left to serve
@@ -88,14 +88,15 @@ class VllmEngine(Engine):
             while not blocked and self.waiting and budget > 0 and (
                     self.num_running - len(self.loading) < cfg.max_running_requests):
                 req = self.waiting[0]
-                if req.blocks is None and self._refused_context(req):
-                    continue
-                if req.blocks is None and self._blocks_total(req) > self.pool.capacity:
-                    self.waiting.popleft()
-                    self._reject(req, context_error(
-                        self.pool.capacity * self.B, req.input_tokens, req.output_tokens,
-                        " (more KV blocks than the GPU pool holds)"))
-                    continue
+                if req.blocks is None:  # new: refused when over the context or the pool
+                    if self._refused_context(req):
+                        continue
+                    if self._blocks_total(req) > self.pool.capacity:
+                        self.waiting.popleft()
+                        self._reject(req, context_error(
+                            self.pool.capacity * self.B, req.input_tokens, req.output_tokens,
+                            " (more KV blocks than the GPU pool holds)"))
+                        continue
                 got = self._schedule_waiting(req, budget)
                 if got is None:
                     break
@@ -177,7 +178,7 @@ class VllmEngine(Engine):
         if done > b.full:
             done = b.full
         if done > b.cached:
-            self.pool.cache(b.chain, b.cached, done)
+            b.tail = self.pool.cache(b.tail, b.chain, b.cached, done)
             b.cached = done
         # the table holds the blocks for the tokens so far; what is not in cached units
         # is plain (a unit's blocks that only part-filled it stay plain until it fills)
@@ -210,12 +211,19 @@ class VllmEngine(Engine):
             b = req.blocks = block_chain(req, self._unit(req))
         U, k = self.U, pool.unit_blocks
         prompt = req.input_tokens + b.extra
-        limit = min(b.full, (prompt - 1) // U)
-        dev, host = pool.match(b.chain, limit)
+        limit = (prompt - 1) // U
+        if limit > b.full:
+            limit = b.full
+        if b.retry_at == pool.changes:  # refused before, and the pool is as it left it
+            dev, host, queued, run = b.retry
+        else:
+            dev, host, run = pool.lookup(b.chain, limit)
+            queued = pool.free_units(run, dev)
         hit = dev + host
         req.context_tokens = hit * U
-        req.prefill_left = prompt - hit * U
-        n = min(req.prefill_left, budget)
+        n = req.prefill_left = prompt - hit * U
+        if n > budget:
+            n = budget
         asynchronous = host > 0 and costs.load_ready_steps >= 0
         # the loaded blocks only, beside what the prefilling requests still need; or the
         # first chunk's blocks
@@ -223,16 +231,18 @@ class VllmEngine(Engine):
         need = (hit - dev) * k if asynchronous else blocks - dev * k
         room = need + (self._reserved_blocks() if asynchronous else 0)
         # free blocks once the hit is taken out of the free queue (what `touch` would leave)
-        free = pool.num_free - pool.free_units(b.chain, dev) * k
+        free = pool.num_free - queued * k
         if room > free or (costs.admit_full_prompt and self._prompt_blocks(req) - dev * k > free):
-            pool.requeue(b.chain, dev)  # as a touch and its undo would
+            if b.retry_at != pool.changes:  # (else this requeue was the pool's last change)
+                run = pool.requeue(run, dev)  # as a touch and its undo would
+                b.retry_at, b.retry = pool.changes, (dev, host, queued, run)
             return None
-        pool.touch(b.chain, 0, dev)
+        b.tail = pool.touch(run, dev)
         pool.allocate(need)
         b.cached = dev
         if host:
-            pool.cache(b.chain, dev, hit)
-            pool.load(b.chain, dev, hit)
+            b.tail = pool.cache(b.tail, b.chain, dev, hit)
+            pool.load(host)
             b.cached = hit
         if not b.scheduled:
             b.scheduled = True
@@ -282,8 +292,8 @@ class VllmEngine(Engine):
             self._leave_decode(req)
         else:
             self.prefilling.remove(req)
-        self.pool.release(b.chain, b.cached, b.plain)
-        b.cached = b.plain = 0
+        self.pool.release(b.tail, b.plain)
+        b.tail, b.cached, b.plain = None, 0, 0
         self.waiting.appendleft(req)
 
     def _preempt_loading(self, req: SimRequest) -> None:
@@ -292,8 +302,8 @@ class VllmEngine(Engine):
         self.loading.remove(req)
         self.num_running -= 1
         self.pool.preemptions += 1
-        self.pool.release(b.chain, b.cached, b.plain)
-        b.cached = b.plain = 0
+        self.pool.release(b.tail, b.plain)
+        b.tail, b.cached, b.plain = None, 0, 0
         self.waiting.appendleft(req)
 
     def _leave_decode(self, req: SimRequest) -> None:
@@ -322,8 +332,8 @@ class VllmEngine(Engine):
 
     def _release(self, req: SimRequest) -> None:
         b: BlockTable = req.blocks
-        self.pool.release(b.chain, b.cached, b.plain)
-        b.cached = b.plain = 0
+        self.pool.release(b.tail, b.plain)
+        b.tail, b.cached, b.plain = None, 0, 0
 
 
 def vllm_pool(device_tokens: float, host_tokens: int, block_tokens: int) -> BlockPool:
