@@ -119,6 +119,14 @@ def _simulated(sessions, real: dict, hardware: str, engine_profile: str | None =
                                 for r in done if r.first_s >= 0 and not r.meta.get("is_warmup")}}
 
 
+def request_ratio_p50(real: dict, sim: dict) -> float:
+    """Median of simulated / real TTFT over the requests both sent: the bias per request,
+    apart from which requests each side's percentiles are taken over."""
+    a, b = real["ttft_by_request"], sim["ttft_by_request"]
+    both = [b[k] / a[k] for k in a.keys() & b.keys() if a[k] > 0]
+    return statistics.median(both) if both else math.nan
+
+
 def request_error(real: dict, sim: dict) -> float:
     """Mean |ln(simulated / real)| of TTFT over the requests both sent: per request, where a
     percentile of ~40 requests can hide errors that cancel (or hit one unlucky request)."""
@@ -138,12 +146,12 @@ def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
         if setting(real) not in sims:
             sims[setting(real)] = _simulated(sessions, real, hardware, engine_profile)
         sim = dict(sims[setting(real)])
-        error = request_error(real, sim)
+        error, ratio = request_error(real, sim), request_ratio_p50(real, sim)
         a, b = real.pop("sent"), sim.pop("sent")
         real.pop("ttft_by_request"), sim.pop("ttft_by_request")
         rows.append({"job": run.name, "conc": real["conc"], "arm": real["arm"], "real": real,
                      "sim": sim, "same_requests": len(a & b), "union_requests": len(a | b),
-                     "ttft_request_error": error})
+                     "ttft_request_error": error, "ttft_request_ratio_p50": ratio})
     return rows
 
 
@@ -172,7 +180,7 @@ def main() -> None:
     keys = ("requests", "hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms",
             "tpot_p50_ms", "input_tok_s", "output_tok_s")
     print(f"{'job':<40}" + "".join(f"{k:>26}" for k in keys) + f"{'same / union':>14}"
-          + f"{'TTFT |ln| per request':>23}")
+          + f"{'TTFT |ln| per request':>23}{'TTFT sim/real p50':>19}")
     for r in rows:
         cells = []
         for k in keys:
@@ -183,7 +191,7 @@ def main() -> None:
                 cells.append(f"{a:,.1f} / {b:,.1f} ({(b / a - 1) * 100:+.0f}%)")
         print(f"{r['job']:<40}" + "".join(f"{c:>26}" for c in cells)
               + f"{r['same_requests']:>7} / {r['union_requests']}"
-              + f"{r['ttft_request_error']:>23.3f}")
+              + f"{r['ttft_request_error']:>23.3f}{r['ttft_request_ratio_p50']:>19.2f}")
     print("\noffload / resident (real -> simulated; real resident: the mean of its repeats):")
     for conc in sorted({r["conc"] for r in rows}):
         base = [r for r in rows if r["conc"] == conc and r["arm"] == "resident"]
