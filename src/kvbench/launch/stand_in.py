@@ -43,7 +43,7 @@ SGLANG_FIELDS = ("disaggregation_mode", "disaggregation_transfer_backend", "tp_s
 
 class StandIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    engine: str  # "sglang" | "sglang-router"
+    engine: str  # a CHECKS key
     argv: list[str]  # the real command line
     program_len: int  # argv[:program_len] is the program (python3 -m sglang.launch_server)
     serve: list[str] | None = None  # the embedded engine's argv; None: check only
@@ -106,7 +106,89 @@ def check_router(args: list[str]) -> dict[str, Any]:
                                           "host", "port")}}
 
 
-CHECKS = {"sglang": check_sglang, "sglang-router": check_router}
+def check_dynamo_vllm(args: list[str]) -> dict[str, Any]:
+    """`python3 -m dynamo.vllm`'s own parsing (ai-dynamo dynamo/vllm/args.py `parse_args`:
+    Dynamo's runtime and vLLM-worker groups, then vLLM's AsyncEngineArgs on the rest, then
+    Dynamo's cross-checks), without fetching the model."""
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM's parser on a CPU-only host
+    from dynamo.vllm.args import parse_args
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            config = parse_args(args)
+    except SystemExit:
+        return {"ok": False, "error": _last(err)}
+    except ValueError as e:  # Dynamo's validation (args.py update_dynamo_config_with_engine)
+        return {"ok": False, "error": str(e).splitlines()[0]}
+    engine = config.engine_args
+    transfer = engine.kv_transfer_config
+    return {"ok": True, "args": {
+        "disaggregation_mode": _plain(getattr(config.disaggregation_mode, "value",
+                                              config.disaggregation_mode)),
+        "request_plane": config.request_plane, "served_model_name": config.served_model_name,
+        "model": config.model, "tensor_parallel_size": engine.tensor_parallel_size,
+        "kv_connector": getattr(transfer, "kv_connector", None),
+        "gpu_memory_utilization": engine.gpu_memory_utilization,
+        "block_size": engine.block_size}}
+
+
+def check_dynamo_sglang(args: list[str]) -> dict[str, Any]:
+    """`python3 -m dynamo.sglang`'s split (ai-dynamo dynamo/sglang/args.py:555-604 `parse_args`:
+    Dynamo's runtime and SGLang-worker groups take their flags, SGLang's ServerArgs parser the
+    rest). dynamo.sglang.args itself imports SGLang's engine, which needs a CUDA stack: its
+    two Dynamo groups are used as it uses them, and the rest goes to SGLang's own parser
+    (`check_sglang`)."""
+    from dynamo.common.configuration.groups.runtime_args import DynamoRuntimeArgGroup
+    from dynamo.sglang.backend_args import DynamoSGLangArgGroup
+
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
+    DynamoRuntimeArgGroup().add_arguments(parser)
+    DynamoSGLangArgGroup().add_arguments(parser)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            dynamo, rest = parser.parse_known_args(args)
+    except SystemExit:
+        return {"ok": False, "error": _last(err)}
+    out = check_sglang(rest)
+    if out["ok"]:
+        out["args"]["request_plane"] = _plain(getattr(dynamo, "request_plane", None))
+    return out
+
+
+def check_dynamo_frontend(args: list[str]) -> dict[str, Any]:
+    """`python3 -m dynamo.frontend`'s parser (ai-dynamo dynamo/frontend/main.py `parse_args`,
+    which reads sys.argv: FrontendArgGroup, then FrontendConfig.validate; unknown flags exit
+    1)."""
+    import logging
+
+    from dynamo.frontend import main as frontend
+
+    saved = sys.argv
+    sys.argv = ["dynamo.frontend", *args]
+    err = io.StringIO()
+    # it reports unknown flags through its logger before exiting (main.py parse_args)
+    said = logging.StreamHandler(err)
+    log = logging.getLogger(frontend.__name__)
+    log.addHandler(said)
+    try:
+        with contextlib.redirect_stderr(err):
+            config, _, _ = frontend.parse_args()
+    except SystemExit:
+        return {"ok": False, "error": _last(err)}
+    except ValueError as e:
+        return {"ok": False, "error": str(e).splitlines()[0]}
+    finally:
+        sys.argv = saved
+        log.removeHandler(said)
+    return {"ok": True, "args": {k: _plain(getattr(config, k, None))
+                                 for k in ("http_port", "router_mode", "namespace")}}
+
+
+CHECKS = {"sglang": check_sglang, "sglang-router": check_router,
+          "dynamo-vllm": check_dynamo_vllm, "dynamo-sglang": check_dynamo_sglang,
+          "dynamo-frontend": check_dynamo_frontend}
 
 
 def _last(err: io.StringIO) -> str:
