@@ -60,7 +60,11 @@ def test_unsupported_rows_are_skipped_with_the_reason():
     assert res.returncode == 0, res.stderr
     names = {j["config-key"] for j in json.loads(res.stdout)}
     assert names == {"qwen3.5-fp8-b300-sglang-agentic-mtp"}
-    assert "no engine adapter for framework 'dynamo-vllm'" in res.stderr
+    # the Dynamo adapter renders the row's srt-slurm recipe, whose workers srtctl starts
+    # behind vLLM's own frontend: refused, with that reason
+    assert "skipped kimik3_p1x8_d0x8_conc1 (kimik3-fp4-b200-dynamo-vllm-agentic): " \
+        in res.stderr
+    assert "without Dynamo, behind the 'vllm' frontend" in " ".join(res.stderr.split())
 
 
 def test_real_launch_refuses_more_than_one_job():

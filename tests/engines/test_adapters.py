@@ -23,11 +23,31 @@ def _source(spec, flag: str):
 
 
 def test_registry_names_and_unknown_framework():
-    assert engine_names() == ["atom", "sglang", "sglang-disagg", "sim", "trtllm", "vllm"]
+    assert engine_names() == ["atom", "dynamo", "sglang", "sglang-disagg", "sim", "trtllm",
+                              "vllm"]
     assert get_adapter("trt").name == "trtllm"
-    with pytest.raises(EngineError,
-                       match=r"'tilert'; known: atom, sglang, sglang-disagg, sim, trtllm, vllm"):
+    # the Dynamo frameworks, and vLLM's multi-node rows, run their srt-slurm recipe
+    assert {get_adapter(f).name for f in ("dynamo-vllm", "dynamo-sglang", "dynamo-trt")} == \
+        {"dynamo"}
+    assert get_adapter("vllm", multinode=True).name == "dynamo"
+    assert get_adapter("vllm").name == "vllm"
+    with pytest.raises(EngineError, match=r"'tilert'; known: atom, dynamo, sglang, "
+                       r"sglang-disagg, sim, trtllm, vllm, dynamo-sglang, dynamo-trt, "
+                       r"dynamo-vllm, tensorrt-llm, trt, trt-llm"):
         get_adapter("tilert")
+
+
+def test_a_dynamo_row_without_its_recipe_is_refused_with_the_runners_reason():
+    """InferenceX's srt-slurm runners exit 1 on a row without CONFIG_FILE=; so does kvbench
+    (a refusal, as `kvbench launch` lists it), for a multi-node and a single-node row."""
+    multi = make_job(framework="dynamo-vllm", prefill={"num-worker": 1, "tp": 4},
+                     decode={"num-worker": 1, "tp": 4})
+    single = make_job(framework="dynamo-sglang")
+    for job in (multi, single):
+        with pytest.raises(EngineError, match=r"CONFIG_FILE is not set\. The srt-slurm path "
+                           r"requires a CONFIG_FILE in additional-settings\.") as e:
+            get_adapter(job.framework, multinode=job.is_multinode).build(job, None, port=1)
+        assert e.value.message.startswith(f"{job.exp_name}: a {job.framework} row runs")
 
 
 def test_sglang_hicache_row_values_and_sources():
@@ -217,9 +237,15 @@ def test_sim_emits_the_serve_sim_command_line():
 
 
 def test_every_data_file_loads_and_every_rule_is_reachable_by_some_fact():
+    from kvbench.engines import dynamo
     from kvbench.engines.rules import DATA_DIR, load_engine_data
 
+    # dynamo.yaml holds how srtctl renders a recipe (its own schema), not launch rules
+    others = {"dynamo": dynamo.facts}
     for path in sorted(Path(DATA_DIR).glob("*.yaml")):
+        if path.stem in others:
+            assert others[path.stem]() is not None
+            continue
         data = load_engine_data(path.stem)
         assert data.engine == path.stem
         assert len({r.name for r in data.rules}) == len(data.rules), "rule names must differ"

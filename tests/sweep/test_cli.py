@@ -87,7 +87,8 @@ def test_stand_in_is_checked_before_any_job_runs(tmp_path):
     assert out.returncode == 2 and "--stand-in 'vllm' is not allowed (allowed: sim)" in out.stderr
     # the quickstart's rows are the embedded engine's own: nothing to stand in for
     out = kvbench("run", str(RECIPE), "--stand-in", "sim", "--results", str(tmp_path))
-    assert out.returncode == 2 and "--stand-in sim runs sglang-disagg rows" in out.stderr
+    assert out.returncode == 2 and "--stand-in sim runs the multi-node rows of sglang-disagg" \
+        in out.stderr
     assert "also has sim jobs" in out.stderr and "Traceback" not in out.stderr
     assert not any(tmp_path.iterdir())
 

@@ -8,19 +8,18 @@ when a worker's command line is rejected)."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from conftest import REPO
+from fixtures.slurm import interrupt_row, run_row
 
 from kvbench.files import read_json
 from kvbench.matrix import Selection, select_jobs
-from kvbench.sweep import SlurmExecutor, build_specs
+from kvbench.sweep import build_specs
 from kvbench.sweep.quickstart import quickstart_options
 
 pytestmark = pytest.mark.slow
@@ -38,15 +37,8 @@ def specs_of(recipe: Path):
 
 
 def run_on_slurm(cluster, recipe: Path, results: Path):
-    env = {"SLURM_CONF": str(cluster.conf),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    ex = SlurmExecutor(env=env, poll_interval_s=0.5, timeout_s=110)
-    specs = specs_of(recipe)
-    [outcome] = ex.run(specs, results)
-    allocation = next((results / ".kvbench" / "slurm").iterdir())
-    queue = subprocess.run(["squeue", "-h", "-j", ex.submitted[0]], capture_output=True,
-                           text=True, env={**os.environ, **env})
-    return outcome, allocation, results / specs[0].dir_name, queue.stdout.strip()
+    run = run_row(cluster, specs_of(recipe), results)
+    return run.outcome, run.allocation, run.job_dir, run.queue
 
 
 def test_sglang_disagg_row_runs_on_two_slurm_nodes(slurm_cluster_2n, tmp_path):
@@ -119,35 +111,16 @@ def test_a_signal_to_the_batch_step_stops_every_worker_step(slurm_cluster_2n, tm
     """SIGTERM to `kvbench run-job` in the middle of the replay (Slurm's own preemption and
     `scancel --signal=TERM --batch` deliver it there): the router and both srun steps are
     stopped, the allocation ends, no worker answers any more."""
-    import threading
-    import time
-
-    env = {"SLURM_CONF": str(slurm_cluster_2n.conf),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    ex = SlurmExecutor(env=env, poll_interval_s=0.5, timeout_s=150)
     options = quickstart_options(time_scale=1.0).model_copy(
         update={"max_requests": 10_000, "stand_in": "sim"})
     jobs = select_jobs(Selection(config_files=(RECIPE,), runner_config=RUNNERS))
     specs = build_specs(jobs, options, runner_config=RUNNERS)
-    outcomes: list = []
-    t = threading.Thread(target=lambda: outcomes.extend(ex.run(specs, tmp_path)), daemon=True)
-    t.start()
-    workers_file = tmp_path / specs[0].dir_name / "workers.json"
-    deadline = time.monotonic() + 120
-    while not workers_file.exists():  # written once the router answers
-        assert time.monotonic() < deadline and t.is_alive(), "the row never got to its replay"
-        time.sleep(0.5)
-    time.sleep(1.0)
-    subprocess.run(["scancel", "--signal=TERM", "--batch", ex.submitted[0]], check=True,
-                   env={**os.environ, **env}, capture_output=True)
-    t.join(timeout=120)
-    assert not t.is_alive()
-    [outcome] = outcomes
+    run = interrupt_row(slurm_cluster_2n, specs, tmp_path)
+    outcome, workers_file = run.outcome, run.job_dir / "workers.json"
     assert outcome.status == "failed"  # interrupted: no result, the row runs again on resume
     # kvbench's own unwind ran (not only Slurm's end of the allocation): it stopped the
     # router and the srun steps, each srun terminating its step
-    allocation = next((tmp_path / ".kvbench" / "slurm").iterdir())
-    log = (allocation / "task.log").read_text()
+    log = (run.allocation / "task.log").read_text()
     assert "interrupted: job" in log and "no result written" in log, log
     assert "Received terminate signal" in (
         tmp_path / specs[0].dir_name / "router" / "server.log").read_text()
@@ -155,6 +128,4 @@ def test_a_signal_to_the_batch_step_stops_every_worker_step(slurm_cluster_2n, tm
         url = urlsplit(w["url"])
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((url.hostname, url.port), timeout=2).close()
-    queue = subprocess.run(["squeue", "-h", "-j", ex.submitted[0]], capture_output=True,
-                           text=True, env={**os.environ, **env})
-    assert queue.stdout.strip() == ""
+    assert run.queue == ""

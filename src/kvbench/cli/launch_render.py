@@ -65,7 +65,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
             skipped.append((job, e.message.splitlines()[0]))
             continue
         built.append(Built(job, spec, plan.to_json(), job_dir,
-                           srt_recipe_path(job.row, next(iter(selection.config_files), None))))
+                           srt_recipe_path(job.row, job.config_file)))
     if not built and skipped:
         raise EngineError(f"none of the {len(skipped)} selected jobs can be launched; first: "
                           f"{skipped[0][0].exp_name}: {skipped[0][1]}")

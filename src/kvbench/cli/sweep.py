@@ -206,14 +206,16 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     jobs = selected_jobs(selection, SweepError)
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
     if options.stand_in is not None:
-        from kvbench.sweep.multinode import PD_ADAPTERS
+        from kvbench.sweep.multinode import STAND_IN_CHECKS
 
-        other = sorted({j.framework for j in jobs} - set(PD_ADAPTERS))
+        other = sorted({j.framework for j in jobs if not j.is_multinode}
+                       | ({j.framework for j in jobs} - set(STAND_IN_CHECKS)))
         if other:
             raise SweepOptionError(
-                f"--stand-in {options.stand_in} runs {', '.join(PD_ADAPTERS)} rows; the "
-                f"selection also has {', '.join(other)} jobs",
-                hint="select --framework " + " --framework ".join(PD_ADAPTERS))
+                f"--stand-in {options.stand_in} runs the multi-node rows of "
+                f"{', '.join(STAND_IN_CHECKS)}; the selection also has {', '.join(other)} jobs",
+                hint="select --multi-node --framework "
+                + " --framework ".join(STAND_IN_CHECKS))
         real = []  # the embedded engine serves every worker: its --time-scale applies
     if "--time-scale" in options.engine_args and real:
         raise SweepOptionError(f"--time-scale is for the embedded engine only; the selection "

@@ -40,6 +40,9 @@ class EngineAdapter:
     # (page size, memory fraction, KV dtype) flag names, or None where the engine takes them
     # elsewhere (TRT-LLM's YAML config) or not at all
     sizing_flags: ClassVar[tuple[str, str, str] | None] = None
+    # whether `build` returns a multi-node row whole: every worker in LaunchSpec.workers, the
+    # router or frontend in front of them as the argv (sglang-disagg, the recipe rows)
+    builds_workers: ClassVar[bool] = False
 
     @property
     def data(self) -> EngineData:

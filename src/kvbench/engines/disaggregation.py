@@ -60,6 +60,7 @@ class SGLangDisaggAdapter(EngineAdapter):
 
     name = "sglang-disagg"
     data_name = "sglang_disagg"
+    builds_workers = True
 
     def build(  # type: ignore[override]
         self,
@@ -93,8 +94,10 @@ class SGLangDisaggAdapter(EngineAdapter):
                 work_dir=work_dir, overrides=overrides, env_overrides=env_overrides,
                 accuracy=accuracy, engine_version=engine_version, dummy_weights=dummy_weights)
             url = f"http://{{node{wp.nodes[0]}}}:{wport}"
+            gpus = int(wp.job.row["tp"]) * int(wp.job.row["pp"]) * int(wp.job.row["pcp-size"])
             workers.append(WorkerSpec(
-                role=wp.role, index=wp.index, nodes=list(wp.nodes), argv=spec.argv,
+                role=wp.role, index=wp.index, nodes=list(wp.nodes),
+                gpus=-(-gpus // len(wp.nodes)), argv=spec.argv,
                 program_len=spec.program_len, env=spec.env, files=spec.files, url=url,
                 metrics_url=url + self.data.metrics_path, health_url=url + self.data.health_path,
                 plan=wp.plan.to_json(), sources=spec.sources, warnings=spec.warnings))

@@ -37,7 +37,7 @@ from kvbench import yamldoc
 from kvbench.engines.base import EngineAdapter
 from kvbench.engines.rules import DATA_DIR
 from kvbench.engines.spec import LaunchSpec, ServiceSpec, WorkerSpec
-from kvbench.engines.srt_recipe import Recipe, config_file_of, load_recipe
+from kvbench.engines.srt_recipe import Recipe, config_file_of, recipe_of
 from kvbench.errors import EngineError
 
 if TYPE_CHECKING:
@@ -334,12 +334,30 @@ def worker_files(recipe: Recipe, mode: str, infra: int) -> dict[str, str]:
 
 # ---- the adapter --------------------------------------------------------------------------
 
+def no_recipe_reason(job: Job) -> str:
+    """Why a row without `CONFIG_FILE=` is refused: InferenceX's srt-slurm runners stop on it
+    (runners/launch_gb300-nv.sh:510-512, launch_b300-nv.sh:187-189, launch_h200-dgxc-slurm.sh:
+    16-19 and every other srt-slurm runner at 843c6254f: "CONFIG_FILE is not set. The
+    srt-slurm path requires a CONFIG_FILE in additional-settings.", exit 1); the one other
+    path, launch_gb200-nv.sh:328-338 for dynamo-sglang, runs
+    benchmarks/multi_node/<prefix>_<precision>_gb200_dynamo-sglang.sh, a script 843c6254f
+    does not have. A single-node row of these frameworks has no additional-settings at all
+    (and no benchmarks/single_node script either)."""
+    where = "its prefill/decode additional-settings name none" if job.is_multinode else \
+        "a single-node row has no prefill/decode additional-settings"
+    return (f"{job.exp_name}: a {job.framework} row runs the srt-slurm recipe that "
+            f"CONFIG_FILE= names, and {where}: InferenceX's runner stops with "
+            "\"CONFIG_FILE is not set. The srt-slurm path requires a CONFIG_FILE in "
+            "additional-settings.\" (runners/launch_gb300-nv.sh:510-512)")
+
+
 class DynamoAdapter(EngineAdapter):
     """A row rendered from its srt-slurm recipe: the frontend's command line, every worker
     process in `workers`, etcd/NATS (and a Mooncake master) in `services`."""
 
     name = "dynamo"
     data_name = "sim"  # no rule file: the recipe is the data (EngineAdapter.data is unused)
+    builds_workers = True
 
     def build(  # type: ignore[override]
         self,
@@ -361,9 +379,8 @@ class DynamoAdapter(EngineAdapter):
 
         config_file = config_file_of(job.row)
         if config_file is None:
-            raise EngineError(f"{job.exp_name}: a {job.framework} row names its srt-slurm "
-                              "recipe with CONFIG_FILE=; this one has none")
-        recipe = load_recipe(config_file)
+            raise EngineError(no_recipe_reason(job))
+        recipe = recipe_of(job, config_file)
         for section, names in facts().rejected_fields.items():
             bad = sorted(set(names) & set(getattr(recipe, section)))
             if bad:
@@ -403,7 +420,7 @@ class DynamoAdapter(EngineAdapter):
             step = (list(proc.endpoint.nodes) if recipe.backend_type == "trtllm"
                     else [proc.node])
             workers.append(WorkerSpec(
-                role=mode, index=proc.endpoint.index, nodes=step,
+                role=mode, index=proc.endpoint.index, nodes=step, gpus=len(proc.gpus),
                 argv=argv, program_len=program_len, env=env,
                 files=worker_files(recipe, mode, infra) if proc.rank == 0 else {},
                 url=url, metrics_url=f"http://{{node{proc.node}}}:{proc.system_port}/metrics",

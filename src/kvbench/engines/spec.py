@@ -43,6 +43,7 @@ class WorkerSpec(BaseModel):
     role: Literal["prefill", "decode", "agg"]
     index: int  # within its role
     nodes: list[int]
+    gpus: int = 0  # GPUs it takes on each of its nodes
     argv: list[str]
     program_len: int = 1
     env: dict[str, str] = Field(default_factory=dict)
@@ -59,7 +60,8 @@ class WorkerSpec(BaseModel):
         return self.argv[self.program_len:]
 
     def to_json(self) -> dict:
-        return {"role": self.role, "index": self.index, "nodes": self.nodes, "argv": self.argv,
+        return {"role": self.role, "index": self.index, "nodes": self.nodes,
+                "gpus": self.gpus, "argv": self.argv,
                 "env": self.env, "files": self.files, "url": self.url,
                 "metrics-url": self.metrics_url, "health-url": self.health_url,
                 "plan": self.plan, "warnings": self.warnings}
@@ -95,6 +97,14 @@ class LaunchSpec(BaseModel):
     @property
     def engine_args(self) -> list[str]:
         return self.argv[self.program_len:]
+
+    def node_gpus(self) -> dict[int, int]:
+        """A disaggregated row: node rank -> the GPUs its workers take there."""
+        out: dict[int, int] = {}
+        for w in self.workers:
+            for node in w.nodes:
+                out[node] = out.get(node, 0) + w.gpus
+        return out
 
     def to_json(self, *, exp_name: str, config_key: str) -> dict:
         """The dry-run object: contract keys first."""

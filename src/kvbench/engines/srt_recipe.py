@@ -1,29 +1,33 @@
 """An srt-slurm recipe: the YAML that NVIDIA's `srtctl` renders into a Slurm job of Dynamo
 (or direct vLLM) workers, and that InferenceX names in a multi-node row's `CONFIG_FILE=`.
 
-The recipes are copied from InferenceX at 843c6254f (benchmarks/multi_node/srt-slurm-recipes/,
-overlaid by the NVIDIA runners onto the srt-slurm checkout: `cp -rT` into `recipes/<x>`, or
-kept at their InferenceX path for the dynamo-trt ones) into `data/srt_recipes/`. A row names
-one as `recipes/<x>` or `benchmarks/multi_node/srt-slurm-recipes/<x>`, optionally with a
-`:zip_override_<group>[i]` selector, resolved as srtctl does (core/config.py
-`resolve_override_config`: `base` deep-merged with the i-th slice of the group, lists of
-length one broadcast, the name `<base name>_<group>_<i>`)."""
+The recipes are the user's: they lie in the InferenceX checkout the row's master config
+belongs to (`benchmarks/multi_node/srt-slurm-recipes/` of its benchmark folder,
+recipe/layout.py `benchmark_folder`), which the NVIDIA runners overlay onto the srt-slurm
+checkout (`cp -rT` into `recipes/<x>`, or kept at their InferenceX path for the dynamo-trt
+ones). A row names one as `recipes/<x>` or `benchmarks/multi_node/srt-slurm-recipes/<x>`
+(recipe/layout.py `multinode_recipe_path`), optionally with a `:zip_override_<group>[i]`
+selector, resolved as srtctl does (core/config.py `resolve_override_config`: `base`
+deep-merged with the i-th slice of the group, lists of length one broadcast, the name
+`<base name>_<group>_<i>`)."""
 
 from __future__ import annotations
 
 import copy
 import re
 from functools import cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvbench import yamldoc
-from kvbench.engines.rules import DATA_DIR
 from kvbench.errors import EngineError
+from kvbench.recipe.layout import benchmark_folder, multinode_recipe_path
 
-RECIPES = DATA_DIR / "srt_recipes"
-PREFIXES = ("recipes/", "benchmarks/multi_node/srt-slurm-recipes/")
+if TYPE_CHECKING:
+    from kvbench.matrix import Job
+
 _SELECTOR = re.compile(r"^zip_override_(?P<group>[\w.-]+)\[(?P<index>\d+)\]$")
 _FORBID = ConfigDict(extra="forbid")
 
@@ -96,31 +100,40 @@ class Recipe(BaseModel):
         return {k: str(v) for k, v in (self.backend.get(key) or {}).items()}
 
 
-def recipe_name(config_file: str) -> tuple[str, str | None]:
-    """(path under data/srt_recipes/, selector) of a row's CONFIG_FILE value."""
-    path, _, selector = config_file.partition(":")
-    for prefix in PREFIXES:
-        if path.startswith(prefix):
-            return path[len(prefix):], selector or None
-    raise EngineError(f"CONFIG_FILE {config_file!r} is not an srt-slurm recipe path",
-                      hint=f"expected a path under {' or '.join(PREFIXES)}")
+def recipe_path(config_file: str, config_source: Path | None) -> tuple[Path, str | None]:
+    """(the file, its selector) of a row's CONFIG_FILE value, in the checkout of the master
+    config the row comes from (`config_source`)."""
+    name, _, selector = config_file.partition(":")
+    if config_source is None:
+        raise EngineError(f"CONFIG_FILE {config_file}: the row names no master config file, "
+                          "so no checkout to find its srt-slurm recipe in",
+                          hint="select the row with --config-files from an InferenceX checkout")
+    return multinode_recipe_path(name, benchmark_folder(config_source)), selector or None
+
+
+def recipe_of(job: Job, config_file: str) -> Recipe:
+    """The srt-slurm recipe `config_file` (the row's CONFIG_FILE value) names, from the
+    checkout of the job's master config."""
+    path, selector = recipe_path(config_file, job.config_file)
+    return load_recipe(path, selector, config_file)
 
 
 @cache
-def load_recipe(config_file: str) -> Recipe:
-    name, selector = recipe_name(config_file)
-    path = RECIPES / name
+def load_recipe(path: Path, selector: str | None, config_file: str) -> Recipe:
+    """The recipe at `path` (with its zip_override `selector`), named `config_file` in
+    messages; a missing file is a one-line refusal naming the path searched."""
     if not path.is_file():
-        raise EngineError(f"CONFIG_FILE {config_file}: no such recipe in InferenceX 843c6254f "
-                          "or srt-slurm: `srtctl apply -f` has no file to render and the runner "
-                          "exits 1")
+        raise EngineError(f"CONFIG_FILE {config_file}: no srt-slurm recipe at {path} (the "
+                          "runner copies the checkout's benchmarks/multi_node/srt-slurm-recipes/"
+                          " onto srt-slurm's recipes/; without the file `srtctl apply -f` has "
+                          "nothing to render and the runner exits 1)")
     raw = yamldoc.load_file(path, "srt-slurm recipe", EngineError)
     if selector is not None:
         raw = _select(raw, selector, config_file)
     try:
         return Recipe.model_validate(raw)
     except ValidationError as e:
-        raise EngineError(f"recipe {config_file}: {e.errors()[0]['loc']}: "
+        raise EngineError(f"recipe {config_file} ({path}): {e.errors()[0]['loc']}: "
                           f"{e.errors()[0]['msg']}") from None
 
 

@@ -18,7 +18,7 @@ from kvbench.matrix.selection import Selection
 from kvbench.recipe.cache import load_recipes
 from kvbench.recipe.facts import RunnerFacts
 from kvbench.recipe.fields import SCENARIO_TYPES
-from kvbench.recipe.layout import NO_FILES_HINT
+from kvbench.recipe.layout import NO_FILES_HINT, benchmark_folder
 
 
 def selection_runners(selection: Selection):  # -> kvbench.recipe.Runners | None
@@ -127,6 +127,11 @@ def _wanted(key: str, raw: dict[str, Any], sel: Selection, keys: set[str] | None
 
 def keyed_rows(selection: Selection) -> Keyed:
     """(config key, row) pairs in the reference's order, evals marked."""
+    return keyed_rows_and_sources(selection)[0]
+
+
+def keyed_rows_and_sources(selection: Selection) -> tuple[Keyed, dict[str, Path]]:
+    """`keyed_rows`, and the master config file each selected config key comes from."""
     entries, runners = load_recipes([Path(p) for p in selection.config_files],
                                      runner_config_path(selection))
     _check(selection, runners)
@@ -145,7 +150,6 @@ def keyed_rows(selection: Selection) -> Keyed:
     # The runners file's layout says which generator the rows follow (the newer generator
     # reads only the clusters: layout; the classic one only hardware:).
     layout = runners.layout
-    base = Path(selection.config_files[0]).resolve().parent.parent
     out: Keyed = []
     wanted_keys = set(order)
     for key in order:
@@ -159,7 +163,7 @@ def keyed_rows(selection: Selection) -> Keyed:
             if not runner_values:
                 continue
         ctx = EntryContext(key=key, raw=raw, runners=runner_values, inventory=runners,
-                           layout=layout, base=base)
+                           layout=layout, base=benchmark_folder(entry.source))
         if (ctx.is_multinode and not multi) or (not ctx.is_multinode and not single):
             continue
         if "fixed-seq-len" in scenarios:
@@ -177,7 +181,8 @@ def keyed_rows(selection: Selection) -> Keyed:
         for _, row in out:
             row["eval-only"] = True
             row.pop("require-power", None)  # an eval measures accuracy, never power
-    return out
+    keys = {k for k, _ in out}
+    return out, {k: Path(entries[k].source) for k in keys}
 
 
 def generate_rows(selection: Selection) -> list[dict]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from kvbench.matrix.generate import keyed_rows
+from kvbench.matrix.generate import keyed_rows_and_sources
 from kvbench.matrix.selection import Selection
 
 
@@ -15,6 +16,10 @@ class Job:
     config_key: str
     row: dict[str, Any]  # the exact reference row; treat as read-only
     scenario: str
+    # the master config file the row comes from: its checkout holds the recipes a row names
+    # (recipe/layout.py benchmark_folder); None for a row made elsewhere. Not the job's
+    # identity: the same row read from a copy of the file is the same job.
+    config_file: Path | None = field(default=None, compare=False)
 
     def __hash__(self) -> int:
         return hash((self.config_key, json.dumps(self.row, sort_keys=True)))
@@ -87,7 +92,9 @@ class Job:
 
 def select_jobs(selection: Selection) -> list[Job]:
     """The selected rows as Jobs, in the reference generator's order."""
+    rows, sources = keyed_rows_and_sources(selection)
     return [
-        Job(config_key=key, row=row, scenario=row.get("scenario-type", "fixed-seq-len"))
-        for key, row in keyed_rows(selection)
+        Job(config_key=key, row=row, scenario=row.get("scenario-type", "fixed-seq-len"),
+            config_file=sources.get(key))
+        for key, row in rows
     ]

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from kvbench.errors import MatrixError
 from kvbench.recipe.fields import CLUSTER_LABEL_PREFIX
+from kvbench.recipe.layout import multinode_recipe_path
 
 if TYPE_CHECKING:
     from kvbench.recipe.facts import RunnerFacts
 
-# Where a checkout keeps the multi-node srt-slurm recipes, relative to its benchmark folder.
-RECIPE_ROOT = Path("benchmarks") / "multi_node" / "srt-slurm-recipes"
 RECIPE_SCHEMA = 2
 
 
@@ -66,9 +65,7 @@ def recipe_nodes(prefill: dict[str, Any], decode: dict[str, Any], base: Path | N
     if base is None:
         return None
     name, _, variant = names.pop().partition(":")
-    prefix = RECIPE_ROOT.as_posix() + "/"
-    path = base / name if name.startswith(prefix) else base / RECIPE_ROOT / name.removeprefix(
-        "recipes/")
+    path = multinode_recipe_path(name, base)
     if not path.is_file():
         return None
     import yaml

@@ -29,7 +29,7 @@ from kvbench.units import MiB
 # yamldoc.MAX_FILE_BYTES, named here so that a warm run does not import PyYAML
 MAX_FILE_BYTES = 64 * MiB
 
-FORMAT = b"kvbench-recipes-1"
+FORMAT = b"kvbench-recipes-2"
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -75,12 +75,15 @@ def _validated(configs: Sequence[Path], runners: Path) -> dict:
     plain = plain_recipes(configs, runners)
     if plain is not None:
         entries, facts = plain
-        return {"entries": entries, "runners": facts.to_json()}
-    from kvbench.recipe.loader import load_master_configs, load_runners
+    else:
+        from kvbench.recipe.loader import load_master_configs, load_runners
 
-    validated = load_master_configs(list(configs))
-    facts = load_runners(runners).facts()
-    return {"entries": [(k, e.raw, str(e.source)) for k, e in validated.items()],
+        validated = load_master_configs(list(configs))
+        facts = load_runners(runners).facts()
+        entries = [(k, e.raw, str(e.source)) for k, e in validated.items()]
+    # each entry's file as an absolute path (the key is over absolute paths): a cached entry
+    # read from another working directory still names its file
+    return {"entries": [(k, raw, os.path.abspath(src)) for k, raw, src in entries],
             "runners": facts.to_json()}
 
 

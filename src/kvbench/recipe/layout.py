@@ -20,6 +20,10 @@ RUNNERS_FILE = "runners.yaml"
 CHANGELOG_FILE = "perf-changelog.yaml"
 CI_PRIORITY_FILE = "ci-priority.yaml"
 MASTER_GLOB = "*master*.yaml"
+# the multi-node srt-slurm recipes, under the benchmark folder; rows name them under
+# srt-slurm's own folder name (`recipes/<x>`) or by this path
+MULTI_NODE_RECIPES = "benchmarks/multi_node/srt-slurm-recipes"
+SRT_SLURM_RECIPES = "recipes/"
 
 NO_FILES_HINT = ("pass --config-files FILE..., or run it at the root of an InferenceX checkout "
                  "(configs/ or inferencex-e2e/configs/)")
@@ -97,9 +101,37 @@ def kind_of(path: Path) -> str | None:
     return None
 
 
+def benchmark_folder(config_file: Path) -> Path:
+    """The benchmark folder of the checkout a master config belongs to, where its recipes
+    are: `configs/`'s parent (the repository root in the classic layout, `inferencex-e2e/` in
+    the newer; a root's `.github/configs/` too), else the config file's own folder (a copy of
+    the configs outside a checkout, as tests/data/inferencex/ keeps them)."""
+    folder = Path(config_file).resolve().parent
+    if folder.name == CONFIGS_DIR:
+        folder = folder.parent
+        if folder.name == ".github":
+            folder = folder.parent
+    return folder
+
+
+def multinode_recipe_path(name: str, base: Path) -> Path:
+    """Where the srt-slurm recipe a multi-node row names with `CONFIG_FILE=<name>` (its
+    `:selector` stripped) lies in the checkout whose benchmark folder is `base`, as the
+    NVIDIA runners find it (InferenceX 843c6254f): `recipes/<x>` is srt-slurm's recipes/
+    folder, onto which the runner copies the checkout's
+    `benchmarks/multi_node/srt-slurm-recipes/<x>` (runners/launch_gb300-nv.sh:152-153,
+    launch_h200-dgxc-slurm.sh:20-21); a `benchmarks/multi_node/srt-slurm-recipes/<x>` name
+    is the checkout's own path, which the runner copies to the same path in the srt-slurm
+    checkout (launch_gb300-nv.sh:272-274); any other name is taken as it is, under `base`."""
+    prefix = MULTI_NODE_RECIPES + "/"
+    if name.startswith(prefix):
+        return base / name
+    return base / MULTI_NODE_RECIPES / name.removeprefix(SRT_SLURM_RECIPES)
+
+
 def srt_recipe_path(row: dict, config_file: Path | None) -> tuple[str, Path | None] | None:
     """A row's `srt-recipe` and where it lies in the checkout of `config_file` (the name is
-    relative to the benchmark folder, `configs/`'s parent: InferenceX inferencex-e2e
+    relative to the benchmark folder: InferenceX inferencex-e2e
     benchmarks/single_node/srt-slurm-recipes/...); None for a row without one. The path is
     None when the checkout does not hold the file (some recipes ship in the runtime image)."""
     name = row.get("srt-recipe")
@@ -107,5 +139,5 @@ def srt_recipe_path(row: dict, config_file: Path | None) -> tuple[str, Path | No
         return None
     if config_file is None:
         return name, None
-    path = Path(config_file).resolve().parent.parent / name
+    path = benchmark_folder(config_file) / name
     return name, path if path.is_file() else None

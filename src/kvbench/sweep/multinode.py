@@ -5,7 +5,14 @@ prefill/decode router in front of them; on exit everything is torn down, router 
 The router is sglang-router in PD mode (`--pd-disaggregation --prefill URL --decode URL`,
 sglang-router 0.3.2 `launch_router --help`): it sends each request to one prefill and one
 decode worker and streams the decode worker's answer, for SGLang workers and for the
-embedded engine's (which serve the request whole on both, as they cannot hand KV over)."""
+embedded engine's (which serve the request whole on both, as they cannot hand KV over);
+aggregated workers (an srt-slurm recipe's `agg` mode) sit behind it in its regular mode
+(`--worker-urls`).
+
+A row whose adapter builds it whole (`EngineAdapter.builds_workers`: sglang-disagg, and the
+srt-slurm recipe rows of engines/dynamo.py) runs the workers and the front (router or Dynamo
+frontend) the adapter built, `serve_built_workers`; any other multi-node row runs one
+single-node server per worker row (sweep/workers.py), `serve_workers`."""
 
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from kvbench.errors import SweepError
+from kvbench.errors import KvbenchError, SweepError
 from kvbench.sweep.workers import Worker, placement, workers_of
 
 WORKERS_DIR = "workers"
@@ -35,10 +42,17 @@ ROLE_ARGS: dict[str, dict[str, list[str]]] = {
                "decode": ["--disaggregation-mode", "decode"]},
 }
 PREFILL_BOOTSTRAP: dict[str, list[str]] = {"sglang": ["8998"]}
-# Frameworks whose adapter builds the whole row (every worker's command line and the router's,
-# engines/disaggregation.py): framework -> (the workers' engine, the router's) for the stand-in
-# parser checks (launch/stand_in.py).
-PD_ADAPTERS: dict[str, tuple[str, str]] = {"sglang-disagg": ("sglang", "sglang-router")}
+# Frameworks whose rows the stand-in runs (their adapter builds the whole row): framework ->
+# (the parser of the workers' command lines, the parser of the front's), launch/stand_in.py
+# CHECKS. A Dynamo worker is checked by its own module's parser (Dynamo's flags, then the
+# engine's); vLLM's multi-node rows are srt-slurm recipes of dynamo.vllm workers. dynamo-trt
+# is absent: dynamo.trtllm's parser imports TensorRT-LLM, which has no CPU build.
+STAND_IN_CHECKS: dict[str, tuple[str, str]] = {
+    "sglang-disagg": ("sglang", "sglang-router"),
+    "dynamo-vllm": ("dynamo-vllm", "dynamo-frontend"),
+    "dynamo-sglang": ("dynamo-sglang", "dynamo-frontend"),
+    "vllm": ("dynamo-vllm", "dynamo-frontend"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +114,19 @@ class Endpoint:
     workers: list[dict[str, Any]] = field(default_factory=list)
 
 
-def router_argv(engine: str, prefill: list[str], decode: list[str], port: int,
-                metrics_port: int) -> list[str]:
-    argv = [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
-    for url in prefill:
-        argv += ["--prefill", url, *PREFILL_BOOTSTRAP.get(engine, [])]
-    for url in decode:
-        argv += ["--decode", url]
+def router_argv(engine: str, urls: dict[str, list[str]], port: int, metrics_port: int
+                ) -> list[str]:
+    """sglang-router over the workers' URLs by role: PD mode over prefill and decode workers,
+    its regular mode over aggregated ones."""
+    argv = [sys.executable, "-m", "sglang_router.launch_router"]
+    if urls.get("prefill") or urls.get("decode"):
+        argv.append("--pd-disaggregation")
+        for url in urls.get("prefill", []):
+            argv += ["--prefill", url, *PREFILL_BOOTSTRAP.get(engine, [])]
+        for url in urls.get("decode", []):
+            argv += ["--decode", url]
+    else:
+        argv += ["--worker-urls", *urls.get("agg", [])]
     # agentic prefills run for minutes: never time a request out early
     return [*argv, "--host", "127.0.0.1", "--port", str(port),
             "--prometheus-port", str(metrics_port), "--request-timeout-secs", "14400",
@@ -124,8 +144,8 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
 
     spec, job_dir = run.spec, run.job_dir
     framework = spec.row["framework"]
-    if framework in PD_ADAPTERS:
-        with serve_pd_workers(run, free_port, server_env) as endpoint:
+    if get_adapter(framework, multinode=True).builds_workers:
+        with serve_built_workers(run, free_port, server_env) as endpoint:
             yield endpoint
         return
     workers = workers_of(spec.row)
@@ -174,8 +194,7 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
         rdir = job_dir / ROUTER_DIR
         rdir.mkdir(parents=True, exist_ok=True)
         # its own free port for metrics: port + 10000 runs past 65535 for high free ports
-        router = ServerProcess(router_argv(adapter.name, urls["prefill"], urls["decode"], port,
-                                           free_port()),
+        router = ServerProcess(router_argv(adapter.name, urls, port, free_port()),
                                env=server_env({}), log_path=rdir / "server.log",
                                ready_url=f"http://127.0.0.1:{port}/health",
                                ready_timeout_s=opts.timeouts.ready_s, cwd=rdir, name="router")
@@ -188,16 +207,21 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
 
 
 @contextlib.contextmanager
-def serve_pd_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[Endpoint]:
-    """A row whose adapter builds every worker and the router (`sglang-disagg`): each worker
-    its own srun step on the node of its plan's placement, with its command line as the
-    adapter built it (a free port of its own: two slurmds may share a host); the router once
-    every worker is ready. With `options.stand_in == "sim"` every worker step runs the real
-    command line through the engine's own parser, then the embedded engine serves in its
-    place; the router's command line is checked by sglang-router's parser and the PD router
-    over the embedded workers is `router_argv`'s (the real one's policy flags need
-    SGLang's worker APIs). Any failure or signal unwinds the ExitStack: every step is
-    stopped, the router first."""
+def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[Endpoint]:
+    """A row whose adapter builds every worker and the front (sglang-disagg's router, a
+    recipe row's Dynamo frontend): each worker process its own srun step on the node the
+    adapter placed it on, with the GPUs it takes there and its command line as the adapter
+    built it (`{node<rank>}` filled in with the node's address; a free port of its own where
+    it has one: two slurmds may share a host); the front once every worker is ready. With
+    `options.stand_in == "sim"` every worker step runs the real command line through its
+    engine's own parser (STAND_IN_CHECKS), then the embedded engine serves in its place,
+    sized by the worker's plan; the front's command line is checked by its own parser and
+    sglang-router (`router_argv`) stands in for it over the embedded workers (the real
+    router's policy flags need SGLang's worker APIs, Dynamo's frontend finds its workers
+    through etcd/NATS, which embedded workers do not join). The services a recipe row needs
+    (etcd, NATS, a Mooncake master) serve Dynamo's workers only: under the stand-in they are
+    listed, not started. Any failure or signal unwinds the ExitStack: every step is stopped,
+    the front first."""
     from kvbench.engines import get_adapter
     from kvbench.launch import ServerProcess
     from kvbench.matrix import Job
@@ -205,7 +229,6 @@ def serve_pd_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[Endp
 
     spec, job_dir, opts = run.spec, run.job_dir, run.spec.options
     framework = spec.row["framework"]
-    worker_engine, router_engine = PD_ADAPTERS[framework]
     stand_in = opts.stand_in == "sim"
     runners = None
     if spec.runner_config:
@@ -216,97 +239,129 @@ def serve_pd_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[Endp
     alloc = Allocation.current()
     host = "0.0.0.0" if alloc.srun else "127.0.0.1"
     router_port = free_port()
-    launch = get_adapter(framework).build(
-        job, None, port=router_port, model_path=opts.model_path, work_dir=job_dir,
-        runners=runners, dummy_weights=opts.load_format == "dummy", host=host)
+    try:
+        launch = get_adapter(framework, multinode=True).build(
+            job, None, port=router_port, model_path=opts.model_path, work_dir=job_dir,
+            runners=runners, dummy_weights=opts.load_format == "dummy", host=host)
+    except KvbenchError as e:  # the adapter refuses the row (no recipe, ...)
+        raise SweepError(e.message) from None
     refused = [w for w in launch.warnings if w.startswith("plan refused: ")]
     if refused:
         raise SweepError("; ".join(refused))
     if launch.nodes > len(alloc.nodes) and alloc.srun:
         raise SweepError(f"the row's workers need {launch.nodes} nodes; the allocation has "
                          f"{len(alloc.nodes)}")
+    if stand_in and framework not in STAND_IN_CHECKS:
+        raise SweepError(f"--stand-in {opts.stand_in}: no parser here checks a {framework} "
+                         "worker's command line", hint="stand-in rows: "
+                         + ", ".join(STAND_IN_CHECKS))
+    if launch.services and not stand_in:
+        raise SweepError(f"a {framework} row runs its workers behind "
+                         f"{', '.join(x.name for x in launch.services)} under srtctl, in its "
+                         "containers; kvbench runs it with --stand-in sim only")
+    worker_check, front_check = STAND_IN_CHECKS.get(framework, (framework, framework))
+    # a worker's own plan: by role and index, else its role's (an `agg` worker: the row's
+    # prefill, which the generator budgets for; a recipe may run more workers than the row)
     planned = plan_workers(job, runners).workers
+    plans = {(wp.role, wp.index): wp for wp in planned}
+    for wp in planned:
+        plans.setdefault((wp.role, -1), wp)
+    # every worker on one host when Slurm is absent
+    addrs = {f"{{node{rank}}}": (alloc.nodes[rank] if alloc.srun else alloc.nodes[0]).addr
+             for rank in range(launch.nodes)}
     with contextlib.ExitStack() as stack:
-        servers, urls, records, first_metrics = [], {"prefill": [], "decode": []}, [], None
+        servers: list[Any] = []
+        urls: dict[str, list[str]] = {}
+        records: list[dict[str, Any]] = []
+        first_metrics = None
         placeholder_urls: dict[str, str] = {}
-        for ws, wp in zip(launch.workers or [], planned, strict=True):
+        names: set[str] = set()
+        for ws in launch.workers:
             name = f"{ws.role}-{ws.index}"
-            if len(ws.nodes) > 1:
-                raise SweepError(f"{name} spans {len(ws.nodes)} nodes (tp {wp.job.row['tp']}): "
-                                 "one server over several nodes needs a step per node with "
-                                 "its node rank, which the adapter does not build")
-            # every worker on one host when Slurm is absent
+            if len(ws.nodes) > 1 or name in names:
+                raise SweepError(f"{name} spans {max(len(ws.nodes), 2)} nodes: one server over "
+                                 "several nodes needs a step per node with its node rank, "
+                                 "which the embedded engine does not serve")
+            names.add(name)
+            wp = plans.get((ws.role, ws.index)) or plans[
+                ("prefill" if ws.role == "agg" else ws.role, -1)]
             node = alloc.nodes[ws.nodes[0]] if alloc.srun else alloc.nodes[0]
             wdir = job_dir / WORKERS_DIR / name
             wdir.mkdir(parents=True, exist_ok=True)
             port = free_port()
-            argv = _with_value(ws.argv, "--port", str(port)) + list(
-                () if stand_in else opts.engine_args)
+            argv = _filled_nodes(_with_value(ws.argv, "--port", str(port), add=False), addrs)
+            argv += list(() if stand_in else opts.engine_args)
             base = f"http://{node.addr}:{port}"
             placeholder_urls[ws.url] = base
-            gpus = int(wp.job.row["tp"]) * int(wp.job.row.get("pp") or 1)
-            prefix = alloc.prefix(node, Worker(ws.role, ws.index, wp.job.row, {}), gpus)
+            prefix = alloc.prefix(node, Worker(ws.role, ws.index, wp.job.row, {}), ws.gpus)
             for fname, content in ws.files.items():
-                (wdir / fname).write_text(content)
+                (wdir / fname).write_text(_filled_nodes([content], addrs)[0])
+            env = dict(zip(ws.env, _filled_nodes(list(ws.env.values()), addrs), strict=True))
             record: dict[str, Any] = {
                 "name": name, "role": ws.role, "node": node.name, "url": base,
-                "tp": wp.job.row["tp"], "ep": wp.job.row.get("ep") or 1, "gpus": gpus,
-                "argv": [*prefix, *argv], "plan": ws.plan}
+                "tp": wp.job.row["tp"], "ep": wp.job.row.get("ep") or 1, "gpus": ws.gpus,
+                "argv": [*prefix, *argv], "plan": ws.plan or wp.plan.to_json()}
             if stand_in:
                 sim = get_adapter("sim").build(
                     Job(spec.config_key, {**wp.job.row, "framework": "sim"}, spec.scenario),
                     wp.plan, port=port, host=host, work_dir=wdir)
-                serve = [*sim.argv, *opts.engine_args]
+                # the name the replay asks for is the front's (a recipe's served-model-name)
+                serve = [*_with_value(sim.argv, "--served-model-name",
+                                      launch.served_model_name), *opts.engine_args]
                 check = wdir / "engine-check.json"
                 file = wdir / "stand-in.json"
-                file.write_text(json.dumps({"engine": worker_engine, "argv": argv,
+                file.write_text(json.dumps({"engine": worker_check, "argv": argv,
                                             "program_len": ws.program_len, "serve": serve,
                                             "check_path": str(check)}))
                 step = [*prefix, sys.executable, "-m", "kvbench.launch.stand_in", str(file)]
                 ready, metrics = _at(sim.health_url, node.addr), _at(sim.metrics_url, node.addr)
                 record.update({"served-by": "kvbench serve-sim (stand-in)", "step": step,
-                               "serve-argv": serve, "engine-check": str(check)})
+                               "serve-argv": serve, "engine-check": str(check), "env": env})
             else:
                 step = [*prefix, *argv]
                 ready = _at(_filled(ws.health_url, ws.url, base), node.addr)
                 metrics = _at(_filled(ws.metrics_url, ws.url, base), node.addr)
-                record.update({"served-by": worker_engine, "step": step})
-            server = ServerProcess(step, env=server_env(dict(ws.env)),
-                                   log_path=wdir / "server.log", ready_url=ready,
-                                   ready_timeout_s=opts.timeouts.ready_s, cwd=wdir, name=name)
+                record.update({"served-by": worker_check, "step": step})
+            server = ServerProcess(step, env=server_env(env), log_path=wdir / "server.log",
+                                   ready_url=ready, ready_timeout_s=opts.timeouts.ready_s,
+                                   cwd=wdir, name=name)
             stack.enter_context(server)
             servers.append(server)
-            urls[ws.role].append(base)
+            urls.setdefault(ws.role, []).append(base)
             record["patches"] = []
             records.append(record)
             if first_metrics is None:
                 first_metrics = metrics
         run.phase = "ready"
         run.events.phase("ready")
-        for server in servers:  # readiness of every worker before the router starts
+        for server in servers:  # readiness of every worker before the front starts
             server.wait_ready()
         rdir = job_dir / ROUTER_DIR
         rdir.mkdir(parents=True, exist_ok=True)
-        real_router = [placeholder_urls.get(a, a) for a in launch.argv]
+        real_front = _filled_nodes([placeholder_urls.get(a, a) for a in launch.argv], addrs)
+        front_env = dict(zip(launch.env, _filled_nodes(list(launch.env.values()), addrs),
+                             strict=True))
         if stand_in:
             check = rdir / "router-check.json"
             file = rdir / "stand-in.json"
-            file.write_text(json.dumps({"engine": router_engine, "argv": real_router,
+            file.write_text(json.dumps({"engine": front_check, "argv": real_front,
                                         "program_len": launch.program_len,
                                         "check_path": str(check)}))
             out = subprocess.run([sys.executable, "-m", "kvbench.launch.stand_in", str(file)],
                                  capture_output=True, text=True, timeout=300,
-                                 env=server_env({}))
+                                 env={**os.environ, **server_env(front_env)})
             if out.returncode != 0:
-                raise SweepError(f"the router's command line: "
+                raise SweepError(f"the front's command line: "
                                  f"{(out.stderr.strip().splitlines() or ['?'])[-1]}")
-            rargv = router_argv(worker_engine, urls["prefill"], urls["decode"], router_port,
-                                free_port())
+            rargv = router_argv(worker_check, urls, router_port, free_port())
             health = f"http://127.0.0.1:{router_port}/health"
         else:
-            rargv, health = real_router, launch.health_url
+            rargv, health = real_front, launch.health_url
         (rdir / "router-argv.json").write_text(json.dumps(
-            {"argv": real_router, "ran": rargv}, indent=1) + "\n")
+            {"argv": real_front, "env": front_env, "ran": rargv,
+             "services": [{"name": x.name, "argv": x.argv,
+                           "started": not stand_in} for x in launch.services]},
+            indent=1) + "\n")
         router = ServerProcess(rargv, env=server_env({}), log_path=rdir / "server.log",
                                ready_url=health, ready_timeout_s=opts.timeouts.ready_s,
                                cwd=rdir, name="router")
@@ -317,13 +372,24 @@ def serve_pd_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[Endp
                        correlation_header=launch.correlation_header, workers=records)
 
 
-def _with_value(argv: list[str], flag: str, value: str) -> list[str]:
-    """`argv` with `flag`'s value replaced (appended when absent)."""
+def _with_value(argv: list[str], flag: str, value: str, add: bool = True) -> list[str]:
+    """`argv` with `flag`'s value replaced (appended when absent, unless not `add`)."""
     out = list(argv)
     if flag in out:
         out[out.index(flag) + 1] = value
         return out
-    return [*out, flag, value]
+    return [*out, flag, value] if add else out
+
+
+def _filled_nodes(values: list[str], addrs: dict[str, str]) -> list[str]:
+    """`values` with each `{node<rank>}` of the adapter's (engines/dynamo.py: addresses are
+    not known before the allocation) replaced by that node's address."""
+    out = []
+    for value in values:
+        for placeholder, addr in addrs.items():
+            value = value.replace(placeholder, addr)
+        out.append(value)
+    return out
 
 
 def _filled(url: str, placeholder_base: str, base: str) -> str:

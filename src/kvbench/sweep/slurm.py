@@ -108,26 +108,20 @@ class SlurmExecutor:
             # recipe's roles), which may hold more than the workers' own GPUs need
             nodes = max(nodes, spec.row["node-count"])
         gres = min(gpn, max(w.gpus for w in workers))
-        from kvbench.sweep.multinode import PD_ADAPTERS
-
-        if spec.row.get("framework") in PD_ADAPTERS:
+        tasks = len(workers)
+        built = _built_launch(spec)
+        if built is not None:
             # the adapter places its workers itself (plan_workers: whole nodes each, or a
-            # role packed onto `<ROLE>_NODES=`): its nodes, and the most GPUs one node holds
-            from kvbench.plan.workers import plan_workers
-
-            runners = None
-            if spec.runner_config:
-                from kvbench.recipe import load_runners
-
-                runners = load_runners(Path(spec.runner_config))
-            placed = plan_workers(spec.job(), runners)
+            # role packed onto `<ROLE>_NODES=`; a recipe row: srtctl's placement): its
+            # nodes, a task per worker process, and the most GPUs one node holds
             count = spec.row.get("node-count")
-            nodes = max(len(placed.nodes), count if isinstance(count, int) else 0)
-            gres = min(gpn, max(u.gpus for u in placed.nodes.values()))
+            nodes = max(built.nodes, count if isinstance(count, int) else 0)
+            gres = min(gpn, max(built.node_gpus().values(), default=0))
+            tasks = max(len(built.workers), 1)
         lines = [*self._header(job_dir.name, job_dir / "task.log"),
                  f"#SBATCH --nodes={nodes}",
-                 f"#SBATCH --ntasks={len(workers)}"]
-        if not cpu_only:
+                 f"#SBATCH --ntasks={tasks}"]
+        if not cpu_only and gres:
             lines += [f"#SBATCH --gres=gpu:{gres}",
                       "#SBATCH --exclusive"]
         lines += [f"#SBATCH {a}" for a in self.sbatch_args]
@@ -245,6 +239,33 @@ class SlurmExecutor:
         failure = read_json(job_dir / layout.RESULT_FILE).get("failure") or {}
         return JobOutcome(spec.dir_name, status, phase=failure.get("stage"),
                           reason=failure.get("reason"), result_path=path)
+
+
+def _built_launch(spec: JobSpec):  # -> kvbench.engines.LaunchSpec | None
+    """The launch of a row whose adapter builds it whole (every worker placed on the
+    allocation's nodes), else None (one single-node server per worker row). A row the adapter
+    refuses gets its smallest allocation: `run-job` there records the refusal as its result."""
+    from kvbench.engines import get_adapter
+    from kvbench.errors import KvbenchError
+
+    try:
+        adapter = get_adapter(spec.row.get("framework", ""), multinode=True)
+    except KvbenchError:
+        return None
+    if not adapter.builds_workers:
+        return None
+    runners = None
+    if spec.runner_config:
+        from kvbench.recipe import load_runners
+
+        runners = load_runners(Path(spec.runner_config))
+    from kvbench.engines import LaunchSpec
+
+    try:
+        return adapter.build(spec.job(), None, port=0, runners=runners)
+    except KvbenchError:
+        return LaunchSpec(engine=adapter.name, argv=[], base_url="", metrics_url="",
+                          health_url="", served_model_name="")
 
 
 def _gpus_per_node(spec: JobSpec) -> int:

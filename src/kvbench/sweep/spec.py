@@ -45,6 +45,8 @@ class JobSpec(BaseModel):
     fingerprint: str
     dir_name: str
     runner_config: str | None = None
+    # the master config the row comes from (its checkout holds the recipes the row names)
+    config_file: str | None = None
     options: RunOptions = Field(default_factory=RunOptions)
     schema_version: int = SCHEMA_VERSION
 
@@ -65,7 +67,8 @@ class JobSpec(BaseModel):
         """The matrix Job this spec runs."""
         from kvbench.matrix import Job
 
-        return Job(config_key=self.config_key, row=self.row, scenario=self.scenario)
+        return Job(config_key=self.config_key, row=self.row, scenario=self.scenario,
+                   config_file=Path(self.config_file) if self.config_file else None)
 
     def to_json(self) -> dict:
         return self.model_dump(mode="json")
@@ -168,6 +171,8 @@ def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
                 config_key=job.config_key, scenario=job.scenario, row=dict(job.row),
                 repeat=r, fingerprint=fp, dir_name=base if r == 0 else f"{base}__r{r}",
                 runner_config=str(Path(runner_config).resolve()) if runner_config else None,
+                config_file=(str(Path(job.config_file).resolve())
+                             if getattr(job, "config_file", None) else None),
                 options=options,
             ))
     return specs
