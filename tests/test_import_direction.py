@@ -31,8 +31,9 @@ ALLOWED: dict[str, set[str]] = {
     # capacity runs the simulator in-process (virtual time) and a server through replay
     "capacity": {"recipe", "matrix", "models", "hardware", "plan", "workload", "replay",
                  "metrics", "results", "sim"},
+    # sweep forecasts the embedded engine's replays with the simulator in virtual time
     "sweep": {"recipe", "matrix", "models", "hardware", "plan", "engines", "launch", "workload",
-              "replay", "metrics", "telemetry", "results", "report", "changelog"},
+              "replay", "metrics", "telemetry", "results", "report", "changelog", "sim"},
     "cli": {"*"},
 }
 

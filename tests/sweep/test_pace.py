@@ -64,3 +64,18 @@ def test_the_choice_is_kept_for_a_resumed_quickstart(tmp_path):
     assert saved(tmp_path) == pace
     (tmp_path / ".kvbench" / "pace.json").write_text("{not json")
     assert saved(tmp_path) is None  # unreadable: probed again
+
+
+def test_the_sweeps_replays_in_units_of_the_probes_set_the_budget():
+    """With the sweep's replays forecast in the engine's clock (sweep/forecast.py) the budget
+    counts what each job takes, not every job as heavy as the probe: 50 probe replays of 1 s
+    at 50x in 60 - 18 x 1 s = 42 s need 50 x 50 / 42 = 59.5 -> 50 (the cap); 25 of them
+    need 29.8 -> 30x, where 85-request jobs counted as heavy as the probe's 24 needed 50x."""
+    heavy = choose(_probe(20.0, 4.0, 0.2), probe_scale=50, jobs=18, requests_per_job=85,
+                   budget_s=60, replay_units=50)
+    assert heavy.time_scale == 50
+    light = choose(_probe(20.0, 4.0, 0.2), probe_scale=50, jobs=18, requests_per_job=85,
+                   budget_s=60, replay_units=25)
+    assert light.time_scale == 30
+    # 18 x 1 s + 25 x 1 s x 50 / 10 = 143 s
+    assert "(--time-scale 10 would take about 143 s)" in light.reason

@@ -118,12 +118,13 @@ def test_quickstart_with_a_busy_core_picks_a_pace_the_client_sustains(tmp_path):
     passes every check but `offload_tier`: the dram arm at conc 2 and 4 never needs the host
     tier (its KV fits on the GPU), the comparison's answer, not a defect of the run."""
     if os.environ.get("KVBENCH_BUSY_CORE_TEST") != "1":
-        # not met yet (issue 27 item 10): on the shared 2-core development machine the 18
-        # jobs' fixed costs (server start, stop, results: ~30 s) leave no room in the minute
-        # for a slower clock, and 0 of 6 cells came out valid; run it where it is to be
-        # judged with KVBENCH_BUSY_CORE_TEST=1 (docs/performance.md, "The quickstart on a
-        # busy machine")
-        pytest.skip("the busy-core quickstart target is not met yet (issue 27 item 10)")
+        # not met reliably (issue 27 item 10): on the 2-core development machine, quiet but
+        # for the pinned hog, with the client and engine kept to the idle core at nice -10
+        # and the replays forecast for the budget, 4, 5 and 5 of 6 cells came out valid in
+        # 48-52 s (before: 0-3); a run at the edge of the 10 ms send-lateness limit at conc 8
+        # decides it. Run it where it is to be judged with KVBENCH_BUSY_CORE_TEST=1
+        # (docs/performance.md, "The quickstart on a busy machine")
+        pytest.skip("the busy-core quickstart target is not met reliably (issue 27 item 10)")
     if hasattr(os, "getloadavg") and os.getloadavg()[0] > (os.cpu_count() or 2):
         # the scenario is two cores with one busy; on a machine whose cores are all busy
         # already the quickstart's client is late whatever its pace (measured:

@@ -373,6 +373,9 @@ def quickstart(
              "at most 50, chosen by a short probe and printed)")] = None,
     repeats: Annotated[int, typer.Option(help="Runs per point: deltas come with their noise "
                                               "from these.")] = 3,
+    placement: Annotated[bool, typer.Option(
+        help="Keep the client and the engine to the cores other work leaves idle, at a "
+             "higher priority where allowed (printed)")] = True,
 ) -> None:
     """Run the embedded-engine quickstart: resident vs HiCache host offload on real Claude
     Code sessions, then print the comparison and the dashboard path (no GPU needed)."""
@@ -384,4 +387,5 @@ def quickstart(
     if repeats < 1:
         raise SweepOptionError(f"--repeats {repeats}: allowed: at least 1")
     with _interruptible("rerun kvbench quickstart to resume"):
-        quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats)
+        quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats,
+                       placement=placement)

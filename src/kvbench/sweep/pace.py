@@ -49,10 +49,12 @@ def pressure(client: dict) -> float:
 
 
 def choose(probe: dict, *, probe_scale: float, jobs: int, requests_per_job: int,
-           budget_s: float) -> Pace:
+           budget_s: float, replay_units: float | None = None) -> Pace:
     """The scale for `jobs` jobs of `requests_per_job` requests, from a probe job's figures
     (`client`: the replay summary's client block; `replay_s`, `job_s`: the probe's replay and
-    whole-job wall times; `requests`: the requests it sent)."""
+    whole-job wall times; `requests`: the requests it sent). `replay_units`: the sweep's
+    replays in units of the probe's (their engine-clock seconds over the probe's,
+    sweep/forecast.py); without it every job's requests take as long as the probe's."""
     p = pressure(probe["client"])
     # the client's work per wall second is proportional to the scale
     wanted = probe_scale if p <= TARGET_PRESSURE else probe_scale * TARGET_PRESSURE / p
@@ -60,9 +62,10 @@ def choose(probe: dict, *, probe_scale: float, jobs: int, requests_per_job: int,
     # the budget: each job costs its fixed part (launch, ready, stop, result) and a replay
     # that takes probe_scale / scale times the probe's per-request wall time
     overhead_s = max(0.0, probe["job_s"] - probe["replay_s"])
-    replay_at_probe_s = probe["replay_s"] / max(1, probe["requests"]) * requests_per_job
-    room_s = budget_s / jobs - overhead_s
-    floor = (math.inf if room_s <= 0 else replay_at_probe_s * probe_scale / room_s)
+    sweep_replay_at_probe_s = probe["replay_s"] * replay_units if replay_units else (
+        probe["replay_s"] / max(1, probe["requests"]) * requests_per_job * jobs)
+    room_s = budget_s - jobs * overhead_s
+    floor = (math.inf if room_s <= 0 else sweep_replay_at_probe_s * probe_scale / room_s)
     floor = min(probe_scale, math.ceil(floor / STEP) * STEP if math.isfinite(floor) else
                 probe_scale)
     figures = (f"loop lag p99 {_ms(probe['client'].get('loop_lag_ms_p99'))}, send lateness "
@@ -75,7 +78,7 @@ def choose(probe: dict, *, probe_scale: float, jobs: int, requests_per_job: int,
         return Pace(wanted, f"the client fell behind at {probe_scale:g}x ({figures}); "
                             f"{wanted:g}x brings it to about {TARGET_PRESSURE:.0%} of its "
                             "limits", probe)
-    slow_s = jobs * (overhead_s + replay_at_probe_s * probe_scale / wanted)
+    slow_s = jobs * overhead_s + sweep_replay_at_probe_s * probe_scale / wanted
     return Pace(floor, f"the client would need {wanted:g}x ({figures}), but {jobs} jobs "
                        f"within {budget_s:.0f} s need at least {floor:g}x: runs may be flagged "
                        f"client-saturated (--time-scale {wanted:g} would take about "

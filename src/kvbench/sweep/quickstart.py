@@ -58,9 +58,10 @@ def quickstart_options(time_scale: float) -> RunOptions:
 
 def quickstart_run(results: Path, *, time_scale: float | None, run_sweep: Callable,
                    recipe: Path = RECIPE, repeats: int = REPEATS,
-                   budget_s: float = BUDGET_S) -> list:
+                   budget_s: float = BUDGET_S, placement: bool = True) -> list:
     """The quickstart sweep; `time_scale` None: the scale this machine's client sustains
-    (sweep/pace.py), chosen by a probe job, or by the first run of this results directory."""
+    (sweep/pace.py), chosen by a probe job, or by the first run of this results directory.
+    `placement`: the client and engine first move to the idle cores (sweep/placement.py)."""
     import sys
 
     from kvbench.matrix.selection import Selection
@@ -71,12 +72,34 @@ def quickstart_run(results: Path, *, time_scale: float | None, run_sweep: Callab
     if not bundled_traces():
         raise SweepError("the bundled Claude Code traces are missing from the installation")
     selection = Selection(config_files=(recipe,), runner_config=recipe.parent / "runners.yaml")
+    if placement:
+        from kvbench.sweep.placement import place
+
+        print(place().line(), file=sys.stderr)
     if time_scale is None:
         pace = quickstart_pace(selection, Path(results), repeats=repeats, budget_s=budget_s)
         print(pace.line(), file=sys.stderr)
         time_scale = pace.time_scale
     return run_sweep(selection, quickstart_options(time_scale), results=Path(results),
                      continue_on_error=True, repeat=repeats)
+
+
+def _replay_units(jobs: list, probe_job, probe_options: RunOptions, selection,
+                  repeats: int) -> float | None:
+    """The sweep's replays in units of the probe's: their engine-clock seconds, each job
+    simulated beforehand (sweep/forecast.py); None when one cannot be."""
+    from kvbench.matrix.generate import selection_runners
+    from kvbench.sweep.forecast import engine_seconds
+    from kvbench.workload import load_trace
+
+    runners = selection_runners(selection)
+    sessions = load_trace(probe_options.trace_paths())
+    options = quickstart_options(PROBE_TIME_SCALE)
+    probe_s = engine_seconds(probe_job, probe_options, runners, sessions)
+    each = [engine_seconds(j, options, runners, sessions) for j in jobs]
+    if not probe_s or any(s is None for s in each):
+        return None
+    return repeats * sum(each) / probe_s
 
 
 def quickstart_pace(selection, results: Path, *, repeats: int, budget_s: float):
@@ -105,6 +128,8 @@ def quickstart_pace(selection, results: Path, *, repeats: int, budget_s: float):
     # the probe's own time is spent already: the sweep gets what is left of the budget
     chosen = pace.choose(figures, probe_scale=PROBE_TIME_SCALE, jobs=len(jobs) * repeats,
                          requests_per_job=MAX_REQUESTS_PER_JOB,
-                         budget_s=max(1.0, budget_s - figures["job_s"]))
+                         budget_s=max(1.0, budget_s - figures["job_s"]),
+                         replay_units=_replay_units(jobs, heaviest, options, selection,
+                                                    repeats))
     pace.save(results, chosen)
     return chosen

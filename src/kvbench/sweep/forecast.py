@@ -1,0 +1,61 @@
+"""How long the embedded engine takes to serve a job's replay, in its own clock, before the
+job runs: the job simulated in virtual time (milliseconds of CPU) with the tiers the planner
+gives its server and the workload bounds its replay sends.
+
+The quickstart's pace needs the sweep's replay time at a time scale. A probe of the heaviest
+point measures the client; extrapolating its per-request time to all eighteen jobs counted
+every job as heavy as the probe (its resident conc-8 arm runs 2.3x longer in the engine's clock
+than the others), so the budget asked for a faster clock than the minute needs. The engine is
+a simulator: it can say how long each job takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def engine_seconds(job: Any, options: Any, runners: Any = None,
+                   sessions: list | None = None) -> float | None:
+    """The engine-clock seconds from the first request to the last token of `job`'s replay
+    under `options` (sweep.RunOptions) on the embedded engine; None when the job is not the
+    embedded engine's or its plan is refused (the job will say why when it runs)."""
+    from kvbench.errors import KvbenchError
+    from kvbench.plan import plan_job
+    from kvbench.sim.engine_config import EngineConfig
+    from kvbench.sim.engine_profile import engine_profile_for
+    from kvbench.sim.simulate import SimSetup, run_sessions
+    from kvbench.sim.sizing import resolve_costs
+    from kvbench.workload import load_trace
+    from kvbench.workload.bounds import WorkloadBounds
+
+    if job.framework != "sim" or job.is_multinode:
+        return None
+    try:
+        plan = plan_job(job, runners)
+    except KvbenchError:
+        return None
+    if plan.errors or plan.gpu_kv_tokens <= 0:
+        return None
+    costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
+                          kv_dtype=plan.kv_dtype, engine=engine_profile_for(job.framework))
+    tokens = list(plan.engine_args)
+    policy = (tokens[tokens.index("--hicache-write-policy") + 1]
+              if "--hicache-write-policy" in tokens else "write_through")
+    # engines/data/sim.yaml: --max-running-requests 2 x conc, as the SGLang rows it stands in for
+    engine = EngineConfig(max_running_requests=2 * job.conc)
+    bounds = WorkloadBounds(concurrency=job.conc, duration_s=options.duration_s,
+                            max_requests=options.max_requests,
+                            warmup_requests=options.warmup_requests or 0,
+                            max_tokens_cap=options.max_tokens_cap,
+                            think_time_scale=options.think_time_scale,
+                            max_input_tokens=options.max_input_tokens, seed=options.seed)
+    if sessions is None:
+        paths = options.trace_paths()
+        if paths is None:  # synthetic sessions: drawn when the replay runs
+            return None
+        sessions = load_trace(paths)
+    try:
+        summary = run_sessions(sessions, costs, SimSetup(
+            plan.gpu_kv_tokens, plan.host_kv_tokens, policy, engine=engine), bounds)
+    except KvbenchError:
+        return None
+    return float(summary["duration_s"])

@@ -1,0 +1,61 @@
+"""The embedded engine's replay time forecast in its own clock (sweep/forecast.py): the same
+requests `kvbench simulate` runs for the same setup, with the job's planned tiers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from kvbench.matrix import select_jobs
+from kvbench.matrix.generate import selection_runners
+from kvbench.matrix.selection import Selection
+from kvbench.sweep.forecast import engine_seconds
+from kvbench.sweep.options import RunOptions
+from kvbench.sweep.quickstart import RECIPE, quickstart_options
+
+
+@pytest.fixture(scope="module")
+def quickstart_jobs():
+    selection = Selection(config_files=(RECIPE,), runner_config=RECIPE.parent / "runners.yaml")
+    return select_jobs(selection), selection_runners(selection)
+
+
+def test_each_quickstart_job_is_forecast_and_the_probes_point_is_the_heaviest(quickstart_jobs):
+    jobs, runners = quickstart_jobs
+    options = quickstart_options(50.0)
+    seconds = {(j.conc, j.kv_offloading): engine_seconds(j, options, runners) for j in jobs}
+    assert len(seconds) == 6 and all(s and s > 0 for s in seconds.values())
+    assert max(seconds, key=seconds.get) == (8, "none")  # the probe's job (quickstart_pace)
+    # the host tier halves the conc-8 replay: the resident arm recomputes what it evicted
+    assert seconds[(8, "none")] > 1.5 * seconds[(8, "dram")]
+
+
+def test_the_forecast_is_what_kvbench_simulate_runs(quickstart_jobs):
+    jobs, runners = quickstart_jobs
+    job = next(j for j in jobs if j.conc == 4 and j.kv_offloading == "none")
+    options = quickstart_options(50.0)
+    from kvbench.plan import plan_job
+
+    plan = plan_job(job, runners)
+    out = subprocess.run(
+        [sys.executable, "-m", "kvbench", "simulate",
+         *(a for t in options.trace_paths() for a in ("--trace", str(t))),
+         "--model", "qwen3-8b", "--hardware", plan.hardware,
+         "--gpu-tokens", str(plan.gpu_kv_tokens), "--concurrency", "4",
+         "--max-running-requests", "8", "--max-requests", str(options.max_requests),
+         "--think-time-scale", "0", "--max-tokens-cap", str(options.max_tokens_cap),
+         "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=120,
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert engine_seconds(job, options, runners) == pytest.approx(
+        json.loads(out.stdout)["duration_s"], rel=1e-9)
+
+
+def test_jobs_it_cannot_forecast_say_none(quickstart_jobs):
+    jobs, runners = quickstart_jobs
+    synthetic = RunOptions(max_requests=5)  # sessions drawn when the replay runs
+    assert engine_seconds(jobs[0], synthetic, runners) is None
