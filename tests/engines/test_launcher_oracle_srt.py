@@ -12,7 +12,6 @@ and config files, and the frontend's options and environment."""
 from __future__ import annotations
 
 import copy
-import fnmatch
 import gzip
 import json
 import re
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 from fixtures.inferencex import CONFIGS, RUNNERS
+from fixtures.launcher_oracle import classify_rows
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 DATA = Path(__file__).with_name("data")
@@ -144,32 +144,8 @@ def differences(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str,
     return out
 
 
-def _matches(entry: dict[str, Any], key: str, diff: tuple) -> bool:
-    part, name, launcher, kvbench = diff
-    if not fnmatch.fnmatchcase(part, entry["part"]):
-        return False
-    if not any(fnmatch.fnmatchcase(name, n) for n in entry["names"]):
-        return False
-    if entry.get("configs", "*") != "*" and not any(
-            fnmatch.fnmatchcase(key, c) for c in entry["configs"]):
-        return False
-    for side, value in (("launcher", launcher), ("kvbench", kvbench)):
-        if side in entry and entry[side] != "*" and entry[side] != value:
-            return False
-    return True
-
-
 def classify(rows: list[tuple[dict[str, Any], list[tuple]]]) -> tuple[list[str], Counter]:
-    unexplained, used = [], Counter()
-    for rec, diffs in rows:
-        for d in diffs:
-            entry = next((e for e in ALLOW if _matches(e, rec["config-key"], d)), None)
-            if entry is None:
-                unexplained.append(f"{rec['config-key']} {rec['row']['exp-name']} {d[0]} "
-                                   f"{d[1]}: launcher {d[2]!r}, kvbench {d[3]!r}")
-            else:
-                used[entry["id"]] += 1
-    return unexplained, used
+    return classify_rows(ALLOW, rows)
 
 
 @pytest.fixture(scope="module")
