@@ -49,6 +49,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from record import generator_rows  # noqa: E402  (the single-node recorder's)
+from record_disagg import normalise  # noqa: E402  (the PD-disaggregation recorder's)
 
 DEFAULT_OUT = REPO / "tests" / "engines" / "data" / "launcher_oracle_srt"
 STUBS = HERE / "srt_stubs"
@@ -259,18 +260,6 @@ def parse_call(call: dict[str, Any]) -> dict[str, Any]:
     out["preamble"], command = rest[:-1], rest[-1] if rest else ""
     out["argv"] = shlex.split(command.removeprefix("exec ")) if command else []
     return out
-
-
-def normalise(node: Any, subs: list[tuple[str, str]]) -> Any:
-    if isinstance(node, str):
-        for old, new in subs:
-            node = node.replace(old, new)
-        return node
-    if isinstance(node, list):
-        return [normalise(x, subs) for x in node]
-    if isinstance(node, dict):
-        return {normalise(k, subs): normalise(v, subs) for k, v in node.items()}
-    return node
 
 
 def main() -> None:
