@@ -26,7 +26,7 @@ from kvbench.sim.engine import Engine
 from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.metrics import SimMetrics
 from kvbench.sim.request import SimRequest
-from kvbench.sim.tokens import Prompt, chat_text, text_prompt, token_prompt
+from kvbench.sim.tokens import Prompt, PromptTokens, chat_text, text_prompt, token_prompt
 
 # The clock handshake: every response says how much faster than wall time this server's clock
 # runs, so a client reports in the server's clock without being told (replay/clock.py).
@@ -83,6 +83,8 @@ class SimServer:
             max_running_requests=config.max_running_requests,
             chunked_prefill_tokens=config.chunked_prefill_tokens, fast_forward=False))
         self.metrics = SimMetrics(self)
+        # an agent's turn repeats its conversation: its tokens are reused, not found again
+        self.prompt_tokens = PromptTokens()
         self._ids = itertools.count()
         self._wake = asyncio.Event()
         self._t0 = time.perf_counter()
@@ -152,6 +154,12 @@ class SimServer:
         self._wake.set()
         return req, queue
 
+    def _text_prompt(self, text: str) -> Prompt:
+        cfg = self.config
+        if cfg.chars_per_token > 0:
+            return text_prompt(text, cfg.page_tokens, cfg.chars_per_token)
+        return self.prompt_tokens.prompt(text, cfg.page_tokens)
+
     def _parse(self, body: dict, chat: bool) -> tuple[Prompt, int, bool, bool]:
         cfg = self.config
         if chat:
@@ -159,15 +167,15 @@ class SimServer:
             if not isinstance(messages, list) or not messages:
                 raise _BadRequest("'messages' must be a non-empty list")
             _check_messages(messages)
-            prompt = text_prompt(chat_text(messages), cfg.page_tokens, cfg.chars_per_token)
+            prompt = self._text_prompt(chat_text(messages))
         else:
             raw = body.get("prompt")
             if isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
                 prompt = token_prompt(raw, cfg.page_tokens)
             elif isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
-                prompt = text_prompt(raw[0], cfg.page_tokens, cfg.chars_per_token)
+                prompt = self._text_prompt(raw[0])
             elif isinstance(raw, str):
-                prompt = text_prompt(raw, cfg.page_tokens, cfg.chars_per_token)
+                prompt = self._text_prompt(raw)
             else:
                 raise _BadRequest("'prompt' must be a string or a list of token ids")
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")

@@ -22,6 +22,7 @@ from kvbench.replay.health import CPU_LIMIT, LAG_MS_LIMIT, LATENESS_MS_LIMIT
 
 PACE_FILE = "pace.json"  # in results/.kvbench: the scale chosen by the first run
 PROBE_REQUESTS = 24  # three turns per lane at conc 8: past the first turns' cold prefill
+WARM_UP_REQUESTS = 4  # a short run before the probe, which pays the process's first imports
 # the probe's pressure (its figure / the limit, the worst of the three) the chosen scale
 # aims at: repeats vary, and a run at the limit is flagged half the time
 TARGET_PRESSURE = 0.5
