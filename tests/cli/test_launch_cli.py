@@ -55,16 +55,34 @@ def test_dry_run_text_shows_argv_env_files_and_sources():
 
 def test_unsupported_rows_are_skipped_with_the_reason():
     res = kvbench("launch", "--dry-run", "--format", "json", *SEL, "--config-keys",
-                  "kimik3-fp4-b200-dynamo-vllm-agentic", "qwen3.5-fp8-b300-sglang-agentic-mtp",
+                  "kimik3-fp4-gb200-dynamo-vllm-agentic", "qwen3.5-fp8-b300-sglang-agentic-mtp",
                   "--max-conc", "1")
     assert res.returncode == 0, res.stderr
     names = {j["config-key"] for j in json.loads(res.stdout)}
     assert names == {"qwen3.5-fp8-b300-sglang-agentic-mtp"}
-    # the Dynamo adapter renders the row's srt-slurm recipe, whose workers srtctl starts
-    # behind vLLM's own frontend: refused, with that reason
-    assert "skipped kimik3_p1x8_d0x8_conc1 (kimik3-fp4-b200-dynamo-vllm-agentic): " \
+    # the Dynamo adapter renders the row's srt-slurm recipe, a field of which srtctl's schema
+    # rejects: refused, with that reason
+    assert "skipped kimik3_p1x16_d0x16_conc1 (kimik3-fp4-gb200-dynamo-vllm-agentic): " \
         in res.stderr
-    assert "without Dynamo, behind the 'vllm' frontend" in " ".join(res.stderr.split())
+    assert "srtctl rejects benchmark.aiperf_server_metrics" in " ".join(res.stderr.split())
+
+
+def test_a_row_behind_vllms_own_server_has_no_front_and_says_what_verifies_it():
+    """A Kimi-K3 row whose recipe sets frontend.type vllm: the leader `vllm serve` binds the
+    public port, the other node rank runs headless, no front process and no etcd/NATS; its
+    runner's srtctl is a fork no recording read, and the launch says so."""
+    res = kvbench("launch", "--dry-run", "--format", "json", *SEL, "--config-keys",
+                  "kimik3-fp4-b200-dynamo-vllm-agentic", "--max-conc", "1", "--port", "8000")
+    assert res.returncode == 0, res.stderr
+    (spec,) = json.loads(res.stdout)
+    assert spec["argv"] == [] and spec["services"] == [] and spec["nodes"] == 2
+    leader, follower = spec["workers"]
+    assert leader["argv"][:7] == ["vllm", "serve", "/model", "--host", "0.0.0.0", "--port",
+                                  "8000"]
+    assert "--headless" in follower["argv"] and "--port" not in follower["argv"]
+    assert spec["base-url"].endswith(":8000") and leader["url"] == "http://{node0}:8000"
+    assert any("no recording verifies this row" in w and "srt-slurm-nv@df5baa93" in w
+               for w in spec["warnings"]), spec["warnings"]
 
 
 def test_real_launch_refuses_more_than_one_job():

@@ -7,7 +7,10 @@ kvbench refuses with the reason.
 
 Compared both ways, per row: which worker processes run on which node (mode, endpoint index,
 node), each worker's program and options (flag -> values, every occurrence), its environment
-and config files, and the frontend's options and environment."""
+(what srtctl exports less what it unsets before the command) and config files, the front's
+program, options and environment (Dynamo's frontend, SGLang's router, or none where vLLM's own
+server is the front), and which services run (etcd/NATS, a Mooncake master). A row whose
+srtctl no recording could read (a fork) is launched with a warning that says so."""
 
 from __future__ import annotations
 
@@ -32,7 +35,12 @@ ORACLE = DATA / "launcher_oracle_srt"
 ALLOW = yaml.safe_load((DATA / "launcher_oracle_srt_allow.yaml").read_text())
 PORT = 8000  # srtctl's public frontend port (ports.py FRONTEND_PUBLIC_PORT)
 FRAMEWORKS = ("dynamo-vllm", "dynamo-sglang", "dynamo-trt", "vllm")
-WORKER_MODULES = ("dynamo.vllm", "dynamo.sglang", "dynamo.trtllm")
+# the last word of each worker's and front's program (`vllm serve`: serve)
+WORKER_PROGRAMS = ("dynamo.vllm", "dynamo.sglang", "dynamo.trtllm", "sglang.launch_server",
+                   "serve")
+FRONT_PROGRAMS = ("dynamo.frontend", "sglang_router.launch_router")
+# what srtctl's steps start, as kvbench's services name it (cli/setup_head.py: etcd and NATS)
+SERVICES = {"/tmp/setup_head.py": ["etcd", "nats"], "mooncake_master": ["mooncake-master"]}
 _LOG = re.compile(r"/(node\d+)_(prefill|decode|agg)_w(\d+)\.out$")
 
 
@@ -69,9 +77,12 @@ def dry_run() -> tuple[dict[tuple[str, str], dict[str, Any]], str]:
 # ---- the two sides, as processes -----------------------------------------------------------
 
 def options(argv: list[str]) -> dict[str, list[list[str]]]:
-    """--flag -> the value list of each occurrence (`--a=b` is `--a b`)."""
+    """--flag -> the value list of each occurrence (`--a=b` is `--a b`); positional arguments
+    before the first flag (`vllm serve MODEL`) under ''."""
     out: dict[str, list[list[str]]] = {}
-    flag = None
+    flag = "" if argv and not argv[0].startswith("--") else None
+    if flag is not None:
+        out[flag] = [[]]
     for tok in argv:
         if tok.startswith("--"):
             name, eq, value = tok.partition("=")
@@ -87,35 +98,48 @@ def _node_names(value: str) -> str:
     return re.sub(r"(?<![{\w])node(\d+)\b", lambda m: f"{{node{int(m[1]) - 1}}}", value)
 
 
+def _split(argv: list[str], programs: tuple[str, ...]) -> dict[str, Any]:
+    """A command line as its program (up to the first of `programs`) and options."""
+    start = next(i for i, a in enumerate(argv) if a in programs)
+    return {"program": argv[:start + 1], "options": options(argv[start + 1:])}
+
+
+def _unset(preamble: list[str]) -> set[str]:
+    """The variables a step's script unsets before its command (`unset -- NAME ...`)."""
+    return {name for line in preamble if line.startswith("unset -- ")
+            for name in line.split()[2:]}
+
+
 def launcher_processes(rec: dict[str, Any]) -> dict[str, Any]:
-    workers, frontends = {}, []
+    workers, frontends, services = {}, [], []
     for call in rec["calls"]:
         argv = call["argv"]
         srun = call["srun"]
         out = srun[srun.index("--output") + 1] if "--output" in srun else ""
-        env = {k: _node_names(v) for k, v in call["exports"].items()}
-        if any(m in argv for m in WORKER_MODULES):
-            m = _LOG.search(out)
+        gone = _unset(call["preamble"])
+        env = {k: _node_names(v) for k, v in call["exports"].items() if k not in gone}
+        m = _LOG.search(out)
+        if m:
             node = int(m[1][4:]) - 1
-            start = next(i for i, a in enumerate(argv) if a in WORKER_MODULES)
-            workers[(m[2], int(m[3]), node)] = {
-                "program": argv[:start + 1], "options": options(argv[start + 1:]),
-                "env": env}
-        elif "dynamo.frontend" in argv:
-            frontends.append({"options": options(argv[3:]), "env": env})
-    return {"workers": workers, "frontends": frontends, "files": rec.get("files", {})}
+            workers[(m[2], int(m[3]), node)] = {**_split(argv, WORKER_PROGRAMS), "env": env}
+        elif any(a in FRONT_PROGRAMS for a in argv):
+            frontends.append({**_split(argv, FRONT_PROGRAMS), "env": env})
+        else:
+            services += next((v for k, v in SERVICES.items() if k in argv[:2]), [])
+    return {"workers": workers, "frontends": frontends, "services": sorted(services),
+            "files": rec.get("files", {})}
 
 
 def kvbench_processes(spec: dict[str, Any]) -> dict[str, Any]:
     workers, files = {}, {}
     for w in spec["workers"]:
-        argv = w["argv"]
-        start = next(i for i, a in enumerate(argv) if a in WORKER_MODULES)
         workers[(w["role"], w["index"], w["nodes"][0])] = {
-            "program": argv[:start + 1], "options": options(argv[start + 1:]), "env": w["env"]}
+            **_split(w["argv"], WORKER_PROGRAMS), "env": w["env"]}
         files |= w["files"]
-    return {"workers": workers, "frontends": [{"options": options(spec["argv"][3:]),
-                                                "env": spec["env"]}], "files": files}
+    front = [{**_split(spec["argv"], FRONT_PROGRAMS), "env": spec["env"]}] if spec["argv"] \
+        else []
+    return {"workers": workers, "frontends": front,
+            "services": sorted(x["name"] for x in spec["services"]), "files": files}
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -135,11 +159,17 @@ def differences(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str,
             out.append((f"{part} program", "program", a["program"], b["program"]))
         out += [(f"{part} engine", n, x, y) for n, x, y in compare(a["options"], b["options"])]
         out += [(f"{part} env", n, x, y) for n, x, y in compare(a["env"], b["env"])]
-    front = ours["frontends"][0]
-    for a in theirs["frontends"]:
+    if bool(theirs["frontends"]) != bool(ours["frontends"]):
+        out.append(("layout", "frontend", len(theirs["frontends"]), len(ours["frontends"])))
+    for a in theirs["frontends"] if ours["frontends"] else ():
+        front = ours["frontends"][0]
+        if a["program"] != front["program"]:
+            out.append(("frontend program", "program", a["program"], front["program"]))
         out += [("frontend engine", n, x, y) for n, x, y in compare(a["options"],
                                                                      front["options"])]
         out += [("frontend env", n, x, y) for n, x, y in compare(a["env"], front["env"])]
+    if theirs["services"] != ours["services"]:
+        out.append(("services", "services", theirs["services"], ours["services"]))
     out += [("files", n, x, y) for n, x, y in compare(theirs["files"], ours["files"])]
     return out
 
@@ -153,7 +183,8 @@ def sides(recordings, dry_run):
     launched, _ = dry_run
     return [(rec, launcher_processes(rec), kvbench_processes(
         launched[(rec["config-key"], rec["row"]["exp-name"])]))
-        for rec in recordings if (rec["config-key"], rec["row"]["exp-name"]) in launched]
+        for rec in recordings
+        if (rec["config-key"], rec["row"]["exp-name"]) in launched and rec.get("calls")]
 
 
 # ---- the tests -----------------------------------------------------------------------------
@@ -172,7 +203,11 @@ def test_every_row_is_recorded_and_launched_or_refused_with_the_reason(recording
     for rec in recordings:
         exp = rec["row"]["exp-name"]
         if (rec["config-key"], exp) in launched:
-            assert rec.get("calls"), (exp, rec.get("refused") or rec.get("unrecorded"))
+            if not rec.get("calls"):  # srtctl a fork no recording read: the launch says so
+                warnings = launched[(rec["config-key"], exp)]["warnings"]
+                assert rec.get("unrecorded") and any(
+                    w.startswith("no recording verifies this row") and rec["srt-slurm"] in w
+                    for w in warnings), (exp, rec.get("refused"), warnings)
             continue
         reason = skipped.get((rec["config-key"], exp))
         assert reason, exp  # neither launched nor refused with a reason
@@ -199,7 +234,7 @@ def test_every_difference_is_fixed_or_allowed_with_proof(sides):
 
 def _perturbed(rec: dict[str, Any]) -> dict[str, Any]:
     rec = copy.deepcopy(rec)
-    call = next(c for c in rec["calls"] if any(m in c["argv"] for m in WORKER_MODULES))
+    call = next(c for c in rec["calls"] if any(m in c["argv"] for m in WORKER_PROGRAMS))
     call["argv"].append("--perturbed-flag")
     call["exports"]["PERTURBED_VARIABLE"] = "1"
     return rec

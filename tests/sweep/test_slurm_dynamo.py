@@ -9,7 +9,10 @@ with its GPUs, running the command line srtctl would start (`python3 -m dynamo.v
 arguments: ai-dynamo dynamo/vllm/args.py) before the embedded engine serves in its place,
 sized by the worker's plan; the frontend's command line checked by `dynamo.frontend`'s parser,
 sglang-router standing in for it once both workers answer; the replay through it, a result,
-and no step left behind, on success, on a rejected command line and on SIGTERM."""
+and no step left behind, on success, on a rejected command line and on SIGTERM. And a row whose
+recipe puts SGLang's own router in front (`frontend.type: sglang`, the Qwen3.5 GB300 TP2
+aggregated row): `python3 -m sglang.launch_server` checked by SGLang's parser, the router's
+`--worker-urls` command line by sglang-router's."""
 
 from __future__ import annotations
 
@@ -38,12 +41,17 @@ RECIPE = "vllm/minimax-m3/agentic/gb300-fp4/1p1d-tp2-tp4-c20-c24-agentic.yaml"
 MASTER = INFERENCEX / "nvidia-master.yaml"
 
 
-def specs_of(master: Path, *, time_scale: float = 100.0, max_requests: int = 6):
+SGLANG_KEY = "qwen3.5-fp4-gb300-dynamo-sglang-agentic-agg"
+SGLANG_EXP = "qwen3.5_p1x2_d0x2_conc1_kvdram-hicache"
+
+
+def specs_of(master: Path, *, time_scale: float = 100.0, max_requests: int = 6,
+             key: str = KEY, exp: str = EXP):
     options = quickstart_options(time_scale=time_scale).model_copy(
         update={"max_requests": max_requests, "stand_in": "sim"})
     jobs = [j for j in select_jobs(Selection(config_files=(master,), runner_config=RUNNERS,
-                                             config_keys=(KEY,)))
-            if j.exp_name == EXP]
+                                             config_keys=(key,)))
+            if j.exp_name == exp]
     assert len(jobs) == 1
     return build_specs(jobs, options, runner_config=RUNNERS)
 
@@ -117,6 +125,36 @@ def test_dynamo_vllm_row_runs_on_two_slurm_nodes(slurm_cluster_2n, tmp_path):
     assert [(s["name"], s["started"]) for s in ran["services"]] == [
         ("etcd", False), ("nats", False), ("mooncake-master", False)]
     assert run.queue == ""  # every step and the allocation are gone
+
+
+def test_a_row_behind_sglangs_own_router_runs_on_slurm(slurm_cluster_2n, tmp_path):
+    run = run_row(slurm_cluster_2n, specs_of(MASTER, key=SGLANG_KEY, exp=SGLANG_EXP), tmp_path)
+    assert run.outcome.status == "ok", (run.outcome, slurm_cluster_2n.logs())
+    script = (run.allocation / "allocation.sbatch").read_text().splitlines()
+    assert {"#SBATCH --nodes=1", "#SBATCH --gres=gpu:2"} <= set(script)  # one TP2 worker
+    assert read_json(run.job_dir / "result.json")["num_requests_successful"] == 6
+    (w,) = read_json(run.job_dir / "workers.json")
+    assert (w["name"], w["node"], w["gpus"]) == ("agg-0", "kvnode1", 2)
+    argv = w["argv"][w["argv"].index("--gres=gpu:2") + 1:]
+    # SGLang's own server, no Dynamo in it: no --request-plane, no --dump-config-to
+    assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
+    assert "--request-plane" not in argv and "--dump-config-to" not in argv
+    check = read_json(Path(w["engine-check"]))
+    assert check["ok"] and check["engine"] == "sglang" and check["argv"] == argv
+    assert check["args"]["tp_size"] == 2 and check["args"]["port"] == \
+        urlsplit(w["url"]).port
+    # the router's command line names the worker, checked by sglang-router's parser
+    front = read_json(run.job_dir / "router" / "router-check.json")
+    assert front["ok"] and front["engine"] == "sglang-router"
+    assert front["argv"][:3] == ["python", "-m", "sglang_router.launch_router"]
+    ran = read_json(run.job_dir / "router" / "router-argv.json")
+    assert ran["argv"][ran["argv"].index("--worker-urls") + 1] == w["url"]
+    assert ran["ran"][ran["ran"].index("--worker-urls") + 1] == w["url"]
+    # srtctl starts etcd and NATS for this front too (do_sweep.py): listed, not started
+    assert [(s["name"], s["started"]) for s in ran["services"]] == [
+        ("etcd", False), ("nats", False)]
+    _refused(w["url"])
+    assert run.queue == ""
 
 
 def result_url(ran: dict) -> str:

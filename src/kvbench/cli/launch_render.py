@@ -142,7 +142,10 @@ def print_text(built: list[Built], skipped: list[tuple[Job, str]], explain: bool
                 out.print(f"  {k}={escape(shlex.quote(v))}")
             out.print(escape(_shell(redact_argv(w.argv))), soft_wrap=True)
         out.print("[bold]router argv[/]" if spec.workers else "[bold]argv[/]")
-        out.print(escape(_shell(redact_argv(spec.argv))), soft_wrap=True)
+        if spec.argv:
+            out.print(escape(_shell(redact_argv(spec.argv))), soft_wrap=True)
+        else:  # an srt-slurm recipe behind vLLM's own server: no front process
+            out.print(f"(none: the first worker serves {escape(spec.base_url)})")
         if spec.router_argv:
             out.print("[bold]router argv[/]")
             out.print(escape(_shell(redact_argv(spec.router_argv))), soft_wrap=True)

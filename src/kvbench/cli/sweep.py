@@ -206,16 +206,16 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     jobs = selected_jobs(selection, SweepError)
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
     if options.stand_in is not None:
-        from kvbench.sweep.multinode import STAND_IN_CHECKS
+        from kvbench.sweep.multinode import STAND_IN_FRAMEWORKS
 
         other = sorted({j.framework for j in jobs if not j.is_multinode}
-                       | ({j.framework for j in jobs} - set(STAND_IN_CHECKS)))
+                       | ({j.framework for j in jobs} - set(STAND_IN_FRAMEWORKS)))
         if other:
             raise SweepOptionError(
                 f"--stand-in {options.stand_in} runs the multi-node rows of "
-                f"{', '.join(STAND_IN_CHECKS)}; the selection also has {', '.join(other)} jobs",
+                f"{', '.join(STAND_IN_FRAMEWORKS)}; the selection also has {', '.join(other)} jobs",
                 hint="select --multi-node --framework "
-                + " --framework ".join(STAND_IN_CHECKS))
+                + " --framework ".join(STAND_IN_FRAMEWORKS))
         real = []  # the embedded engine serves every worker: its --time-scale applies
     if "--time-scale" in options.engine_args and real:
         raise SweepOptionError(f"--time-scale is for the embedded engine only; the selection "

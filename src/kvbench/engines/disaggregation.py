@@ -40,6 +40,24 @@ if TYPE_CHECKING:
 ROUTER = "sglang-router"
 
 
+def router_worker_args(workers: Sequence[tuple[str, str, int | str | None]]) -> list[str]:
+    """sglang-router's arguments naming its workers, each (role, URL, prefill bootstrap port or
+    None): in PD mode (any prefill or decode worker) `--pd-disaggregation`, `--prefill URL
+    [PORT]` per prefill worker, `--decode URL` per decode worker; else its regular mode over
+    the aggregated ones, `--worker-urls URL ...`. The same lists in InferenceX's AMD chain
+    (server_sglang.sh PREFILL_ARGS / DECODE_ARGS, no bootstrap port), srtctl's SGLang
+    frontend (srt-slurm v1.0.38 frontends/sglang.py:113-133) and the Slurm stand-in
+    (sweep/multinode.py `router_argv`)."""
+    if not any(role in ("prefill", "decode") for role, _, _ in workers):
+        return ["--worker-urls", *(url for _, url, _ in workers)]
+    out = ["--pd-disaggregation"]
+    for want in ("prefill", "decode"):
+        for role, url, bootstrap in workers:
+            if role == want:
+                out += [f"--{role}", url, *([str(bootstrap)] if bootstrap is not None else [])]
+    return out
+
+
 class SGLangWorkerAdapter(SGLangAdapter):
     """One prefill or decode server: SGLang's flags for the worker row, from the PD data."""
 
@@ -112,9 +130,8 @@ class SGLangDisaggAdapter(EngineAdapter):
         for flag, raw in router.args.items():
             value, used = expand(raw, {"host": host, "port": port}, where)
             rargs.set(flag, value, "default", where + (f"; {', '.join(used)}" if used else ""))
-        argv = list(router.program) + rargs.argv()
-        for w in workers:  # server_sglang.sh PREFILL_ARGS / DECODE_ARGS, one flag per worker
-            argv += [f"--{w.role}", w.url]
+        argv = [*router.program, *rargs.argv(),
+                *router_worker_args([(w.role, w.url, None) for w in workers])]
         prefill = next(w for w in workers if w.role == "prefill")
         return LaunchSpec(
             engine=self.name, argv=argv, program_len=len(router.program),

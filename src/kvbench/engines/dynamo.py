@@ -10,15 +10,20 @@ node), starts one process per node of a worker (vLLM DP: one per node with its l
 TRT-LLM: one MPI step for the whole worker), each `python3 -m dynamo.<backend>` with the
 model, the worker's mode and placement flags and then every key of the recipe's
 `<backend>_config.<mode>` as a flag (backends/*.py `_config_to_cli_args`, keys sorted), in
-the recipe's environment; and the Dynamo frontend (`python3 -m dynamo.frontend`) on the head
-node, behind etcd and NATS on the infra node. The recipe fixes every engine setting (memory
-fraction, offload pools, KV transfer): this adapter starts what it says and refuses the row,
-with the planner's arithmetic, when a worker's own plan (plan/workers.py `plan_workers`)
-does not fit its node.
+the recipe's environment; and the front on the head node, by the recipe's `frontend.type`
+(data/dynamo.yaml frontends): Dynamo's frontend (`python3 -m dynamo.frontend`, which finds
+the workers through etcd and NATS on the infra node); SGLang's router (`sglang_router.
+launch_router` over the workers' URLs, the workers then SGLang's own `sglang.launch_server`);
+or none, vLLM's own server (`vllm serve`, its leader on the public port, the other node ranks
+headless) serving the row. The recipe fixes every engine setting (memory fraction, offload
+pools, KV transfer): this adapter starts what it says and refuses the row, with the
+planner's arithmetic, when a worker's own plan (plan/workers.py `plan_workers`) does not fit
+its node.
 
 Addresses are not known before the allocation: `{node<rank>}` names a node of the row's
-allocation (0-based); ports are srtctl's (data/dynamo.yaml ports) except the frontend's,
-which is kvbench's --port."""
+allocation (0-based); ports are srtctl's (data/dynamo.yaml ports) except the front's public
+port, which is kvbench's --port. A row whose runner pins an srtctl no recording could read
+(data/dynamo.yaml unread-pins) is rendered as the named release renders it, with a warning."""
 
 from __future__ import annotations
 
@@ -28,17 +33,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench import yamldoc
 from kvbench.engines.base import EngineAdapter
+from kvbench.engines.disaggregation import router_worker_args
 from kvbench.engines.rules import DATA_DIR
 from kvbench.engines.spec import LaunchSpec, ServiceSpec, WorkerSpec
 from kvbench.engines.srt_recipe import Recipe, config_file_of, recipe_of
 from kvbench.errors import EngineError
+from kvbench.expr import expand
 
 if TYPE_CHECKING:
     from kvbench.matrix import Job
@@ -51,15 +58,34 @@ _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 class BackendFacts(BaseModel):
     model_config = _STRICT
     program: list[str]
-    model_flag: str = Field(alias="model-flag")
+    model_flag: str | None = Field(alias="model-flag")  # None: the model is positional
+    # the engine's own server that a recipe's frontend.type of that name starts instead
+    direct: dict[str, BackendFacts] = Field(default_factory=dict)
+    # recipe keys srtctl drops (it sets them from the placement), and on headless ranks
+    drops: list[str] = Field(default_factory=list)
+    headless_drops: list[str] = Field(default_factory=list, alias="headless-drops")
 
 
 class FrontendFacts(BaseModel):
     model_config = _STRICT
-    program: list[str]
+    program: list[str]  # empty: no process of its own (`workers: leader`)
+    args: list[str] = Field(default_factory=list)
+    workers: Literal["discovery", "sglang-router", "leader"]
     health_path: str = Field(alias="health-path")
-    metrics_path: str = Field(alias="metrics-path")
-    correlation_header: str = Field(alias="correlation-header")
+    metrics_path: str | None = Field(alias="metrics-path")
+    correlation_header: str | None = Field(alias="correlation-header")
+    env: dict[str, str]
+    recipe_env: bool = Field(alias="recipe-env")
+    etcd_nats: bool = Field(alias="etcd-nats")
+
+
+class UnreadPin(BaseModel):
+    model_config = _STRICT
+    runner: str
+    model_prefix: str = Field(alias="model-prefix")
+    pin: str
+    line: str
+    rendered_as: str = Field(alias="rendered-as")
 
 
 class SrtctlFacts(BaseModel):
@@ -68,9 +94,9 @@ class SrtctlFacts(BaseModel):
     model_config = _STRICT
     ports: dict[str, int]
     backends: dict[str, BackendFacts]
-    frontend: FrontendFacts
+    frontends: dict[str, FrontendFacts]
+    unread_pins: list[UnreadPin] = Field(alias="unread-pins")
     worker_env: dict[str, str] = Field(alias="worker-env")
-    frontend_env: dict[str, str] = Field(alias="frontend-env")
     vllm_connectors: dict[str, dict[str, str]] = Field(alias="vllm-connectors")
     rejected_fields: dict[str, list[str]] = Field(alias="rejected-fields")
 
@@ -144,23 +170,47 @@ class Process:
     system_port: int
     kv_events_port: int
     nixl_port: int
+    http_port: int  # an SGLang server's --port (0: a follower, which serves none)
+    bootstrap_port: int | None  # a prefill endpoint's KV bootstrap port
 
 
 def processes(recipe: Recipe, endpoints: list[Endpoint]) -> list[Process]:
     """backends/*.py endpoints_to_processes and core/topology.py NodePortAllocator: one per
     node of an endpoint, each with the next system port and KV-event port; vLLM DP per node
     starts at the node's first DP rank, takes a KV-event port per local rank and shares one
-    NIXL port block per endpoint. TRT-LLM launches one MPI step per endpoint (its leader's)."""
+    NIXL port block per endpoint. HTTP ports go per node in strides (the leader's only, or
+    every DP process's), bootstrap ports per node one by one (a prefill endpoint's leader's,
+    or every DP process's). TRT-LLM launches one MPI step per endpoint (its leader's). Behind
+    vLLM's own frontend vLLM DP is one process per node as without DP (v1.0.53
+    backends/vllm.py:600-601: `vllm serve` manages its local ranks)."""
     ports = facts().ports
     out: list[Process] = []
     system, events, nixl = ports["system-base"], ports["kv-events-base"], ports["vllm-nixl-base"]
+    http: dict[int, int] = {}
+    boot: dict[int, int] = {}
+
+    def next_port(table: dict[int, int], node: int, base: str, step: int) -> int:
+        port = table.get(node, ports[base])
+        table[node] = port + step
+        return port
+
+    stride = ports["sglang-http-stride"]
+    per_node_dp = recipe.backend_type == "vllm" and recipe.frontend_type != "vllm"
     for ep in endpoints:
-        dp = _dp_size(recipe, ep.mode) if recipe.backend_type == "vllm" else None
+        dp = _dp_size(recipe, ep.mode) if per_node_dp else None
         block = nixl
         nixl += dp or 0
+        prefill = ep.mode == "prefill"
+        shared = next_port(boot, ep.nodes[0], "sglang-bootstrap-base", 1) \
+            if prefill and not dp else None
         for rank, node in enumerate(ep.nodes):
             first = rank * len(ep.gpus) if dp else rank
-            proc = Process(ep, node, ep.gpus, first, system, events, block if dp else nixl)
+            http_port = next_port(http, node, "sglang-http-base", stride) \
+                if dp or rank == 0 else 0
+            bootstrap = next_port(boot, node, "sglang-bootstrap-base", 1) \
+                if dp and prefill else shared
+            proc = Process(ep, node, ep.gpus, first, system, events, block if dp else nixl,
+                           http_port, bootstrap)
             system += 1
             events += len(ep.gpus) if dp else 1
             nixl += 0 if dp else 1
@@ -195,10 +245,73 @@ def served_name(recipe: Recipe, mode: str, model_dir: str) -> str:
     return str(cfg.get("served-model-name") or cfg.get("served_model_name") or model_dir)
 
 
-def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str) -> list[str]:
-    """backends/<type>.py build_worker_command."""
+def frontend_facts(recipe: Recipe, where: str) -> FrontendFacts:
+    """The recipe's front (data/dynamo.yaml frontends), or why srtctl or kvbench starts none.
+    With no front of its own the one aggregated worker's leader serves the API: srtctl's
+    load-time checks of that (v1.0.53 core/schema.py:1742-1766 _validate_vllm_frontend)."""
+    fe = facts().frontends.get(recipe.frontend_type)
+    if fe is None:
+        raise EngineError(f"{where}: frontend.type {recipe.frontend_type!r}; kvbench renders "
+                          + ", ".join(facts().frontends))
+    res = recipe.resources
+    if fe.workers == "leader":
+        if res.prefill_workers or res.decode_workers or res.agg_workers != 1:
+            raise EngineError(
+                f"{where}: frontend.type {recipe.frontend_type} serves from one aggregated "
+                f"worker, the recipe has {res.prefill_workers} prefill, {res.decode_workers} "
+                f"decode and {res.agg_workers} aggregated (srtctl: \"supports exactly one "
+                "aggregate worker\", core/schema.py _validate_vllm_frontend)")
+        if recipe.frontend.get("enable_multiple_frontends"):
+            raise EngineError(
+                f"{where}: frontend.type {recipe.frontend_type} binds the server directly; "
+                "srtctl refuses enable_multiple_frontends (core/schema.py "
+                "_validate_vllm_frontend)")
+    return fe
+
+
+def served_at(fe: FrontendFacts, proc: Process, leader: Process, port: int) -> str:
+    """Where a worker process answers HTTP (its health and metrics): Dynamo's system server of
+    the process; behind SGLang's router the SGLang server of its endpoint's leader (the one
+    the router lists, frontends/sglang.py:100-109); behind vLLM's own server that server, the
+    leader's on the public port (a headless rank serves nothing of its own)."""
+    if fe.workers == "discovery":
+        return f"http://{{node{proc.node}}}:{proc.system_port}"
+    if fe.workers == "sglang-router":
+        return f"http://{{node{leader.node}}}:{leader.http_port}"
+    return f"http://{{node{leader.node}}}:{port}"
+
+
+def unread_pin_warnings(job: Job) -> list[str]:
+    """The warning of a row whose runner pins an srtctl no recording could read
+    (data/dynamo.yaml unread-pins)."""
+    return [f"no recording verifies this row: its runner runs srtctl {u.pin} ({u.line}), "
+            f"which could not be read; rendered as {u.rendered_as} renders it"
+            for u in facts().unread_pins
+            if job.row.get("runner") == u.runner and job.row.get("model-prefix") ==
+            u.model_prefix]
+
+
+def worker_program(recipe: Recipe) -> BackendFacts:
+    """The worker's program: the backend's Dynamo module, or the engine's own server where the
+    recipe's frontend.type starts one (data/dynamo.yaml backends.<type>.direct)."""
+    be = facts().backends[recipe.backend_type]
+    if recipe.frontend_type == "dynamo":
+        return be
+    if recipe.frontend_type not in be.direct:
+        raise EngineError(
+            f"recipe {recipe.name}: frontend.type {recipe.frontend_type!r} in front of "
+            f"{recipe.backend_type} workers; kvbench renders "
+            + ", ".join(["dynamo", *be.direct]) + " for that backend")
+    return be.direct[recipe.frontend_type]
+
+
+def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str, port: int
+                ) -> list[str]:
+    """backends/<type>.py build_worker_command; `port` is the public port (vLLM's own server
+    binds it, behind no frontend)."""
     kind = recipe.backend_type
-    be = facts().backends[kind]
+    be = worker_program(recipe)
+    dynamo = recipe.frontend_type == "dynamo"
     mode, ep = proc.endpoint.mode, proc.endpoint
     cfg = recipe.mode_config(mode)
     leader = f"{{node{ep.nodes[0]}}}"
@@ -206,7 +319,7 @@ def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str) -> lis
     if kind == "trtllm":  # trtllm.py: the engine's YAML is the mode's config
         numa = recipe.resources.gpu_type in ("gb200", "gb300") and mode != "agg"
         argv = (["numactl", "-m", "0,1"] if numa else []) + [
-            "trtllm-llmapi-launch", *be.program, be.model_flag, MODEL_IN_CONTAINER,
+            "trtllm-llmapi-launch", *be.program, str(be.model_flag), MODEL_IN_CONTAINER,
             "--served-model-name", model_dir]
         if mode != "agg":
             argv += ["--disaggregation-mode", mode]
@@ -215,27 +328,29 @@ def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str) -> lis
         if recipe.backend.get("publish_events_and_metrics"):
             argv.append("--publish-events-and-metrics")
         return argv
-    argv = [*be.program, be.model_flag, MODEL_IN_CONTAINER, "--served-model-name",
+    if not dynamo and kind == "vllm":
+        return _vllm_serve_argv(recipe, proc, be, cfg, model_dir, port)
+    argv = [*be.program, str(be.model_flag), MODEL_IN_CONTAINER, "--served-model-name",
             served_name(recipe, mode, model_dir)]
     if kind == "sglang":
         for key in ("model-path", "model_path", "served-model-name", "served_model_name"):
             cfg.pop(key, None)
-        http = facts().ports["sglang-http-base"] if proc.rank == 0 else 0
-        argv += ["--host", "0.0.0.0", "--port", str(http)]
+        argv += ["--host", "0.0.0.0", "--port", str(proc.http_port)]
         if mode != "agg":
             argv += ["--disaggregation-mode", mode]
-            if mode == "prefill":
-                argv += ["--disaggregation-bootstrap-port",
-                         str(facts().ports["sglang-bootstrap-base"])]
+            if mode == "prefill" and proc.bootstrap_port is not None:
+                argv += ["--disaggregation-bootstrap-port", str(proc.bootstrap_port)]
         if multi:
             argv += ["--dist-init-addr", f"{leader}:{facts().ports['sglang-dist-init']}",
                      "--nnodes", str(len(ep.nodes)), "--node-rank", str(proc.rank)]
-        argv += ["--dump-config-to", dump]
+        if dynamo:  # sglang.py:379-381, 390-392: neither behind SGLang's own router
+            argv += ["--dump-config-to", dump]
         events = _kv_events(recipe, mode, {"publisher": "zmq", "topic": "kv-events"})
         if events is not None:  # sglang.py get_kv_events_config_for_mode
             argv += ["--kv-events-config",
                      json.dumps({**events, "endpoint": f"tcp://*:{proc.kv_events_port}"})]
-        argv += ["--request-plane", "tcp"]
+        if dynamo:
+            argv += ["--request-plane", "tcp"]
         return argv + config_flags(cfg)
     # vllm
     if mode in ("prefill", "decode"):
@@ -255,8 +370,7 @@ def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str) -> lis
                  leader, "--data-parallel-rpc-port", str(facts().ports["vllm-dp-rpc"]),
                  "--data-parallel-hybrid-lb"]
     elif multi:
-        argv += ["--master-addr", leader, "--nnodes", str(len(ep.nodes)), "--node-rank",
-                 str(proc.rank)] + (["--headless"] if proc.rank else [])
+        argv += _node_rank_flags(proc)
     argv += ["--request-plane", "tcp", "--dump-config-to", dump]
     events = _kv_events(recipe, mode, {"publisher": "zmq", "topic": "kv-events",
                                        "enable_kv_cache_events": True})
@@ -264,6 +378,35 @@ def worker_argv(recipe: Recipe, proc: Process, model_dir: str, dump: str) -> lis
         argv += ["--kv-events-config",
                  json.dumps({**events, "endpoint": f"tcp://*:{proc.kv_events_port}"})]
     return argv + config_flags(cfg)
+
+
+def _vllm_serve_argv(recipe: Recipe, proc: Process, be: BackendFacts, cfg: dict[str, Any],
+                     model_dir: str, port: int) -> list[str]:
+    """v1.0.53 backends/vllm.py:815-865, behind vLLM's own frontend: `vllm serve /model`, the
+    leader on the public port, the other node ranks headless engine workers of it
+    (--master-addr/--nnodes/--node-rank), the recipe's topology flags and connector dropped,
+    served-model-name defaulted, then every key of the mode's config."""
+    ep = proc.endpoint
+    drops = set(be.drops) | (set(be.headless_drops) if proc.rank else set())
+    for key in list(cfg):
+        if str(key).replace("_", "-") in drops:
+            del cfg[key]
+    cfg.setdefault("served-model-name", served_name(recipe, ep.mode, model_dir))
+    argv = [*be.program, MODEL_IN_CONTAINER]
+    if proc.rank == 0:
+        argv += ["--host", "0.0.0.0", "--port", str(port)]
+    if len(ep.nodes) > 1:
+        argv += _node_rank_flags(proc)
+    argv += ["--device-ids", ",".join(map(str, proc.gpus))]
+    return argv + config_flags(cfg)
+
+
+def _node_rank_flags(proc: Process) -> list[str]:
+    """vllm.py (both paths): vLLM's own multi-node launch, the leader's address, the node count
+    and rank; every rank but the leader runs headless."""
+    ep = proc.endpoint
+    return ["--master-addr", f"{{node{ep.nodes[0]}}}", "--nnodes", str(len(ep.nodes)),
+            "--node-rank", str(proc.rank)] + (["--headless"] if proc.rank else [])
 
 
 def _kv_events(recipe: Recipe, mode: str, default: dict[str, Any]) -> dict[str, Any] | None:
@@ -311,6 +454,10 @@ def worker_env(recipe: Recipe, proc: Process, infra: int, head: int) -> dict[str
     # worker_stage.py: a process on part of a node sees only its GPUs (vLLM takes --device-ids)
     if recipe.backend_type != "vllm" and len(proc.gpus) < recipe.resources.gpus_per_node:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, proc.gpus))
+    if recipe.backend_type == "vllm" and len(proc.endpoint.nodes) > 1:
+        # worker_stage.py:236 (v1.0.36 to c88ef731) `unset -- VLLM_PORT` before the command
+        # of a multi-node endpoint: concurrent ranks would race for the same base port
+        env.pop("VLLM_PORT", None)
     return env
 
 
@@ -352,8 +499,9 @@ def no_recipe_reason(job: Job) -> str:
 
 
 class DynamoAdapter(EngineAdapter):
-    """A row rendered from its srt-slurm recipe: the frontend's command line, every worker
-    process in `workers`, etcd/NATS (and a Mooncake master) in `services`."""
+    """A row rendered from its srt-slurm recipe: the front's command line (empty behind vLLM's
+    own server), every worker process in `workers`, etcd/NATS (and a Mooncake master) in
+    `services`."""
 
     name = "dynamo"
     data_name = "sim"  # no rule file: the recipe is the data (EngineAdapter.data is unused)
@@ -388,14 +536,7 @@ class DynamoAdapter(EngineAdapter):
                     f"{job.exp_name}: recipe {config_file}: srtctl rejects {section}."
                     f"{', '.join(bad)} (Unknown field; `srtctl apply` exits with Invalid "
                     "config, srt-slurm core/schema.py BenchmarkConfig)")
-        if recipe.frontend_type != "dynamo":
-            raise EngineError(
-                f"{job.exp_name}: recipe {config_file} has srtctl start its workers without "
-                f"Dynamo, behind the {recipe.frontend_type!r} frontend "
-                f"(frontends/{recipe.frontend_type}.py); kvbench renders Dynamo's frontend "
-                "only (for the Kimi-K3 H200/B200-DGXC rows srtctl is also the unobtainable "
-                "fork functionstackx/srt-slurm-nv@df5baa93, runners/launch_h200-dgxc-slurm."
-                "sh:83-85)")
+        fe = frontend_facts(recipe, f"{job.exp_name}: recipe {config_file}")
         if overrides or dummy_weights:
             raise EngineError(f"{job.exp_name}: --engine-arg and --load-format dummy apply "
                               "to single-engine rows; a recipe row runs the recipe")
@@ -406,15 +547,19 @@ class DynamoAdapter(EngineAdapter):
         infra = 0  # core/runtime.py Nodes: etcd/NATS on the first node
         planned = plan_workers(job, runners)
         plans = {wp.role: wp.plan for wp in planned.workers}
+        be = worker_program(recipe)
+        procs = processes(recipe, allocate(recipe, workers_ranks))
+        leaders = {(p.endpoint.mode, p.endpoint.index): p for p in procs if p.rank == 0}
         workers = []
-        for proc in processes(recipe, allocate(recipe, workers_ranks)):
+        for proc in procs:
             mode = proc.endpoint.mode
             wdir = (work_dir or Path(".")) / "logs"
             dump = str(wdir / f"node{proc.node}_config.json")
-            argv = worker_argv(recipe, proc, model_dir, dump)
-            program_len = argv.index(facts().backends[recipe.backend_type].model_flag)
+            argv = worker_argv(recipe, proc, model_dir, dump, port)
+            # the engine's own arguments start where the model is named
+            program_len = argv.index(be.model_flag or MODEL_IN_CONTAINER)
             env = worker_env(recipe, proc, infra, workers_ranks[0]) | dict(env_overrides or {})
-            url = f"http://{{node{proc.node}}}:{facts().ports['system-base']}"
+            url = served_at(fe, proc, leaders.get((mode, proc.endpoint.index), proc), port)
             worker_plan = plans.get("prefill" if mode == "agg" else mode)
             # one srun step per process: a node of the worker, or (TRT-LLM, MPI) all of them
             step = (list(proc.endpoint.nodes) if recipe.backend_type == "trtllm"
@@ -423,44 +568,58 @@ class DynamoAdapter(EngineAdapter):
                 role=mode, index=proc.endpoint.index, nodes=step, gpus=len(proc.gpus),
                 argv=argv, program_len=program_len, env=env,
                 files=worker_files(recipe, mode, infra) if proc.rank == 0 else {},
-                url=url, metrics_url=f"http://{{node{proc.node}}}:{proc.system_port}/metrics",
-                health_url=f"http://{{node{proc.node}}}:{proc.system_port}/health",
+                url=url, metrics_url=f"{url}/metrics", health_url=f"{url}/health",
                 plan=worker_plan.to_json() if worker_plan is not None else None))
-        return self._frontend_spec(job, recipe, workers, nodes, infra,
-                                   list(planned.errors), port=port, host=host)
+        warnings = [f"plan refused: {e}" for e in planned.errors] + unread_pin_warnings(job)
+        return self._frontend_spec(job, recipe, fe, workers, procs, nodes, infra, warnings,
+                                   port=port, host=host)
 
-    def _frontend_spec(self, job: Job, recipe: Recipe, workers: list[WorkerSpec], nodes: int,
-                       infra: int, errors: list[str], *, port: int,
-                       host: str) -> LaunchSpec:
-        """frontends/dynamo.py start_frontends: one frontend on the head node (kvbench's
-        --port its HTTP port), its args `--key value` in the recipe's order."""
-        fe = facts().frontend
-        argv = [*fe.program, f"--http-port={port}"]
-        for key, value in (recipe.frontend.get("args") or {}).items():
-            if value is True:
-                argv.append(f"--{key}")
-            elif value is not False and value is not None:
-                argv += [f"--{key}", str(value)]
+    def _frontend_spec(self, job: Job, recipe: Recipe, fe: FrontendFacts,
+                       workers: list[WorkerSpec], procs: list[Process], nodes: int, infra: int,
+                       warnings: list[str], *, port: int, host: str) -> LaunchSpec:
+        """frontends/<type>.py start_frontends: one front on the head node (kvbench's --port
+        its public port): its program and own arguments, the workers it routes to (an SGLang
+        router's leaders by mode, with each prefill's bootstrap port), the recipe's
+        frontend.args `--key value` in the recipe's order; none behind vLLM's own server."""
         ports = facts().ports
-        env = {"ETCD_ENDPOINTS": f"http://{{node{infra}}}:{ports['etcd']}",
-               "NATS_SERVER": f"nats://{{node{infra}}}:{ports['nats']}", **facts().frontend_env,
-               **{k: str(v) for k, v in recipe.environment.items()},
-               **{k: str(v) for k, v in (recipe.frontend.get("env") or {}).items()}}
+        argv: list[str] = []
+        env: dict[str, str] = {}
+        if fe.program:
+            argv = [*fe.program]
+            if fe.workers == "sglang-router":  # each endpoint's leader, the one with a port
+                argv += router_worker_args([(w.role, w.url, p.bootstrap_port)
+                                            for w, p in zip(workers, procs, strict=True)
+                                            if p.rank == 0])
+            argv += [str(expand(a, {"port": port}, "dynamo.yaml frontends")[0])
+                     for a in fe.args]
+            for key, value in (recipe.frontend.get("args") or {}).items():
+                if value is True:
+                    argv.append(f"--{key}")
+                elif value is not False and value is not None:
+                    argv += [f"--{key}", str(value)]
+            if fe.workers == "discovery":
+                env = {"ETCD_ENDPOINTS": f"http://{{node{infra}}}:{ports['etcd']}",
+                       "NATS_SERVER": f"nats://{{node{infra}}}:{ports['nats']}"}
+            env |= fe.env | ({k: str(v) for k, v in recipe.environment.items()}
+                             if fe.recipe_env else {})
+            env |= {k: str(v) for k, v in (recipe.frontend.get("env") or {}).items()}
         services = [ServiceSpec(name="etcd", argv=["etcd"], ready_url=None),
-                    ServiceSpec(name="nats", argv=["nats-server", "-js"], ready_url=None)]
+                    ServiceSpec(name="nats", argv=["nats-server", "-js"], ready_url=None)] \
+            if fe.etcd_nats else []
         if recipe.backend.get("mooncake_kv_store"):
             services.append(ServiceSpec(name="mooncake-master", argv=[
                 "mooncake_master", f"--port={ports['mooncake-master']}"]))
-        warnings = [f"plan refused: {e}" for e in errors]
         if recipe.frontend.get("enable_multiple_frontends") and \
                 recipe.frontend.get("num_additional_frontends"):
             warnings.append(f"the recipe runs {recipe.frontend['num_additional_frontends'] + 1}"
                             " frontends behind nginx; kvbench starts one")
+        base = f"http://{host}:{port}"
         return LaunchSpec(
             engine=job.framework, argv=argv, program_len=len(fe.program), env=env,
-            services=services, base_url=f"http://{host}:{port}",
-            metrics_url=f"http://{host}:{port}{fe.metrics_path}",
-            health_url=f"http://{host}:{port}{fe.health_path}",
+            services=services, base_url=base,
+            metrics_url=f"{base}{fe.metrics_path}" if fe.metrics_path else
+            workers[0].metrics_url,
+            health_url=f"{base}{fe.health_path}",
             served_model_name=served_name(recipe, workers[0].role, job.model),
             correlation_header=fe.correlation_header, workers=workers, nodes=nodes,
             warnings=warnings + [f"{w.role} {w.index}: {x}" for w in workers

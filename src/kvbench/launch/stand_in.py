@@ -58,6 +58,10 @@ ROUTER_IMAGE_CHOICES = {"policy": ("consistent_hashing",)}
 SGLANG_FIELDS = ("disaggregation_mode", "disaggregation_transfer_backend", "tp_size",
                  "page_size", "mem_fraction_static", "enable_hierarchical_cache", "port",
                  "host", "model_path")
+# ... and from `vllm serve`'s
+VLLM_SERVE_FIELDS = ("model_tag", "host", "port", "headless", "nnodes", "node_rank",
+                     "master_addr", "tensor_parallel_size", "pipeline_parallel_size",
+                     "data_parallel_size", "served_model_name")
 
 
 class StandIn(BaseModel):
@@ -125,17 +129,43 @@ def check_router(args: list[str]) -> dict[str, Any]:
                                           "host", "port")}}
 
 
-def check_dynamo_vllm(args: list[str]) -> dict[str, Any]:
-    """`python3 -m dynamo.vllm`'s own parsing (ai-dynamo dynamo/vllm/args.py `parse_args`:
-    Dynamo's runtime and vLLM-worker groups, then vLLM's AsyncEngineArgs on the rest, then
-    Dynamo's cross-checks), without fetching the model."""
+def _vllm_release_args(args: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """vLLM engine arguments as the installed release reads them: (args, dropped, renamed)
+    (VLLM_IMAGE_ONLY_KEYS, VLLM_IMAGE_VALUES)."""
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM's parser on a CPU-only host
-    from dynamo.vllm.args import parse_args
-
     args, dropped = _without_json_keys(args, VLLM_IMAGE_ONLY_KEYS)
     renamed = sorted({f"{a} {b}" for a, b in itertools.pairwise(args)
                       if (a, b) in VLLM_IMAGE_VALUES})
     args = [VLLM_IMAGE_VALUES.get(pair, pair[1]) for pair in itertools.pairwise(["", *args])]
+    return args, dropped, renamed
+
+
+def check_vllm(args: list[str]) -> dict[str, Any]:
+    """`vllm serve`'s own parser (vllm/entrypoints/cli/serve.py ServeSubcommand: the model
+    positional, the API server's flags and AsyncEngineArgs), on MODEL and the rest."""
+    args, dropped, renamed = _vllm_release_args(args)
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    root = FlexibleArgumentParser(prog="vllm")
+    ServeSubcommand().subparser_init(root.add_subparsers(dest="subparser"))
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            ns = root.parse_args(["serve", *args])
+    except SystemExit:
+        return {"ok": False, "error": _last(err)}
+    return {"ok": True, "dropped": dropped, "renamed": renamed,
+            "args": {k: _plain(getattr(ns, k, None)) for k in VLLM_SERVE_FIELDS}}
+
+
+def check_dynamo_vllm(args: list[str]) -> dict[str, Any]:
+    """`python3 -m dynamo.vllm`'s own parsing (ai-dynamo dynamo/vllm/args.py `parse_args`:
+    Dynamo's runtime and vLLM-worker groups, then vLLM's AsyncEngineArgs on the rest, then
+    Dynamo's cross-checks), without fetching the model."""
+    args, dropped, renamed = _vllm_release_args(args)
+    from dynamo.vllm.args import parse_args
+
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -211,9 +241,20 @@ def check_dynamo_frontend(args: list[str]) -> dict[str, Any]:
                      for k in ("http_port", "router_mode", "namespace")}}
 
 
-CHECKS = {"sglang": check_sglang, "sglang-router": check_router,
+CHECKS = {"sglang": check_sglang, "sglang-router": check_router, "vllm": check_vllm,
           "dynamo-vllm": check_dynamo_vllm, "dynamo-sglang": check_dynamo_sglang,
           "dynamo-frontend": check_dynamo_frontend}
+# The check of each program a recipe row starts, by the program's last word (`python3 -m X`:
+# X; `vllm serve`: serve); dynamo.trtllm has none (its parser imports TensorRT-LLM, which has
+# no CPU build).
+PROGRAM_CHECKS = {"sglang.launch_server": "sglang", "sglang_router.launch_router":
+                  "sglang-router", "serve": "vllm", "dynamo.vllm": "dynamo-vllm",
+                  "dynamo.sglang": "dynamo-sglang", "dynamo.frontend": "dynamo-frontend"}
+
+
+def check_of(argv: list[str], program_len: int) -> str | None:
+    """The CHECKS key of a command line's program, None where no parser here reads it."""
+    return PROGRAM_CHECKS.get(argv[program_len - 1]) if program_len else None
 
 
 def _without(args: list[str], bare: tuple[str, ...], valued: tuple[str, ...]

@@ -41,18 +41,12 @@ ROLE_ARGS: dict[str, dict[str, list[str]]] = {
     "sglang": {"prefill": ["--disaggregation-mode", "prefill"],
                "decode": ["--disaggregation-mode", "decode"]},
 }
-PREFILL_BOOTSTRAP: dict[str, list[str]] = {"sglang": ["8998"]}
-# Frameworks whose rows the stand-in runs (their adapter builds the whole row): framework ->
-# (the parser of the workers' command lines, the parser of the front's), launch/stand_in.py
-# CHECKS. A Dynamo worker is checked by its own module's parser (Dynamo's flags, then the
-# engine's); vLLM's multi-node rows are srt-slurm recipes of dynamo.vllm workers. dynamo-trt
-# is absent: dynamo.trtllm's parser imports TensorRT-LLM, which has no CPU build.
-STAND_IN_CHECKS: dict[str, tuple[str, str]] = {
-    "sglang-disagg": ("sglang", "sglang-router"),
-    "dynamo-vllm": ("dynamo-vllm", "dynamo-frontend"),
-    "dynamo-sglang": ("dynamo-sglang", "dynamo-frontend"),
-    "vllm": ("dynamo-vllm", "dynamo-frontend"),
-}
+PREFILL_BOOTSTRAP: dict[str, str] = {"sglang": "8998"}
+# Frameworks whose rows the stand-in runs (their adapter builds the whole row). Each command
+# line is checked by the parser of its program (launch/stand_in.py PROGRAM_CHECKS: SGLang's,
+# sglang-router's, `vllm serve`'s, Dynamo's worker and frontend parsers); dynamo-trt is absent:
+# dynamo.trtllm's parser imports TensorRT-LLM, which has no CPU build.
+STAND_IN_FRAMEWORKS = ("sglang-disagg", "dynamo-vllm", "dynamo-sglang", "vllm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +112,12 @@ def router_argv(engine: str, urls: dict[str, list[str]], port: int, metrics_port
                 ) -> list[str]:
     """sglang-router over the workers' URLs by role: PD mode over prefill and decode workers,
     its regular mode over aggregated ones."""
-    argv = [sys.executable, "-m", "sglang_router.launch_router"]
-    if urls.get("prefill") or urls.get("decode"):
-        argv.append("--pd-disaggregation")
-        for url in urls.get("prefill", []):
-            argv += ["--prefill", url, *PREFILL_BOOTSTRAP.get(engine, [])]
-        for url in urls.get("decode", []):
-            argv += ["--decode", url]
-    else:
-        argv += ["--worker-urls", *urls.get("agg", [])]
+    from kvbench.engines.disaggregation import router_worker_args
+
+    bootstrap = PREFILL_BOOTSTRAP.get(engine)
+    workers = [(role, url, bootstrap if role == "prefill" else None)
+               for role, role_urls in urls.items() for url in role_urls]
+    argv = [sys.executable, "-m", "sglang_router.launch_router", *router_worker_args(workers)]
     # agentic prefills run for minutes: never time a request out early
     return [*argv, "--host", "127.0.0.1", "--port", str(port),
             "--prometheus-port", str(metrics_port), "--request-timeout-secs", "14400",
@@ -209,21 +200,23 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
 @contextlib.contextmanager
 def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[Endpoint]:
     """A row whose adapter builds every worker and the front (sglang-disagg's router, a
-    recipe row's Dynamo frontend): each worker process its own srun step on the node the
+    recipe row's Dynamo frontend or SGLang router; none behind vLLM's own server, whose leader
+    worker then serves the row): each worker process its own srun step on the node the
     adapter placed it on, with the GPUs it takes there and its command line as the adapter
     built it (`{node<rank>}` filled in with the node's address; a free port of its own where
     it has one: two slurmds may share a host); the front once every worker is ready. With
     `options.stand_in == "sim"` every worker step runs the real command line through its
-    engine's own parser (STAND_IN_CHECKS), then the embedded engine serves in its place,
-    sized by the worker's plan; the front's command line is checked by its own parser and
-    sglang-router (`router_argv`) stands in for it over the embedded workers (the real
-    router's policy flags need SGLang's worker APIs, Dynamo's frontend finds its workers
-    through etcd/NATS, which embedded workers do not join). The services a recipe row needs
-    (etcd, NATS, a Mooncake master) serve Dynamo's workers only: under the stand-in they are
-    listed, not started. Any failure or signal unwinds the ExitStack: every step is stopped,
-    the front first."""
+    program's own parser (launch/stand_in.py PROGRAM_CHECKS), then the embedded engine serves
+    in its place, sized by the worker's plan; the front's command line is checked by its own
+    parser and sglang-router (`router_argv`) stands in for it over the embedded workers (the
+    real router's policy flags need SGLang's worker APIs, Dynamo's frontend finds its
+    workers through etcd/NATS, which embedded workers do not join). The services a recipe row
+    needs (etcd, NATS, a Mooncake master) serve Dynamo's workers only: under the stand-in
+    they are listed, not started. Any failure or signal unwinds the ExitStack: every step is
+    stopped, the front first."""
     from kvbench.engines import get_adapter
     from kvbench.launch import ServerProcess
+    from kvbench.launch.stand_in import check_of
     from kvbench.matrix import Job
     from kvbench.plan.workers import plan_workers
 
@@ -251,15 +244,16 @@ def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[E
     if launch.nodes > len(alloc.nodes) and alloc.srun:
         raise SweepError(f"the row's workers need {launch.nodes} nodes; the allocation has "
                          f"{len(alloc.nodes)}")
-    if stand_in and framework not in STAND_IN_CHECKS:
+    checks = [check_of(ws.argv, ws.program_len) for ws in launch.workers]
+    if stand_in and (framework not in STAND_IN_FRAMEWORKS or None in checks):
         raise SweepError(f"--stand-in {opts.stand_in}: no parser here checks a {framework} "
                          "worker's command line", hint="stand-in rows: "
-                         + ", ".join(STAND_IN_CHECKS))
+                         + ", ".join(STAND_IN_FRAMEWORKS))
     if launch.services and not stand_in:
         raise SweepError(f"a {framework} row runs its workers behind "
                          f"{', '.join(x.name for x in launch.services)} under srtctl, in its "
                          "containers; kvbench runs it with --stand-in sim only")
-    worker_check, front_check = STAND_IN_CHECKS.get(framework, (framework, framework))
+    front_check = check_of(launch.argv, launch.program_len)  # None: no front of its own
     # a worker's own plan: by role and index, else its role's (an `agg` worker: the row's
     # prefill, which the generator budgets for; a recipe may run more workers than the row)
     planned = plan_workers(job, runners).workers
@@ -276,7 +270,7 @@ def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[E
         first_metrics = None
         placeholder_urls: dict[str, str] = {}
         names: set[str] = set()
-        for ws in launch.workers:
+        for ws, worker_check in zip(launch.workers, checks, strict=True):
             name = f"{ws.role}-{ws.index}"
             if len(ws.nodes) > 1 or name in names:
                 raise SweepError(f"{name} spans {max(len(ws.nodes), 2)} nodes: one server over "
@@ -321,7 +315,7 @@ def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[E
                 step = [*prefix, *argv]
                 ready = _at(_filled(ws.health_url, ws.url, base), node.addr)
                 metrics = _at(_filled(ws.metrics_url, ws.url, base), node.addr)
-                record.update({"served-by": worker_check, "step": step})
+                record.update({"served-by": ws.argv[ws.program_len - 1], "step": step})
             server = ServerProcess(step, env=server_env(env), log_path=wdir / "server.log",
                                    ready_url=ready, ready_timeout_s=opts.timeouts.ready_s,
                                    cwd=wdir, name=name)
@@ -341,7 +335,12 @@ def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[E
         real_front = _filled_nodes([placeholder_urls.get(a, a) for a in launch.argv], addrs)
         front_env = dict(zip(launch.env, _filled_nodes(list(launch.env.values()), addrs),
                              strict=True))
-        if stand_in:
+        if not real_front and not stand_in:  # no front of its own: the leader worker serves
+            yield Endpoint(base_url=records[0]["url"], metrics_url=first_metrics,
+                           served_model_name=launch.served_model_name,
+                           correlation_header=launch.correlation_header, workers=records)
+            return
+        if stand_in and front_check is not None:
             check = rdir / "router-check.json"
             file = rdir / "stand-in.json"
             file.write_text(json.dumps({"engine": front_check, "argv": real_front,
@@ -353,7 +352,8 @@ def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[E
             if out.returncode != 0:
                 raise SweepError(f"the front's command line: "
                                  f"{(out.stderr.strip().splitlines() or ['?'])[-1]}")
-            rargv = router_argv(worker_check, urls, router_port, free_port())
+        if stand_in:  # sglang-router over the embedded workers, in the front's place
+            rargv = router_argv(str(checks[0]), urls, router_port, free_port())
             health = f"http://127.0.0.1:{router_port}/health"
         else:
             rargv, health = real_front, launch.health_url
