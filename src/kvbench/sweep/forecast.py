@@ -18,6 +18,7 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
     """The engine-clock seconds from the first request to the last token of `job`'s replay
     under `options` (sweep.RunOptions) on the embedded engine; None when the job is not the
     embedded engine's or its plan is refused (the job will say why when it runs)."""
+    from kvbench.engines import get_adapter
     from kvbench.errors import KvbenchError
     from kvbench.plan import plan_job
     from kvbench.sim.engine_config import EngineConfig
@@ -31,17 +32,18 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
         return None
     try:
         plan = plan_job(job, runners)
+        # the server's own settings, as the adapter starts it (engines/data/sim.yaml)
+        launch = get_adapter("sim").build(job, plan, port=1)
     except KvbenchError:
         return None
     if plan.errors or plan.gpu_kv_tokens <= 0:
         return None
+    given = {s.flag: s.value for s in launch.sources}
     costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
                           kv_dtype=plan.kv_dtype, engine=engine_profile_for(job.framework))
-    tokens = list(plan.engine_args)
-    policy = (tokens[tokens.index("--hicache-write-policy") + 1]
-              if "--hicache-write-policy" in tokens else "write_through")
-    # engines/data/sim.yaml: --max-running-requests 2 x conc, as the SGLang rows it stands in for
-    engine = EngineConfig(max_running_requests=2 * job.conc)
+    setup = SimSetup(plan.gpu_kv_tokens, plan.host_kv_tokens,
+                     given.get("--write-policy", "write_through"), engine=EngineConfig(
+                         max_running_requests=int(given["--max-running-requests"])))
     bounds = WorkloadBounds(concurrency=job.conc, duration_s=options.duration_s,
                             max_requests=options.max_requests,
                             warmup_requests=options.warmup_requests or 0,
@@ -54,8 +56,7 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
             return None
         sessions = load_trace(paths)
     try:
-        summary = run_sessions(sessions, costs, SimSetup(
-            plan.gpu_kv_tokens, plan.host_kv_tokens, policy, engine=engine), bounds)
+        summary = run_sessions(sessions, costs, setup, bounds)
     except KvbenchError:
         return None
     return float(summary["duration_s"])
