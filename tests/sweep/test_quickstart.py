@@ -60,7 +60,7 @@ def test_quickstart_runs_repeats_and_prints_deltas_with_their_noise(tmp_path):
             # an arm with a run that is not valid gives no better/worse (issue 27, item 10)
             if any("/3 valid" in c and not c.startswith("3/3") for c in cells["valid"]):
                 assert verdict in ("not valid", "offload not exercised"), (conc, cells)
-        host = cells["cache hit rate (host)"]
+        host = cells["cache hit rate (offload tier)"]
         if host[1].startswith("0 "):  # the host tier was never hit: no significant delta
             assert all(c[3] in ("within noise", "offload not exercised", "not valid")
                        for c in cells.values() if len(c) > 3 and c[3]), (conc, cells)

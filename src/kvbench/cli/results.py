@@ -24,6 +24,10 @@ def compare(
     ] = None,
     b: Annotated[str | None, typer.Option("--b", help="Other selection, as --a.")] = None,
     format: Annotated[str, typer.Option(help="table | json")] = "table",
+    valid_only: Annotated[bool, typer.Option(
+        "--valid-only", help="Leave out runs whose validity stamp says not valid (each named "
+                             "below its table), so an arm's valid repeats give a verdict.")
+    ] = False,
 ) -> None:
     """Print arms side by side with deltas, and whether each delta exceeds run-to-run noise."""
     from kvbench.errors import ResultError
@@ -33,7 +37,7 @@ def compare(
     check_format(format, ("table", "json"), ResultError)
     out = do_compare(load_results(result_dirs), by=by,
                      a=parse_selection(a) if a is not None else None,
-                     b=parse_selection(b) if b is not None else None)
+                     b=parse_selection(b) if b is not None else None, valid_only=valid_only)
     if format == "json":
         import orjson
 
@@ -153,6 +157,9 @@ def _print_tables(out: dict) -> None:
                 vals.append(f"[{style}]{d['verdict']}[/]" if style else d["verdict"])
             table.add_row(row["metric"], *vals)
         console.print(table)
+        for arm, names in (cell.get("left_out") or {}).items():
+            console.print(f"[yellow]left out of {_short(arm, by_mode)} (not valid, "
+                          f"--valid-only):[/] {', '.join(names)}")
     console.print("[dim]arm cells: mean ±sd over repeats; Δ: difference of the means ±95% "
                   "interval; better/worse: the interval excludes zero (significant); within "
                   "noise: it does not; offload not exercised: host tier never hit and equal "

@@ -55,8 +55,26 @@ class Metric:
     fallback: tuple[str, ...] | None = None
 
     def value(self, r: Result) -> float | None:
+        if self.path == OFFLOAD_TIER:
+            return _offload_tier_rate(r)
         v = _dig(r, self.path)
         return _dig(r, self.fallback) if v is None and self.fallback else v
+
+
+# Not a field: the share of prompt tokens served beyond the GPU, host and external tiers
+# together. vLLM 0.26 counts its CPU offload connectors' hits as `external_kv_transfer`
+# (`vllm/v1/metrics/stats.py` PromptTokenStats), SGLang HiCache its host pool as
+# `cache_source="host"`: one row reads both, as the "prompt tokens from" line does.
+OFFLOAD_TIER = ("<offload tier>",)
+
+
+def _offload_tier_rate(r: Result) -> float | None:
+    reuse = result_reuse(r)
+    if reuse is not None and reuse.get("host") is not None:
+        return reuse["host"] + (reuse.get("external") or 0.0)
+    cache = r.server_metrics.get("cache") or {}
+    parts = [cache.get(k) for k in ("cpu_cache_hit_rate", "external_cache_hit_rate")]
+    return None if all(v is None for v in parts) else sum(v or 0.0 for v in parts)
 
 
 METRICS = (
@@ -69,8 +87,7 @@ METRICS = (
     Metric("E2E p50 ms", ("request_metrics", "latency", "e2e_ms", "p50"), False),
     Metric("cache hit rate (all tiers)", ("server_metrics", "cache", "overall_cache_hit_rate"),
            True, ("cache_reuse", "per_request_hit_rate")),
-    Metric("cache hit rate (host)", ("server_metrics", "cache", "cpu_cache_hit_rate"), True,
-           ("cache_reuse", "host")),
+    Metric("cache hit rate (offload tier)", OFFLOAD_TIER, True),
     Metric("J per output token", ("energy", "j_per_output_token"), False),
 )
 
@@ -201,10 +218,12 @@ def _arm_validity(rs: list[Result]) -> dict[str, Any]:
 
 
 def compare(results: list[Result], *, by: str | None = "kv_offloading",
-            a: dict[str, str] | None = None, b: dict[str, str] | None = None) -> dict[str, Any]:
+            a: dict[str, str] | None = None, b: dict[str, str] | None = None,
+            valid_only: bool = False) -> dict[str, Any]:
     """Group successful results into arms (values of `by`, or the selections `a` and `b`),
     pair them on every other identity field, and compute per-metric deltas against the
-    first arm."""
+    first arm. With `valid_only`, runs whose validity stamp says not valid are left out of
+    their arm (named per cell under `left_out`), so the valid repeats still give a verdict."""
     ok = [r for r in results if r.status == "ok"]
     if (a is None) != (b is None):
         raise ResultError("give both --a and --b, or neither")
@@ -252,6 +271,14 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
             cells[tuple(field_value(r, f) for f in key_fields)][arm].append(r)
     out_cells, unpaired = [], 0
     for key, arms in sorted(cells.items(), key=lambda kv: [_sort_key(v) for v in kv[0]]):
+        left_out: dict[str, list[str]] = {}
+        if valid_only:
+            for n in list(arms):
+                if dropped := [run_name(r) for r in arms[n] if r.valid is False]:
+                    left_out[n] = dropped
+                    arms[n] = [r for r in arms[n] if r.valid is not False]
+                    if not arms[n]:
+                        del arms[n]
         present = [n for n in arm_names if n in arms]
         if len(present) < 2:
             unpaired += 1
@@ -277,12 +304,17 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
             rows.append({"metric": m.label, "higher_is_better": m.higher_is_better,
                          "arms": stats, "deltas": deltas})
         out_cells.append({"key": dict(zip(key_fields, key, strict=True)), "arms": present,
-                          "runs": {n: [r.exp_name for r in arms[n]] for n in present},
-                          "validity": validity,
+                          "runs": {n: [run_name(r) for r in arms[n]] for n in present},
+                          "validity": validity, "left_out": left_out,
                           "cache_reuse": {n: _arm_reuse(arms[n]) for n in present},
                           "offload_idle": sorted(idle), "metrics": rows})
     return {"compared": sorted(compared), "arms": arm_names, "cells": out_cells,
             "unpaired_cells": unpaired, "confidence": CONFIDENCE}
+
+
+def run_name(r: Result) -> str:
+    """A run as its job directory is named: repeats after the first carry `__r<n>`."""
+    return f"{r.exp_name}__r{r.repeat}" if r.repeat else r.exp_name
 
 
 def _label(sel: dict[str, str]) -> str:
