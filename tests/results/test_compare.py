@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,12 @@ def test_the_h200_vllm_runs_offload_tier_row_counts_the_connectors_hits():
         assert d["verdict"] == "better" and 20 < d["pct"] < 35 and d["noise_pct"] < 5
     assert rows["cache hit rate (offload tier)"]["arms"]["backend=none"]["mean"] == 0
     assert c6["left_out"] == {"backend=vllm-native": ["qwen3-8b_tp1_conc6_kvdram-vllm-native"]}
+    table = subprocess.run([sys.executable, "-m", "kvbench", "compare", str(H200_VLLM), "--by",
+                            "backend", "--valid-only"], capture_output=True, text=True,
+                           check=True, env={**os.environ, "COLUMNS": "250"}).stdout
+    assert "cache hit rate (offload tier)" in table and "not valid │" not in table
+    assert ("left out of vllm-native (not valid, --valid-only): "
+            "qwen3-8b_tp1_conc6_kvdram-vllm-native\n") in table
 
 
 def test_by_concurrency_and_explicit_selections(result_root):
