@@ -7,6 +7,7 @@ import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,6 +29,23 @@ _FILE_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".cfg")
 # plan.engine_config entry that is the --kv-transfer-config JSON (plan/sizers/vllm.py, the
 # SimpleCPUOffloadConnector); the data file's rules add the launchers' other connector keys
 KV_TRANSFER_KEY = "kv-transfer-config"
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOptions:
+    """How a launch is built beyond its job and plan: where it listens, the model directory,
+    the user's overrides, and (for adapters that plan their own workers) runners.yaml."""
+
+    port: int
+    host: str = "127.0.0.1"
+    model_path: str | None = None
+    work_dir: Path | None = None
+    overrides: tuple[str, ...] = ()
+    env_overrides: Mapping[str, str] | None = None
+    accuracy: bool | None = None
+    engine_version: str | None = None
+    dummy_weights: bool = False
+    runners: Any | None = None
 
 
 class EngineAdapter:
@@ -64,13 +82,22 @@ class EngineAdapter:
         dummy_weights: bool = False,
         runners: Any | None = None,
     ) -> LaunchSpec:
-        """`runners` (runners.yaml) is for adapters that plan their own workers."""
+        """The job's launch under `plan`; `runners` (runners.yaml) is for adapters that plan
+        their own workers. Adapters that change how a launch is assembled override
+        `launch_spec`, which takes these options as one value."""
+        return self.launch_spec(job, plan, BuildOptions(
+            port=port, host=host, model_path=model_path, work_dir=work_dir,
+            overrides=tuple(overrides), env_overrides=env_overrides, accuracy=accuracy,
+            engine_version=engine_version, dummy_weights=dummy_weights, runners=runners))
+
+    def launch_spec(self, job: Job, plan: Plan | None, o: BuildOptions) -> LaunchSpec:
+        """Data-file rules, then the job, then the plan, then the user's overrides."""
         data = self.data
         router = self.router_name(job, data)
         offset = data.routers[router].engine_port_offset if router else 0
-        ctx = make_context(job, plan, engine=self.name, host=host, port=port, router=router,
-                           router_port_offset=offset, model_path=model_path,
-                           accuracy=accuracy, engine_version=engine_version)
+        ctx = make_context(job, plan, engine=self.name, host=o.host, port=o.port, router=router,
+                           router_port_offset=offset, model_path=o.model_path,
+                           accuracy=o.accuracy, engine_version=o.engine_version)
         args, env = Settings("arg"), Settings("env")
         config: dict[str, Any] = {}
         config_sources: list[ArgSource] = []
@@ -80,17 +107,17 @@ class EngineAdapter:
         for rule in rules:
             self._apply_rule(rule, ctx, args, env, config, config_sources)
         self.plan_args(ctx, args, env, config, config_sources, warnings)
-        if dummy_weights:
+        if o.dummy_weights:
             self._dummy_weights(args)
-        if overrides:
-            args.set_tokens(list(overrides), "override", "--engine-arg")
-        for k, v in (env_overrides or {}).items():
+        if o.overrides:
+            args.set_tokens(list(o.overrides), "override", "--engine-arg")
+        for k, v in (o.env_overrides or {}).items():
             env.set(k, v, "override", "--engine-env")
-        files = self.files(ctx, args, config, work_dir, warnings)
+        files = self.files(ctx, args, config, o.work_dir, warnings)
         for rule in rules:
             for flag, name in rule.files.items():
                 files[name] = (DATA_DIR / name).read_text()
-                args.set(flag, str(work_dir / name) if work_dir is not None else name,
+                args.set(flag, str(o.work_dir / name) if o.work_dir is not None else name,
                          "default", f"{self.data_name}.yaml: {rule.name} (engines/data/{name})")
         services = self.services(ctx, config)
         program = list(data.program)
@@ -99,9 +126,9 @@ class EngineAdapter:
         sources = args.sources() + env.sources() + config_sources + router_sources
         if data.model_flag is None:
             sources.insert(0, ArgSource(flag="<model>", value=ctx.model_path,
-                                        source=self._model_source(model_path),
-                                        detail=self._model_detail(model_path)))
-        engine_url = f"http://{host}:{ctx.engine_port}"
+                                        source=self._model_source(o.model_path),
+                                        detail=self._model_detail(o.model_path)))
+        engine_url = f"http://{o.host}:{ctx.engine_port}"
         return LaunchSpec(
             engine=self.name,
             argv=argv,
@@ -110,10 +137,10 @@ class EngineAdapter:
             files=files,
             router_argv=router_argv,
             services=services,
-            base_url=f"http://{host}:{port}",
+            base_url=f"http://{o.host}:{o.port}",
             metrics_url=engine_url + data.metrics_path,
             health_url=engine_url + data.health_path,
-            router_health_url=(f"http://{host}:{port}" + data.routers[router].health_path
+            router_health_url=(f"http://{o.host}:{o.port}" + data.routers[router].health_path
                                if router else None),
             served_model_name=ctx.served_model_name,
             correlation_header=data.routers[router].correlation_header if router else None,

@@ -20,12 +20,12 @@ rank counting the row's nodes from 0 (the Slurm runner fills them in)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kvbench.engines.argv import Settings
-from kvbench.engines.base import EngineAdapter
+from kvbench.engines.base import BuildOptions, EngineAdapter
 from kvbench.engines.context import BuildContext
 from kvbench.engines.rules import EngineData
 from kvbench.engines.sglang import SGLangAdapter
@@ -80,37 +80,20 @@ class SGLangDisaggAdapter(EngineAdapter):
     data_name = "sglang_disagg"
     builds_workers = True
 
-    def build(  # type: ignore[override]
-        self,
-        job: Job,
-        plan: Plan | None = None,
-        *,
-        port: int,
-        host: str = "127.0.0.1",
-        model_path: str | None = None,
-        work_dir: Path | None = None,
-        overrides: Sequence[str] = (),
-        env_overrides: Mapping[str, str] | None = None,
-        accuracy: bool | None = None,
-        engine_version: str | None = None,
-        dummy_weights: bool = False,
-        runners: Any | None = None,
-    ) -> LaunchSpec:
+    def launch_spec(self, job: Job, plan: Plan | None, o: BuildOptions) -> LaunchSpec:
         """`plan` (the row's, sized for its prefill) gives way to one plan per worker."""
         from kvbench.plan.workers import plan_workers
 
         if not job.is_multinode:
             raise EngineError(f"{job.exp_name}: a {self.name} row has prefill and decode "
                               "workers; this one has neither")
-        worker_port = port + self.data.routers[ROUTER].engine_port_offset
-        planned = plan_workers(job, runners)
+        worker_port = o.port + self.data.routers[ROUTER].engine_port_offset
+        planned = plan_workers(job, o.runners)
         workers: list[WorkerSpec] = []
         for wp in planned.workers:
             wport = worker_port + wp.slot  # workers sharing a node listen on successive ports
-            spec = SGLangWorkerAdapter().build(
-                wp.job, wp.plan, port=wport, host=host, model_path=model_path,
-                work_dir=work_dir, overrides=overrides, env_overrides=env_overrides,
-                accuracy=accuracy, engine_version=engine_version, dummy_weights=dummy_weights)
+            spec = SGLangWorkerAdapter().launch_spec(wp.job, wp.plan,
+                                                     replace(o, port=wport, runners=None))
             url = f"http://{{node{wp.nodes[0]}}}:{wport}"
             gpus = int(wp.job.row["tp"]) * int(wp.job.row["pp"]) * int(wp.job.row["pcp-size"])
             workers.append(WorkerSpec(
@@ -120,7 +103,7 @@ class SGLangDisaggAdapter(EngineAdapter):
                 metrics_url=url + self.data.metrics_path, health_url=url + self.data.health_path,
                 plan=wp.plan.to_json(), sources=spec.sources, warnings=spec.warnings))
         return self._router_spec(job, workers, len(planned.nodes), list(planned.errors),
-                                 port=port, host=host)
+                                 port=o.port, host=o.host)
 
     def _router_spec(self, job: Job, workers: list[WorkerSpec], nodes: int, errors: list[str],
                      *, port: int, host: str) -> LaunchSpec:

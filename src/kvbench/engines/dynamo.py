@@ -39,7 +39,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench import yamldoc
-from kvbench.engines.base import EngineAdapter
+from kvbench.engines.base import BuildOptions, EngineAdapter
 from kvbench.engines.disaggregation import router_worker_args
 from kvbench.engines.rules import DATA_DIR
 from kvbench.engines.spec import LaunchSpec, ServiceSpec, WorkerSpec
@@ -507,22 +507,7 @@ class DynamoAdapter(EngineAdapter):
     data_name = "sim"  # no rule file: the recipe is the data (EngineAdapter.data is unused)
     builds_workers = True
 
-    def build(  # type: ignore[override]
-        self,
-        job: Job,
-        plan: Plan | None = None,
-        *,
-        port: int,
-        host: str = "127.0.0.1",
-        model_path: str | None = None,
-        work_dir: Path | None = None,
-        overrides: Sequence[str] = (),
-        env_overrides: Mapping[str, str] | None = None,
-        accuracy: bool | None = None,
-        engine_version: str | None = None,
-        dummy_weights: bool = False,
-        runners: Any | None = None,
-    ) -> LaunchSpec:
+    def launch_spec(self, job: Job, plan: Plan | None, o: BuildOptions) -> LaunchSpec:
         from kvbench.plan.workers import plan_workers
 
         config_file = config_file_of(job.row)
@@ -537,15 +522,15 @@ class DynamoAdapter(EngineAdapter):
                     f"{', '.join(bad)} (Unknown field; `srtctl apply` exits with Invalid "
                     "config, srt-slurm core/schema.py BenchmarkConfig)")
         fe = frontend_facts(recipe, f"{job.exp_name}: recipe {config_file}")
-        if overrides or dummy_weights:
+        if o.overrides or o.dummy_weights:
             raise EngineError(f"{job.exp_name}: --engine-arg and --load-format dummy apply "
                               "to single-engine rows; a recipe row runs the recipe")
-        model_dir = (model_path or job.model).rstrip("/").rsplit("/", 1)[-1]
+        model_dir = (o.model_path or job.model).rstrip("/").rsplit("/", 1)[-1]
         dedicated = bool(recipe.infra.get("etcd_nats_dedicated_node"))
         nodes = allocation_nodes(recipe)
         workers_ranks = list(range(1 if dedicated else 0, nodes))
         infra = 0  # core/runtime.py Nodes: etcd/NATS on the first node
-        planned = plan_workers(job, runners)
+        planned = plan_workers(job, o.runners)
         plans = {wp.role: wp.plan for wp in planned.workers}
         be = worker_program(recipe)
         procs = processes(recipe, allocate(recipe, workers_ranks))
@@ -553,13 +538,13 @@ class DynamoAdapter(EngineAdapter):
         workers = []
         for proc in procs:
             mode = proc.endpoint.mode
-            wdir = (work_dir or Path(".")) / "logs"
+            wdir = (o.work_dir or Path(".")) / "logs"
             dump = str(wdir / f"node{proc.node}_config.json")
-            argv = worker_argv(recipe, proc, model_dir, dump, port)
+            argv = worker_argv(recipe, proc, model_dir, dump, o.port)
             # the engine's own arguments start where the model is named
             program_len = argv.index(be.model_flag or MODEL_IN_CONTAINER)
-            env = worker_env(recipe, proc, infra, workers_ranks[0]) | dict(env_overrides or {})
-            url = served_at(fe, proc, leaders.get((mode, proc.endpoint.index), proc), port)
+            env = worker_env(recipe, proc, infra, workers_ranks[0]) | dict(o.env_overrides or {})
+            url = served_at(fe, proc, leaders.get((mode, proc.endpoint.index), proc), o.port)
             worker_plan = plans.get("prefill" if mode == "agg" else mode)
             # one srun step per process: a node of the worker, or (TRT-LLM, MPI) all of them
             step = (list(proc.endpoint.nodes) if recipe.backend_type == "trtllm"
@@ -572,7 +557,7 @@ class DynamoAdapter(EngineAdapter):
                 plan=worker_plan.to_json() if worker_plan is not None else None))
         warnings = [f"plan refused: {e}" for e in planned.errors] + unread_pin_warnings(job)
         return self._frontend_spec(job, recipe, fe, workers, procs, nodes, infra, warnings,
-                                   port=port, host=host)
+                                   port=o.port, host=o.host)
 
     def _frontend_spec(self, job: Job, recipe: Recipe, fe: FrontendFacts,
                        workers: list[WorkerSpec], procs: list[Process], nodes: int, infra: int,

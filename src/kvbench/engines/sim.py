@@ -7,9 +7,9 @@ import sys
 from typing import Any
 
 from kvbench.engines.argv import Settings
-from kvbench.engines.base import EngineAdapter
+from kvbench.engines.base import BuildOptions, EngineAdapter
 from kvbench.engines.context import BuildContext, host_source
-from kvbench.engines.spec import ArgSource
+from kvbench.engines.spec import ArgSource, LaunchSpec
 from kvbench.units import GB
 
 _WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
@@ -19,8 +19,8 @@ class SimAdapter(EngineAdapter):
     name = "sim"
     data_name = "sim"
 
-    def build(self, job, plan=None, **kwargs):  # type: ignore[override]
-        spec = super().build(job, plan, **kwargs)
+    def launch_spec(self, job, plan, o: BuildOptions) -> LaunchSpec:
+        spec = super().launch_spec(job, plan, o)
         # The data file names the interpreter as `python`: run serve-sim with this one, so it
         # works from a source checkout (PYTHONPATH) as well as from an installed kvbench.
         spec.argv = [sys.executable if a == "python" else a for a in spec.argv]
