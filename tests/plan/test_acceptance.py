@@ -133,12 +133,18 @@ def test_a_recipe_write_policy_replaces_the_launchers():
     """`kv-offload-backend.write-policy` (a kvbench extension) is the arm's HiCache policy; the
     launcher's own (qwen3.5 H200: write_through_selective) or SGLang's default applies without
     it."""
-    def policy(backend: dict, key: str = "qwen3.5-fp8-h200-sglang-agentic-mtp") -> str:
-        args = plan_job(make_job(key, **{"kv-offload-backend": backend})).engine_args
-        return args[args.index("--hicache-write-policy") + 1]
+    def policy(backend: dict, key: str = "qwen3.5-fp8-h200-sglang-agentic-mtp") -> str | None:
+        plan = plan_job(make_job(key, **{"kv-offload-backend": backend}))
+        args = plan.engine_args
+        assert plan.hicache_write_policy == args[args.index("--hicache-write-policy") + 1]
+        return plan.hicache_write_policy
 
     assert policy({"name": "hicache"}) == "write_through_selective"
     assert policy({"name": "hicache", "write-policy": "write_back"}) == "write_back"
+    resident = plan_job(make_job("qwen3.5-fp8-h200-sglang-agentic-mtp",
+                                 **{"kv-offloading": "none", "kv-offload-backend": None}))
+    assert "--hicache-write-policy" not in resident.engine_args
+    assert resident.hicache_write_policy is None
 
 
 def test_a_write_policy_is_refused_on_a_backend_without_one():

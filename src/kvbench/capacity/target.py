@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvbench.errors import CapacityError
+from kvbench.sim.cache import WRITE_POLICIES
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import EngineConfig
 
 _GB = 1e9
-_POLICIES = ("write_through", "write_through_selective", "write_back")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class Target:
         plan = _plan(self.job, self.job.row, self.runners)
         top = configured_gb(plan)
         return Tier(top, self.gpu_tokens or plan.gpu_kv_tokens, plan.host_kv_tokens,
-                    _write_policy(list(plan.engine_args)), list(plan.engine_args),
+                    _write_policy(plan), list(plan.engine_args),
                     _plan_json(plan, self.gpu_tokens))
 
     def row_for(self, host_gb: float, conc: int) -> dict:
@@ -88,12 +88,10 @@ def configured_gb(plan: Any) -> float:
                for p in plan.host_pools if p.inside_configured_size)
 
 
-def _write_policy(engine_args: list[str]) -> str:
-    if "--hicache-write-policy" in engine_args:
-        policy = engine_args[engine_args.index("--hicache-write-policy") + 1]
-        if policy in _POLICIES:
-            return policy
-    return "write_through"
+def _write_policy(plan: Any) -> str:
+    """The simulator's write policy for the plan's server (SGLang's default without one)."""
+    policy = plan.hicache_write_policy
+    return policy if policy in WRITE_POLICIES else "write_through"
 
 
 def _row_at(row: dict, host_gb: float) -> dict:
@@ -142,7 +140,7 @@ def _planned_tier(t: Target, host_gb: float) -> Tier:
             f"{'; '.join(plan.errors) or 'over the host budget'}",
             hint="lower --host-gb or the grid's top (--budget-gb)")
     return Tier(host_gb, t.gpu_tokens or plan.gpu_kv_tokens, plan.host_kv_tokens if host_gb else 0,
-                _write_policy(list(plan.engine_args)), list(plan.engine_args),
+                _write_policy(plan), list(plan.engine_args),
                 _plan_json(plan, t.gpu_tokens))
 
 
@@ -233,9 +231,9 @@ def target_direct(model: str, hardware: str, tp: int, *, precision: str | None,
 
     if budget_gb < 0:
         raise CapacityError(f"--budget-gb must be >= 0, got {budget_gb:g}")
-    if write_policy not in _POLICIES:
+    if write_policy not in WRITE_POLICIES:
         raise CapacityError(f"--write-policy: {write_policy!r} is not one of "
-                            f"{', '.join(_POLICIES)}")
+                            f"{', '.join(WRITE_POLICIES)}")
     costs = resolve_costs(model, hardware, tp, precision, engine=engine_profile)
     gpu = gpu_tokens if gpu_tokens is not None else gpu_tier_tokens(costs, hardware)
     precision = precision or infer_precision(model)

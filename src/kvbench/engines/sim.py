@@ -10,9 +10,8 @@ from kvbench.engines.argv import Settings
 from kvbench.engines.base import BuildOptions, EngineAdapter
 from kvbench.engines.context import BuildContext, host_source
 from kvbench.engines.spec import ArgSource, LaunchSpec
+from kvbench.recipe.fields import WRITE_POLICIES
 from kvbench.units import GB
-
-_WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 
 
 class SimAdapter(EngineAdapter):
@@ -52,7 +51,6 @@ class SimAdapter(EngineAdapter):
             per_rank = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size)
             args.set("--host-cache-gb", round(per_rank / GB, 3), "plan",
                      "plan.host_pools (inside the configured size), bytes per rank / 1e9")
-        if "--hicache-write-policy" in tokens:
-            policy = tokens[tokens.index("--hicache-write-policy") + 1]
-            if policy in _WRITE_POLICIES:
-                args.set("--write-policy", policy, "plan", "plan.engine_args")
+        # the embedded engine models each of SGLang's policies (sim/cache.py)
+        if (policy := plan.hicache_write_policy) in WRITE_POLICIES:
+            args.set("--write-policy", policy, "plan", "plan.engine_args")

@@ -70,6 +70,15 @@ class Plan(BaseModel):
     forced: bool = False
 
     @property
+    def hicache_write_policy(self) -> str | None:
+        """The HiCache write policy the plan starts SGLang with (`--hicache-write-policy`);
+        None where it names none (SGLang's default, or no HiCache)."""
+        args = self.engine_args
+        if "--hicache-write-policy" in args[:-1]:
+            return args[args.index("--hicache-write-policy") + 1]
+        return None
+
+    @property
     def is_refused(self) -> bool:
         return bool(self.errors)
 
