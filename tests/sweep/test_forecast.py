@@ -59,3 +59,19 @@ def test_jobs_it_cannot_forecast_say_none(quickstart_jobs):
     jobs, runners = quickstart_jobs
     synthetic = RunOptions(max_requests=5)  # sessions drawn when the replay runs
     assert engine_seconds(jobs[0], synthetic, runners) is None
+
+
+def test_the_job_and_the_forecast_take_one_workload_from_the_options():
+    """`RunOptions.replay_workload` is the one mapping from the options to the replay's
+    requests: the row's duration where no bound is given, a validity profile's settings."""
+    from kvbench.replay.profile import PROFILES
+
+    assert RunOptions().replay_workload(4, 600.0)["duration_s"] == 600.0
+    assert RunOptions(max_requests=20).replay_workload(4, 600.0)["duration_s"] is None
+    assert RunOptions(duration_s=50).replay_workload(4, 600.0)["duration_s"] == 50
+    assert RunOptions().replay_workload(4, 0.0)["duration_s"] is None
+    name = next(iter(PROFILES))
+    profiled = RunOptions(profile=name, duration_s=50).replay_workload(4, 600.0)
+    assert profiled["start"] == "sampled" and profiled["fresh_server"] is True
+    assert profiled["duration_s"] == 50  # an explicit value wins over the profile's
+    assert profiled["warmup_requests"] == PROFILES[name].warmup_requests_per_lane * 4

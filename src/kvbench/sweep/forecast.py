@@ -10,6 +10,7 @@ a simulator: it can say how long each job takes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -21,12 +22,12 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
     from kvbench.engines import get_adapter
     from kvbench.errors import KvbenchError
     from kvbench.plan import plan_job
+    from kvbench.replay.config import ReplayConfig
     from kvbench.sim.engine_config import EngineConfig
     from kvbench.sim.engine_profile import engine_profile_for
     from kvbench.sim.simulate import SimSetup, run_sessions
     from kvbench.sim.sizing import resolve_costs
     from kvbench.workload import load_trace
-    from kvbench.workload.bounds import WorkloadBounds
 
     if job.framework != "sim" or job.is_multinode:
         return None
@@ -44,12 +45,10 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
     setup = SimSetup(plan.gpu_kv_tokens, plan.host_kv_tokens,
                      given.get("--write-policy", "write_through"), engine=EngineConfig(
                          max_running_requests=int(given["--max-running-requests"])))
-    bounds = WorkloadBounds(concurrency=job.conc, duration_s=options.duration_s,
-                            max_requests=options.max_requests,
-                            warmup_requests=options.warmup_requests or 0,
-                            max_tokens_cap=options.max_tokens_cap,
-                            think_time_scale=options.think_time_scale,
-                            max_input_tokens=options.max_input_tokens, seed=options.seed)
+    # the replay the job will send, against the server it will start (nothing is written)
+    bounds = ReplayConfig(
+        url=launch.base_url, model=launch.served_model_name, output_dir=Path(),
+        **options.replay_workload(job.conc, float(job.row.get("duration", 0)))).bounds
     if sessions is None:
         paths = options.trace_paths()
         if paths is None:  # synthetic sessions: drawn when the replay runs

@@ -161,33 +161,21 @@ class _Run:
         from kvbench.telemetry import GpuSampler
 
         opts = self.spec.options
-        duration = opts.duration_s
-        if duration is None and opts.max_requests is None:
-            duration = float(self.spec.row.get("duration", 0)) or None
-        conc = self.spec.job().conc
-        chosen: dict = {"duration_s": duration, "warmup_requests": opts.warmup_requests}
-        if opts.profile is not None:
-            from kvbench.replay.profile import profile_named, replay_settings
-
-            # every job starts its own server: a fresh deployment per concurrency point
-            chosen.update(replay_settings(profile_named(opts.profile), conc, {
-                "duration_s": duration, "warmup_requests": opts.warmup_requests or None}))
-            chosen.update(profile=opts.profile, fresh_server=True)
+        job = self.spec.job()
         cfg = ReplayConfig(
             url=launch.base_url, model=launch.served_model_name, endpoint=opts.endpoint,
-            trace=opts.trace_paths(), concurrency=conc, **chosen,
-            workers=min(opts.replay_workers, conc),
-            max_requests=opts.max_requests,
-            seed=opts.seed, correlation_header=launch.correlation_header,
-            output_dir=self.job_dir, tokenizer=opts.prompt_tokenizer,
-            num_gpus=self.spec.job().gpus, max_tokens_cap=opts.max_tokens_cap,
-            max_input_tokens=opts.max_input_tokens, think_time_scale=opts.think_time_scale,
+            trace=opts.trace_paths(),
+            **opts.replay_workload(job.conc, float(self.spec.row.get("duration", 0))),
+            workers=min(opts.replay_workers, job.conc),
+            correlation_header=launch.correlation_header, output_dir=self.job_dir,
+            tokenizer=opts.prompt_tokenizer, num_gpus=job.gpus,
             time_scale=opts.time_scale, compress_records=opts.compress_raw,
             # a multi-node row's launch is the router's endpoint: embedded workers report all
             absent_cached_tokens_are_zero=getattr(launch, "absent_cached_tokens_are_zero", False),
         )
         timeout = opts.timeouts.replay_s or (
-            duration + cfg.grace_s + REPLAY_MARGIN_S if duration else NO_DURATION_REPLAY_S)
+            cfg.duration_s + cfg.grace_s + REPLAY_MARGIN_S if cfg.duration_s
+            else NO_DURATION_REPLAY_S)
         scrape = layout.SCRAPE_FILE + (GZ_SUFFIX if opts.compress_raw else "")
         scraper = Scraper(launch.metrics_url, self.engine, self.job_dir / scrape,
                           interval_s=opts.scrape_interval_s)

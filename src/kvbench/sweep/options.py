@@ -4,7 +4,7 @@ sweep and carried in each job.json so that `kvbench run-job` needs nothing else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -89,6 +89,28 @@ class RunOptions(BaseModel):
         from kvbench.results.build import options_digest
 
         return options_digest(self.measurement_identity())
+
+    def replay_workload(self, concurrency: int, row_duration_s: float | None) -> dict[str, Any]:
+        """Which requests a job's replay sends, as ReplayConfig fields: the bounds (the row's
+        duration where neither --duration nor --max-requests is given), and a validity
+        profile's settings where the options name one. The job's replay and the pace's
+        forecast (sweep/forecast.py) both take them from here."""
+        duration = self.duration_s
+        if duration is None and self.max_requests is None:
+            duration = row_duration_s or None
+        out: dict[str, Any] = {
+            "concurrency": concurrency, "duration_s": duration,
+            "max_requests": self.max_requests, "warmup_requests": self.warmup_requests,
+            "seed": self.seed, "max_tokens_cap": self.max_tokens_cap,
+            "max_input_tokens": self.max_input_tokens, "think_time_scale": self.think_time_scale}
+        if self.profile is not None:
+            from kvbench.replay.profile import profile_named, replay_settings
+
+            # every job starts its own server: a fresh deployment per concurrency point
+            out.update(replay_settings(profile_named(self.profile), concurrency, {
+                "duration_s": duration, "warmup_requests": self.warmup_requests or None}))
+            out.update(profile=self.profile, fresh_server=True)
+        return out
 
     def trace_paths(self) -> list[Path] | None:
         """The traces to replay, or None for synthetic sessions."""
