@@ -7,8 +7,9 @@ the `vllm` profile; SGLang: the probe fit, results/h200/sglang/engine-sglang-h20
 
 Per job: hit rate by tier (real: the engine's tier counters over prompt tokens; simulated:
 first-scheduling hits by tier), TTFT p50/p90, ITL p50, input and output tok/s, the requests
-each sent, and the overlap of the (session, turn) sets; then the offload/resident ratios of
-TTFT p50 and output tok/s at each concurrency.
+each sent, and the overlap of the (session, turn) sets; the 95% bootstrap interval of the real
+TTFT p50 over the run's requests and whether the simulated p50 falls inside it; then the
+offload/resident ratios of TTFT p50 and output tok/s at each concurrency.
 
     PYTHONPATH=src python benchmarks/gpu/validate_sim.py [--runs DIR] [--out FILE.json]
 """
@@ -63,6 +64,18 @@ def _arm(r: dict) -> str:
     return backend.get("write-policy") or backend.get("name")
 
 
+def p50_interval(values: list[float], resamples: int = 4000, seed: int = 0) -> list[float]:
+    """The 95% bootstrap interval of the median of `values` (one run's requests, resampled
+    with replacement): how far a run's TTFT p50 could move by which requests the 50 s bound
+    let in. A simulated p50 inside it is a miss the run itself cannot tell from noise."""
+    import numpy as np
+
+    x = np.asarray(values, dtype=float)
+    draws = np.random.default_rng(seed).choice(x, size=(resamples, x.size))
+    lo, hi = np.percentile(np.percentile(draws, 50, axis=1), [2.5, 97.5])
+    return [float(lo), float(hi)]
+
+
 def _real(run: Path) -> dict:
     r = json.loads((run / "result.json").read_text())
     m, s = r["request_metrics"], r["server_metrics"]
@@ -70,6 +83,8 @@ def _real(run: Path) -> dict:
     tiers = s["cache"]["cached_tokens_by_tier"]
     recs = list(iter_jsonl(run / "records.jsonl"))
     backend = r["kv_offload_backend"]
+    ttft = {(x["session_id"], x["turn"]): (x["t_first_ns"] - x["t_send_ns"]) / 1e6
+            for x in recs if x["status"] == "ok" and not x["is_warmup"]}
     return {"conc": r["conc"], "arm": _arm(r), "engine": r["framework"],
             "write_policy": (backend or {}).get("write-policy") or "write_through",
             "host_tokens": r["plan"]["host-kv-tokens"] if backend else 0,
@@ -78,15 +93,14 @@ def _real(run: Path) -> dict:
             # vLLM counts a CPU-tier hit as an external KV transfer, SGLang as host
             "hit_host": ((tiers["host"] or 0) + (tiers["external"] or 0)) / prompt,
             "ttft_p50_ms": m["latency"]["ttft_ms"]["p50"],
+            "ttft_p50_interval_ms": p50_interval(list(ttft.values())),
             "ttft_p90_ms": m["latency"]["ttft_ms"]["p90"],
             "itl_p50_ms": m["latency"]["itl_ms"]["p50"],
             "tpot_p50_ms": m["latency"]["tpot_ms"]["p50"],
             "input_tok_s": m["throughput"]["input_tok_s"],
             "output_tok_s": m["throughput"]["output_tok_s"],
             "sent": {(x["session_id"], x["turn"]) for x in recs if not x["is_warmup"]},
-            "ttft_by_request": {(x["session_id"], x["turn"]): (x["t_first_ns"] - x["t_send_ns"])
-                                / 1e6 for x in recs
-                                if x["status"] == "ok" and not x["is_warmup"]}}
+            "ttft_by_request": ttft}
 
 
 def setting(real: dict) -> tuple:
@@ -149,9 +163,11 @@ def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
         error, ratio = request_error(real, sim), request_ratio_p50(real, sim)
         a, b = real.pop("sent"), sim.pop("sent")
         real.pop("ttft_by_request"), sim.pop("ttft_by_request")
+        lo, hi = real["ttft_p50_interval_ms"]
         rows.append({"job": run.name, "conc": real["conc"], "arm": real["arm"], "real": real,
                      "sim": sim, "same_requests": len(a & b), "union_requests": len(a | b),
-                     "ttft_request_error": error, "ttft_request_ratio_p50": ratio})
+                     "ttft_request_error": error, "ttft_request_ratio_p50": ratio,
+                     "sim_ttft_p50_in_interval": lo <= sim["ttft_p50_ms"] <= hi})
     return rows
 
 
@@ -168,6 +184,11 @@ def by_arm(rows: list[dict]) -> dict[tuple[int, str], tuple[dict, dict]]:
                 runs[0]["sim"]) for k, runs in by.items()}
 
 
+def _interval_cell(r: dict) -> str:
+    lo, hi = r["real"]["ttft_p50_interval_ms"]
+    return f"[{lo:,.0f}, {hi:,.0f}] sim {'in' if r['sim_ttft_p50_in_interval'] else 'OUT'}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=RUNS)
@@ -180,7 +201,8 @@ def main() -> None:
     keys = ("requests", "hit_device", "hit_host", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms",
             "tpot_p50_ms", "input_tok_s", "output_tok_s")
     print(f"{'job':<40}" + "".join(f"{k:>26}" for k in keys) + f"{'same / union':>14}"
-          + f"{'TTFT |ln| per request':>23}{'TTFT sim/real p50':>19}")
+          + f"{'TTFT |ln| per request':>23}{'TTFT sim/real p50':>19}"
+          + f"{'real TTFT p50 95% interval':>28}")
     for r in rows:
         cells = []
         for k in keys:
@@ -191,7 +213,8 @@ def main() -> None:
                 cells.append(f"{a:,.1f} / {b:,.1f} ({(b / a - 1) * 100:+.0f}%)")
         print(f"{r['job']:<40}" + "".join(f"{c:>26}" for c in cells)
               + f"{r['same_requests']:>7} / {r['union_requests']}"
-              + f"{r['ttft_request_error']:>23.3f}{r['ttft_request_ratio_p50']:>19.2f}")
+              + f"{r['ttft_request_error']:>23.3f}{r['ttft_request_ratio_p50']:>19.2f}"
+              + f"{_interval_cell(r):>28}")
     print("\noffload / resident (real -> simulated; real resident: the mean of its repeats):")
     for conc in sorted({r["conc"] for r in rows}):
         base = [r for r in rows if r["conc"] == conc and r["arm"] == "resident"]

@@ -112,3 +112,14 @@ def test_per_request_ttft_holds_in_every_run(validation) -> None:
         assert 0.90 <= row["ttft_request_ratio_p50"] <= 1.10, row["job"]
         assert row["ttft_request_error"] <= 0.25, row["job"]
         assert row["same_requests"] >= 0.85 * row["union_requests"], row["job"]
+
+
+def test_the_ttft_p50_misses_against_each_runs_own_noise(validate, validation) -> None:
+    """The 95% bootstrap interval of each run's TTFT p50 over its requests: the simulated p50
+    lies inside it in 10 of the 11 runs, the conc-4 write_through miss (-26%) included. Only
+    write_through_selective at conc 4 (-32%) is a miss its run can tell from noise: the
+    simulator predicts both write policies alike, and that run was the slower of the two."""
+    outside = {row["job"] for row in validation if not row["sim_ttft_p50_in_interval"]}
+    assert outside == {"selective-c4"}
+    lo, hi = validate.p50_interval([3.0, 1.0, 2.0, 5.0, 4.0])
+    assert 1.0 <= lo <= 3.0 <= hi <= 5.0
