@@ -141,13 +141,26 @@ def test_quickstart_with_a_busy_core_picks_a_pace_the_client_sustains(tmp_path):
     assert len(chosen) == 1 and "x: " in chosen[0], out.stderr[-2000:]
     scale = float(chosen[0].split()[2].rstrip("x:"))
     cells: dict[tuple, list[bool]] = {}
+    failing: set[str] = set()
     for path in (tmp_path / "qs").glob("*/result.json"):
         r = read_json(path)
         assert r["request_metrics"]["time_scale"] == scale
         checks = r["validity"]["checks"]
-        ok = all(c["passed"] is not False for name, c in checks.items() if name != "offload_tier")
-        cells.setdefault((r["conc"], r["kv_offloading"]), []).append(ok)
+        failed = {name for name, c in checks.items()
+                  if name != "offload_tier" and c["passed"] is False}
+        failing |= failed
+        cells.setdefault((r["conc"], r["kv_offloading"]), []).append(not failed)
     assert len(cells) == 6 and all(len(v) == 3 for v in cells.values())
     valid = sorted(k for k, v in cells.items() if all(v))
+    if "the client would need" in chosen[0]:
+        # The pace's own probe found the client cannot keep the pace the minute needs: a
+        # machine slower than the scenario's (this suite's 2-core sandbox ran at half its
+        # usual single-core speed on 2026-12-02: simulate_speed 13.6k against 28.4k req/s,
+        # and this case gave 0 of 6 cells). The quickstart must say so, as it did, and the
+        # runs it could not keep must be flagged by the client check and by no other.
+        assert "may be flagged client-saturated" in chosen[0], chosen[0]
+        assert failing <= {"client"}, (failing, cells)
+        pytest.skip(f"this machine is too slow for the busy-core minute ({chosen[0][:120]}); "
+                    f"{len(valid)} of 6 cells valid, every other flagged by the client check")
     assert len(valid) >= 5, (chosen[0], cells)
     assert elapsed < 60, f"quickstart took {elapsed:.0f} s ({chosen[0]})"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,22 +54,21 @@ class Metric:
     # hit (prometheus_client label children), so a run that never hit has none, while its
     # per-request usage (cache_reuse) still says 0 cached
     fallback: tuple[str, ...] | None = None
+    # a value derived from several fields, read instead of `path`
+    derive: Callable[[Result], float | None] | None = None
 
     def value(self, r: Result) -> float | None:
-        if self.path == OFFLOAD_TIER:
-            return _offload_tier_rate(r)
+        if self.derive is not None:
+            return self.derive(r)
         v = _dig(r, self.path)
         return _dig(r, self.fallback) if v is None and self.fallback else v
 
 
-# Not a field: the share of prompt tokens served beyond the GPU, host and external tiers
-# together. vLLM 0.26 counts its CPU offload connectors' hits as `external_kv_transfer`
-# (`vllm/v1/metrics/stats.py` PromptTokenStats), SGLang HiCache its host pool as
-# `cache_source="host"`: one row reads both, as the "prompt tokens from" line does.
-OFFLOAD_TIER = ("<offload tier>",)
-
-
 def _offload_tier_rate(r: Result) -> float | None:
+    """The share of prompt tokens served beyond the GPU: host and external tiers together.
+    vLLM 0.26 counts its CPU offload connectors' hits as `external_kv_transfer`
+    (`vllm/v1/metrics/stats.py` PromptTokenStats), SGLang HiCache its host pool as
+    `cache_source="host"`: one row reads both, as the "prompt tokens from" line does."""
     reuse = result_reuse(r)
     if reuse is not None and reuse.get("host") is not None:
         return reuse["host"] + (reuse.get("external") or 0.0)
@@ -87,7 +87,7 @@ METRICS = (
     Metric("E2E p50 ms", ("request_metrics", "latency", "e2e_ms", "p50"), False),
     Metric("cache hit rate (all tiers)", ("server_metrics", "cache", "overall_cache_hit_rate"),
            True, ("cache_reuse", "per_request_hit_rate")),
-    Metric("cache hit rate (offload tier)", OFFLOAD_TIER, True),
+    Metric("cache hit rate (offload tier)", (), True, derive=_offload_tier_rate),
     Metric("J per output token", ("energy", "j_per_output_token"), False),
 )
 
