@@ -111,10 +111,13 @@ def test_the_h200_vllm_runs_offload_tier_row_counts_the_connectors_hits():
     out = compare(load_results([H200_VLLM]), by="backend", valid_only=True)
     c6 = next(c for c in out["cells"] if c["key"]["conc"] == "6")
     rows = {m["metric"]: m for m in c6["metrics"]}
+    # vllm:prompt_tokens_by_source_total{source="external_kv_transfer"} over prompt tokens:
+    # native 0.656 in each of its valid runs (631,392 of 961,870 in __r1), simple 0.662,
+    # 0.670 (665,088 of 992,875 in __r1) and 0.662
+    offload = rows["cache hit rate (offload tier)"]["arms"]
+    assert offload["backend=vllm-native"]["mean"] == pytest.approx(0.6564, abs=5e-4)
+    assert offload["backend=vllm-simple"]["mean"] == pytest.approx(0.6646, abs=5e-4)
     for arm in ("backend=vllm-native", "backend=vllm-simple"):
-        assert rows["cache hit rate (offload tier)"]["arms"][arm]["mean"] == pytest.approx(
-            c6["cache_reuse"][arm]["external"], abs=1e-9)
-        assert rows["cache hit rate (offload tier)"]["arms"][arm]["mean"] > 0.6
         d = rows["output tok/s/GPU"]["deltas"][arm]
         assert d["verdict"] == "better" and 20 < d["pct"] < 35 and d["noise_pct"] < 5
     assert rows["cache hit rate (offload tier)"]["arms"]["backend=none"]["mean"] == 0

@@ -64,14 +64,14 @@ def test_jobs_it_cannot_forecast_say_none(quickstart_jobs):
 def test_the_job_and_the_forecast_take_one_workload_from_the_options():
     """`RunOptions.replay_workload` is the one mapping from the options to the replay's
     requests: the row's duration where no bound is given, a validity profile's settings."""
-    from kvbench.replay.profile import PROFILES
-
     assert RunOptions().replay_workload(4, 600.0)["duration_s"] == 600.0
     assert RunOptions(max_requests=20).replay_workload(4, 600.0)["duration_s"] is None
     assert RunOptions(duration_s=50).replay_workload(4, 600.0)["duration_s"] == 50
     assert RunOptions().replay_workload(4, 0.0)["duration_s"] is None
-    name = next(iter(PROFILES))
-    profiled = RunOptions(profile=name, duration_s=50).replay_workload(4, 600.0)
-    assert profiled["start"] == "sampled" and profiled["fresh_server"] is True
-    assert profiled["duration_s"] == 50  # an explicit value wins over the profile's
-    assert profiled["warmup_requests"] == PROFILES[name].warmup_requests_per_lane * 4
+    # AgentX: 10 warm-up requests per lane, the first profiled turn drawn from 25-75 % of a
+    # trace; an explicit duration wins over the profile's 3,600 s
+    profiled = RunOptions(profile="agentx", duration_s=50).replay_workload(4, 600.0)
+    assert profiled["start"] == "sampled" and profiled["start_ratio"] == (0.25, 0.75)
+    assert profiled["fresh_server"] is True and profiled["profile"] == "agentx"
+    assert profiled["duration_s"] == 50 and profiled["warmup_requests"] == 40
+    assert RunOptions(profile="agentx").replay_workload(4, 600.0)["duration_s"] == 600.0

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbench.errors import ResultError
-from kvbench.results.reuse import cache_reuse
+from kvbench.results.reuse import cache_reuse, offload_share
 from kvbench.results.schema import Result
 
 # Fields that identify a configuration point; two results pair when all but the compared
@@ -64,19 +64,6 @@ class Metric:
         return _dig(r, self.fallback) if v is None and self.fallback else v
 
 
-def _offload_tier_rate(r: Result) -> float | None:
-    """The share of prompt tokens served beyond the GPU: host and external tiers together.
-    vLLM 0.26 counts its CPU offload connectors' hits as `external_kv_transfer`
-    (`vllm/v1/metrics/stats.py` PromptTokenStats), SGLang HiCache its host pool as
-    `cache_source="host"`: one row reads both, as the "prompt tokens from" line does."""
-    reuse = result_reuse(r)
-    if reuse is not None and reuse.get("host") is not None:
-        return reuse["host"] + (reuse.get("external") or 0.0)
-    cache = r.server_metrics.get("cache") or {}
-    parts = [cache.get(k) for k in ("cpu_cache_hit_rate", "external_cache_hit_rate")]
-    return None if all(v is None for v in parts) else sum(v or 0.0 for v in parts)
-
-
 METRICS = (
     Metric("output tok/s/GPU", ("request_metrics", "throughput", "output_tok_s_per_gpu"), True),
     Metric("interactivity p50 tok/s", ("request_metrics", "latency", "interactivity_tok_s",
@@ -87,7 +74,9 @@ METRICS = (
     Metric("E2E p50 ms", ("request_metrics", "latency", "e2e_ms", "p50"), False),
     Metric("cache hit rate (all tiers)", ("server_metrics", "cache", "overall_cache_hit_rate"),
            True, ("cache_reuse", "per_request_hit_rate")),
-    Metric("cache hit rate (offload tier)", (), True, derive=_offload_tier_rate),
+    # host and external tiers together, as the "prompt tokens from" line counts them
+    Metric("cache hit rate (offload tier)", (), True,
+           derive=lambda r: offload_share(result_reuse(r))),
     Metric("J per output token", ("energy", "j_per_output_token"), False),
 )
 

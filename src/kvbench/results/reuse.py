@@ -62,6 +62,16 @@ def cache_reuse(server: dict[str, Any] | None, summary: dict[str, Any] | None
     return None
 
 
+def offload_share(reuse: dict[str, Any] | None) -> float | None:
+    """The share of prompt tokens served beyond the GPU: host and external tiers together.
+    vLLM 0.26 counts its CPU offload connectors' hits as `external_kv_transfer`
+    (`vllm/v1/metrics/stats.py` PromptTokenStats), SGLang HiCache its host pool as
+    `cache_source="host"`. None where the tiers are unknown."""
+    if not reuse or reuse["host"] is None:
+        return None
+    return reuse["host"] + reuse["external"]
+
+
 def reuse_line(reuse: dict[str, Any] | None) -> str:
     """`GPU 61% · host 23% · recomputed 16%` (the cached share alone when tiers are unknown)."""
     if not reuse:
@@ -69,5 +79,5 @@ def reuse_line(reuse: dict[str, Any] | None) -> str:
     if reuse["gpu"] is None:
         return (f"cached {reuse['unknown_tier']:.0%} (tier unknown) · recomputed "
                 f"{reuse['recomputed']:.0%}")
-    host = reuse["host"] + reuse["external"]
-    return f"GPU {reuse['gpu']:.0%} · host {host:.0%} · recomputed {reuse['recomputed']:.0%}"
+    return (f"GPU {reuse['gpu']:.0%} · host {offload_share(reuse):.0%} · recomputed "
+            f"{reuse['recomputed']:.0%}")
