@@ -121,5 +121,6 @@ def test_the_ttft_p50_misses_against_each_runs_own_noise(validate, validation) -
     simulator predicts both write policies alike, and that run was the slower of the two."""
     outside = {row["job"] for row in validation if not row["sim_ttft_p50_in_interval"]}
     assert outside == {"selective-c4"}
+    assert validate.p50_interval([7.0] * 9) == [7.0, 7.0]  # no spread, no interval
     lo, hi = validate.p50_interval([3.0, 1.0, 2.0, 5.0, 4.0])
-    assert 1.0 <= lo <= 3.0 <= hi <= 5.0
+    assert 1.0 <= lo < 3.0 < hi <= 5.0

@@ -40,7 +40,7 @@ class BuildOptions:
     host: str = "127.0.0.1"
     model_path: str | None = None
     work_dir: Path | None = None
-    overrides: tuple[str, ...] = ()
+    overrides: Sequence[str] = ()
     env_overrides: Mapping[str, str] | None = None
     accuracy: bool | None = None
     engine_version: str | None = None
@@ -66,29 +66,10 @@ class EngineAdapter:
     def data(self) -> EngineData:
         return load_engine_data(self.data_name)
 
-    def build(
-        self,
-        job: Job,
-        plan: Plan | None = None,
-        *,
-        port: int,
-        host: str = "127.0.0.1",
-        model_path: str | None = None,
-        work_dir: Path | None = None,
-        overrides: Sequence[str] = (),
-        env_overrides: Mapping[str, str] | None = None,
-        accuracy: bool | None = None,
-        engine_version: str | None = None,
-        dummy_weights: bool = False,
-        runners: Any | None = None,
-    ) -> LaunchSpec:
-        """The job's launch under `plan`; `runners` (runners.yaml) is for adapters that plan
-        their own workers. Adapters that change how a launch is assembled override
-        `launch_spec`, which takes these options as one value."""
-        return self.launch_spec(job, plan, BuildOptions(
-            port=port, host=host, model_path=model_path, work_dir=work_dir,
-            overrides=tuple(overrides), env_overrides=env_overrides, accuracy=accuracy,
-            engine_version=engine_version, dummy_weights=dummy_weights, runners=runners))
+    def build(self, job: Job, plan: Plan | None = None, **options: Any) -> LaunchSpec:
+        """The job's launch under `plan`; `options` are BuildOptions' fields (`port` at
+        least). Adapters that assemble a launch their own way override `launch_spec`."""
+        return self.launch_spec(job, plan, BuildOptions(**options))
 
     def launch_spec(self, job: Job, plan: Plan | None, o: BuildOptions) -> LaunchSpec:
         """Data-file rules, then the job, then the plan, then the user's overrides."""
