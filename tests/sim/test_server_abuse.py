@@ -1,5 +1,5 @@
 """`kvbench serve-sim` under abuse, as a real process: clients that disconnect mid-stream or
-while queued (their requests leave the queue and the running set), garbage requests, three
+while queued (their requests leave the queue and the running set), garbage requests, four
 256-session replays on one server (RSS stays flat), SIGTERM with streams open (< 5 s), and
 bad --port/--host or a port in use (clean errors). Its log never holds a traceback."""
 
@@ -123,11 +123,17 @@ def test_sigterm_with_streams_open_stops_within_5_s(tmp_path):
 
 
 @pytest.mark.slow
-def test_rss_stays_flat_over_three_256_session_replays(tmp_path):
+def test_rss_stays_flat_over_four_256_session_replays(tmp_path, monkeypatch):
+    # glibc keeps freed heap in its arenas, so the RSS of a server parsing multi-MB request
+    # bodies swings by 30-40 MB from one idle moment to the next (seen: 141, 123, 163 MB after
+    # three replays). With one arena, and bodies above 64 KiB served by mmap and unmapped at
+    # free (mallopt(3): M_MMAP_THRESHOLD, M_ARENA_MAX), RSS follows what the server keeps.
+    monkeypatch.setitem(ENV, "MALLOC_ARENA_MAX", "1")
+    monkeypatch.setitem(ENV, "MALLOC_MMAP_THRESHOLD_", "65536")
     proc, url, log = serve_sim(tmp_path, "--time-scale", "100")
     rss = []
     try:
-        for i in range(3):
+        for i in range(4):
             out = subprocess.run(
                 [sys.executable, "-m", "kvbench", "replay", "--url", url, "--trace",
                  "synthetic", "--sessions", "256", "--concurrency", "64", "--max-requests",
@@ -136,12 +142,16 @@ def test_rss_stays_flat_over_three_256_session_replays(tmp_path):
                 capture_output=True, text=True, env=ENV, timeout=300)
             assert out.returncode == 0, out.stderr[-2000:]
             assert json.loads(out.stdout)["requests"]["errors"] == 0
+            assert wait_for(lambda: not any(gauges(url).values()), 30)  # idle: nothing held
             rss.append(rss_kib(proc.pid))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
-    # the first run warms the caches and allocators; later runs must not keep growing
-    assert rss[2] <= rss[1] * 1.10 + 8 * 1024, rss
+    # the first run warms the caches and allocators. Each run sends ~15M prompt tokens (~90 MB
+    # of text); a server keeping a sixth of that grows by 16 MiB a run. Fragmentation still
+    # moves single readings by up to ~20 MB, so the rate is taken over the last two runs.
+    growth_kib_per_run = (rss[3] - rss[1]) / 2
+    assert growth_kib_per_run <= 16 * 1024, rss
     assert "Traceback" not in log.read_text()
     (tmp_path / "rss.json").write_text(json.dumps(rss))
     print(f"serve-sim RSS after each 256-session replay (KiB): {rss}")
