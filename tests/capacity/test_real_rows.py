@@ -104,6 +104,6 @@ def test_capacity_with_defaults_exits_0_on_every_offload_key() -> None:
     # 10-80 s a key on a 2-core machine (the grid x the galloping search), CPU-bound in one
     # process: the keys run a process per core, or this test alone would take 7-8 minutes
     assert len(KEYS) >= 20, KEYS
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         failures = [f for f in pool.map(lambda vk: _capacity_with_defaults(*vk), KEYS) if f]
     assert not failures, "\n".join(failures)
