@@ -56,17 +56,24 @@ def build_dummy_model(out: Path, config: dict, *, max_position_embeddings: int |
         raise ModelError(f"config.json vocab_size {vocab_size!r} is not an integer >= 512")
     out.mkdir(parents=True, exist_ok=True)
     cfg = dict(config)
+    # a multimodal checkpoint (Qwen3.5) keeps the language model's fields in text_config,
+    # where the engines read them (sglang 0.5.17 configs/model_config.py get_hf_text_config)
+    text = cfg
+    if isinstance(cfg.get("text_config"), dict):
+        text = cfg["text_config"] = dict(cfg["text_config"])
     if max_position_embeddings is not None:
-        cfg["max_position_embeddings"] = max_position_embeddings
+        text["max_position_embeddings"] = max_position_embeddings
     tok = _tokenizer(vocab_size)
     # the engine stops on eos; ids must name tokens of this tokenizer
-    cfg["bos_token_id"] = tok.convert_tokens_to_ids("<|endoftext|>")
-    cfg["eos_token_id"] = tok.convert_tokens_to_ids("<|im_end|>")
+    ids = {"bos_token_id": tok.convert_tokens_to_ids("<|endoftext|>"),
+           "eos_token_id": tok.convert_tokens_to_ids("<|im_end|>")}
+    cfg.update(ids)
+    text.update(ids)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     tok.save_pretrained(out)
     (out / PROVENANCE_FILE).write_text(json.dumps({
         "source": source, "vocab_size": vocab_size, "weights": "none (serve with --load-format "
-        "dummy)", "max_position_embeddings": cfg.get("max_position_embeddings"),
+        "dummy)", "max_position_embeddings": text.get("max_position_embeddings"),
     }, indent=2) + "\n")
     return out
 
