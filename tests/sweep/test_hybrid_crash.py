@@ -1,0 +1,76 @@
+"""Issue 37: the unpatched Qwen3.5 HiCache + MTP arm (benchmarks/gpu/qwen3.5/recipe.yaml) on an
+engine that dies the way SGLang <= 0.5.17 does (seed 000): the scheduler logs the traceback,
+SIGQUITs the launcher, which kills its own process tree (sglang 0.5.17
+srt/managers/scheduler.py:4949-4952, srt/entrypoints/engine.py:1649-1653). kvbench names the
+cause from the log line, not from the SIGKILL exit (which alone reads as the host OOM killer),
+fails the job with that line and goes on to the next job of the sweep."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from kvbench.files import read_json
+from kvbench.matrix import Selection, select_jobs
+from kvbench.sweep import build_specs, run_local
+from kvbench.sweep.options import PhaseTimeouts, RunOptions
+
+RECIPE = REPO / "benchmarks" / "gpu" / "qwen3.5" / "recipe.yaml"
+RUNNERS = RECIPE.parent / "runners.yaml"
+CRASH = "AttributeError: 'HybridLinearKVPool' object has no attribute 'layer_num'"
+# the server log as 0.5.17 formats a scheduler that dies at start-up
+LOG = [
+    "[2026-12-03 10:00:00] server_args=ServerArgs(model_path=...)",
+    "[2026-12-03 10:00:09] Load weight end. elapsed=3.1 s, "
+    "type=Qwen3_5MoeForConditionalGeneration",
+    "[2026-12-03 10:00:12] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/tmp/sgsite/sglang/srt/managers/scheduler.py", line 4926, in '
+    "run_scheduler_process",
+    CRASH,
+    "",
+    "[2026-12-03 10:00:12] Received sigquit from a child process. It usually means the "
+    "child failed.",
+]
+
+
+@pytest.fixture
+def crashing_sglang(tmp_path, monkeypatch) -> Path:
+    """A `sglang` package first on the server's path whose launch_server starts, logs the
+    scheduler's exception as 0.5.17 formats it, and dies the way its SIGQUIT handler makes it."""
+    site = tmp_path / "site"
+    (site / "sglang").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text("")
+    (site / "sglang" / "launch_server.py").write_text(textwrap.dedent(f"""
+        import os, signal, time
+        for line in {LOG!r}:
+            print(line, flush=True)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    return site
+
+
+def test_the_unpatched_arm_fails_with_the_crash_line_and_the_sweep_goes_on(crashing_sglang,
+                                                                           tmp_path):
+    key = "qwen3.5-bf16-h200-sglang-agentic-mtp-hicache-unpatched"
+    jobs = select_jobs(Selection(config_files=(RECIPE,), config_keys=(key,)))
+    assert len(jobs) == 1 and "patches" not in jobs[0].row
+    model = tmp_path / "model"
+    model.mkdir()
+    options = RunOptions(load_format="dummy", model_path=str(model), max_requests=2,
+                         timeouts=PhaseTimeouts(ready_s=60.0))
+    specs = build_specs(jobs, options, runner_config=RUNNERS, repeats=2)
+    assert len(specs) == 2
+    outcomes = run_local(specs, tmp_path / "results", continue_on_error=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]  # the second job still ran
+    for spec, outcome in zip(specs, outcomes, strict=True):
+        assert CRASH in outcome.reason, outcome
+        launch = read_json(tmp_path / "results" / spec.dir_name / "result.json")["failure"][
+            "launch"]
+        assert (launch["signature"], launch["signature-line"], launch["returncode"]) == \
+            ("hybrid_pool_layer_num", CRASH, -9)
