@@ -21,11 +21,16 @@ ACTIVATION_RESERVE_BYTES = 4 * GiB
 
 
 # SGLang's Mamba pool with the radix cache on (mem_cache/kv_cache_configurator.py
-# _handle_max_mamba_cache, sglang 0.5.23): the state pool takes ratio/(1+ratio) of the memory
-# left after the weights (mamba_full_memory_ratio, fallback 0.9); with speculative decoding it
-# also reserves per-draft-token intermediate states for max_running / 3 requests.
+# _handle_max_mamba_cache, sglang 0.5.17 lines 1816-1980 and 0.5.23): the state pool takes
+# ratio/(1+ratio) of the memory left after the weights (mamba_full_memory_ratio, fallback 0.9);
+# with speculative decoding it also reserves per-draft-token intermediate states for
+# max_running / slots-per-request requests. Slots per running request
+# (_calculate_mamba_ratio, 0.5.17 lines 1659-1688): 3, plus 2 for the extra_buffer ping-pong
+# under the overlap schedule, which SGLang picks for the hybrid models it lists
+# (arg_groups/overrides.py:1432-1503, Qwen3.5, Qwen3-Next, Kimi-Linear/K3; verified on the
+# issue-37 argv: mamba_radix_cache_strategy=extra_buffer).
 MAMBA_FULL_MEMORY_RATIO = 0.9
-MAMBA_MAX_RUNNING_RATIO = 3
+MAMBA_MAX_RUNNING_RATIO = 3 + 2
 SGLANG_DRAFT_TOKENS = 4  # sglang.yaml's --speculative-num-draft-tokens for MTP rows
 
 
@@ -92,14 +97,15 @@ def estimate_gpu(
     slots = topo.max_running_requests()
     mamba = next((p for p in pools if p.name == "mamba"), None)
     fixed = sum(p.fixed_bytes_per_request_per_rank for p in pools) * slots
+    mamba_bytes = None
     if topo.engine == "sglang" and mamba is not None:
         # SGLang sizes the Mamba pool itself from the memory left after weights
-        slots, fixed = sglang_mamba_pool(pool, mamba.fixed_bytes_per_request_per_rank,
-                                         draft_tokens=SGLANG_DRAFT_TOKENS
-                                         if topo.spec_decoding == "mtp" else 0,
-                                         max_running=slots)
-        fixed += sum(p.fixed_bytes_per_request_per_rank for p in pools
-                     if p.name != "mamba") * topo.max_running_requests()
+        slots, mamba_bytes = sglang_mamba_pool(pool, mamba.fixed_bytes_per_request_per_rank,
+                                               draft_tokens=SGLANG_DRAFT_TOKENS
+                                               if topo.spec_decoding == "mtp" else 0,
+                                               max_running=slots)
+        fixed = mamba_bytes + sum(p.fixed_bytes_per_request_per_rank for p in pools
+                                  if p.name != "mamba") * topo.max_running_requests()
     per_token = sum(p.bytes_per_token_per_rank for p in pools)
     notes = []
     tokens = max(0, (pool - fixed) // per_token) if per_token else 0
@@ -113,6 +119,12 @@ def estimate_gpu(
         if p.fixed_bytes_per_request_per_rank:
             n = slots if p.name == "mamba" else topo.max_running_requests()
             device[p.name] = device.get(p.name, 0) + p.fixed_bytes_per_request_per_rank * n
+    if mamba_bytes is not None:
+        # the whole state pool as the engine weighs it when it splits --hicache-size: the pad
+        # slot and the speculative intermediates too (MambaPool.get_kv_size_bytes ->
+        # mem_usage_bytes over every state tensor, memory_pool.py:374-379, 1132-1133;
+        # hybrid_pool_assembler.py:97-110, sglang 0.5.17)
+        device["mamba"] = mamba_bytes
     return GpuEstimate(
         hardware=hardware,
         hbm_bytes=hbm_bytes,
