@@ -7,7 +7,10 @@ fails the job with that line and goes on to the next job of the sweep."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -57,8 +60,9 @@ def crashing_sglang(tmp_path, monkeypatch) -> Path:
 
 def test_the_unpatched_arm_fails_with_the_crash_line_and_the_sweep_goes_on(crashing_sglang,
                                                                            tmp_path):
-    key = "qwen3.5-bf16-h200-sglang-agentic-mtp-hicache-unpatched"
-    jobs = select_jobs(Selection(config_files=(RECIPE,), config_keys=(key,)))
+    key = "qwen3.5-bf16-h200-sglang-agentic-mtp-unpatched"
+    jobs = [j for j in select_jobs(Selection(config_files=(RECIPE,), config_keys=(key,)))
+            if j.row["kv-offloading"] == "dram"]
     assert len(jobs) == 1 and "patches" not in jobs[0].row
     model = tmp_path / "model"
     model.mkdir()
@@ -74,3 +78,32 @@ def test_the_unpatched_arm_fails_with_the_crash_line_and_the_sweep_goes_on(crash
             "launch"]
         assert (launch["signature"], launch["signature-line"], launch["returncode"]) == \
             ("hybrid_pool_layer_num", CRASH, -9)
+
+
+def test_the_patch_reaches_the_hicache_arm_only_and_the_resident_launch_is_unchanged(tmp_path):
+    """The patched key's resident arm renders the very launch of the unpatched key's: the patch
+    is scoped to `arms: [hicache]`, as `kvbench recipe mirror` writes it."""
+    def launches(key: str) -> dict[str, dict]:
+        res = subprocess.run(
+            [sys.executable, "-m", "kvbench", "launch", "--dry-run", "--format", "json",
+             "--config-files", str(RECIPE), "--runner-config", str(RUNNERS), "--config-keys",
+             key, "--max-conc", "4", "--load-format", "dummy", "--model-path", str(tmp_path)],
+            capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        return {j["row"]["kv-offloading"]: j for j in json.loads(res.stdout)}
+
+    scope = {(j.config_key, j.row["kv-offloading"], j.row["conc"]): [
+        p["id"] for p in j.row.get("patches", [])]
+        for j in select_jobs(Selection(config_files=(RECIPE,), max_conc=4))}
+    assert scope == {("qwen3.5-bf16-h200-sglang-agentic-mtp", "none", 4): [],
+                     ("qwen3.5-bf16-h200-sglang-agentic-mtp", "dram", 4): ["sglang-34560"],
+                     ("qwen3.5-bf16-h200-sglang-agentic-mtp-unpatched", "none", 4): [],
+                     ("qwen3.5-bf16-h200-sglang-agentic-mtp-unpatched", "dram", 4): []}
+    patched = launches("qwen3.5-bf16-h200-sglang-agentic-mtp")
+    unpatched = launches("qwen3.5-bf16-h200-sglang-agentic-mtp-unpatched")
+    for field in ("argv", "env", "files", "served-model-name"):
+        assert patched["none"][field] == unpatched["none"][field], field
+    # the dummy model's own tokenizer, not the HF id the qwen3.5 rules name
+    argv = patched["dram"]["argv"]
+    assert argv[argv.index("--tokenizer-path") + 1] == str(tmp_path)
+    assert "--quantization" not in argv  # a bf16 row is not quantised online
