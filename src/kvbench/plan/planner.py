@@ -7,6 +7,7 @@ planning a whole matrix always finishes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -15,7 +16,7 @@ from kvbench.errors import KvbenchError, PlanError
 from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
-from kvbench.plan.gpu import GpuEstimate, estimate_gpu
+from kvbench.plan.gpu import GpuEstimate, engine_caps, estimate_gpu
 from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
 from kvbench.plan.settings import RecipeSettings, recipe_settings
@@ -73,7 +74,8 @@ def _headroom_gb(host_headroom_gb: float | None, ranks: int) -> float:
 
 def plan_job(job: JobLike, runners: Any | None = None, *,
              host_headroom_gb: float | None = None, trust_runner_dram: bool = False,
-             sizing: str = "budget", force: bool = False) -> Plan:
+             sizing: str = "budget", force: bool = False,
+             engine_args: Sequence[str] = ()) -> Plan:
     """`host_headroom_gb`: host memory per node kept free of pools (default 1 GB per rank);
     `trust_runner_dram`: accept a runners.yaml that claims more DRAM than the hardware
     profile installs (otherwise the plan is refused). `sizing`: `budget` (the largest pools
@@ -90,7 +92,8 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
     }
     try:
         check_mode(sizing)
-        plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
+        plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram,
+                     caps=engine_caps(engine_args))
         # the launcher's size stands beside a budget plan that sized (fitting or not); a
         # row refused before sizing (unknown runner claim, wrong engine) stays refused
         if sizing == "launcher" and plan.backend is not None and (plan.host_pools
@@ -135,7 +138,7 @@ def _runner_dram_error(topo: Topology, runners: Any | None, hardware: Any) -> st
 
 def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
           host_headroom_gb: float | None, trust_runner_dram: bool,
-          launcher: LauncherSize | None = None) -> Plan:
+          launcher: LauncherSize | None = None, caps: dict[str, int] | None = None) -> Plan:
     topo = topology_of(job)
     model = _model(topo.model)
     hardware = _hardware(topo.runner)
@@ -145,17 +148,20 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
     pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype,
                                         state_dtype=settings.mamba_ssm_dtype), topo)
+    page = settings.page_size_tokens or page_size_tokens(topo.engine, model)
+    caps = caps if topo.engine == "sglang" else None
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
                        hicache=offload and topo.backend == "hicache",
                        recipe_fraction=settings.mem_fraction,
-                       weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB)
+                       weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB,
+                       caps=caps, page_tokens=page)
     common = dict(
         base,
         model=model.name,
         hardware=hardware.name,
         gpus=topo.engine_gpus,
         kv_dtype=kv_dtype,
-        page_size_tokens=settings.page_size_tokens or page_size_tokens(topo.engine, model),
+        page_size_tokens=page,
         mem_fraction_static=gpu.mem_fraction,
         gpu_kv_tokens=gpu.kv_tokens,
         ranks_on_node=ranks,
@@ -169,6 +175,11 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
         warnings.append(f"budget {topo.budget_gb:,} GB exceeds this node share's installed DRAM "
                         f"({host_share / GB:,.0f} GB, {hardware.name} profile)")
     arithmetic = [_gpu_line(gpu, model, topo, settings.weights_offload_gib)]
+    if caps:
+        arithmetic.append("engine caps (--engine-arg): " + ", ".join(
+            f"{k} {v:,}" for k, v in sorted(caps.items())) + f" -> {gpu.kv_tokens:,} KV tokens"
+            + (f", {gpu.state_slots:,} state slots" if gpu.state_slots and any(
+                p.name == "mamba" for p in pools) else ""))
     weights_pools, weights_args = _weights_offload(settings, topo)
     if not offload:
         return Plan(**common, engine_args=weights_args, warnings=warnings,
