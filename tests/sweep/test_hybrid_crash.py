@@ -107,3 +107,21 @@ def test_the_patch_reaches_the_hicache_arm_only_and_the_resident_launch_is_uncha
     argv = patched["dram"]["argv"]
     assert argv[argv.index("--tokenizer-path") + 1] == str(tmp_path)
     assert "--quantization" not in argv  # a bf16 row is not quantised online
+
+
+def test_run_selects_one_arm_of_a_key_by_exp_name(tmp_path):
+    """run.sh runs one arm at a time: `kvbench run --exp-name` as `kvbench launch` has it."""
+    def emit(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "kvbench", "run", str(RECIPE), "--config-keys",
+             "qwen3.5-bf16-h200-sglang-agentic-mtp", "--emit", "github-matrix", "--load-format",
+             "dummy", "--model-path", str(tmp_path), *extra],
+            capture_output=True, text=True, timeout=120)
+
+    res = emit("--exp-name", "qwen3.5_tp1_conc8_kvnone_spec-mtp")
+    assert res.returncode == 0, res.stderr
+    assert [j["exp-name"] for j in json.loads(res.stdout)["include"]] == [
+        "qwen3.5_tp1_conc8_kvnone_spec-mtp"]
+    bad = emit("--exp-name", "qwen3.5_tp1_conc9_kvnone_spec-mtp")
+    assert bad.returncode == 2 and "--exp-name qwen3.5_tp1_conc9_kvnone_spec-mtp: not in the " \
+        "selection" in bad.stderr and "Traceback" not in bad.stderr
