@@ -48,9 +48,20 @@ def shipped_config(shape: str) -> dict:
     return json.loads((root / f"{shape}.json").read_text())
 
 
+def shipped_processor(shape: str) -> dict[str, dict]:
+    """A multimodal shape's processor files (file name -> JSON), which the engine loads at
+    start even for text: SGLang builds the model's processor whenever the architecture is
+    multimodal (sglang 0.5.17 managers/tokenizer_manager.py:464-484, and --enable-multimodal
+    has no off switch), and transformers refuses a directory without preprocessor_config.json.
+    {} for a text-only shape."""
+    path = resources.files("kvbench.models") / "data" / "hf-config" / "processor" / f"{shape}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def build_dummy_model(out: Path, config: dict, *, max_position_embeddings: int | None = None,
-                      source: str = "") -> Path:
-    """Write config.json, the tokenizer and a provenance note into `out`; returns `out`."""
+                      source: str = "", extra_files: dict[str, dict] | None = None) -> Path:
+    """Write config.json, the tokenizer, `extra_files` (a multimodal shape's processor
+    configs) and a provenance note into `out`; returns `out`."""
     vocab_size = config.get("text_config", config).get("vocab_size")
     if not isinstance(vocab_size, int) or vocab_size < 512:
         raise ModelError(f"config.json vocab_size {vocab_size!r} is not an integer >= 512")
@@ -70,6 +81,8 @@ def build_dummy_model(out: Path, config: dict, *, max_position_embeddings: int |
     cfg.update(ids)
     text.update(ids)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    for name, body in (extra_files or {}).items():
+        (out / name).write_text(json.dumps(body, indent=2) + "\n")
     tok.save_pretrained(out)
     (out / PROVENANCE_FILE).write_text(json.dumps({
         "source": source, "vocab_size": vocab_size, "weights": "none (serve with --load-format "
