@@ -94,7 +94,8 @@ def test_the_patch_reaches_the_hicache_arm_only_and_the_resident_launch_is_uncha
 
     scope = {(j.config_key, j.row["kv-offloading"], j.row["conc"]): [
         p["id"] for p in j.row.get("patches", [])]
-        for j in select_jobs(Selection(config_files=(RECIPE,), max_conc=4))}
+        for j in select_jobs(Selection(config_files=(RECIPE,), max_conc=4, config_keys=(
+            "qwen3.5-bf16-h200-sglang-agentic-mtp*",)))}
     assert scope == {("qwen3.5-bf16-h200-sglang-agentic-mtp", "none", 4): [],
                      ("qwen3.5-bf16-h200-sglang-agentic-mtp", "dram", 4): ["sglang-34560"],
                      ("qwen3.5-bf16-h200-sglang-agentic-mtp-unpatched", "none", 4): [],

@@ -10,7 +10,8 @@
 #                          JIT and Triton kernel into /tmp/sgjit for the later jobs
 #         ARM:CONC[xN]     one job of arm resident | hicache | unpatched at concurrency CONC,
 #                          N repeats (--repeat N; repeats already done are skipped). unpatched:
-#                          the HiCache arm without sglang-34560 (seed 000's crash expected)
+#                          the HiCache arm without sglang-34560 (seed 000's crash expected);
+#                          resident-nomtp | hicache-nomtp: the fallback arms without MTP
 #   A step starts only with at least JOB_S (default 200; probe PROBE_S 330) seconds left
 #   before DEADLINE (epoch seconds; default BUDGET_S=560 s from now); every step is bounded
 #   by the time left, so the call ends inside its 600 s.
@@ -86,17 +87,21 @@ for step in "$@"; do
       resident) off=none; extra=(--engine-arg=--page-size=16) ;;
       hicache) ;;
       unpatched) key=$KEY-unpatched; res=$W/results-q35-unpatched ;;
+      resident-nomtp) key=qwen3.5-bf16-h200-sglang-agentic; res=$W/results-q35-nomtp; off=none
+                      extra=(--engine-arg=--page-size=16) ;;
+      hicache-nomtp) key=qwen3.5-bf16-h200-sglang-agentic; res=$W/results-q35-nomtp ;;
       *) echo "unknown arm $arm" >&2; exit 2 ;;
     esac
     sel=kvdram-hicache; [ $off = none ] && sel=kvnone
+    spec=_spec-mtp; case $arm in *-nomtp) spec= ;; esac
     timeout "$(left_s)" python3 -m kvbench run "${RECIPE[@]}" --config-keys "$key" \
-      --exp-name "qwen3.5_tp1_conc${conc}_${sel}_spec-mtp" --results "$res" \
+      --exp-name "qwen3.5_tp1_conc${conc}_${sel}${spec}" --results "$res" \
       --min-conc "$conc" --max-conc "$conc" --repeat "$rep" --ready-timeout 420 \
       --trace benchmarks/gpu/vllm/traces --duration 50 --max-tokens-cap 256 \
       "${COMMON[@]}" "${CAPS[@]}" "${extra[@]}" --no-dashboard --continue-on-error --compress \
       --format json > "$d/run.json" 2> "$d/run.log"
     echo "$step: kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
-    for j in "$res"/qwen3.5_tp1_conc${conc}_${sel}_spec-mtp*/; do
+    for j in "$res"/qwen3.5_tp1_conc${conc}_${sel}${spec}*/; do
       [ -f "$j/server.log" ] && python3 "$here/plan_vs_allocated.py" "$j" >> "$d/pva.txt" 2>&1
     done
   fi
