@@ -24,8 +24,9 @@ def test_engine_caps_reads_both_spellings_and_ignores_other_flags():
 
 
 def test_capped_pools_set_the_hybrid_hicache_split():
-    (job,) = [j for j in select_jobs(Selection(config_files=(RECIPE,), min_conc=8))
-              if j.row["kv-offloading"] == "dram"]
+    (job,) = [j for j in select_jobs(Selection(
+        config_files=(RECIPE,), min_conc=8, config_keys=("qwen3.5-bf16-h200-sglang-agentic-mtp",)))
+        if j.row["kv-offloading"] == "dram"]
     plan = plan_job(job, load_runners(RECIPE.parent / "runners.yaml"), engine_args=CAPS)
     # KV: 43,680 tokens page-aligned (64) down: 43,648 x 2 full layers x K,V x 2 heads x 256 x
     # fp8 = 89,391,104 B. Mamba: 81 slots (80 + pad) x 13,025,280 B (6 GDN layers, bf16 SSM) +
