@@ -80,7 +80,8 @@ def args(argv_json: str) -> None:
     _fake_h200()
     from sglang.srt.server_args import prepare_server_args
 
-    sa = prepare_server_args(json.load(open(argv_json)))
+    with open(argv_json) as f:
+        sa = prepare_server_args(json.load(f))
     for k in ("page_size", "attention_backend", "sampling_backend", "kv_cache_dtype",
               "mem_fraction_static", "max_total_tokens", "max_mamba_cache_size",
               "max_running_requests", "mamba_radix_cache_strategy", "disable_overlap_schedule",
@@ -102,9 +103,10 @@ def tokenizer(argv_json: str) -> None:
     torch.cuda.mem_get_info = lambda *a, **k: (143_000 << 20, 143_771 << 20)
     sa.get_device_memory_capacity = lambda *a, **k: 143_771.0
     # CPU: the mamba strategy needs CUDA; the tokenizer side reads none of these
-    server = sa.prepare_server_args(json.load(open(argv_json)) + [
-        "--device", "cpu", "--mamba-radix-cache-strategy", "no_buffer",
-        "--disable-overlap-schedule", "--page-size", "1"])
+    with open(argv_json) as f:
+        server = sa.prepare_server_args([
+            *json.load(f), "--device", "cpu", "--mamba-radix-cache-strategy", "no_buffer",
+            "--disable-overlap-schedule", "--page-size", "1"])
     mc = ModelConfig.from_server_args(server)
     import_processors("sglang.srt.multimodal.processors")
     proc = _get_processor_wrapper(server)
