@@ -31,17 +31,11 @@ set -u
 [ $# -gt 0 ] || { echo "usage: run.sh STEP..." >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
-OUT=${OUT:-/tmp/kvb-out}
-W=/tmp/kvb
-mkdir -p "$OUT" "$W"
-export PYTHONPATH=/tmp/sgsite:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export TVM_FFI_CACHE_DIR=/tmp/sgjit TRITON_CACHE_DIR=/tmp/sgjit/triton
-M=/tmp/model
+source "$here/../sglang/env.sh"
+M=/tmp/model-q35  # not /tmp/model: ../sglang/run.sh keeps its Qwen3-8B there
 [ -f $M/config.json ] || python3 -m kvbench dummy-model $M --model qwen3.5-397b-a17b-scaled > /dev/null
 CFG=/tmp/sgsite/sglang/srt/configs/model_config.py
 [ -f $CFG.pristine ] || cp $CFG $CFG.pristine
-DEADLINE=${DEADLINE:-$(( $(date +%s) + ${BUDGET_S:-560} ))}
-left_s() { echo $(( DEADLINE - $(date +%s) )); }
 RECIPE=(--config-files "$here/recipe.yaml" --runner-config "$here/runners.yaml")
 KEY=qwen3.5-bf16-h200-sglang-agentic-mtp
 COMMON=(--load-format dummy --model-path $M --engine-arg=--attention-backend=triton
@@ -57,7 +51,11 @@ probe() {  # kvbench launch of the patched HiCache arm, uncapped; one request; s
     --ready-timeout $(( $(left_s) - 40 )) --work-dir "$d/server" > "$d/launch.log" 2>&1 & LP=$!
   while kill -0 $LP 2>/dev/null && ! curl -sf 127.0.0.1:$port/health > /dev/null; do
     [ "$(left_s)" -lt 40 ] && break; sleep 2; done
-  echo "probe: ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  if curl -sf 127.0.0.1:$port/health > /dev/null; then
+    echo "probe: ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  else
+    echo "probe: not ready after $((SECONDS - t0)) s (launch.log says why)" | tee -a "$d/call.log"
+  fi
   curl -s 127.0.0.1:$port/metrics > "$d/metrics-idle.txt"
   curl -s -m 60 127.0.0.1:$port/v1/chat/completions -H 'content-type: application/json' -d \
     '{"model":"kvbench/qwen3.5-397b-a17b-scaled","max_tokens":64,"messages":[{"role":"user","content":"the model cache token file server data path list the of and to in is"}]}' \

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../../.."
 t0=$SECONDS
 QWEN35=1 bash benchmarks/gpu/sglang/smoke.sh || { echo "smoke failed after $((SECONDS - t0)) s"; exit 1; }
 export PYTHONPATH=/tmp/sgsite:$PWD/src
-python3 -m kvbench dummy-model /tmp/model --model qwen3.5-397b-a17b-scaled || exit 1
+python3 -m kvbench dummy-model /tmp/model-q35 --model qwen3.5-397b-a17b-scaled || exit 1
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv
 grep MemTotal /proc/meminfo
 echo "unpack + smoke + model: $((SECONDS - t0)) s"
