@@ -63,7 +63,7 @@ def changelog_error(message: str, errors: list[str], hint: str | None = None) ->
     return err
 
 
-def _byte_problems(raw: bytes, source: str) -> tuple[str, list[str]]:
+def _decoded(raw: bytes, source: str) -> tuple[str, list[str]]:
     problems: list[str] = []
     try:
         text = raw.decode("utf-8")
@@ -81,9 +81,18 @@ def _byte_problems(raw: bytes, source: str) -> tuple[str, list[str]]:
     return text, problems
 
 
-def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml") -> ParsedChangelog:
-    """Parse and validate a whole changelog; raise ChangelogError listing every problem."""
-    text, problems = _byte_problems(raw, source)
+def byte_problems(raw: bytes, source: str) -> list[str]:
+    """The byte-level rules the file breaks: UTF-8, no CR, tab or NUL, one final newline."""
+    return _decoded(raw, source)[1]
+
+
+def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml", *, byte_rules: bool = True,
+                    model: type[ChangelogEntry] = ChangelogEntry) -> ParsedChangelog:
+    """Parse and validate a whole changelog; raise ChangelogError listing every problem
+    (`byte_rules` off: only what stops it from being read)."""
+    text, problems = _decoded(raw, source)
+    if not byte_rules and text:
+        problems = []
     if problems and not text:
         raise changelog_error(f"{source} cannot be read", problems)
     parsed = ParsedChangelog(text=text)
@@ -117,7 +126,7 @@ def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml") -> ParsedCh
             continue
         parsed.raw_entries.append(item)
         try:
-            parsed.entries.append(ChangelogEntry.model_validate(item))
+            parsed.entries.append(model.model_validate(item))
         except ValidationError as e:
             for err in e.errors():
                 loc = ".".join(str(p) for p in err["loc"])

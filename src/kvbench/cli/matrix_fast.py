@@ -13,7 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvbench.cli.flags import SELECTION_FLAGS, selection_from, spread_multi_values
+from kvbench.cli.flags import (
+    BOTH_SCENARIOS,
+    SELECTION_FLAGS,
+    selection_from,
+    spread_multi_values,
+)
 from kvbench.matrix.selection import Selection
 
 _BY_FLAG = {"--" + name.replace("_", "-"): (name, kind) for name, kind, _, _ in SELECTION_FLAGS}
@@ -46,6 +51,11 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             return None
         if kind in ("paths", "strs"):
             values[name] = [*(values[name] or []), Path(value) if kind == "paths" else value]
+        elif kind == "ints":
+            try:
+                values[name] = [*(values[name] or []), int(value)]
+            except ValueError:
+                return None
         elif kind in ("int", "int?"):
             try:
                 values[name] = int(value)
@@ -64,7 +74,7 @@ def try_matrix(argv: list[str]) -> bool:
     if values is None:
         return False
     fmt, output = values.pop("format"), values.pop("output")
-    run_matrix(selection_from(values), fmt, output)
+    run_matrix(selection_from(values, scenarios=BOTH_SCENARIOS), fmt, output)
     return True
 
 

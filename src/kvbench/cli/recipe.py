@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.flags import BOTH_SCENARIOS
 from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.errors import RecipeError
 from kvbench.matrix.selection import Selection
@@ -146,7 +147,7 @@ def validate(
 
 
 @app.command(cls=SelectionCommand)
-@with_selection
+@with_selection(scenarios=BOTH_SCENARIOS)
 def matrix(
     selection: Selection,
     format: Annotated[
@@ -159,7 +160,9 @@ def matrix(
         typer.Option(help="Also write the JSON rows to this file (atomically), e.g. jobs.json."),
     ] = None,
 ) -> None:
-    """Expand recipes into job rows, exactly like the InferenceX generator's full-sweep."""
+    """Expand recipes into job rows, exactly like the InferenceX generator: its full-sweep, or
+    with --config-keys its test-config. Both scenarios unless --scenario-type says (the
+    commands that plan or run jobs default to agentic-coding)."""
     from kvbench.cli.matrix_fast import run_matrix
 
     run_matrix(selection, format, output)
