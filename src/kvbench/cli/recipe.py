@@ -105,7 +105,8 @@ def validate(
              "checkout's, in either layout).")] = None,
 ) -> None:
     """Check master configs and runners files; print every error of every file at once."""
-    from kvbench.recipe.legacy import recipe_setting_warnings
+    from kvbench.recipe.layout import find_checkout
+    from kvbench.recipe.legacy import recipe_setting_warnings, retiring_validation
     from kvbench.recipe.loader import master_config_errors, runners_errors
 
     files = _recipe_files(list(files) if files else _default_files())
@@ -122,7 +123,9 @@ def validate(
         if beside.is_file():
             runners, found = runners_errors(beside)
             errors.extend(found)
-    for warning in recipe_setting_warnings(entries):
+    checkout = find_checkout(config_files[0].resolve().parent) if config_files else None
+    retired_by = retiring_validation(checkout.base) if checkout is not None else None
+    for warning in recipe_setting_warnings(entries, retired_by) if retired_by else []:
         print(f"warning: {warning}", file=sys.stderr)
     if runners is not None:
         errors.extend(_budget_errors(entries, runners))
