@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,8 +32,9 @@ from pydantic import ValidationError
 from kvbench.changelog.append_only import check_scope, curve_key, delta_rows
 from kvbench.changelog.diff import AddedText
 from kvbench.changelog.entry import SCENARIO_TYPES, ChangelogEntry, entry_model
+from kvbench.changelog.keys import expand_keys
 from kvbench.changelog.parse import changelog_error
-from kvbench.changelog.search_space import SearchSpace
+from kvbench.changelog.search_space import SearchSpace, row_model
 from kvbench.errors import ChangelogError, validation_message
 
 AGENTIC = "agentic-coding"
@@ -87,27 +87,6 @@ def added_entries(added: AddedText, layout: str = "classic"
     if problems:
         raise changelog_error("an added entry is invalid", problems)
     return data, entries
-
-
-def resolve_keys(patterns: Sequence[str], available: Sequence[str]) -> list[str]:
-    """Config keys in the order named; a pattern's matches in master-config order."""
-    out: dict[str, None] = {}
-    for pattern in patterns:
-        if "*" in pattern:
-            rx = re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
-            matches = [k for k in available if rx.fullmatch(k)]
-            if not matches:
-                raise ChangelogError(f"config-keys pattern {pattern!r} matches no config key "
-                                     f"of the master configs ('*' is the only wildcard)")
-            out.update(dict.fromkeys(matches))
-        elif pattern in available:
-            out[pattern] = None
-        else:
-            from kvbench.changelog.keys import key_problem
-
-            raise ChangelogError(key_problem(pattern, available) or pattern,
-                                 hint="'*' is the only wildcard; '?' and '[' are literal")
-    return list(out)
 
 
 def _rows(revision: Revision, keys: list[str], scenarios: Sequence[str], *,
@@ -194,7 +173,7 @@ def search_space(added: AddedText, head: Revision, base: Callable[[], Revision] 
         raise ChangelogError("an append-only change cannot run with --all-evals or "
                              "--evals-only (the all-evals / evals-only labels)")
     master = _master(head)
-    resolved = [(e, resolve_keys(e.config_keys, list(master))) for e in entries]
+    resolved = [(e, expand_keys(e.config_keys, list(master))) for e in entries]
     base_rev = None
     if append_only:
         if base is None:
@@ -258,10 +237,12 @@ def _document(benchmarks: list[dict], evals: list[dict], raw_entries: list[dict]
         "changelog_metadata": {"base_ref": base_ref, "head_ref": head_ref,
                                "entries": raw_entries},
     }
-    try:
-        return SearchSpace.model_validate(doc)
-    except ValidationError as e:
-        raise ChangelogError(validation_message(e, "the job document InferenceX's workflow "
-                                                   "reads"),
-                             hint="a kvbench extension field cannot go to InferenceX's CI; "
-                                  "drop it from the rows this change runs") from None
+    for row in [*benchmarks, *evals]:
+        try:
+            row_model(row).model_validate(row)
+        except ValidationError as e:
+            where = f"row {row.get('exp-name')!r} as InferenceX's workflow reads it"
+            raise ChangelogError(validation_message(e, where),
+                                 hint="a kvbench extension field cannot go to InferenceX's CI; "
+                                      "drop it from the rows this change runs") from None
+    return SearchSpace.model_validate(doc)

@@ -87,9 +87,11 @@ def byte_problems(raw: bytes, source: str) -> list[str]:
 
 
 def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml", *, byte_rules: bool = True,
-                    model: type[ChangelogEntry] = ChangelogEntry) -> ParsedChangelog:
+                    model: type[ChangelogEntry] = ChangelogEntry, first_line: int = 1,
+                    first_entry: int = 0) -> ParsedChangelog:
     """Parse and validate a whole changelog; raise ChangelogError listing every problem
-    (`byte_rules` off: only what stops it from being read)."""
+    (`byte_rules` off: only what stops it from being read). `raw` may be the tail of a file
+    whose first line is `first_line` and first entry `first_entry` (for the messages)."""
     text, problems = _decoded(raw, source)
     if not byte_rules and text:
         problems = []
@@ -109,7 +111,7 @@ def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml", *, byte_rul
             loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
+        where = f"{source}:{mark.line + first_line}" if mark else source
         problem = getattr(e, "problem", None) or str(e)
         raise changelog_error(f"{source} is not valid YAML",
                               [*problems, f"{where}: {problem}"]) from None
@@ -117,8 +119,8 @@ def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml", *, byte_rul
         raise changelog_error(f"{source} is invalid",
                               [*problems, f"{source}: the root must be a list of entries, "
                                           f"got {type(data).__name__}"])
-    for i, (item, item_node) in enumerate(zip(data, node.value, strict=True)):
-        line = item_node.start_mark.line + 1
+    for i, (item, item_node) in enumerate(zip(data, node.value, strict=True), first_entry):
+        line = item_node.start_mark.line + first_line
         parsed.start_lines.append(line)
         if not isinstance(item, dict):
             problems.append(f"{source}:{line}: entry {i} must be a mapping, got "

@@ -158,6 +158,15 @@ class AgenticMultiNodeRow(_Row):
                                            pattern=_FINGERPRINT)
 
 
+def row_model(row: dict) -> type[_Row]:
+    """The contract a generator row is held to: agentic or fixed-seq-len, single or multi-node
+    (the member of the document's unions it validates as)."""
+    agentic = row.get("scenario-type") == "agentic-coding"
+    if row.get("prefill") is not None:
+        return AgenticMultiNodeRow if agentic else FixedMultiNodeRow
+    return AgenticSingleNodeRow if agentic else FixedSingleNodeRow
+
+
 class ChangelogMetadata(_Contract):
     """validation.py:931-937: the refs as given and the added entries."""
 

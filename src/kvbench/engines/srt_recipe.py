@@ -62,14 +62,18 @@ class Resources(BaseModel):
 
 
 class Recipe(BaseModel):
-    """The top level of a recipe; the engine sections stay the free-form dicts srtctl turns
-    into flags and environment."""
+    """The top level of a recipe (srtctl core/schema.py `SrtConfig`, the union of its fields
+    over the srt-slurm refs InferenceX's runners pin: sa-submission-q2-2026, v1.0.38-v1.0.50,
+    a98738de, c180328b); the engine sections stay the free-form dicts srtctl turns into flags
+    and environment."""
 
     model_config = _FORBID
     name: str
     model: dict[str, Any]
     resources: Resources
-    backend: dict[str, Any]
+    # srtctl defaults a missing backend, and a backend without `type`, to SGLang
+    # (schema.py BackendConfigField._deserialize: `value.get("type", "sglang")`)
+    backend: dict[str, Any] = Field(default_factory=dict)
     frontend: dict[str, Any] = Field(default_factory=dict)
     benchmark: dict[str, Any] = Field(default_factory=dict)
     health_check: dict[str, Any] = Field(default_factory=dict)
@@ -81,10 +85,18 @@ class Recipe(BaseModel):
     identity: dict[str, Any] = Field(default_factory=dict)
     environment: dict[str, str] = Field(default_factory=dict)
     setup_script: str | None = None
+    profiling: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    observability: dict[str, Any] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    reporting: dict[str, Any] = Field(default_factory=dict)
+    container_mounts: dict[str, Any] = Field(default_factory=dict)
+    extra_mount: list[str] | None = None
+    enable_config_dump: bool | None = None
 
     @property
     def backend_type(self) -> str:
-        return str(self.backend["type"])
+        return str(self.backend.get("type") or "sglang")
 
     @property
     def frontend_type(self) -> str:
