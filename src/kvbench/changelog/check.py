@@ -1,7 +1,7 @@
 """The gate: whether InferenceX's CI accepts a change of the changelog, and what it runs.
 
 CI's `check-changelog` job runs utils/validate_perf_changelog.py (InferenceX 843c6254f
-.github/workflows/run-sweep.yml:109-121), whose `main` checks two things only
+.github/workflows/run-sweep.yml:107-124), whose `main` checks two things only
 (utils/validate_perf_changelog.py:342-363): the head file ends with a newline, and
 utils/process_changelog.py accepts the diff and prints valid JSON. So a change passes here
 exactly when it ends with a newline and its job document can be built (jobs.py); kvbench's

@@ -51,7 +51,7 @@ class Revision:
 @dataclass(frozen=True, slots=True)
 class JobFlags:
     """The workflow's modifiers (PR labels): `sweep-enabled` trims, `all-evals` and
-    `evals-only` change every entry's eval selection (run-sweep.yml:282-331)."""
+    `evals-only` change every entry's eval selection (run-sweep.yml:296-349)."""
 
     trim_conc: bool = False
     all_evals: bool = False

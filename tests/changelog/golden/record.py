@@ -5,8 +5,8 @@
 For each of the last 40 commits that touch `perf-changelog.yaml` at REV (base: its first
 parent), and for the crafted changes of `crafted.json` (each applied on top of REV), this
 script checks the commit out in a temporary shared clone and runs, from its root, the two
-programs InferenceX's `run-sweep.yml` runs (`.github/workflows/run-sweep.yml:109-121` the gate,
-`:311-331` the job JSON):
+programs InferenceX's `run-sweep.yml` runs (`.github/workflows/run-sweep.yml:107-124` the gate,
+`:296-349` the job JSON):
 
     PYTHON utils/validate_perf_changelog.py --changelog-file perf-changelog.yaml \
         --base-ref BASE --head-ref HEAD
