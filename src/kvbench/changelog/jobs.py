@@ -34,7 +34,7 @@ from kvbench.changelog.diff import AddedText
 from kvbench.changelog.entry import SCENARIO_TYPES, ChangelogEntry, entry_model
 from kvbench.changelog.keys import expand_keys
 from kvbench.changelog.parse import changelog_error
-from kvbench.changelog.search_space import SearchSpace, row_model
+from kvbench.changelog.search_space import E2eSearchSpace, SearchSpace, row_model
 from kvbench.errors import ChangelogError, validation_message
 
 AGENTIC = "agentic-coding"
@@ -164,7 +164,7 @@ def search_space(added: AddedText, head: Revision, base: Callable[[], Revision] 
                  layout: str = "classic") -> SearchSpace:
     """The workflow's document for a change; `base` gives the base revision's inputs, read
     only for append-only entries."""
-    raw_entries, entries = added_entries(added, layout)
+    _, entries = added_entries(added, layout)
     append_only = any(e.append_only for e in entries)
     if append_only and not all(e.append_only for e in entries):
         raise ChangelogError("append-only entries cannot share a change with regular entries",
@@ -211,11 +211,11 @@ def search_space(added: AddedText, head: Revision, base: Callable[[], Revision] 
             evals += _min_prefill_ep(rows, entry.eval_min_prefill_ep)
     if flags.trim_conc:
         benchmarks = trim_conc(benchmarks)
-    return _document(benchmarks, evals, raw_entries, base_ref, head_ref)
+    return _document(benchmarks, evals, entries, base_ref, head_ref, layout)
 
 
-def _document(benchmarks: list[dict], evals: list[dict], raw_entries: list[dict],
-              base_ref: str, head_ref: str) -> SearchSpace:
+def _document(benchmarks: list[dict], evals: list[dict], entries: list[ChangelogEntry],
+              base_ref: str, head_ref: str, layout: str) -> SearchSpace:
     from kvbench.matrix.names import seq_len_name
 
     single: dict[str, list[dict]] = defaultdict(list)
@@ -235,8 +235,10 @@ def _document(benchmarks: list[dict], evals: list[dict], raw_entries: list[dict]
         "multinode_evals": [r for r in fixed if r.get("prefill") is not None],
         "multinode_agentic_evals": [r for r in agentic if r.get("prefill") is not None],
         "changelog_metadata": {"base_ref": base_ref, "head_ref": head_ref,
-                               "entries": raw_entries},
+                               "entries": entries},
     }
+    if layout == "e2e":
+        return E2eSearchSpace.model_validate(doc)
     for row in [*benchmarks, *evals]:
         try:
             row_model(row).model_validate(row)

@@ -10,11 +10,11 @@ as `kv-offload-backend.size-gb-per-rank`) is refused here, before any workflow s
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kvbench.changelog.entry import ChangelogEntry
+from kvbench.changelog.entry import ChangelogEntry, E2eChangelogEntry
 
 SpecDecoding = Literal["mtp", "draft_model", "none"]
 _FINGERPRINT = r"^[0-9a-f]{64}$"
@@ -193,3 +193,22 @@ class SearchSpace(_Contract):
     def to_json(self) -> str:
         """The document as process_changelog.py prints it (compact, aliases, no nulls)."""
         return self.model_dump_json(by_alias=True, exclude_none=True)
+
+
+class E2eChangelogMetadata(ChangelogMetadata):
+    entries: list[E2eChangelogEntry]
+
+
+class E2eSearchSpace(SearchSpace):
+    """The same document for a newer-layout checkout (inferencex-e2e/), whose rows carry the
+    newer generator's fields (srt-recipe, node-count, eval-framework, ...). Its CI builds jobs
+    with other programs (infx/matrix/plan.py), not verified here: the rows go out as the
+    generator makes them, unchecked against a contract."""
+
+    single_node: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    multi_node: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    evals: list[dict[str, Any]] = Field(default_factory=list)
+    agentic_evals: list[dict[str, Any]] = Field(default_factory=list)
+    multinode_evals: list[dict[str, Any]] = Field(default_factory=list)
+    multinode_agentic_evals: list[dict[str, Any]] = Field(default_factory=list)
+    changelog_metadata: E2eChangelogMetadata
