@@ -13,17 +13,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from kvbench.errors import ChangelogError
+from kvbench.matrix.evals import frozen
 
 POINT_FIELDS = frozenset({"conc", "exp-name", "recipe-fingerprint"})
-
-
-def frozen(value: object) -> object:
-    """A JSON-shaped value as a hashable one (mapping keys sorted)."""
-    if isinstance(value, dict):
-        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(frozen(v) for v in value)
-    return value
 
 
 def curve_key(row: Mapping, ignored: Iterable[str] = POINT_FIELDS) -> tuple:

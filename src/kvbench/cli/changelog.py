@@ -123,6 +123,17 @@ def _run_gate(stack: ExitStack, *, base: str | None, head: str | None, base_file
                 strict=strict)
 
 
+_SOURCES = ("base", "head", "base_file", "head_file", "path", "repo", "config_files",
+            "runner_config", "base_config_files", "base_runner_config")
+
+
+def _gate_of(params: dict, **options):
+    """`_run_gate` on the where-to-read options both commands share (`params`: their
+    parameters by name)."""
+    with ExitStack() as stack:
+        return _run_gate(stack, **{k: params[k] for k in _SOURCES}, **options)
+
+
 @changelog_app.command("check")
 def changelog_check(
     base: _Base = None, head: _Head = None, base_file: _BaseFile = None,
@@ -141,14 +152,8 @@ def changelog_check(
 
     if format not in ("text", "json"):
         raise ChangelogError(f"--format {format!r} is not allowed (allowed: text, json)")
-    with ExitStack() as stack:
-        report = _run_gate(stack, base=base, head=head, base_file=base_file,
-                           head_file=head_file, path=path, repo=repo,
-                           config_files=config_files, runner_config=runner_config,
-                           base_config_files=base_config_files,
-                           base_runner_config=base_runner_config, pr=pr,
-                           flags=JobFlags(all_evals=all_evals, evals_only=evals_only),
-                           style=True, strict=strict)
+    report = _gate_of(locals(), pr=pr, style=True, strict=strict,
+                      flags=JobFlags(all_evals=all_evals, evals_only=evals_only))
     summary = report.to_json()
     if format == "json":
         import orjson
@@ -186,15 +191,9 @@ def changelog_jobs(
 
     if format not in ("json", "rows"):
         raise ChangelogError(f"--format {format!r} is not allowed (allowed: json, rows)")
-    with ExitStack() as stack:
-        report = _run_gate(stack, base=base, head=head, base_file=base_file,
-                           head_file=head_file, path=path, repo=repo,
-                           config_files=config_files, runner_config=runner_config,
-                           base_config_files=base_config_files,
-                           base_runner_config=base_runner_config, pr=None,
-                           flags=JobFlags(trim_conc=trim_conc, all_evals=all_evals,
-                                          evals_only=evals_only),
-                           style=False, strict=False)
+    report = _gate_of(locals(), pr=None, style=False, strict=False,
+                      flags=JobFlags(trim_conc=trim_conc, all_evals=all_evals,
+                                     evals_only=evals_only))
     text = report.search_space.to_json()
     if format == "rows":
         import json
