@@ -20,7 +20,7 @@ import statistics
 from typing import Any
 
 from kvbench.export.pool import pool_tokens
-from kvbench.results.inferencex_cache import backend_of, empty_server_metrics, server_metrics
+from kvbench.metrics.inferencex import backend_of, empty_server_metrics, server_metrics
 
 _PCTS = (50, 75, 90, 95)
 

@@ -15,8 +15,9 @@ without `prompt_tokens_by_source` divides prefix-cache hits by prefix-cache quer
 the scheduler counts once per scheduling attempt (backends/vllm.py:22-32), not per prompt
 token; TensorRT-LLM with offload draws one combined segment (cache-reuse.ts:21-23, 66-67).
 
-`metrics` is the `metrics` mapping of a server_metrics_export.json (metrics/aiperf.py):
-family name -> {type, series: [{labels, stats}]}."""
+TensorRT-LLM has no aggregator backend; its rates are what the app's ingest derives (see
+`_trt_app_rates`). `metrics` is the `metrics` mapping of a server_metrics_export.json
+(metrics/aiperf.py): family name -> {type, series: [{labels, stats}]}."""
 
 from __future__ import annotations
 
@@ -363,10 +364,37 @@ def cache_share(cache: dict[str, Any] | None, framework: str | None,
             "reported_total": (gpu if _finite(gpu) else 0.0) + host_raw}
 
 
-def share_line(share: dict[str, Any] | None) -> str:
-    """`HBM 0% · host 58% · unreused 42%` as the InferenceX chart draws the point."""
-    if share is None:
-        return "no tier reported"
-    if share["combined"]:
-        return f"HBM+host {share['hbm']:.0%} (combined) · unreused {share['unreused']:.0%}"
-    return f"HBM {share['hbm']:.0%} · host {share['host']:.0%} · unreused {share['unreused']:.0%}"
+RATES = ("gpu_cache_hit_rate", "cpu_cache_hit_rate", "external_cache_hit_rate",
+         "overall_cache_hit_rate")
+
+
+def _trt_app_rates(m: Metrics) -> dict[str, float | None]:
+    """InferenceX's aggregator has no TensorRT-LLM backend (a `trtllm_` scrape makes it refuse
+    the point); the app's ingest derives the TRT row's rates itself: GPU = the
+    `trtllm_kv_cache_hit_rate` gauge's mean, else cached / prompt tokens; no host or external
+    rate (InferenceX-app d03bd01e, packages/db/src/etl/agentx-server-metrics/trtllm.ts:4-15).
+    Counter families here lack the `_total` its CSV names carry."""
+    prompt = _total(m, ["trtllm_prompt_tokens", "trtllm_prompt_tokens_total"])
+    gpu = _fraction(_gauge(m, "trtllm_kv_cache_hit_rate", "avg"))
+    if gpu is None:
+        gpu = _rate(_total(m, ["trtllm_prompt_cached_tokens",
+                               "trtllm_prompt_cached_tokens_total"]), prompt)
+    return {"gpu_cache_hit_rate": gpu, "cpu_cache_hit_rate": None,
+            "external_cache_hit_rate": None, "overall_cache_hit_rate": gpu}
+
+
+def inferencex_reading(snapshots: list[dict[str, Any]], framework: str) -> dict[str, Any]:
+    """{backend, source, cache: the four rates} InferenceX derives from this scrape."""
+    from kvbench.metrics.aiperf import server_metrics_export
+
+    metrics = server_metrics_export(snapshots)["metrics"]
+    if _family(framework) == "trt" or _prefixed(metrics, "trtllm_"):
+        return {"backend": "trt", "source": "InferenceX-app ingest, trtllm parser",
+                "cache": _trt_app_rates(metrics)}
+    block = server_metrics(metrics, framework)
+    if block is not None and metrics:
+        name = block["adapter"]
+        return {"backend": name, "source": f"InferenceX aggregator, {name} backend",
+                "cache": {k: block["cache"][k] for k in RATES}}
+    return {"backend": None, "source": "no InferenceX backend reads these metrics",
+            "cache": None}
