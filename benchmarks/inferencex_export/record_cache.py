@@ -6,15 +6,16 @@
 Cases (tests/data/inferencex_cache/cases/<case>.json: framework, kv_offloading, the
 /metrics snapshots kvbench's scraper keeps, pre and post):
 
-| case | metrics |
-|---|---|
-| sglang | SGLang 0.5.17 HiCache, the committed H200 run `sglang/runs/hicache-c4` |
-| sglang-l3 | SGLang's names with an L3 storage tier: `sglang:cached_tokens_total{cache_source=device|host|storage}` (sglang 0.5.23 srt/observability/metrics_collector.py:2117-2130) |
-| vllm-by-source | vLLM 0.26 native offload, the H200 run `vllm/runs/qwen3-8b_tp1_conc4_kvdram-vllm-native` |
-| vllm-no-by-source | the same scrape without `vllm:prompt_tokens_by_source_total` (a vLLM before PromptTokenStats) |
-| dynamo-vllm | Dynamo's frontend counters and router gauges with vLLM workers |
-| atom | ATOM's exporter names (ROCm/ATOM atom/entrypoints/openai/metrics.py) with LMCache |
-| trt | TensorRT-LLM with host offload (`trtllm_*`) |
+- sglang: SGLang 0.5.17 HiCache, the committed H200 run `sglang/runs/hicache-c4`;
+- sglang-l3: SGLang's names with an L3 storage tier, `sglang:cached_tokens_total{cache_source=
+  device|host|storage}` (sglang 0.5.23 srt/observability/metrics_collector.py:2117-2130);
+- vllm-by-source: vLLM 0.26 native offload, the H200 run
+  `vllm/runs/qwen3-8b_tp1_conc4_kvdram-vllm-native`;
+- vllm-no-by-source: the same scrape without `vllm:prompt_tokens_by_source_total` (a vLLM
+  before PromptTokenStats);
+- dynamo-vllm: Dynamo's frontend counters and router gauges with vLLM workers;
+- atom: ATOM's exporter names (ROCm/ATOM atom/entrypoints/openai/metrics.py) with LMCache;
+- trt: TensorRT-LLM with host offload (`trtllm_*`).
 
 For each case kvbench writes AIPerf's server_metrics_export.json (metrics/aiperf.py); then, from
 the InferenceX checkout at SHA (default 843c6254f, extracted to a temporary directory),
@@ -53,7 +54,8 @@ def _snap(phase: str, samples: dict) -> dict:
 
 
 def _ends(path: Path, keep: set[str] | None = None, drop: str | None = None) -> list[dict]:
-    snaps = [json.loads(x) for x in gzip.open(path, "rt") if x.strip()]
+    with gzip.open(path, "rt") as f:
+        snaps = [json.loads(x) for x in f if x.strip()]
     out = []
     for s in (snaps[0], snaps[-1]):
         samples = {k: v for k, v in s["samples"].items()

@@ -17,7 +17,7 @@ FORMATS = ("inferencex",)
 def export(
     result_dirs: Annotated[list[Path], typer.Argument(help="Result dirs or result.json files.")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to write into.")],
-    format: Annotated[str, typer.Option(  # noqa: A002 - the option's name
+    format: Annotated[str, typer.Option(
         "--format", help=f"Output format: {', '.join(FORMATS)}.")] = "inferencex",
 ) -> None:
     """Write each point as InferenceX ingests it: the aggregate JSON (bmk_agentic_*) and

@@ -80,7 +80,7 @@ def server_metrics_export(snapshots: Sequence[dict]) -> dict[str, Any]:
         elif kind == "histogram":
             sums = _counter_totals(members[0], snaps)
             counts = _counter_totals(members[1], snaps)
-            series = [_series(k, {"count": int(round(counts.get(k, 0.0))), "sum": s,
+            series = [_series(k, {"count": round(counts.get(k, 0.0)), "sum": s,
                                   "avg": s / counts[k] if counts.get(k) else None})
                       for k, s in sums.items()]
         else:

@@ -98,7 +98,7 @@ def _fraction(value: float | None) -> float | None:
 
 
 def _count(value: float | None) -> int | None:
-    return None if value is None else int(round(value))
+    return None if value is None else round(value)
 
 
 def empty_server_metrics(metric_count: int) -> dict[str, Any]:

@@ -25,7 +25,8 @@ def _get(d: Any, *keys: str) -> Any:
 
 
 COLUMNS = ["status", "run / arm", "conc", "TTFT p50 ms", "E2E p50 ms", "tok/s/user",
-           "tok/s/GPU", "hit % d/h/x", "InferenceX HBM/host/unreused %", "host GB", "J/tok", "errors", "warnings"]
+           "tok/s/GPU", "hit % d/h/x", "InferenceX HBM/host/unreused %", "host GB", "J/tok",
+           "errors", "warnings"]
 
 
 def _plan_cell(plan: dict | None) -> str:
@@ -60,8 +61,8 @@ def _inferencex_cell(r: Result) -> str:
     parts = [share["hbm"], share["host"], share["unreused"]]
     text = ("combined " if share["combined"] else "") + "/".join(
         _fmt(p, ".0f", 100) for p in parts)
-    mark = " <span class='muted'>≠ kvbench</span>" if shares_differ(result_reuse(r),
-                                                                      share) else ""
+    differs = shares_differ(result_reuse(r), share)
+    mark = " <span class='muted'>≠ kvbench</span>" if differs else ""
     return f"<span title='{esc(ix.get('source'))}'>{text}</span>{mark}"
 
 
@@ -122,7 +123,8 @@ def run_rows(results: list[Result]) -> str:
             _fmt(_get(rm, "latency", "e2e_ms", "p50"), ".0f"),
             _fmt(_get(rm, "latency", "interactivity_tok_s", "p50")),
             _fmt(_get(rm, "throughput", "output_tok_s_per_gpu")),
-            hits, _inferencex_cell(r), _plan_cell(r.plan), _fmt(_get(r.energy, "j_per_output_token"), ".2f"),
+            hits, _inferencex_cell(r), _plan_cell(r.plan),
+            _fmt(_get(r.energy, "j_per_output_token"), ".2f"),
             str(errors), _warnings_cell(r),
         ]
         tds = "".join(f"<td>{c}</td>" for c in cells)
