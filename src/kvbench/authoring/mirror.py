@@ -221,7 +221,12 @@ def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
         arm = arm_for(facts, backend)
         cap = size_gb_per_rank if size_gb_per_rank is not None else \
             practice.max_size_gb_per_rank
-        size_of = _launcher_size(arm, cap) if arm is not None else None
+        size_of = _launcher_size(arm, cap) if arm is not None else (
+            (lambda _row: size_gb_per_rank) if size_gb_per_rank is not None else None)
+        if arm is None and size_gb_per_rank is not None:
+            warnings.append(f"{key}: --size {size_gb_per_rank:g} is planned but written "
+                            f"nowhere: InferenceX's rows take no size and no launcher branch "
+                            f"data covers the key")
         spec: dict[str, Any] = {"name": backend}
         planned_args: list[str] = []
         page: int | None = None
