@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench import yamldoc
+from kvbench.authoring.practice import KeyWhen
 from kvbench.errors import RecipeError
 
 DATA = Path(__file__).parent / "data" / "launcher_arms.yaml"
@@ -36,23 +37,10 @@ _ENGINE_ARRAY = re.compile(r"^(?P<name>[A-Z_]*(?:SGLANG|SERVER|SERVE)[A-Z_]*_CMD
 _LEGACY_HARDWARE = ("mi300x", "mi325x", "h100")
 
 
-class ArmWhen(BaseModel):
-    model_config = _STRICT
-    framework: str | list[str] | None = None
-    model_prefix: str | list[str] | None = Field(None, alias="model-prefix")
-    hardware: str | list[str] | None = None
-
-    def matches(self, facts: dict[str, Any]) -> bool:
-        for name, want in self.model_dump(exclude_none=True).items():
-            if facts.get(name) not in (want if isinstance(want, list) else [want]):
-                return False
-        return True
-
-
 class Arm(BaseModel):
     model_config = _STRICT
     source: str
-    when: ArmWhen
+    when: KeyWhen
     backend: str
     reserve_gb: str = Field(alias="reserve-gb")
     size_gb: str = Field(alias="size-gb")

@@ -22,7 +22,9 @@ DATA = Path(__file__).parent / "data" / "twin_practice.yaml"
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class _When(BaseModel):
+class KeyWhen(BaseModel):
+    """Which config keys a rule covers, by the facts `facts_of` gives."""
+
     model_config = _STRICT
     framework: str | list[str] | None = None
     model_prefix: str | list[str] | None = Field(None, alias="model-prefix")
@@ -39,7 +41,7 @@ class _When(BaseModel):
 class _Practice(BaseModel):
     model_config = _STRICT
     source: str
-    when: _When
+    when: KeyWhen
     backend: str
     max_size_gb_per_rank: float | None = Field(None, alias="max-size-gb-per-rank", gt=0)
     patches: list[str] = Field(default_factory=list)
