@@ -14,6 +14,11 @@ runs, and for each point runs, from that checkout and unmodified:
 - `python3 -m utils.agentic.validation.validate_agentic_result <raw>/aiperf_artifacts
   --failed-request-threshold 0.10` (the CI gate, benchmark-tmpl.yml:318-322).
 
+With `--harness-python PY` (an interpreter with agentx-harness 1.0.12 installed, e.g. a venv
+under /tmp: `pip install agentx-harness==1.0.12`), every exported `profile_export.jsonl` line is
+also validated against the harness's own `MetricRecordInfo` model and
+`server_metrics_export.json` against its `ServerMetricsExportData`.
+
 Writes tests/data/inferencex_export/: `upstream/<run>.json` (the aggregate InferenceX wrote)
 and `verdicts.json` (per run: the point's RESULT_FILENAME, the aggregator's and validator's
 exit codes and output, and whether kvbench's own aggregate equals InferenceX's). Only the
@@ -51,10 +56,38 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> dict:
             "stderr": p.stderr.strip().splitlines()[-5:]}
 
 
+_HARNESS_CHECK = """
+import json, sys
+from pathlib import Path
+from aiperf.common.models.record_models import MetricRecordInfo
+from aiperf.common.models.server_metrics_models import ServerMetricsExportData
+art = Path(sys.argv[1]) / "aiperf_artifacts"
+lines = (art / "profile_export.jsonl").read_text().splitlines()
+errors = []
+for n, line in enumerate(lines):
+    try:
+        MetricRecordInfo.model_validate_json(line)
+    except Exception as e:
+        errors.append(f"line {n}: {str(e)[:300]}")
+try:
+    ServerMetricsExportData.model_validate_json((art / "server_metrics_export.json").read_text())
+except Exception as e:
+    errors.append(f"server_metrics_export.json: {str(e)[:300]}")
+print(json.dumps({"records": len(lines), "errors": errors}))
+"""
+
+
+def _harness_check(python: Path, raw: Path) -> dict:
+    p = subprocess.run([str(python), "-c", _HARNESS_CHECK, str(raw)], capture_output=True,
+                       text=True, timeout=300)
+    return json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr[-500:]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--git-dir", type=Path, required=True)
     ap.add_argument("--commit", default=COMMIT)
+    ap.add_argument("--harness-python", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ix-export-") as tmp:
         checkout, exported, hub = Path(tmp, "ix"), Path(tmp, "out"), Path(tmp, "hub")
@@ -89,6 +122,8 @@ def main() -> int:
             upstream = agg_dir / f"{name}.json"
             ours = json.loads((out / f"bmk_agentic_{name}" / f"{name}.json").read_text())
             record = {"result_filename": name, "aggregation": agg_run, "validation": val_run}
+            if args.harness_python:
+                record["harness_models"] = _harness_check(args.harness_python, raw)
             if upstream.is_file():
                 theirs = json.loads(upstream.read_text())
                 (OUT / "upstream" / f"{run.parent.parent.name}-{run.name}.json").write_text(

@@ -35,6 +35,8 @@ def test_upstream_accepted_every_committed_run():
         assert any(line.startswith("Validated aiperf request error rate")
                    for line in v["validation"]["stdout"]), key
         assert v["kvbench_equals_upstream"] is True, key
+        # agentx-harness 1.0.12's own models took every line and the server export
+        assert v["harness_models"]["errors"] == [] and v["harness_models"]["records"] > 0, key
 
 
 def test_every_export_equals_what_inferencex_aggregated(tmp_path):

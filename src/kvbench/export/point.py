@@ -78,7 +78,8 @@ def export_job(job_dir: Path, result: dict[str, Any], out: Path) -> Exported:
     submission = ((result.get("validity") or {}).get("submission"))
     aggregate = profile_aggregate(lines, records, submission)
     scrape = read_jsonl(job_dir / SCRAPE_FILE) if jsonl_path(job_dir / SCRAPE_FILE) else []
-    server = server_metrics_export(scrape)
+    url = (summary.get("run") or {}).get("url")
+    server = server_metrics_export(scrape, f"{url.rstrip('/')}/metrics" if url else None)
     log = job_dir / SERVER_LOG
     log_text = log.read_text(errors="replace") if log.is_file() else None
     try:

@@ -63,13 +63,29 @@ def _series(key: SeriesKey, stats: dict[str, Any]) -> dict[str, Any]:
     return {"labels": dict(key) if key else None, "stats": stats}
 
 
-def server_metrics_export(snapshots: Sequence[dict]) -> dict[str, Any]:
-    """The `server_metrics_export.json` body of a scrape (its snapshots in order, pre first).
-    Gauges are summarised over the during and post snapshots (the pre one is the idle
-    server), counters and histograms by their increase from pre to post."""
+def _summary(snaps: Sequence[dict], endpoint: str | None) -> dict[str, Any]:
+    """AIPerf's `ServerMetricsSummary`: the endpoint and the wall-clock window scraped."""
+    from datetime import UTC, datetime
+
+    def at(t_ns: Any) -> str | None:
+        return datetime.fromtimestamp(t_ns / 1e9, UTC).isoformat() if t_ns else None
+
+    urls = [endpoint] if endpoint else []
+    return {"endpoints_configured": urls, "endpoints_successful": urls if snaps else [],
+            "start_time": at(snaps[0].get("t_ns")) if snaps else None,
+            "end_time": at(snaps[-1].get("t_ns")) if snaps else None}
+
+
+def server_metrics_export(snapshots: Sequence[dict],
+                          endpoint: str | None = None) -> dict[str, Any]:
+    """The `server_metrics_export.json` body of a scrape (its snapshots in order, pre first;
+    `endpoint` the /metrics URL scraped). Gauges are summarised over the during and post
+    snapshots (the pre one is the idle server), counters and histograms by their increase
+    from pre to post. The scrape keeps no HELP text: descriptions are empty."""
     snaps = [s for s in snapshots if s.get("ok") and isinstance(s.get("samples"), dict)]
     if len(snaps) < 2:
-        return {"schema_version": SCHEMA_VERSION, "metrics": {}}
+        return {"schema_version": SCHEMA_VERSION, "summary": _summary(snaps, endpoint),
+                "metrics": {}}
     window = [s for s in snaps if s.get("phase") != "pre"] or snaps
     names = {n for s in snaps for n in s["samples"]}
     metrics: dict[str, Any] = {}
@@ -90,8 +106,9 @@ def server_metrics_export(snapshots: Sequence[dict]) -> dict[str, Any]:
                     per_key.setdefault(tuple(sorted(labels.items())), []).append(value)
             series = [_series(k, _gauge_stats(v)) for k, v in per_key.items()]
         if series:
-            metrics[family] = {"type": kind, "series": series}
-    return {"schema_version": SCHEMA_VERSION, "metrics": metrics}
+            metrics[family] = {"type": kind, "description": "", "series": series}
+    return {"schema_version": SCHEMA_VERSION, "summary": _summary(snaps, endpoint),
+            "metrics": metrics}
 
 
 # stat columns per type, in AIPerf's order (aiperf/server_metrics/csv_exporter.py:31-47)
