@@ -93,3 +93,23 @@ def test_sidecar_is_the_harness_layout(tmp_path):
     env = json.loads((point.raw_dir / "inferencex_env.json").read_text())
     assert env["KV_OFFLOAD_BACKEND_METADATA"] == '{"name": "hicache"}'
     assert (point.raw_dir / "server.log").is_file()
+
+
+def test_cli_writes_points_and_refuses_bad_input_in_one_line(tmp_path, capsys):
+    from kvbench.cli import main
+
+    main(["export", "--format", "inferencex", str(RUNS / "sglang" / "runs" / "hicache-c4"),
+          "-o", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "InferenceX validation accepted" in out
+    assert "InferenceX draws HBM 0% · host 59% · unreused 41%" in out
+    assert len(list(tmp_path.glob("bmk_agentic_*/*.json"))) == 1
+    for args, message in ((["--format", "csv"], "--format 'csv' is not a format"),
+                          ([], "no such file or directory")):
+        target = [] if args else [str(tmp_path / "missing")]
+        with pytest.raises(SystemExit) as e:
+            main(["export", *args, *(target or [str(RUNS / "sglang" / "runs" / "hicache-c4")]),
+                  "-o", str(tmp_path / "x")])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err

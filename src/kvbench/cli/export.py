@@ -27,6 +27,8 @@ def export(
 
     from kvbench.export.point import FAILED_REQUEST_THRESHOLD, export_job
     from kvbench.files import read_bounded
+    from kvbench.metrics.inferencex import cache_share
+    from kvbench.results.reuse import inferencex_line
     from kvbench.results.store import MAX_RESULT_BYTES, find_results
 
     if format not in FORMATS:
@@ -56,6 +58,10 @@ def export(
               f"{point.agg['num_requests_successful']}/{point.agg['num_requests_total']} "
               f"requests, TTFT p90 {ttft if ttft is not None else '-'} s; "
               f"InferenceX validation {verdict}")
+        cache = point.agg["server_metrics"]["cache"]
+        share = cache_share(cache, point.agg["framework"], point.agg["kv_offloading"],
+                            rm["cache"]["theoretical_cache_hit_rate"])
+        print(f"         InferenceX draws {inferencex_line(share)}")
         for note in point.notes:
             print(f"         note: {note}")
     print(f"wrote {written} point(s) to {out}" + (f", skipped {skipped}" if skipped else ""))
