@@ -24,6 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "results": {"recipe", "matrix", "models", "hardware", "plan", "metrics", "replay",
                 "telemetry"},
     "report": {"results"},
+    # InferenceX's artifact formats from a job directory's files and its result
+    "export": {"recipe", "matrix", "metrics", "results"},
     "changelog": {"recipe", "matrix"},
     "authoring": {"recipe", "matrix", "models", "hardware", "plan"},
     "sim": {"models", "hardware", "workload"},

@@ -128,12 +128,18 @@ def _print_tables(out: dict) -> None:
         if validity:
             vals = [_validity_cell(validity[arm]) for arm in cell["arms"]]
             table.add_row("valid", *vals, *[""] * (2 * (len(cell["arms"]) - 1)))
+            from kvbench.results.reuse import inferencex_line, reuse_line, shares_differ
+
             reuse = cell.get("cache_reuse") or {}
             if any(reuse.get(arm) for arm in cell["arms"]):
-                from kvbench.results.reuse import reuse_line
-
                 table.add_row("prompt tokens from", *[reuse_line(reuse.get(arm))
                                                       for arm in cell["arms"]],
+                              *[""] * (2 * (len(cell["arms"]) - 1)))
+            ix = cell.get("inferencex_share") or {}
+            if any(shares_differ(reuse.get(arm), ix.get(arm)) for arm in cell["arms"]):
+                # InferenceX's own accounting (metrics/inferencex.py), beside kvbench's
+                table.add_row("InferenceX draws", *[inferencex_line(ix.get(arm))
+                                                    for arm in cell["arms"]],
                               *[""] * (2 * (len(cell["arms"]) - 1)))
             if any(validity[arm].get("submission") for arm in cell["arms"]):
                 table.add_row("submission", *[_submission_cell(validity[arm].get("submission"))
