@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fixtures.launcher import install_stand_in
 from fixtures.inferencex import INFERENCEX
 
 from kvbench.changelog import check_files, parse_changelog
@@ -22,9 +23,8 @@ def repo(tmp_path, monkeypatch) -> Path:
     for name in ("amd-master.yaml", "nvidia-master.yaml", "runners.yaml"):
         shutil.copyfile(INFERENCEX / name, tmp_path / "configs" / name)
     shutil.copyfile(INFERENCEX / "perf-changelog.yaml", tmp_path / "perf-changelog.yaml")
-    # the one launcher the tests' keys have in tests/data (the MI355X Qwen3.5 one)
-    shutil.copytree(INFERENCEX / "benchmarks" / "single_node",
-                    tmp_path / "benchmarks" / "single_node")
+    # the MI355X Qwen3.5 key's launcher: a stand-in of the shape mirror edits
+    install_stand_in(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

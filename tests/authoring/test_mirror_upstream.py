@@ -1,7 +1,10 @@
 """`kvbench recipe mirror` against upstream: tests/data/inferencex_mirror/ holds what
 InferenceX's own generator (its validation), matrix tests, changelog gate and the launcher
 oracle's recorder said about the mirrored seed-000 key, beside seed 000's own pull request
-(benchmarks/inferencex_export/record_mirror.py), and the mirror's output they accepted."""
+(benchmarks/inferencex_export/record_mirror.py, run on a real InferenceX checkout), and the
+mirror's config and changelog output they accepted. The launcher edit is checked here on a
+stand-in launcher (fixtures/launcher.py): InferenceX's launchers stay upstream, so the
+golden launcher output is the branch mirror writes (stand-in-launcher.diff)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.inferencex import INFERENCEX
+from fixtures.launcher import STAND_IN, install_stand_in
 
 from kvbench.cli import main
 
@@ -32,7 +36,7 @@ def mirrored(tmp_path_factory) -> Path:
     for name in ("amd-master.yaml", "nvidia-master.yaml", "runners.yaml"):
         shutil.copyfile(INFERENCEX / name, repo / "configs" / name)
     shutil.copyfile(INFERENCEX / "perf-changelog.yaml", repo / "perf-changelog.yaml")
-    shutil.copytree(INFERENCEX / "benchmarks" / "single_node", repo / "benchmarks/single_node")
+    install_stand_in(repo)
     cwd = Path.cwd()
     os.chdir(repo)
     try:
@@ -40,6 +44,10 @@ def mirrored(tmp_path_factory) -> Path:
     finally:
         os.chdir(cwd)
     return repo
+
+
+def _launcher(repo: Path) -> str:
+    return (repo / LAUNCHER).read_text()
 
 
 def test_upstream_accepted_the_mirrored_key():
@@ -61,7 +69,10 @@ def test_mirror_writes_what_upstream_accepted(mirrored):
         master.splitlines(keepends=True), "a/configs/amd-master.yaml",
         "b/configs/amd-master.yaml"))
     assert diff == (GOLDEN / "amd-master.yaml.diff").read_text()
-    assert (mirrored / LAUNCHER).read_text() == (GOLDEN / Path(LAUNCHER).name).read_text()
+    branch = "".join(difflib.unified_diff(
+        STAND_IN.splitlines(keepends=True), _launcher(mirrored).splitlines(keepends=True),
+        "a/" + LAUNCHER, "b/" + LAUNCHER))
+    assert branch == (GOLDEN / "stand-in-launcher.diff").read_text()
     log = (mirrored / "perf-changelog.yaml").read_text()
     base = (INFERENCEX / "perf-changelog.yaml").read_text()
     assert log[len(base):] == (GOLDEN / "changelog-entry.yaml").read_text()
@@ -72,8 +83,8 @@ def _run_patch(script: str, root: Path) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(root)}, timeout=30)
 
 
-def test_the_branch_patch_applies_once_as_seed_000s_did(tmp_path):
-    launcher = (GOLDEN / Path(LAUNCHER).name).read_text()
+def test_the_branch_patch_applies_once_as_seed_000s_did(mirrored, tmp_path):
+    launcher = _launcher(mirrored)
     start = launcher.index("<<'KVBENCH_PATCH'\n") + len("<<'KVBENCH_PATCH'\n")
     script = launcher[start:launcher.index("\nKVBENCH_PATCH\n")]
     target = tmp_path / "sglang" / "srt" / "configs" / "model_config.py"
@@ -92,12 +103,12 @@ def test_the_branch_patch_applies_once_as_seed_000s_did(tmp_path):
     assert moved.returncode == 1 and "expected its anchor once" in moved.stderr
 
 
-def test_launcher_arithmetic_is_the_launcher_sizing_rule(tmp_path):
+def test_launcher_arithmetic_is_the_launcher_sizing_rule(mirrored):
     """The branch's bash arithmetic and plan/data/launcher_sizing.yaml's rule for it (what
     `--sizing launcher` runs) give the same --hicache-size."""
     from kvbench.plan.launcher_sizing import launcher_size
 
-    launcher = (GOLDEN / Path(LAUNCHER).name).read_text()
+    launcher = _launcher(mirrored)
     start = launcher.index("    HICACHE_ALIGNMENT_RESERVE_GB=")
     block = launcher[start:launcher.index('    HICACHE_SIZE_GB="${HICACHE_SIZE_GB:-')]
     for total in (97, 599, 1100, 2300):
