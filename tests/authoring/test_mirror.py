@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fixtures.launcher import install_stand_in
 from fixtures.inferencex import INFERENCEX
+from fixtures.launcher import install_stand_in
 
 from kvbench.changelog import check_files, parse_changelog
 from kvbench.cli import main
