@@ -31,7 +31,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             value = inline if eq else next(it, None)
             if value is None:
                 return None
-            values[_OWN[flag]] = Path(value) if flag == "--output" else value
+            values[_OWN[flag]] = value  # --output stays a str: "out/" names a directory
             continue
         if flag not in _BY_FLAG:
             return None  # --help, a positional, a typo: typer's answer
@@ -68,7 +68,7 @@ def try_matrix(argv: list[str]) -> bool:
     return True
 
 
-def run_matrix(selection: Selection, format: str | None, output: Path | None) -> None:
+def run_matrix(selection: Selection, format: str | None, output: str | None) -> None:
     """The matrix command's work: rows as JSON (stdout, and atomically to `output`), or a
     table of counts per config key."""
     import json
