@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kvbench.bounds import OPTION_RANGES
 from kvbench.cli.flags import SELECTION_FLAGS, selection_from, spread_multi_values
 from kvbench.matrix.selection import Selection
 
@@ -51,6 +52,9 @@ def parse(args: list[str]) -> dict[str, Any] | None:
                 values[name] = int(value)
             except ValueError:
                 return None
+            bound = OPTION_RANGES.get(flag)
+            if bound is not None and bound.problem(values[name]) is not None:
+                return None  # typer's usage line names the range
         else:
             values[name] = Path(value) if kind == "path?" else value
     return values
