@@ -144,7 +144,7 @@ def test_explicit_size_caps_the_launcher_not_the_row(repo, capsys):
 @pytest.mark.parametrize(("args", "message"), [
     (["--config-keys", "qwen3.5-fp8-mi325x-sglang-agentic"], "are in none of"),
     (["--config-keys", AMD_KEY, "--backend", "hicach"], "'hicach' is not an offload backend"),
-    (["--config-keys", AMD_KEY, "--size", "-1"], "must be a positive number"),
+    (["--config-keys", AMD_KEY, "--size", "-1"], "--size (got '-1'): out of range"),
 ])
 def test_bad_input_is_one_clear_line(repo, capsys, args, message):
     with pytest.raises(SystemExit) as e:
