@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kvbench.bounds import OPTION_RANGES
 from kvbench.cli.flags import (
     BOTH_SCENARIOS,
     SELECTION_FLAGS,
@@ -36,7 +37,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             value = inline if eq else next(it, None)
             if value is None:
                 return None
-            values[_OWN[flag]] = Path(value) if flag == "--output" else value
+            values[_OWN[flag]] = value  # --output stays a str: "out/" names a directory
             continue
         if flag not in _BY_FLAG:
             return None  # --help, a positional, a typo: typer's answer
@@ -61,6 +62,9 @@ def parse(args: list[str]) -> dict[str, Any] | None:
                 values[name] = int(value)
             except ValueError:
                 return None
+            bound = OPTION_RANGES.get(flag)
+            if bound is not None and bound.problem(values[name]) is not None:
+                return None  # typer's usage line names the range
         else:
             values[name] = Path(value) if kind == "path?" else value
     return values
@@ -78,7 +82,7 @@ def try_matrix(argv: list[str]) -> bool:
     return True
 
 
-def run_matrix(selection: Selection, format: str | None, output: Path | None) -> None:
+def run_matrix(selection: Selection, format: str | None, output: str | None) -> None:
     """The matrix command's work: rows as JSON (stdout, and atomically to `output`), or a
     table of counts per config key."""
     import json

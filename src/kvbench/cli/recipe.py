@@ -159,7 +159,7 @@ def matrix(
                           "Default: table on a terminal, json otherwise."),
     ] = None,
     output: Annotated[
-        Path | None,
+        str | None,  # not a Path: Path("out/") drops the slash that names a directory
         typer.Option(help="Also write the JSON rows to this file (atomically), e.g. jobs.json."),
     ] = None,
 ) -> None:
