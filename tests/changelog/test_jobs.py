@@ -13,9 +13,10 @@ from conftest import INFERENCEX
 
 from kvbench.changelog import JobFlags, Revision, gate
 from kvbench.changelog.diff import added_between_files
-from kvbench.changelog.jobs import recipe_fingerprint, trim_conc
+from kvbench.changelog.jobs import trim_conc
 from kvbench.errors import ChangelogError
 from kvbench.matrix import Selection, generate_rows
+from kvbench.matrix.fingerprint import recipe_fingerprint
 
 RUNNERS = INFERENCEX / "runners.yaml"
 

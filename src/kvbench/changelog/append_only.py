@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from kvbench.errors import ChangelogError
 from kvbench.matrix.evals import frozen
-
-POINT_FIELDS = frozenset({"conc", "exp-name", "recipe-fingerprint"})
+from kvbench.matrix.fingerprint import POINT_FIELDS
 
 
 def curve_key(row: Mapping, ignored: Iterable[str] = POINT_FIELDS) -> tuple:

@@ -19,8 +19,6 @@ generator (`kvbench.matrix`, equal to the reference's `test-config` row for row)
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ from kvbench.changelog.keys import expand_keys
 from kvbench.changelog.parse import changelog_error
 from kvbench.changelog.search_space import E2eSearchSpace, SearchSpace, row_model
 from kvbench.errors import ChangelogError, validation_message
+from kvbench.matrix.fingerprint import recipe_fingerprint
 
 AGENTIC = "agentic-coding"
 
@@ -133,14 +132,6 @@ def trim_conc(rows: list[dict]) -> list[dict]:
     drop = {i for idxs in groups.values() if len(idxs) > 1
             for i in idxs if i != min(idxs, key=lambda j: out[j]["conc"])}
     return [row for i, row in enumerate(out) if i not in drop]
-
-
-def recipe_fingerprint(row: dict) -> str:
-    """SHA-256 of the row minus its point fields, canonical JSON (process_changelog.py:
-    220-233): one value per curve, whatever its concurrency."""
-    recipe = {k: v for k, v in row.items() if k not in ("conc", "exp-name", "recipe-fingerprint")}
-    canonical = json.dumps(recipe, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _min_prefill_ep(rows: list[dict], threshold: int | None) -> list[dict]:

@@ -54,9 +54,13 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             values[name] = [*(values[name] or []), Path(value) if kind == "paths" else value]
         elif kind == "ints":
             try:
-                values[name] = [*(values[name] or []), int(value)]
+                number = int(value)
             except ValueError:
                 return None
+            bound = OPTION_RANGES.get(flag)
+            if bound is not None and bound.problem(number) is not None:
+                return None  # typer's usage line names the range
+            values[name] = [*(values[name] or []), number]
         elif kind in ("int", "int?"):
             try:
                 values[name] = int(value)
