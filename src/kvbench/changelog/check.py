@@ -115,7 +115,13 @@ def revision_at_ref(ref: str, repo: Path, files: Sequence[Path], runner_config: 
         root = repo.resolve()
         copies = []
         for path in [*files, runner_config]:
-            rel = Path(path).resolve().relative_to(root).as_posix()
+            try:
+                rel = Path(path).resolve().relative_to(root).as_posix()
+            except ValueError:
+                raise ChangelogError(f"{path} is not in the repository {repo}, so its version "
+                                     f"at {ref} cannot be read for the append-only entries",
+                                     hint="pass --base-config-files and --base-runner-config"
+                                     ) from None
             raw = read_at_ref(ref, rel, repo)
             if not raw:
                 raise ChangelogError(f"{rel} does not exist at {ref}: the base revision lacks "
