@@ -89,7 +89,7 @@ def _run_gate(stack: ExitStack, *, base: str | None, head: str | None, base_file
     if runners is None:
         raise ChangelogError(f"no runners.yaml beside {configs[0]}",
                              hint="pass --runner-config PATH")
-    checkout = find_checkout(configs[0].resolve().parent)
+    checkout = find_checkout(configs[0].absolute().parent)
     layout = checkout.layout if checkout is not None else "classic"
     head_rev = Revision(configs, runners)
     if files_mode:

@@ -123,7 +123,7 @@ def validate(
         if beside.is_file():
             runners, found = runners_errors(beside)
             errors.extend(found)
-    checkout = find_checkout(config_files[0].resolve().parent) if config_files else None
+    checkout = find_checkout(config_files[0].absolute().parent) if config_files else None
     retired_by = retiring_validation(checkout.base) if checkout is not None else None
     for warning in recipe_setting_warnings(entries, retired_by) if retired_by else []:
         print(f"warning: {warning}", file=sys.stderr)

@@ -16,6 +16,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from kvbench.errors import KvbenchError
+from kvbench.files import read_bounded
+from kvbench.units import MiB
+
 RECIPE_SETTINGS = ("CONFIG_FILE", "EVAL_CONFIG_FILE", "SRT_RECIPE", "EVAL_SRT_RECIPE")
 ROLES = ("worker", "prefill", "decode")
 # a checkout's own master-config validation, newer layout then classic, under its base folder
@@ -29,9 +33,11 @@ def retiring_validation(base: Path) -> Path | None:
     configs outside a checkout: nothing to say)."""
     for rel in VALIDATION_MODULES:
         path = base / rel
+        if not path.is_file():
+            continue
         try:
-            tree = ast.parse(path.read_bytes())
-        except (OSError, SyntaxError, ValueError):
+            tree = ast.parse(read_bounded(path, 16 * MiB, "validation module"))
+        except (KvbenchError, OSError, SyntaxError, ValueError):
             continue
         if any(isinstance(node, ast.Constant) and node.value in RECIPE_SETTINGS
                for node in ast.walk(tree)):
