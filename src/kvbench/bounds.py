@@ -176,7 +176,8 @@ SCALE = Range(0, 1_000, "x", "a multiplier of token counts; 1,000x turns a 100K-
 OPTION_RANGES: dict[str, Range] = {
     "--arrival-scale": ARRIVAL_SCALE, "--block-tokens": PAGE_TOKENS, "--budget-gb": HOST_GB,
     "--chars-per-token": CHARS_PER_TOKEN, "--chunked-prefill-tokens": CONTEXT_TOKENS,
-    "--concurrency": LANES, "--context-tokens": CONTEXT_TOKENS, "--dp": PARALLELISM,
+    "--conc": LANES, "--concurrency": LANES, "--context-tokens": CONTEXT_TOKENS,
+    "--dp": PARALLELISM,
     "--duration": DURATION_S, "--gpu-tokens": POOL_TOKENS, "--grace": GRACE_S,
     "--head-dim": MODEL_HEADS, "--hidden-size": MODEL_DIM, "--host-cache-gb": HOST_GB,
     "--host-gb": HOST_GB, "--host-headroom-gb": HOST_GB_PER_RANK, "--host-tokens": POOL_TOKENS,
