@@ -125,9 +125,11 @@ TURNS = Range(1, 100_000, "turns", "the longest Claude Code sessions have hundre
               integer=True)
 WORKERS = Range(1, 256, "processes", "more replay processes than the cores of any one client "
                 "host is a typo", integer=True)
+WORKERS_OR_AUTO = Range(0, 256, "processes", "0 means one per available core; more than the "
+                        "cores of any one host is a typo", integer=True)
 JOBS = Range(1, 10_000_000, "jobs", "the full InferenceX sweep has 33,071 rows", integer=True)
-GRID_POINTS = Range(2, 1_000, "points", "a capacity curve needs 2 points and reads no more "
-                    "than a few dozen", integer=True)
+GRID_STEPS = Range(1, 1_000, "steps", "a capacity curve reads no more than a few dozen sizes",
+                   integer=True)
 PARALLELISM = Range(1, 1_024, "GPUs", "the largest scale-up domain shipping is 72 GPUs "
                     "(GB200/GB300 NVL72); 1,024 leaves room for rack-scale systems to come",
                     integer=True)
@@ -171,8 +173,9 @@ BENEFIT = Range(0, 100, "", "a relative change of 100x (10,000%) is past any off
 SCALE = Range(0, 1_000, "x", "a multiplier of token counts; 1,000x turns a 100K-token "
               "session into one past every context", lo_open=True)
 
-# Every numeric option of every command, by its long name. tests/test_bounds.py walks the
-# commands and fails on a numeric option missing here.
+# Every numeric option of every command, by its long name (or "<command> <long name>" where one
+# command gives it another meaning). tests/test_bounds.py walks the commands and fails on a
+# numeric option missing here.
 OPTION_RANGES: dict[str, Range] = {
     "--arrival-scale": ARRIVAL_SCALE, "--block-tokens": PAGE_TOKENS, "--budget-gb": HOST_GB,
     "--chars-per-token": CHARS_PER_TOKEN, "--chunked-prefill-tokens": CONTEXT_TOKENS,
@@ -189,7 +192,7 @@ OPTION_RANGES: dict[str, Range] = {
     "--max-sessions": SESSIONS, "--max-tokens-cap": OUTPUT_TOKENS, "--max-tp": PARALLELISM,
     "--max-turns": TURNS, "--min-conc": LANES, "--noise": BENEFIT, "--num-gpus": GPUS,
     "--num-heads": MODEL_HEADS, "--num-kv-heads": MODEL_HEADS, "--num-layers": MODEL_HEADS,
-    "--page-size": PAGE_TOKENS, "--points": GRID_POINTS, "--port": PORT, "--pr": PR_NUMBER,
+    "--page-size": PAGE_TOKENS, "--points": GRID_STEPS, "--port": PORT, "--pr": PR_NUMBER,
     "--ready-timeout": TIMEOUT_S, "--repeat": REPEATS, "--repeats": REPEATS,
     "--replay-timeout": TIMEOUT_S, "--replay-workers": WORKERS, "--request-timeout": TIMEOUT_S,
     "--seed": SEED, "--server-gone-after": TIMEOUT_S, "--server-host-gb": HOST_GB,
@@ -200,7 +203,14 @@ OPTION_RANGES: dict[str, Range] = {
     "--system-idle-cap": IDLE_S, "--think-time-cap": IDLE_S, "--think-time-scale": RATE_SCALE,
     "--threshold": BENEFIT, "--time-scale": TIME_SCALE, "--tp": PARALLELISM,
     "--ttft-p90-ms": LATENCY_MS, "--warmup-requests": WARMUP_REQUESTS, "--workers": WORKERS,
+    # an option whose meaning differs in one command: "<command> <option>" wins
+    "simulate-jobs --workers": WORKERS_OR_AUTO,
 }
+
+
+def option_range(command: str, option: str) -> Range | None:
+    """The range of `option` in `command` (its path, e.g. "changelog check")."""
+    return OPTION_RANGES.get(f"{command} {option}".strip(), OPTION_RANGES.get(option))
 
 
 def check_text(value: str, field: str, limit: int = MAX_TEXT_CHARS,

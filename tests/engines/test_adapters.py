@@ -237,11 +237,12 @@ def test_sim_emits_the_serve_sim_command_line():
 
 
 def test_every_data_file_loads_and_every_rule_is_reachable_by_some_fact():
-    from kvbench.engines import dynamo
+    from kvbench.engines import dynamo, srt_source
     from kvbench.engines.rules import DATA_DIR, load_engine_data
 
-    # dynamo.yaml holds how srtctl renders a recipe (its own schema), not launch rules
-    others = {"dynamo": dynamo.facts}
+    # dynamo.yaml holds how srtctl renders a recipe (its own schema), srt_slurm_sources.yaml
+    # where the runner scripts clone srt-slurm from: not launch rules
+    others = {"dynamo": dynamo.facts, "srt_slurm_sources": srt_source.sources}
     for path in sorted(Path(DATA_DIR).glob("*.yaml")):
         if path.stem in others:
             assert others[path.stem]() is not None

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvbench.bounds import OPTION_RANGES
+from kvbench.bounds import option_range
 from kvbench.cli.flags import (
     BOTH_SCENARIOS,
     SELECTION_FLAGS,
@@ -57,7 +57,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
                 number = int(value)
             except ValueError:
                 return None
-            bound = OPTION_RANGES.get(flag)
+            bound = option_range("matrix", flag)
             if bound is not None and bound.problem(number) is not None:
                 return None  # typer's usage line names the range
             values[name] = [*(values[name] or []), number]
@@ -66,7 +66,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
                 values[name] = int(value)
             except ValueError:
                 return None
-            bound = OPTION_RANGES.get(flag)
+            bound = option_range("matrix", flag)
             if bound is not None and bound.problem(values[name]) is not None:
                 return None  # typer's usage line names the range
         else:
