@@ -62,11 +62,14 @@ class Plan(BaseModel):
     # value the engine resolves, passed as no flag. `settings_sources`: the launchers read.
     engine_defaults: list[str] = Field(default_factory=list)
     settings_sources: list[str] = Field(default_factory=list)
-    # --sizing launcher: the launcher's knob (source, formula, value) and the budget plan's
-    # size beside it; `forced`: over the budget and run anyway (--force)
-    sizing: str = "budget"
+    # Which sizing gave the host pools (None: no host pool): `launcher` (the InferenceX
+    # launcher's arithmetic: its knob, source, formula, value, measurement in `launcher`, the
+    # budget plan's size in `budget_sizing`) or `budget` (the launcher's size, where one
+    # sizes the row, in `launcher_sizing`); `forced`: over the budget and run anyway
+    sizing: str | None = "budget"
     launcher: dict[str, Any] | None = None
     budget_sizing: dict[str, Any] | None = None
+    launcher_sizing: dict[str, Any] | None = None
     forced: bool = False
 
     @property
@@ -129,8 +132,8 @@ class Plan(BaseModel):
             "warnings": list(self.warnings),
             "errors": list(self.errors),
             "arithmetic": list(self.arithmetic),
-            # only under --sizing launcher: the default plan.json stays as it was
-            **({"sizing": self.sizing, "launcher": self.launcher,
-                "budget-sizing": self.budget_sizing, "forced": self.forced}
-               if self.sizing == "launcher" else {}),
+            "sizing": self.sizing,
+            **({"launcher": self.launcher, "budget-sizing": self.budget_sizing,
+                "forced": self.forced} if self.sizing == "launcher" else {}),
+            **({"launcher-sizing": self.launcher_sizing} if self.launcher_sizing else {}),
         }
