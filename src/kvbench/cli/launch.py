@@ -62,12 +62,13 @@ def launch(
     follow_log: Annotated[bool, typer.Option(
         "--follow-log", help="Echo the server log while waiting.")] = False,
     sizing: Annotated[str, typer.Option(
-        "--sizing", help="Host pools: budget (default, sized from the row's DRAM budget) or "
-        "launcher (the InferenceX launcher's own arithmetic; refused when it oversubscribes, "
-        "unless --force).")] = "budget",
+        "--sizing", help="Host pools: launcher (default: the InferenceX launcher's own "
+        "arithmetic, refused only where it oversubscribes the row's DRAM budget, unless "
+        "--force) or budget (sized from the row's DRAM budget less kvbench's headroom).")
+    ] = "launcher",
     force: Annotated[bool, typer.Option(
-        "--force", help="--sizing launcher: start the launcher's size even where the planner "
-        "refuses it.")] = False,
+        "--force", help="Launcher sizing: start the launcher's size even where it "
+        "oversubscribes the budget.")] = False,
 ) -> None:
     """Build each selected job's server command line from its row and plan; with --dry-run
     print it, otherwise start the one selected job's server and keep it up until Ctrl-C."""

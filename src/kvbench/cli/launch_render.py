@@ -36,7 +36,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
               port: int, host: str, model_path: str | None, overrides: list[str],
               env_overrides: dict[str, str], engine_version: str | None,
               accuracy: bool | None, work_dir: Path | None, dummy_weights: bool = False,
-              sizing: str = "budget", force: bool = False
+              sizing: str = "launcher", force: bool = False
               ) -> tuple[list[Built], list[tuple[Job, str]]]:
     from kvbench.matrix.generate import selection_runners
     from kvbench.plan import plan_job

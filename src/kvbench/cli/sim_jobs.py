@@ -118,7 +118,8 @@ def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
     except KvbenchError as e:
         entry["skipped"] = f"plan failed: {e.message}"
         return entry
-    entry.update({"hw": plan.hardware, "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
+    entry.update({"hw": plan.hardware, "backend": plan.backend, "sizing": plan.sizing,
+                  "gpu-kv-tokens": plan.gpu_kv_tokens,
                   "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)})
     if plan.errors or not plan.within_budget:
         entry["skipped"] = "plan refused: " + ("; ".join(plan.errors) or "over the DRAM budget")

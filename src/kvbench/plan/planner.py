@@ -254,7 +254,8 @@ def _launcher_facts(job: JobLike, plan: Plan) -> tuple[dict[str, Any], dict[str,
     topo = topology_of(job)
     facts = {"engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
              "hardware": plan.hardware, "precision": topo.precision, "offload": topo.backend,
-             "dp_attn": topo.dp_attention, "tp": topo.tp, "conc": topo.conc}
+             "dp_attn": topo.dp_attention, "tp": topo.tp, "conc": topo.conc,
+             "spec_decoding": topo.spec_decoding}
     names = {"total_cpu_dram_gb": topo.budget_gb, "tp": topo.tp, "ep": topo.ep,
              "pcp": topo.pcp, "conc": topo.conc, "dp_attn": topo.dp_attention}
     return facts, names

@@ -51,9 +51,10 @@ class RunOptions(BaseModel):
     # records.jsonl.gz and scrape.jsonl.gz (long runs, committed results): how the raw files
     # are stored, not what is measured
     compress_raw: bool = False
-    # host pools: `budget` (the planner's) or `launcher` (the InferenceX launcher's size,
-    # plan/launcher_sizing.py); `force` runs a launcher size the planner refuses
-    sizing: Literal["budget", "launcher"] = "budget"
+    # host pools: `launcher` (the default: the InferenceX launcher's size,
+    # plan/launcher_sizing.py) or `budget` (the planner's); `force` runs a launcher size that
+    # oversubscribes the row's budget
+    sizing: Literal["launcher", "budget"] = "launcher"
     force: bool = False
     # processes each job's replay shards its lanes over (at most the job's concurrency;
     # replay/workers.py): how the client runs, not what is measured
@@ -75,7 +76,7 @@ class RunOptions(BaseModel):
                                                          "profile"})
         paths = self.trace_paths()
         identity["trace"] = None if paths is None else _trace_digests(paths)
-        # the default sizing leaves the identity of results measured before it existed as is
+        # results measured before launcher sizing existed were budget-sized and carry no key
         if identity["sizing"] == "budget":
             del identity["sizing"]
         if not identity["force"]:
