@@ -110,7 +110,8 @@ def _plan_twin(key: str, raw: dict[str, Any], block: dict[str, Any], twin: dict[
     out = _Planned([], [], [])
     refusals: dict[str, list[str]] = {}
     for row in rows:
-        plan = plan_job(Job(key, row, "agentic-coding"), runners)
+        # a twin is a new arm no launcher sizes: the planner's budget sizing
+        plan = plan_job(Job(key, row, "agentic-coding"), runners, sizing="budget")
         out.names.append(plan.exp_name)
         inside = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size)
         out.sizes.append(round(inside / GB, 2))

@@ -98,6 +98,12 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
             # runner claim, the wrong engine): no sizing ran
             return plan.model_copy(update={"sizing": None}) if not plan.host_pools else plan
         size = _launcher_size(job, plan)
+        explicit = topology_of(job).size_gb_per_rank
+        if sizing == "launcher" and size is not None and explicit is not None:
+            # kvbench's own recipe extension names the size: the user's choice stands
+            return plan.model_copy(update={"warnings": [
+                *plan.warnings, f"kv-offload-backend.size-gb-per-rank {explicit:g} is the "
+                f"row's own size: the launcher's {size.spelled} ({size.source}) is not used"]})
         if sizing == "launcher" and size is not None:
             return _launcher_plan(job, runners, plan, size, host_headroom_gb,
                                   trust_runner_dram, force)
