@@ -117,9 +117,13 @@ def launch(
     if refused:
         from kvbench.errors import PlanError
 
+        launcher = built[0].plan_json.get("sizing") == "launcher"
         raise PlanError(f"{built[0].job.exp_name}: the plan refuses this job: {refused[0]}",
-                        hint="kvbench plan --details shows the arithmetic; lower the row's "
-                        "dram-utilization or change its offload backend")
+                        hint="kvbench plan --details shows the arithmetic; " + (
+                            "--force starts the launcher's size anyway, --sizing budget "
+                            "sizes the pools from the budget" if launcher else
+                            "lower the row's dram-utilization or change its offload "
+                            "backend"))
     try:
         run_server(built[0], ready_timeout_s=ready_timeout, grace_s=grace,
                    follow_log=follow_log)
