@@ -16,12 +16,14 @@ from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
 from kvbench.plan.gpu import GpuEstimate, estimate_gpu
+from kvbench.plan.image import image_mods, recipe_patch_mods, resolved
 from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
 from kvbench.plan.settings import RecipeSettings, recipe_settings
 from kvbench.plan.sizers import SIZERS, SizingContext
 from kvbench.plan.topology import JobLike, Topology, topology_of
 from kvbench.plan.version import image_version
+from kvbench.recipe.layout import benchmark_folder
 from kvbench.units import GB, GiB
 
 
@@ -93,7 +95,7 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
     try:
         check_mode(sizing, force)
         plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
-        if plan.backend is None or not plan.host_pools and plan.is_refused:
+        if plan.backend is None or (not plan.host_pools and plan.is_refused):
             # no host pool to size (a resident row), or refused before sizing (an unknown
             # runner claim, the wrong engine): no sizing ran
             return plan.model_copy(update={"sizing": None}) if not plan.host_pools else plan
@@ -178,6 +180,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
         ranks_on_node=ranks,
         engine_defaults=list(settings.unset),
         settings_sources=list(settings.sources),
+        image_mods=_image_mods(job, topo, hardware.name, offload),
     )
     warnings = [*gpu.notes, *_row_warnings(topo, model)]
     gpn = _gpus_per_node(topo, runners, hardware.gpus_per_node)
@@ -403,6 +406,27 @@ def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> Rec
         # a disaggregated row's worker row names its role (plan/workers.py ROLE_KEY)
         "tp": topo.tp, "conc": topo.conc, "role": job.row.get("disagg-role"),
     })
+
+
+def _image_mods(job: JobLike, topo: Topology, hardware: str, offload: bool
+                ) -> list[dict[str, Any]]:
+    """What the row's launcher changes in the image (plan/image.py), then the recipe's own
+    `patches:` (a kvbench extension, kept readable). A multi-node row's workers get their
+    srt-slurm recipe's (engines/srt_recipe.py); the embedded engine has no image."""
+    if topo.framework == "sim":
+        return []
+    release = image_version(topo.image).release
+    mods = [] if topo.is_multinode else image_mods({
+        "engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
+        "hardware": hardware, "precision": topo.precision,
+        "offload": topo.backend if offload else "none", "dp_attn": topo.dp_attention,
+        "tp": topo.tp, "conc": topo.conc, "spec_decoding": topo.spec_decoding,
+        "role": job.row.get("disagg-role"),
+        "image_version": ".".join(map(str, release)) if release else None})
+    mods += [m for m in recipe_patch_mods(job.row.get("patches"), job.config_key)
+             if all(m["id"] != have["id"] for have in mods)]
+    config_file = getattr(job, "config_file", None)
+    return resolved(mods, benchmark_folder(config_file) if config_file else None)
 
 
 def _hicache_options(launcher: dict[str, str], topo: Topology) -> dict[str, str]:

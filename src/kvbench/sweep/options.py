@@ -56,6 +56,9 @@ class RunOptions(BaseModel):
     # oversubscribes the row's budget
     sizing: Literal["launcher", "budget"] = "launcher"
     force: bool = False
+    # image modifications (plan/image.py) the user says the image already carries: not
+    # applied, recorded as skipped-by-user (part of the identity: the image may differ)
+    skip_image_mods: tuple[str, ...] = ()
     # processes each job's replay shards its lanes over (at most the job's concurrency;
     # replay/workers.py): how the client runs, not what is measured
     replay_workers: int = Field(1, ge=1, le=MAX_REPLAY_WORKERS)
@@ -83,6 +86,8 @@ class RunOptions(BaseModel):
             del identity["force"]
         if identity["stand_in"] is None:
             del identity["stand_in"]
+        if not identity["skip_image_mods"]:
+            del identity["skip_image_mods"]
         return identity
 
     def options_id(self) -> str:
