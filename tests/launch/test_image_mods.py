@@ -163,3 +163,30 @@ def test_the_cli_patcher_takes_the_skip_list(tmp_path):
                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)[0]["status"] == "skipped-by-user"
+
+
+def test_srt_slurm_numa_bind_fix_as_its_own_script_made_it(tmp_path):
+    """vllm-container-deps.sh's vllm_numa_bind_hash_fix.py, run by the recorder on vLLM
+    0.20.0's compute_hash (data/image_mods/): kvbench's edit gives the same method, less the
+    script's two comment lines; on the result, and on a vLLM that ships the fix (the
+    installed 0.33), it is a no-op."""
+    rec = json.loads((REPO / "tests/engines/data/image_mods/vllm-numa-bind-hash-fix.json")
+                     .read_text())
+    mod = all_mods()["vllm-numa-bind-hash-fix"]
+    path = tmp_path / "site" / mod["file"]
+    path.parent.mkdir(parents=True)
+    path.write_text(rec["before"])
+    (outcome,) = apply_patches([mod], {"vllm": tmp_path / "site"})
+    assert outcome["status"] == "applied"
+
+    def code(text: str) -> list[str]:
+        return [line for line in text.split("\n") if not line.strip().startswith("#")]
+
+    assert code(path.read_text()) == code(rec["after"])
+    path.write_text(rec["after"])
+    assert apply_patches([mod], {"vllm": tmp_path / "site"})[0]["status"] == "upstream-fixed"
+    import vllm  # a copy of the installed release's own file
+
+    shutil.copyfile(Path(vllm.__file__).parent / "config" / "parallel.py", path)
+    installed = apply_patches([mod], {"vllm": tmp_path / "site"})[0]
+    assert installed["status"] == "upstream-fixed", installed
