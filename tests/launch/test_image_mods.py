@@ -90,8 +90,8 @@ def test_the_edit_is_confined_to_the_launchers_block_and_refuses_a_moved_one(tmp
     assert text.count("cached_tokens_details=_extract_field_by_index(") == 1
     path.write_text(text.replace("elif isinstance(output, BatchStrOutput):",
                                  "elif isinstance(output, StrOutput):"))
-    with pytest.raises(PatchError, match="block 'elif isinstance.output, BatchStrOutput.:' "
-                                         "not found .* the engine source moved"):
+    with pytest.raises(PatchError, match=r"block 'elif isinstance.output, BatchStrOutput.:' "
+                                         r"not found .* the engine source moved"):
         apply_patches([MOD], {"sglang": path.parents[3]})
 
 
@@ -118,7 +118,7 @@ def test_a_script_runs_when_it_is_the_pinned_file_and_is_refused_otherwise(tmp_p
     assert apply_patches([m])[0]["status"] == "applied" and (tmp_path / "ran").exists()
     script.write_text("echo changed\n")
     assert resolved([mod], tmp_path)[0]["action"].startswith("refuse: ")
-    with pytest.raises(PatchError, match="not the pinned .* the script moved"):
+    with pytest.raises(PatchError, match=r"not the pinned .* the script moved"):
         apply_patches([m])
     (gone,) = resolved([mod], tmp_path / "elsewhere")
     with pytest.raises(PatchError, match="is not in the row's InferenceX checkout"):
@@ -128,8 +128,8 @@ def test_a_script_runs_when_it_is_the_pinned_file_and_is_refused_otherwise(tmp_p
 def test_a_source_build_is_always_refused_by_name():
     (build,) = dynamo_mods({"hash": "71eb001e17fa73c742f0afe1a6ed96836cb135fd"}, "recipe r")
     assert build["id"] == "dynamo-source-71eb001e17fa" and build["kind"] == "build"
-    with pytest.raises(PatchError, match="dynamo-source-71eb001e17fa .* kvbench does not "
-                                         "build Dynamo built from source at 71eb001e"):
+    with pytest.raises(PatchError, match=r"dynamo-source-71eb001e17fa .* kvbench does "
+                                         r"not build Dynamo built from source at 71eb001e"):
         apply_patches([build])
     (wheel,) = dynamo_mods({"version": "1.3.1"}, "recipe r")
     assert wheel["packages"] == ["ai-dynamo-runtime==1.3.1", "ai-dynamo==1.3.1"]
@@ -185,8 +185,8 @@ def test_srt_slurm_numa_bind_fix_as_its_own_script_made_it(tmp_path):
     assert code(path.read_text()) == code(rec["after"])
     path.write_text(rec["after"])
     assert apply_patches([mod], {"vllm": tmp_path / "site"})[0]["status"] == "upstream-fixed"
-    import vllm  # a copy of the installed release's own file
+    from kvbench.launch.patcher import package_root  # the installed release's own file
 
-    shutil.copyfile(Path(vllm.__file__).parent / "config" / "parallel.py", path)
+    shutil.copyfile(package_root("vllm") / mod["file"], path)
     installed = apply_patches([mod], {"vllm": tmp_path / "site"})[0]
     assert installed["status"] == "upstream-fixed", installed
