@@ -190,3 +190,28 @@ def test_srt_slurm_numa_bind_fix_as_its_own_script_made_it(tmp_path):
     shutil.copyfile(package_root("vllm") / mod["file"], path)
     installed = apply_patches([mod], {"vllm": tmp_path / "site"})[0]
     assert installed["status"] == "upstream-fixed", installed
+
+
+def test_launch_shows_the_rows_modifications_and_refuses_one_it_cannot_apply(tmp_path):
+    """Kimi-K3 MI355X: the launcher runs apply_k3_container_patches.sh from its checkout; the
+    project's config copy has no launchers, so the dry run says it will refuse, and a real
+    launch stops naming it before any server starts (exit 2)."""
+    from fixtures.inferencex import CONFIGS, RUNNERS
+
+    cmd = [sys.executable, "-m", "kvbench", "launch", "--config-files", *map(str, CONFIGS),
+           "--runner-config", str(RUNNERS), "--config-keys",
+           "kimik3-fp4-mi355x-vllm-agentic-mtp", "--max-conc", "1"]
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "COLUMNS": "300"}
+    dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "image mod apply-k3-container-patches: run benchmarks/single_node/agentic/" \
+           "apply_k3_container_patches.sh -> refuse:" in " ".join(dry.stdout.split())
+    run = subprocess.run([*cmd, "--work-dir", str(tmp_path)], capture_output=True, text=True,
+                         env=env)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "image modification apply-k3-container-patches (kimik3_fp4_mi355x_mtp.sh:150" \
+        in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "server.log").exists()
+    typo = subprocess.run([*cmd, "--skip-image-mod", "apply-k3"], capture_output=True,
+                          text=True, env=env)
+    assert typo.returncode == 2 and "allowed: apply-k3-container-patches" in typo.stderr

@@ -412,11 +412,9 @@ def _image_mods(job: JobLike, topo: Topology, hardware: str, offload: bool
                 ) -> list[dict[str, Any]]:
     """What the row's launcher changes in the image (plan/image.py), then the recipe's own
     `patches:` (a kvbench extension, kept readable). A multi-node row's workers get their
-    srt-slurm recipe's (engines/srt_recipe.py); the embedded engine has no image."""
-    if topo.framework == "sim":
-        return []
+    srt-slurm recipe's (engines/srt_recipe.py); the embedded engine runs no launcher."""
     release = image_version(topo.image).release
-    mods = [] if topo.is_multinode else image_mods({
+    mods = [] if topo.is_multinode or topo.framework == "sim" else image_mods({
         "engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
         "hardware": hardware, "precision": topo.precision,
         "offload": topo.backend if offload else "none", "dp_attn": topo.dp_attention,
