@@ -192,7 +192,7 @@ def test_deepseek_v4_is_ratio_only_and_sized_on_the_device_pool_estimate():
     assert "--hicache-size" not in plan.engine_args
     ratio = float(arg(plan, "--hicache-ratio"))
     # device pools: 288 GB x 0.88 (dsv4_fp4_b300_sglang_mtp.sh) - weights/rank, less the MTP
-    # draft worker's share x 61/62 (sglang 0.5.17 pool_configurator.py:663-670);
+    # draft worker's share x 61/62 (sglang 0.5.17 pool_configurator.py:670-677);
     # ratio = floor10(per-rank budget / device pools)
     assert plan.mem_fraction_static == 0.88
     weights = 900e9 / 8  # published-size estimate of the fp4-expert checkpoint

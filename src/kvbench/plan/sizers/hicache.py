@@ -166,7 +166,7 @@ class HiCacheSizer:
         hybrid_cache/hybrid_pool_assembler.py:280-302, 0.5.23 :647-676 for DeepSeek-V4;
         HostKVCache for the others). For DeepSeek-V4 with MTP the target's pools give up the
         draft worker's share: bytes per full token x (T + 1) / T (0.5.17 model_executor/
-        pool_configurator.py:663-670, 0.5.23 :1243-1250)."""
+        pool_configurator.py:670-677, 0.5.23 :1250-1257)."""
         gpu = ctx.gpu
         device = {name: b for name, b in gpu.device_bytes.items() if b}
         lines = [f"device pools (estimate): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - "
