@@ -302,7 +302,7 @@ def _write_dashboard(results: Path) -> Path | None:
     from kvbench.report import write_dashboard
 
     try:
-        return write_dashboard([results], results / "dashboard.html")
+        return write_dashboard([results], results / "dashboard.html", owned=True)
     except KvbenchError as e:  # a dashboard problem must not hide the sweep's outcome
         print(f"dashboard not written: {e.message}", file=sys.stderr)
         return None

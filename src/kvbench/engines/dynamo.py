@@ -513,7 +513,7 @@ class DynamoAdapter(EngineAdapter):
         config_file = config_file_of(job.row)
         if config_file is None:
             raise EngineError(no_recipe_reason(job))
-        recipe = recipe_of(job, config_file)
+        recipe = recipe_of(job, config_file, o.runners)
         for section, names in facts().rejected_fields.items():
             bad = sorted(set(names) & set(getattr(recipe, section)))
             if bad:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvbench import yamldoc
+from kvbench.engines.srt_source import CLONES_ENV, read_recipe, source_for
 from kvbench.errors import EngineError
 from kvbench.plan.image import dynamo_mods, image_mods, resolved
 from kvbench.recipe.layout import benchmark_folder, multinode_recipe_path
@@ -63,14 +64,18 @@ class Resources(BaseModel):
 
 
 class Recipe(BaseModel):
-    """The top level of a recipe; the engine sections stay the free-form dicts srtctl turns
-    into flags and environment."""
+    """The top level of a recipe (srtctl core/schema.py `SrtConfig`, the union of its fields
+    over the srt-slurm refs InferenceX's runners pin: sa-submission-q2-2026, v1.0.38-v1.0.50,
+    a98738de, c180328b); the engine sections stay the free-form dicts srtctl turns into flags
+    and environment."""
 
     model_config = _FORBID
     name: str
     model: dict[str, Any]
     resources: Resources
-    backend: dict[str, Any]
+    # srtctl defaults a missing backend, and a backend without `type`, to SGLang
+    # (schema.py BackendConfigField._deserialize: `value.get("type", "sglang")`)
+    backend: dict[str, Any] = Field(default_factory=dict)
     frontend: dict[str, Any] = Field(default_factory=dict)
     benchmark: dict[str, Any] = Field(default_factory=dict)
     health_check: dict[str, Any] = Field(default_factory=dict)
@@ -82,10 +87,18 @@ class Recipe(BaseModel):
     identity: dict[str, Any] = Field(default_factory=dict)
     environment: dict[str, str] = Field(default_factory=dict)
     setup_script: str | None = None
+    profiling: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    observability: dict[str, Any] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    reporting: dict[str, Any] = Field(default_factory=dict)
+    container_mounts: dict[str, Any] = Field(default_factory=dict)
+    extra_mount: list[str] | None = None
+    enable_config_dump: bool | None = None
 
     @property
     def backend_type(self) -> str:
-        return str(self.backend["type"])
+        return str(self.backend.get("type") or "sglang")
 
     @property
     def frontend_type(self) -> str:
@@ -156,11 +169,30 @@ def recipe_path(config_file: str, config_source: Path | None) -> tuple[Path, str
     return multinode_recipe_path(name, benchmark_folder(config_source)), selector or None
 
 
-def recipe_of(job: Job, config_file: str) -> Recipe:
-    """The srt-slurm recipe `config_file` (the row's CONFIG_FILE value) names, from the
-    checkout of the job's master config."""
+def recipe_of(job: Job, config_file: str, runners: Any | None = None) -> Recipe:
+    """The srt-slurm recipe `config_file` (the row's CONFIG_FILE value) names, found as
+    InferenceX's runner finds it: in the checkout of the job's master config (the folders the
+    runner copies over its srt-slurm clone), else in that clone, at the ref the runner checks
+    out for the row (srt_source.py; `runners`: the runners file, to tell the runner script)."""
     path, selector = recipe_path(config_file, job.config_file)
-    return load_recipe(path, selector, config_file)
+    if path.is_file():
+        return load_recipe(path, selector, config_file)
+    source = source_for(job.row, config_file, runners)
+    if source is None:
+        raise EngineError(f"CONFIG_FILE {config_file}: no srt-slurm recipe at {path} (the "
+                          "runner copies the checkout's benchmarks/multi_node/srt-slurm-recipes/"
+                          " onto srt-slurm's recipes/; without the file `srtctl apply -f` has "
+                          "nothing to render and the runner exits 1)")
+    found = read_recipe(source, config_file.partition(":")[0])
+    if found is None:
+        raise EngineError(
+            f"CONFIG_FILE {config_file}: not in the checkout ({path}); InferenceX's runner "
+            f"reads it from its srt-slurm clone, {source.where}",
+            hint=f"set {CLONES_ENV} to a clone of https://github.com/{source.repo}.git "
+                 f"holding {source.ref or 'its default branch'}")
+    text, where = found
+    raw = yamldoc.load_text(text, f"srt-slurm recipe {config_file} ({where})", EngineError)
+    return _validated(raw, selector, config_file, where)
 
 
 @cache
@@ -168,17 +200,20 @@ def load_recipe(path: Path, selector: str | None, config_file: str) -> Recipe:
     """The recipe at `path` (with its zip_override `selector`), named `config_file` in
     messages; a missing file is a one-line refusal naming the path searched."""
     if not path.is_file():
-        raise EngineError(f"CONFIG_FILE {config_file}: no srt-slurm recipe at {path} (the "
-                          "runner copies the checkout's benchmarks/multi_node/srt-slurm-recipes/"
-                          " onto srt-slurm's recipes/; without the file `srtctl apply -f` has "
-                          "nothing to render and the runner exits 1)")
+        raise EngineError(f"CONFIG_FILE {config_file}: no srt-slurm recipe at {path}")
     raw = yamldoc.load_file(path, "srt-slurm recipe", EngineError)
+    return _validated(raw, selector, config_file, str(path))
+
+
+def _validated(raw: Any, selector: str | None, config_file: str, where: str) -> Recipe:
+    if not isinstance(raw, dict):
+        raise EngineError(f"recipe {config_file} ({where}): not a mapping of srtctl fields")
     if selector is not None:
         raw = _select(raw, selector, config_file)
     try:
         return Recipe.model_validate(raw)
     except ValidationError as e:
-        raise EngineError(f"recipe {config_file} ({path}): {e.errors()[0]['loc']}: "
+        raise EngineError(f"recipe {config_file} ({where}): {e.errors()[0]['loc']}: "
                           f"{e.errors()[0]['msg']}") from None
 
 

@@ -73,6 +73,10 @@ class Result(BaseModel):
     # the prompt tokens' shares from GPU / host / recomputed: results/reuse.py (absent in
     # results written before it)
     cache_reuse: dict[str, Any] | None = None
+    # the same point as InferenceX's aggregator and dashboard compute it: {backend, source,
+    # cache (its hit rates), share (HBM / host / unreused)} (metrics/inferencex.py; absent in
+    # results written before it)
+    inferencex_cache: dict[str, Any] | None = None
     warnings: list[str] = []
     # engine-image patches checked at server start and what each did (launch/patcher.py)
     engine_patches: list[dict[str, Any]] | None = None
