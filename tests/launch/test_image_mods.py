@@ -144,7 +144,7 @@ def test_apt_is_already_applied_when_the_tool_is_on_path():
 
 def test_every_modification_names_its_source_and_rows_get_them_by_launcher():
     for mod_id, mod in all_mods().items():
-        assert ".sh" in mod["source"] or "srt-slurm" in mod["source"], mod_id
+        assert any(w in mod["source"] for w in (".sh:", "srt-slurm", "github.com/")), mod_id
     facts = {"engine": "sglang", "model_prefix": "qwen3.5", "hardware": "h100",
              "spec_decoding": "mtp", "offload": "none"}
     assert [m["id"] for m in image_mods(facts)] == [MOD["id"]]
