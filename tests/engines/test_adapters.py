@@ -283,11 +283,12 @@ def _atom_job(model_prefix: str, model: str, tp: int, conc: int, budget_gb: int)
 
 def test_atom_kimik3_lmcache_row_follows_its_launcher_and_its_plan():
     """kimik3_fp4_mi355x_atom_mtp.sh at CONC 8: the per-concurrency knobs, the launcher's
-    flag spelling and LMCache sized per rank by the plan (not the launcher's TOTAL / TP)."""
+    flag spelling and LMCache sized per rank by a --sizing budget plan (the launcher's own
+    TOTAL / TP oversubscribes this budget: tests/plan/test_launcher_sizing.py)."""
     from kvbench.plan import plan_job
 
     job = _atom_job("kimik3", "moonshotai/Kimi-K3", tp=8, conc=8, budget_gb=257)
-    plan = plan_job(job)
+    plan = plan_job(job, sizing="budget")
     assert plan.within_budget, plan.errors
     spec = get_adapter("atom").build(job, plan, port=8888, host="0.0.0.0")
     argv = spec.argv

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from kvbench import yamldoc
 from kvbench.engines.srt_source import CLONES_ENV, read_recipe, source_for
 from kvbench.errors import EngineError
+from kvbench.plan.image import dynamo_mods, image_mods, resolved
 from kvbench.recipe.layout import benchmark_folder, multinode_recipe_path
 
 if TYPE_CHECKING:
@@ -111,6 +112,50 @@ class Recipe(BaseModel):
     def mode_environment(self, mode: str) -> dict[str, str]:
         key = "aggregated_environment" if mode == "agg" else f"{mode}_environment"
         return {k: str(v) for k, v in (self.backend.get(key) or {}).items()}
+
+
+# srt-slurm src/srtctl/core/schema.py DynamoConfig (v1.0.45..v1.0.50): a recipe naming no
+# version, hash or wheel installs this one
+DYNAMO_DEFAULT_VERSION = "0.8.0"
+# runners/launch_gb200-nv.sh:735-738 at InferenceX 843c6254f: every dynamo-sglang row is
+# applied with `--setup-script install-torchao.sh`, which the job script exports as
+# SRTCTL_SETUP_SCRIPT and srtctl prefers to the recipe's own (cli/do_sweep.py, v1.0.45:784-788)
+RUNNER_SETUP_SCRIPTS = {("gb200-nv", "dynamo-sglang"): ("install-torchao.sh",
+                                                         "runners/launch_gb200-nv.sh:735-736")}
+
+
+def setup_script_of(recipe: Recipe, row: dict[str, Any]) -> tuple[str | None, str]:
+    """The setup script the workers run first (srt-slurm cli/mixins/worker_stage.py
+    _build_worker_preamble), and where it comes from: the runner's override, else the
+    recipe's `setup_script`."""
+    cluster = str(row.get("runner", "")).rsplit(":", 1)[-1]
+    override = RUNNER_SETUP_SCRIPTS.get((cluster, str(row.get("framework"))))
+    if override is not None:
+        return override
+    return recipe.setup_script, "the recipe's setup_script"
+
+
+def recipe_image_mods(recipe: Recipe, config_file: str, row: dict[str, Any]
+                      ) -> list[dict[str, Any]]:
+    """What a recipe's workers change in the image before they start, in srtctl's order: the
+    setup script (plan/data/image.yaml `setup-script` rules; one no rule knows is refused by
+    name), then the Dynamo it installs where the frontend is Dynamo's (schema.py
+    installs_dynamo: frontend.type dynamo and dynamo.install)."""
+    out: list[dict[str, Any]] = []
+    script, where = setup_script_of(recipe, row)
+    if script:
+        known = image_mods({}, multinode=True, setup_script=script)
+        out += [{**m, "setup-script": script} for m in known] or [{
+            "id": f"setup-script-{script}", "kind": "build", "setup-script": script,
+            "source": f"{where} ({config_file})",
+            "what": f"srt-slurm setup script {script}, which plan/data/image.yaml does not "
+                    "describe"}]
+    if recipe.frontend_type == "dynamo":
+        dynamo = dict(recipe.dynamo)
+        if not any(dynamo.get(k) for k in ("version", "hash", "wheel", "top_of_tree")):
+            dynamo["version"] = DYNAMO_DEFAULT_VERSION
+        out += dynamo_mods(dynamo, f"recipe {config_file}")
+    return resolved(out, None)
 
 
 def recipe_path(config_file: str, config_source: Path | None) -> tuple[Path, str | None]:

@@ -9,6 +9,7 @@ from typing import Any
 from kvbench import __version__
 from kvbench.errors import ResultError
 from kvbench.metrics.inferencex import cache_share
+from kvbench.plan.plan import sizing_summary
 from kvbench.results.accounting import request_accounting, request_metrics
 from kvbench.results.reuse import cache_reuse
 from kvbench.results.schema import STATUSES, Result
@@ -137,6 +138,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         router=row.get("router") if isinstance(row.get("router"), dict) else None,
         duration_s=_duration_s(row, summary),
         plan=plan,
+        host_sizing=sizing_summary(plan),
         engine_patches=list(engine_patches) if engine_patches is not None else None,
         num_requests_total=accounting["records_total"],
         num_requests_successful=accounting["records_successful"],

@@ -55,6 +55,10 @@ class Result(BaseModel):
     duration_s: float | None = None
 
     plan: dict[str, Any] | None = None
+    # which sizing gave the host pools (launcher: the InferenceX launcher's arithmetic, or
+    # budget) and the other's node bytes beside it (plan/plan.py sizing_summary; absent in
+    # results written before it)
+    host_sizing: dict[str, Any] | None = None
     num_requests_total: int = 0
     num_requests_successful: int = 0
     request_accounting: dict[str, Any]
