@@ -196,6 +196,9 @@ def serve_sim(
     max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
     chars_per_token: Annotated[int, typer.Option(
         help="Characters per pseudo-token of a text prompt; 0 = one token per word.")] = 0,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="Count and key text prompts with this HuggingFace tokenizer (name or "
+             "directory) instead of words.")] = None,
     engine_profile: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "sglang",
 ) -> None:
     """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
@@ -215,7 +218,7 @@ def serve_sim(
         host_tokens=_host_tokens(None, host_cache_gb, costs), page_tokens=page_size,
         write_policy=_policy(write_policy), time_scale=time_scale, seed=seed,
         max_running_requests=max_running_requests, chars_per_token=chars_per_token,
-        context_tokens=_context(context_tokens, model))
+        tokenizer=tokenizer, context_tokens=_context(context_tokens, model))
     sock = _listen(host, port)  # a bad address is a clean error before anything starts
     quiet_logging()
     server = SimServer(config, costs)
