@@ -102,6 +102,8 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
            "--output-artifact-dir", str(out), "--ui", "none"]
     if a.max_context_length:
         cmd += ["--max-context-length", str(a.max_context_length)]
+    if a.lean:  # fewer of its service processes: a CI run's start-up, not its requests
+        cmd += ["--workers-max", "1", "--record-processors", "1", "--no-server-metrics"]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - t0
@@ -267,6 +269,8 @@ def main() -> None:
     p.add_argument("--url", default=None, help="a running server (default: serve-sim per run)")
     p.add_argument("--model", default=None)
     p.add_argument("--harness-venv", type=Path, default=None)
+    p.add_argument("--lean", action="store_true",
+                   help="one harness worker and record processor, no server metrics")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args()
     venv = harness_venv(a.harness_venv)

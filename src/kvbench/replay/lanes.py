@@ -219,13 +219,16 @@ class Lanes:
         return True
 
     # -- trees -----------------------------------------------------------------------------
+    def make_run(self, session: Session, zero_delay: bool = False) -> TreeRun:
+        return TreeRun(session, self.bounds.shaped, self.bounds.think_s, zero_delay=zero_delay,
+                       delay_scale=self.bounds.think_time_scale)
+
     def new_tree(self, lane: int, session: Session, pass_no: int, *,
-                 zero_delay: bool = False) -> Tree:
+                 zero_delay: bool = False, run: TreeRun | None = None) -> Tree:
         cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / self.cfg.time_scale)
                if self.cfg.tree_idle_cap_s is not None else None)
-        run = TreeRun(session, self.bounds.shaped, self.bounds.think_s, zero_delay=zero_delay,
-                      delay_scale=self.bounds.think_time_scale)
-        return Tree(lane, session, pass_no, run, cap, warm=zero_delay)
+        return Tree(lane, session, pass_no, run or self.make_run(session, zero_delay), cap,
+                    warm=zero_delay)
 
     def next_tree(self, lane: int, *, zero_delay: bool = False
                   ) -> tuple[Tree, list[Ready]] | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 
 from kvbench.replay.lanes import WARMUP_MAX_TOKENS, Lanes, Tree
-from kvbench.workload.tree import ROOT, Ready, Resume, Warm, first_start
+from kvbench.workload.tree import ROOT, Ready, Resume, Warm, phase_start, place_first
 
 
 @dataclass(slots=True)
@@ -41,38 +41,12 @@ class _Placed:
 
 
 def _place(lanes: Lanes, lane: int) -> _Placed | None:
-    """The lane's first tree at t*: sessions that cannot be placed are passed over, as the
-    harness skips them (`_build_trajectories`), within its attempt budget."""
-    bounds = lanes.bounds
-    for _ in range(1 + 2 * max(1, len(lanes.pool.sessions))):
-        got = lanes.pool.take()
-        if got is None:
-            return None
-        tree = lanes.new_tree(lane, *got)
-        if bounds.start != "sampled":
-            resume = Resume({ROOT: (0, 0.0)})
-            return _Placed(tree, resume, _origin(tree), [])
-        placed = first_start(tree.run, bounds.start_ratio, bounds.seed, lane,
-                             lanes.cfg.system_idle_cap_s)
-        if placed is not None:
-            resume, warm = placed
-            t_star = _t_star(tree, resume, warm)
-            return _Placed(tree, resume, t_star, warm)
-    return None
-
-
-def _origin(tree: Tree) -> float:
-    turns = [tree.session.turns[k] for st in tree.run.streams for k in st.turns]
-    return min((t.t_s for t in turns), default=0.0)
-
-
-def _t_star(tree: Tree, resume: Resume, warm: list[Warm]) -> float:
-    """The instant the snapshot was taken at, recovered from a live stream's offset."""
-    for s, (pos, offset) in resume.streams.items():
-        st = tree.run.streams[s]
-        if pos < len(st.turns):
-            return tree.session.turns[st.turns[pos]].t_s - offset
-    return _origin(tree)
+    p = place_first(lanes.pool, lanes.bounds, lane, lanes.cfg.system_idle_cap_s,
+                    lanes.make_run)
+    if p is None:
+        return None
+    return _Placed(lanes.new_tree(lane, p.session, p.pass_no, run=p.run), p.resume,
+                   p.origin_s, p.warm)
 
 
 async def warm_up(lanes: Lanes, lane_ids: list[int]) -> None:
@@ -152,7 +126,7 @@ async def _pressure(lanes: Lanes, placed: dict[int, _Placed], per_lane: int) -> 
             if got is None:
                 break
             tree, ready = got
-            origin = _origin(tree)
+            origin = tree.run.origin_s()
         # the lane's state at the handoff: its live tree, where it stopped
         placed[lane] = _Placed(tree, tree.run.handoff(origin), origin, [])
 
@@ -160,25 +134,11 @@ async def _pressure(lanes: Lanes, placed: dict[int, _Placed], per_lane: int) -> 
 
 
 def _handoff(lanes: Lanes, placed: dict[int, _Placed]) -> None:
-    """Every lane's first tree of the profiling phase, due from now, the earliest pending
-    request of all at once."""
-    dispatchable = []
-    untimed = False
-    for p in placed.values():
-        untimed |= not p.tree.session.meta.get("timed")
-        run = p.tree.run
-        for s, (pos, offset) in p.resume.streams.items():
-            # a root waiting on live subagents is released by them, not by its offset
-            blocked = s == ROOT and any(run.streams[b].join == pos
-                                        for b in p.resume.streams if b != ROOT)
-            if not blocked:
-                dispatchable.append(offset)
-    # `_profiling_phase_t0_offset_ms`: no common clock without recorded times
-    t0 = 0.0 if untimed else min(dispatchable, default=0.0)
+    """Every lane's first tree of the profiling phase, due from now."""
+    order = list(placed)
+    resumes = phase_start([(placed[lane].tree.run, placed[lane].resume) for lane in order])
     now = lanes.now_s()
-    for lane, p in placed.items():
+    for lane, resume in zip(order, resumes, strict=True):
+        p = placed[lane]
         tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no)
-        shifted = Resume({s: (pos, max(0.0, offset - t0))
-                          for s, (pos, offset) in p.resume.streams.items()},
-                         p.resume.finished)
-        lanes.first_trees[lane] = (tree, tree.run.resume(shifted, now))
+        lanes.first_trees[lane] = (tree, tree.run.resume(resume, now))

@@ -20,6 +20,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kvbench.workload.bounds import SessionPool, WorkloadBounds
 from kvbench.workload.session import Session, Turn
 
 ROOT = 0  # stream id of the root; branch i of `Session.tree()` is stream i + 1
@@ -172,6 +173,11 @@ class TreeRun:
         return [(s, st.turns[st.pos]) for s, st in enumerate(self.streams)
                 if st.state in ("ready", "blocked", "idle") and st.turns
                 and st.pos < len(st.turns) and (s == ROOT or st.state != "idle")]
+
+    def origin_s(self) -> float:
+        """The tree's first recorded instant: a fresh pass's offsets count from it."""
+        return min((self.session.turns[k].t_s for st in self.streams for k in st.turns),
+                   default=0.0)
 
     def handoff(self, origin_s: float) -> Resume:
         """The tree's state as a `Resume`, each stream due at its next turn's recorded time
@@ -338,3 +344,65 @@ def first_start(run: TreeRun, ratio: tuple[float, float], seed: int, lane: int,
         return None
     root = run.streams[ROOT]
     return Resume({ROOT: (k + 1, 0.0)}), [Warm(ROOT, root.turns[k], None)]
+
+
+@dataclass(slots=True)
+class Placement:
+    """A lane's first tree: its session and pass, its request order, where it picks up, its
+    warm-up requests, and the recorded instant its offsets count from (t*)."""
+
+    session: Session
+    pass_no: int
+    run: TreeRun
+    resume: Resume
+    warm: list[Warm]
+    origin_s: float
+
+
+def place_first(pool: SessionPool, bounds: WorkloadBounds, lane: int,
+                lead_cap_s: float | None,
+                make_run: Callable[[Session], TreeRun]) -> Placement | None:
+    """Lane `lane`'s first tree from the pool: at t* with `start="sampled"`, else from its
+    first turn; sessions that cannot be placed are passed over, as the harness skips them
+    within its attempt budget (`_build_trajectories`)."""
+    for _ in range(1 + 2 * max(1, len(pool.sessions))):
+        got = pool.take()
+        if got is None:
+            return None
+        run = make_run(got[0])
+        if bounds.start != "sampled":
+            return Placement(*got, run, Resume({ROOT: (0, 0.0)}), [], run.origin_s())
+        placed = first_start(run, bounds.start_ratio, bounds.seed, lane, lead_cap_s)
+        if placed is not None:
+            resume, warm = placed
+            return Placement(*got, run, resume, warm, _t_star(run, resume))
+    return None
+
+
+def _t_star(run: TreeRun, resume: Resume) -> float:
+    """The instant a snapshot was taken at, from a live stream's offset."""
+    for s, (pos, offset) in resume.streams.items():
+        st = run.streams[s]
+        if pos < len(st.turns):
+            return run.session.turns[st.turns[pos]].t_s - offset
+    return run.origin_s()
+
+
+def phase_start(handoffs: list[tuple[TreeRun, Resume]]) -> list[Resume]:
+    """Every lane's resume with the earliest pending offset of them all taken off, so the
+    profiling phase's first request leaves at once and the rest keep their recorded spacing
+    (`_profiling_phase_t0_offset_ms`: a root waiting on live subagents does not count; with
+    a tree without recorded times there is no common clock and nothing is taken off)."""
+    offsets = []
+    untimed = False
+    for run, resume in handoffs:
+        untimed |= not run.session.meta.get("timed")
+        for s, (pos, offset) in resume.streams.items():
+            blocked = s == ROOT and any(run.streams[b].join == pos
+                                        for b in resume.streams if b != ROOT)
+            if not blocked:
+                offsets.append(offset)
+    t0 = 0.0 if untimed else min(offsets, default=0.0)
+    return [Resume({s: (pos, max(0.0, offset - t0))
+                    for s, (pos, offset) in resume.streams.items()}, resume.finished)
+            for _, resume in handoffs]
