@@ -115,7 +115,7 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
         r = json.loads(line)
         m, x = r["metadata"], r.get("metrics") or {}
 
-        def val(name: str, x=x):  # noqa: ANN001
+        def val(name: str, x=x):
             return (x.get(name) or {}).get("value")
 
         records.append({

@@ -56,7 +56,7 @@ def trace(rng: random.Random, index: int, scale: float) -> dict:
     next_id = [1]
     system = list(range(next_id[0], next_id[0] + 4))
     next_id[0] += 4
-    root, t = _chain(rng, system, next_id, 0.0, 10 + rng.randint(0, 4), 8, (1, 3), MODEL,
+    root, _ = _chain(rng, system, next_id, 0.0, 10 + rng.randint(0, 4), 8, (1, 3), MODEL,
                      scale)
     requests: list[dict] = []
     fan_after = sorted(rng.sample(range(1, len(root) - 2), 2))
