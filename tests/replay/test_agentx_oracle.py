@@ -4,8 +4,13 @@ one `kvbench serve-sim` that counts prompts with the tokenizer both synthesise t
 through benchmarks/agentx_oracle.py (the docs/performance.md table is its larger run). The
 harness is installed by .ci/install in its own virtual environment.
 
+The server's context (2,010 tokens) lets every warm-up request through and refuses one
+profiled root request, in both runs: the oracle of the failed ratio and the context-overflow
+rate as the harness exports them.
+
 Cost: one harness run (about 30 s of its own start-up, dataset build and drain) and one
-kvbench run, each with a 4 s profiling phase: about a minute on two cores."""
+kvbench run, each with a 6 s profiling phase: 7 s of CPU for the script, about a minute of
+wall time on two busy cores."""
 
 from __future__ import annotations
 
@@ -30,7 +35,8 @@ def sim_server(tiny_model, tmp_path):
     log = open(tmp_path / "serve-sim.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvbench", "serve-sim", "--port", str(port), "--tokenizer",
-         str(tiny_model), "--time-scale", "1"], stdout=log, stderr=subprocess.STDOUT,
+         str(tiny_model), "--time-scale", "1", "--context-tokens", "2010"],
+        stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     try:
         wait_http(f"http://127.0.0.1:{port}/v1/models", 60, proc)
@@ -47,7 +53,7 @@ def test_kvbench_sends_what_the_harness_sends(sim_server, tiny_model, tmp_path):
     out = tmp_path / "oracle"
     proc = subprocess.run(
         [sys.executable, str(ORACLE), "--traces", str(TRACES / "agentx-small"),
-         "--tokenizer", str(tiny_model), "--concurrency", "2", "--duration", "4",
+         "--tokenizer", str(tiny_model), "--concurrency", "2", "--duration", "6",
          "--warmup-per-lane", "2", "--repeats", "1", "--url", sim_server,
          "--model", "reference-8b", "--harness-venv", VENV, "--lean", "--out", str(out)],
         capture_output=True, text=True, cwd=REPO, timeout=400)
@@ -62,10 +68,13 @@ def test_kvbench_sends_what_the_harness_sends(sim_server, tiny_model, tmp_path):
     assert agree["streams_equal"] == agree["streams"] >= 2, agree["streams_differing"]
     # subagents alongside their parent: more requests in flight than lanes, in both
     assert h["max_inflight"] == k["max_inflight"] > 2
-    # neither is a submission: a 4 s phase of local traces (the harness needs
-    # --unsafe-override for both; kvbench names them)
-    assert h["verdict"]["submission_valid"] is False is k["verdict"]["submission_valid"]
-    assert h["verdict"]["reasons"] == ["unsafe_override"]
-    reasons = {r.split(":")[0] for r in k["verdict"]["reasons"]}
-    assert {"duration", "corpus"} <= reasons
+    # one profiled root request over the server's context, in both: not a failure in the
+    # failed ratio (the harness exports it apart), but above the 1% overflow limit
+    assert h["overflows"] == k["overflows"] == 1
     assert h["verdict"]["failed_ratio"] == k["verdict"]["failed_ratio"] == 0
+    # neither is a submission: a 6 s phase of local traces (the harness needs
+    # --unsafe-override for both; kvbench names them) with too many overflows
+    assert h["verdict"]["submission_valid"] is False is k["verdict"]["submission_valid"]
+    assert h["verdict"]["reasons"] == ["unsafe_override", "context_overflow_rate_exceeded"]
+    reasons = {r.split(":")[0] for r in k["verdict"]["reasons"]}
+    assert {"duration", "corpus", "context_overflow"} <= reasons

@@ -131,19 +131,20 @@ def test_each_rule_fails_alone():
         "fresh_server: the server served an earlier point"]
 
 
-def test_the_failed_ratio_counts_overflows_as_inferencex_validates_it():
-    """InferenceX utils/agentic/validation/validate_agentic_result.py:61-80:
-    error_request_count / (request_count + error_request_count), a context overflow being an
-    error; overflows also gate validity on their own, strictly above 1% of the responses
-    (agentx-harness environment.py `_AgentXSettings`)."""
+def test_the_failed_ratio_is_what_inferencex_validates_from_the_harness_export():
+    """InferenceX utils/agentic/validation/validate_agentic_result.py:61-80 takes
+    error_request_count / (request_count + error_request_count) from the harness's export,
+    where an agentic-replay run keeps context overflows out of both counts (agentx-harness
+    1.0.12 record_processor_service.py:339-351, records_manager.py:831-846); overflows gate
+    validity on their own, strictly above 1% of all responses (environment.py
+    `_AgentXSettings`). tests/replay/test_agentx_oracle.py measures both on the harness."""
     v = verdict(AGENTX_V1, _run(), _records(99, 9, overflow=1), fresh_server=True)
-    assert v["checks"]["failed_ratio"]["value"] == 10 / 109
+    assert v["checks"]["failed_ratio"]["value"] == 9 / 108
     assert v["checks"]["context_overflow"]["value"] == 1 / 109
     assert v["submission_valid"] is True, v["reasons"]
-    v = verdict(AGENTX_V1, _run(), _records(98, 9, overflow=2), fresh_server=True)
-    assert [r.split(":")[0] for r in v["reasons"]] == ["failed_ratio", "context_overflow"]
-    # kvbench used to leave overflows out of both sides: 9/107 = 8.4%, "valid"
-    assert v["checks"]["failed_ratio"]["value"] == 11 / 109 > 0.10
+    v = verdict(AGENTX_V1, _run(), _records(98, 0, overflow=2), fresh_server=True)
+    assert [r.split(":")[0] for r in v["reasons"]] == ["context_overflow"]
+    assert v["checks"]["failed_ratio"]["value"] == 0
 
 
 def test_a_server_that_stops_before_the_end_of_the_profiling_phase_is_not_valid():

@@ -24,8 +24,13 @@ aiperf/common/scenario/validator.py `apply_scenario`) with the flags InferenceX 
 - the corpus one of the harness's pinned ones (`require_loader`; workload/identity.py):
   bundled, local or synthetic traces are never a submission;
 - at most 10% failed requests, `error_request_count / (request_count + error_request_count)`
-  with context overflows among the errors (validate_agentic_result.py:61-80), and context
-  overflows strictly above 1% of the responses invalid (environment.py `_AgentXSettings`);
+  (validate_agentic_result.py:61-80) over what the harness exports: under an agentic-replay
+  scenario a context overflow is in neither count (record_processor_service.py:339-351 flags
+  it `context_overflow_skip`, records_manager.py:831-846 counts it apart as
+  `skipped_context_overflow_count`; measured: 1 overflow among 31 profiled responses gave
+  `request_count` 30, no `error_request_count`), so overflows are out of both sides; they
+  gate validity on their own, strictly above 1% of all responses (environment.py
+  `_AgentXSettings`, `context_overflow_rate_exceeded`);
 - first-token or inter-token observations reaching through at least 95% of the profiling
   phase (`minimum_profile_metric_coverage_ratio`, aiperf/records/records_manager.py
   `_validate_profile_metric_duration_coverage`: not checked below the 900 s minimum);
@@ -236,17 +241,17 @@ def _outcome(profile: ValidityProfile, run: dict[str, Any], records: Iterable[di
             continue
         ok += 1
         complete += bool(r.get("t_first_ns") and r.get("prompt_tokens") is not None)
-    completed = ok + failed + overflowed
-    if not completed:
+    counted = ok + failed  # the harness's request_count + error_request_count
+    if not counted:
         check("failed_ratio", False, "no profiled request finished", value=None)
     else:
-        # InferenceX's gate: every error counts, context overflows among them
-        ratio_failed = (failed + overflowed) / completed
+        ratio_failed = failed / counted
         check("failed_ratio", ratio_failed <= profile.max_failed_ratio,
-              f"{failed + overflowed}/{completed} = {ratio_failed:.1%} of profiled requests "
-              f"failed, context overflows included (limit {profile.max_failed_ratio:.0%})",
-              value=ratio_failed)
-    # strictly above the limit fails, as the harness compares (environment.py)
+              f"{failed}/{counted} = {ratio_failed:.1%} of profiled requests failed, context "
+              f"overflows aside as the harness exports them (limit "
+              f"{profile.max_failed_ratio:.0%})", value=ratio_failed)
+    # of every response, strictly above the limit fails, as the harness compares
+    completed = counted + overflowed
     overflow = overflowed / completed if completed else 0.0
     check("context_overflow", overflow <= profile.max_context_overflow_ratio,
           f"{overflow:.1%} of profiled responses were context overflows (limit "
