@@ -125,6 +125,8 @@ class Tree:
     warm: bool = False  # its requests are warm-up: one output token each
     tasks: set[asyncio.Task] = field(default_factory=set)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
+    # each stream's next turn, rendered while the stream's request is in flight
+    ahead: dict[int, asyncio.Task] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -173,6 +175,7 @@ class Lanes:
         self.tree_shifts = 0  # shifts of the trees' idle caps, in all
         self.tree_shifted_ns = 0
         self.stream_tasks: set[asyncio.Task] = set()  # every tree's, to cancel at the end
+        self.error: BaseException | None = None  # a stream task's own failure
         # the profiling phase on the records' clock: after the warm-up, for the duration
         self.profiling_started_ns: int | None = None
         self.profiling_ended_ns: int | None = None
@@ -250,6 +253,10 @@ class Lanes:
             for t in tree.tasks:  # the lane is cancelled: its streams with it
                 t.cancel()
             raise
+        finally:
+            for t in tree.ahead.values():  # renderings no turn will wait for
+                t.cancel()
+            tree.ahead.clear()
         if tree.cap is not None:
             self.tree_shifts += tree.cap.shifts
             self.tree_shifted_ns += tree.cap.shift_ns
@@ -273,6 +280,10 @@ class Lanes:
     def _task_done(self, tree: Tree, task: asyncio.Task) -> None:
         tree.tasks.discard(task)
         self.stream_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self.error is None:
+            # a bug, not a request's failure (those are records): the run ends with it
+            self.error = task.exception()
+            self.halt(f"a session stream failed: {self.error!r}")
         if tree.cap is not None:
             idle.leave([tree.cap])
         if self.idle is not None:
@@ -286,10 +297,12 @@ class Lanes:
         return [c for c in (self.idle, tree.cap) if c is not None]
 
     async def _stream_turn(self, tree: Tree, r: Ready, timed: bool) -> None:
-        turn = self.bounds.shaped(tree.session.turns[r.k])
+        turn = tree.run.turns[r.k]
         assert turn is not None  # the tree holds kept turns only
         namespace = tree.namespace
         target = self.at_ns(r.at_s)
+        if (ahead := tree.ahead.pop(r.stream, None)) is not None:
+            await ahead
         if perf_counter_ns() < target:
             # rendered while the agent "thinks": lateness is then the client failing the
             # schedule, not text synthesis the schedule leaves time for
@@ -317,13 +330,9 @@ class Lanes:
                     return  # the lane's warm-up is spent: the turn waits for the handoff
                 self.quota[tree.lane] = left - 1
         tree.run.sent(r.k)
-        ahead = self._prefetch(tree, r)
-        try:
-            ok, overflow = await self._send(tree, r, turn, target if timed else None,
-                                            is_warmup)
-        finally:
-            if ahead is not None and not ahead.done():
-                ahead.cancel()
+        if (ahead := self._prefetch(tree, r)) is not None:
+            tree.ahead[r.stream] = ahead
+        ok, overflow = await self._send(tree, r, turn, target if timed else None, is_warmup)
         if tree.warm and not ok and r.stream == 0:
             # the harness aborts on a terminal warm-up failure of a root conversation, at once
             # (agentic_replay.py `report_warmup_failures`)
@@ -340,7 +349,7 @@ class Lanes:
         nxt = st.pos + 1
         if nxt >= len(st.turns):
             return None
-        turn = self.bounds.shaped(tree.session.turns[st.turns[nxt]])
+        turn = tree.run.turns[st.turns[nxt]]
         return asyncio.create_task(self._warm(turn, tree.namespace)) if turn else None
 
     async def _send(self, tree: Tree, r: Ready, turn: Turn, target: int | None,

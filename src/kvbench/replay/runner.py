@@ -182,6 +182,9 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
             if not warm.cancelled() and warm.exception() is not None:
                 raise ReplayError(f"the warm-up failed: {warm.exception()!r}"
                                   ) from warm.exception()
+            if lanes.error is not None:
+                raise ReplayError(f"a session stream failed: {lanes.error!r}"
+                                  ) from lanes.error
         lanes.profiling_started_ns = perf_counter_ns()
         if cfg.duration_s is not None:
             lanes.deadline_ns = lanes.profiling_started_ns + int(cfg.duration_s * 1e9)
@@ -294,6 +297,8 @@ async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> N
     for t in tasks:
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise ReplayError(f"a session lane failed: {t.exception()!r}") from t.exception()
+    if lanes.error is not None:
+        raise ReplayError(f"a session stream failed: {lanes.error!r}") from lanes.error
 
 
 async def _first(a: asyncio.Event, b: asyncio.Event, timeout_s: float | None) -> None:

@@ -94,7 +94,7 @@ async def _primers(lanes: Lanes, placed: dict[int, _Placed]) -> None:
             await asyncio.sleep(offset / lanes.cfg.time_scale)
         if lanes.stopping:
             return
-        turn = lanes.bounds.shaped(p.tree.session.turns[w.k])
+        turn = p.tree.run.turns[w.k]
         if turn is None:
             return
         target = start_ns + int(offset / lanes.cfg.time_scale * 1e9) if offset > 0 else None

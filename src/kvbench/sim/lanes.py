@@ -173,7 +173,7 @@ class LaneDriver:
             if left <= 0:
                 return
             self.quota[lane.index] = left - 1
-        turn = self.bounds.shaped(lane.session.turns[r.k])
+        turn = lane.run.turns[r.k]
         page = turn.block_tokens
         keys = [lane.ns_base + h for h in turn.hash_ids[: -(-turn.input_tokens // page)]]
         out = WARMUP_MAX_TOKENS if warm else self.bounds.max_tokens(turn)

@@ -79,13 +79,15 @@ class TreeRun:
     # as think times are (the run's think_time_scale)
     delay_scale: float = 1.0
     streams: list[_Stream] = field(default_factory=list)
+    turns: list[Turn | None] = field(default_factory=list)  # as sent (None: skipped)
     _stream_of: dict[int, int] = field(default_factory=dict)
     _spawns: dict[int, list[int]] = field(default_factory=dict)  # root pos -> streams
     _joins: dict[int, set[int]] = field(default_factory=dict)  # root pos -> live streams
 
     def __post_init__(self) -> None:
         session = self.session
-        kept = [k for k, t in enumerate(session.turns) if self.shaped(t) is not None]
+        self.turns = [self.shaped(t) for t in session.turns]
+        kept = [k for k, t in enumerate(self.turns) if t is not None]
         branches = session.tree()
         in_branch = {k for b in branches for k in range(b.first, b.end)}
         root = [k for k in kept if k not in in_branch]
