@@ -18,11 +18,8 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 
 from kvbench.errors import ReplayOptionError
-<<<<<<< HEAD
-from kvbench.replay import idle
-=======
 from kvbench.redaction import redact_text, remember_secret
->>>>>>> main
+from kvbench.replay import idle
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
