@@ -105,16 +105,16 @@ def _render_and_send_times(sse_server, tmp_path, monkeypatch, **cfg_over):
     rendered, sent = {}, []
     real_warm, real_one = Lanes._warm, Lanes._one
 
-    async def warm(self, turn, namespace):
-        await real_warm(self, turn, namespace)
-        if not self.prompts.missing(turn, namespace):
+    async def warm(self, stream, turn, namespace):
+        await real_warm(self, stream, turn, namespace)
+        if not self.prompts.sync(stream, turn, namespace, 0):  # nothing left to render
             rendered.setdefault((namespace, id(turn)), perf_counter_ns())
 
-    async def one(self, lane, key, k, turn, namespace, target, is_warmup, conn,
+    async def one(self, lane, key, k, turn, namespace, target, is_warmup, conn, memo,
                   max_tokens=None):
         sent.append(((namespace, id(turn)), target))
         return await real_one(self, lane, key, k, turn, namespace, target, is_warmup, conn,
-                              max_tokens)
+                              memo, max_tokens)
 
     monkeypatch.setattr(Lanes, "_warm", warm)
     monkeypatch.setattr(Lanes, "_one", one)

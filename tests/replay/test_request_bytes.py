@@ -131,8 +131,9 @@ def test_every_request_body_is_byte_identical_to_before(sent, case):
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: PYTHONPATH=src:tests python tests/replay/test_request_bytes.py --write")
-    import kvbench
     import tempfile
+
+    import kvbench
 
     with tempfile.TemporaryDirectory() as tmp:
         out = {"written_by": f"tests/replay/test_request_bytes.py --write ({kvbench.__file__})",

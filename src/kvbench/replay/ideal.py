@@ -11,7 +11,25 @@ are unique per turn and never hit. The achieved hit rate of a real cache is at m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvbench.workload.blocks import common_prefix
 from kvbench.workload.session import Turn
+
+
+@dataclass(slots=True)
+class IdealWalk:
+    """Where a stream's last walk ended its whole blocks: `whole` leading blocks of `ids` (in
+    `namespace`, of `block_tokens`), chain hash `chain` after them. Its next turn starts there
+    when it repeats them: every one of them was seen whole, so each hits in full and the walk
+    over them changes nothing (a 100K-token turn walks the blocks it adds, not 1,500)."""
+
+    ids: Sequence[int] = ()
+    namespace: str = ""
+    block_tokens: int = 0
+    whole: int = 0
+    chain: int = 0
 
 
 class IdealCache:
@@ -24,13 +42,21 @@ class IdealCache:
     def __init__(self) -> None:
         self._seen: dict[int, int] = {}
 
-    def observe(self, turn: Turn, namespace: str) -> int:
+    def observe(self, turn: Turn, namespace: str, walk: IdealWalk | None = None) -> int:
         """Tokens of `turn` an unlimited cache holds from earlier requests; then remember
-        its blocks. At least one token is always computed, as in every engine."""
+        its blocks. At least one token is always computed, as in every engine. `walk` is the
+        turn's stream's, to start where its last turn left off."""
         bs, left = turn.block_tokens, turn.input_tokens
+        ids = turn.hash_ids
         chain = hash((namespace, bs))
-        hit, matching = 0, True
-        for h in turn.hash_ids:
+        skip = 0
+        if (walk is not None and walk.whole and walk.namespace == namespace
+                and walk.block_tokens == bs and walk.whole * bs <= left
+                and common_prefix(walk.ids, ids) >= walk.whole):
+            skip, chain = walk.whole, walk.chain
+        hit, matching, left = skip * bs, True, left - skip * bs
+        whole, whole_chain = skip, chain
+        for h in ids[skip:] if skip else ids:
             if left <= 0:
                 break
             n = min(bs, left)
@@ -42,4 +68,9 @@ class IdealCache:
             if n > seen:
                 self._seen[chain] = n
             left -= n
+            if n == bs:
+                whole, whole_chain = whole + 1, chain
+        if walk is not None:
+            walk.ids, walk.namespace, walk.block_tokens = ids, namespace, bs
+            walk.whole, walk.chain = whole, whole_chain
         return min(hit, max(0, turn.input_tokens - 1))

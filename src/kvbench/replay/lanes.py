@@ -23,11 +23,11 @@ from kvbench.replay import idle
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
-from kvbench.replay.ideal import IdealCache
+from kvbench.replay.ideal import IdealCache, IdealWalk
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
-from kvbench.workload.prompt import PromptBuilder
+from kvbench.workload.prompt import PromptBuilder, PromptStream
 from kvbench.workload.session import Session, Turn
 from kvbench.workload.tree import Ready, TreeRun
 
@@ -114,9 +114,19 @@ class Counters:
 
 
 @dataclass(slots=True)
+class StreamMemo:
+    """What one stream of a tree keeps between its turns, sized by its current context: its
+    rendered prompt blocks and its walk of the ideal cache."""
+
+    prompt: PromptStream = field(default_factory=PromptStream)
+    ideal: IdealWalk = field(default_factory=IdealWalk)
+
+
+@dataclass(slots=True)
 class Tree:
-    """One pass of a session tree on a lane: its request order (`run`), its idle scope, and
-    the tasks sending its streams' turns."""
+    """One pass of a session tree on a lane: its request order (`run`), its idle scope, the
+    tasks sending its streams' turns, and each stream's memo (handed on to the tree that
+    continues the same pass: warm-up to profiling)."""
 
     lane: int
     session: Session
@@ -128,6 +138,13 @@ class Tree:
     drained: asyncio.Event = field(default_factory=asyncio.Event)
     # each stream's next turn, rendered while the stream's request is in flight
     ahead: dict[int, asyncio.Task] = field(default_factory=dict)
+    memos: dict[int, StreamMemo] = field(default_factory=dict)
+
+    def memo(self, stream: int) -> StreamMemo:
+        memo = self.memos.get(stream)
+        if memo is None:
+            memo = self.memos[stream] = StreamMemo()
+        return memo
 
     @property
     def key(self) -> str:
@@ -178,6 +195,9 @@ class Lanes:
         self.tree_shifts = 0  # shifts of the trees' idle caps, in all
         self.tree_shifted_ns = 0
         self.stream_tasks: set[asyncio.Task] = set()  # every tree's, to cancel at the end
+        # one prompt renders at a time, a slice per hold, so that every lane's new context
+        # at once (the run's start, the warm-up) never makes one long loop iteration
+        self.render_gate = asyncio.Lock()
         self.error: BaseException | None = None  # a stream task's own failure
         # the profiling phase on the records' clock: after the warm-up, for the duration
         self.profiling_started_ns: int | None = None
@@ -230,11 +250,13 @@ class Lanes:
                        delay_scale=self.bounds.think_time_scale)
 
     def new_tree(self, lane: int, session: Session, pass_no: int, *,
-                 zero_delay: bool = False, run: TreeRun | None = None) -> Tree:
+                 zero_delay: bool = False, run: TreeRun | None = None,
+                 memos: dict[int, StreamMemo] | None = None) -> Tree:
+        """A tree pass; `memos` are those of the tree it continues (the same pass)."""
         cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / self.cfg.time_scale)
                if self.cfg.tree_idle_cap_s is not None else None)
         return Tree(lane, session, pass_no, run or self.make_run(session, zero_delay), cap,
-                    warm=zero_delay)
+                    warm=zero_delay, memos=memos if memos is not None else {})
 
     def next_tree(self, lane: int, *, zero_delay: bool = False
                   ) -> tuple[Tree, list[Ready]] | None:
@@ -309,7 +331,7 @@ class Lanes:
         if perf_counter_ns() < target:
             # rendered while the agent "thinks": lateness is then the client failing the
             # schedule, not text synthesis the schedule leaves time for
-            await self._warm(turn, namespace)
+            await self._warm(tree.memo(r.stream).prompt, turn, namespace)
             caps = self._caps(tree)
             if caps:
                 target = await idle.sleep_until(caps, target, self.deadline_ns)
@@ -353,7 +375,10 @@ class Lanes:
         if nxt >= len(st.turns):
             return None
         turn = tree.run.turns[st.turns[nxt]]
-        return asyncio.create_task(self._warm(turn, tree.namespace)) if turn else None
+        if turn is None:
+            return None
+        return asyncio.create_task(self._warm(tree.memo(r.stream).prompt, turn,
+                                              tree.namespace))
 
     async def _send(self, tree: Tree, r: Ready, turn: Turn, target: int | None,
                     is_warmup: bool, max_tokens: int | None = None) -> tuple[bool, bool]:
@@ -363,7 +388,8 @@ class Lanes:
         if tree.warm:
             max_tokens = WARMUP_MAX_TOKENS
         conn, ok, overflow = await self._one(tree.lane, tree.key, r.k, turn, tree.namespace,
-                                             target, is_warmup, conn, max_tokens)
+                                             target, is_warmup, conn, tree.memo(r.stream),
+                                             max_tokens)
         if conn is not None:
             conns.append(conn)
         return ok, overflow
@@ -435,17 +461,24 @@ class Lanes:
             cap.release()
             self.close_lane(sid)
 
-    async def _warm(self, turn: Turn, namespace: str) -> None:
-        """Render the turn's first-seen blocks in slices, yielding between them: a new
-        100K-token context must not stall the loop that timestamps every other lane's bytes."""
-        missing = self.prompts.missing(turn, namespace)
-        for i in range(0, len(missing), WARM_SLICE_BLOCKS):
-            self.prompts.warm(namespace, missing[i:i + WARM_SLICE_BLOCKS], turn.block_tokens)
+    async def _warm(self, stream: PromptStream, turn: Turn, namespace: str) -> None:
+        """Render the blocks the turn adds to its stream's context in slices, one slice per
+        hold of the render gate, yielding between them: a new 100K-token context must not
+        stall the loop that timestamps every other lane's bytes."""
+        prompts = self.prompts
+        if not prompts.sync(stream, turn, namespace, 0):
+            return
+        while True:
+            async with self.render_gate:
+                left = prompts.sync(stream, turn, namespace, WARM_SLICE_BLOCKS)
+            if not left:
+                return
             await asyncio.sleep(0)
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool, conn: Connection | None,
-                   max_tokens: int | None = None) -> tuple[Connection | None, bool, bool]:
+                   memo: StreamMemo, max_tokens: int | None = None
+                   ) -> tuple[Connection | None, bool, bool]:
         """Send one request and hand its response to the digest; (the connection to reuse,
         answered in full, a context overflow)."""
         cfg = self.cfg
@@ -455,8 +488,8 @@ class Lanes:
             self.c.profiled_sent += 1
         max_tokens = max_tokens or self.bounds.max_tokens(turn)
         # turns that follow no think time (a session's first, warm-up turns): render now
-        await self._warm(turn, namespace)
-        prompt = self.prompts.build(turn, namespace, (key, k))
+        await self._warm(memo.prompt, turn, namespace)
+        prompt = self.prompts.json(turn, namespace, (key, k), memo.prompt)
         self.c.inflight += 1
         inflight = self.c.inflight
         self.c.max_inflight = max(self.c.max_inflight, inflight)
@@ -466,8 +499,8 @@ class Lanes:
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
                 "inflight": inflight,
-                "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
-        body = self.factory.body(prompt, max_tokens)
+                "ideal_cached_tokens": self.ideal.observe(turn, namespace, memo.ideal)}
+        body = self.factory.body(max_tokens)
         t_send, err = perf_counter_ns(), None
         resp: Response | None = None
         try:
@@ -476,7 +509,8 @@ class Lanes:
                 conn = await self._connection(conn)
                 reused = conn.served > 0
                 t_send, resp = await asyncio.wait_for(
-                    conn.request(self.factory.encode(body, key)), cfg.request_timeout_s)
+                    conn.request(self.factory.encode(body, key, prompt)),
+                    cfg.request_timeout_s)
                 if resp.unanswered and reused and not resent:
                     # the server closed its idle end as we wrote: it never read the request
                     resent = True
@@ -488,7 +522,7 @@ class Lanes:
                 refitted = True
                 self.factory.dropped.update(rejected)
                 self.c.notes.append(f"server rejected {', '.join(rejected)}: sent without it")
-                body = self.factory.body(prompt, max_tokens)
+                body = self.factory.body(max_tokens)
         except ConnectionError as e:
             resp = None
             rec, err = build_record(None, chat=True, keep_text=False, error=str(e),

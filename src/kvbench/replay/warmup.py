@@ -115,7 +115,8 @@ async def _pressure(lanes: Lanes, placed: dict[int, _Placed], per_lane: int) -> 
         lanes.quota[lane] = per_lane
 
     async def lane_run(lane: int, p: _Placed) -> None:
-        tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no, zero_delay=True)
+        tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no, zero_delay=True,
+                              memos=p.tree.memos)
         ready = tree.run.resume(p.resume, lanes.now_s())
         origin = p.origin_s
         while not lanes.stopping:
@@ -140,5 +141,5 @@ def _handoff(lanes: Lanes, placed: dict[int, _Placed]) -> None:
     now = lanes.now_s()
     for lane, resume in zip(order, resumes, strict=True):
         p = placed[lane]
-        tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no)
+        tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no, memos=p.tree.memos)
         lanes.first_trees[lane] = (tree, tree.run.resume(resume, now))
