@@ -23,11 +23,11 @@ from kvbench.replay import idle
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
-from kvbench.replay.ideal import IdealCache, IdealWalk
+from kvbench.replay.ideal import IdealCache
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
-from kvbench.workload.prompt import PromptBuilder, PromptStream
+from kvbench.workload.prompt import PromptBuilder, PromptJson, PromptStream
 from kvbench.workload.session import Session, Turn
 from kvbench.workload.tree import Ready, TreeRun
 
@@ -114,19 +114,10 @@ class Counters:
 
 
 @dataclass(slots=True)
-class StreamMemo:
-    """What one stream of a tree keeps between its turns, sized by its current context: its
-    rendered prompt blocks and its walk of the ideal cache."""
-
-    prompt: PromptStream = field(default_factory=PromptStream)
-    ideal: IdealWalk = field(default_factory=IdealWalk)
-
-
-@dataclass(slots=True)
 class Tree:
     """One pass of a session tree on a lane: its request order (`run`), its idle scope, the
-    tasks sending its streams' turns, and each stream's memo (handed on to the tree that
-    continues the same pass: warm-up to profiling)."""
+    tasks sending its streams' turns, and each stream's rendered context (handed on to the
+    tree that continues the same pass: warm-up to profiling)."""
 
     lane: int
     session: Session
@@ -138,13 +129,13 @@ class Tree:
     drained: asyncio.Event = field(default_factory=asyncio.Event)
     # each stream's next turn, rendered while the stream's request is in flight
     ahead: dict[int, asyncio.Task] = field(default_factory=dict)
-    memos: dict[int, StreamMemo] = field(default_factory=dict)
+    prompts: dict[int, PromptStream] = field(default_factory=dict)
 
-    def memo(self, stream: int) -> StreamMemo:
-        memo = self.memos.get(stream)
-        if memo is None:
-            memo = self.memos[stream] = StreamMemo()
-        return memo
+    def prompt(self, stream: int) -> PromptStream:
+        got = self.prompts.get(stream)
+        if got is None:
+            got = self.prompts[stream] = PromptStream()
+        return got
 
     @property
     def key(self) -> str:
@@ -251,12 +242,13 @@ class Lanes:
 
     def new_tree(self, lane: int, session: Session, pass_no: int, *,
                  zero_delay: bool = False, run: TreeRun | None = None,
-                 memos: dict[int, StreamMemo] | None = None) -> Tree:
-        """A tree pass; `memos` are those of the tree it continues (the same pass)."""
+                 prompts: dict[int, PromptStream] | None = None) -> Tree:
+        """A tree pass; `prompts` are the streams' contexts of the tree it continues (the
+        same pass)."""
         cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / self.cfg.time_scale)
                if self.cfg.tree_idle_cap_s is not None else None)
         return Tree(lane, session, pass_no, run or self.make_run(session, zero_delay), cap,
-                    warm=zero_delay, memos=memos if memos is not None else {})
+                    warm=zero_delay, prompts=prompts if prompts is not None else {})
 
     def next_tree(self, lane: int, *, zero_delay: bool = False
                   ) -> tuple[Tree, list[Ready]] | None:
@@ -331,7 +323,7 @@ class Lanes:
         if perf_counter_ns() < target:
             # rendered while the agent "thinks": lateness is then the client failing the
             # schedule, not text synthesis the schedule leaves time for
-            await self._warm(tree.memo(r.stream).prompt, turn, namespace)
+            await self._warm(tree.prompt(r.stream), turn, namespace)
             caps = self._caps(tree)
             if caps:
                 target = await idle.sleep_until(caps, target, self.deadline_ns)
@@ -345,6 +337,7 @@ class Lanes:
                 # due after the run's end (the loop may wake a timer a clock tick early)
                 self.stopping = True
                 return
+        prompt = await self._prompt(tree, r, turn)
         is_warmup = tree.warm or self.bounds.is_warmup(False, self.c.sent)
         if not self._may_send(is_warmup):
             return
@@ -357,7 +350,8 @@ class Lanes:
         tree.run.sent(r.k)
         if (ahead := self._prefetch(tree, r)) is not None:
             tree.ahead[r.stream] = ahead
-        ok, overflow = await self._send(tree, r, turn, target if timed else None, is_warmup)
+        ok, overflow = await self._send(tree, r, turn, prompt, target if timed else None,
+                                        is_warmup)
         if tree.warm and not ok and r.stream == 0:
             # the harness aborts on a terminal warm-up failure of a root conversation, at once
             # (agentic_replay.py `report_warmup_failures`)
@@ -369,7 +363,9 @@ class Lanes:
     def _prefetch(self, tree: Tree, r: Ready) -> asyncio.Task | None:
         """Render the stream's next turn while this one is in flight: with no think time
         (the quickstart's) a 68K-token context took 29 ms to render between the previous
-        turn's end and the send, which the send lateness check counted against the client."""
+        turn's end and the send, which the send lateness check counted against the client.
+        Started once this turn's prompt is built: a stream renders one turn at a time (two
+        turns that share no prefix, across a compaction, would undo each other's blocks)."""
         st = tree.run.streams[r.stream]
         nxt = st.pos + 1
         if nxt >= len(st.turns):
@@ -377,19 +373,25 @@ class Lanes:
         turn = tree.run.turns[st.turns[nxt]]
         if turn is None:
             return None
-        return asyncio.create_task(self._warm(tree.memo(r.stream).prompt, turn,
-                                              tree.namespace))
+        return asyncio.create_task(self._warm(tree.prompt(r.stream), turn, tree.namespace))
 
-    async def _send(self, tree: Tree, r: Ready, turn: Turn, target: int | None,
-                    is_warmup: bool, max_tokens: int | None = None) -> tuple[bool, bool]:
+    async def _prompt(self, tree: Tree, r: Ready, turn: Turn) -> PromptJson:
+        """The turn's prompt; the blocks it adds are rendered now where no think time or
+        earlier turn in flight left time for them (a session's first turn, the warm-up's)."""
+        stream = tree.prompt(r.stream)
+        await self._warm(stream, turn, tree.namespace)
+        return self.prompts.json(turn, tree.namespace, (tree.key, r.k), stream)
+
+    async def _send(self, tree: Tree, r: Ready, turn: Turn, prompt: PromptJson,
+                    target: int | None, is_warmup: bool,
+                    max_tokens: int | None = None) -> tuple[bool, bool]:
         """One request on a connection of the lane's; (answered in full, context overflow)."""
         conns = self._conns.setdefault(tree.lane, [])
         conn = conns.pop() if conns else None
         if tree.warm:
             max_tokens = WARMUP_MAX_TOKENS
         conn, ok, overflow = await self._one(tree.lane, tree.key, r.k, turn, tree.namespace,
-                                             target, is_warmup, conn, tree.memo(r.stream),
-                                             max_tokens)
+                                             target, is_warmup, conn, prompt, max_tokens)
         if conn is not None:
             conns.append(conn)
         return ok, overflow
@@ -477,7 +479,7 @@ class Lanes:
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool, conn: Connection | None,
-                   memo: StreamMemo, max_tokens: int | None = None
+                   prompt: PromptJson, max_tokens: int | None = None
                    ) -> tuple[Connection | None, bool, bool]:
         """Send one request and hand its response to the digest; (the connection to reuse,
         answered in full, a context overflow)."""
@@ -487,9 +489,6 @@ class Lanes:
         if not is_warmup:
             self.c.profiled_sent += 1
         max_tokens = max_tokens or self.bounds.max_tokens(turn)
-        # turns that follow no think time (a session's first, warm-up turns): render now
-        await self._warm(memo.prompt, turn, namespace)
-        prompt = self.prompts.json(turn, namespace, (key, k), memo.prompt)
         self.c.inflight += 1
         inflight = self.c.inflight
         self.c.max_inflight = max(self.c.max_inflight, inflight)
@@ -499,7 +498,7 @@ class Lanes:
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
                 "inflight": inflight,
-                "ideal_cached_tokens": self.ideal.observe(turn, namespace, memo.ideal)}
+                "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
         body = self.factory.body(max_tokens)
         t_send, err = perf_counter_ns(), None
         resp: Response | None = None
