@@ -73,6 +73,23 @@ def test_the_radix_tree_serves_what_the_chain_of_every_block_serves(turns, as_ru
                                                                           ns)
 
 
+def test_the_ceiling_holds_an_edge_per_stream_not_per_turn_or_block():
+    """A context growing over 60 turns (its last block partial each time), then a subagent
+    that shares its first blocks: the tree holds the shared prefix and the two streams' own
+    blocks, whatever the turns and blocks were."""
+    c = IdealCache()
+    ids = tuple(range(10_000))
+    for k in range(1, 61):
+        c.observe(turn(k * 100 * 64 + 30, ids[:k * 100 + 1]), "s")
+    assert c.observe(turn(20 * 64, (*ids[:10], 50_000, 50_001)), "s") == 10 * 64
+    edges, stack = 0, list(c._roots.values())
+    while stack:
+        edge = stack.pop()
+        edges += 1
+        stack.extend(edge.below.values())
+    assert edges == 4  # the root, the shared prefix, the context's rest, the subagent's own
+
+
 def rec(session: str, turn_no: int, sent: int, server: int, cached: int, ideal: int) -> dict:
     return {"session_id": session, "turn": turn_no, "status": "ok", "sent_prompt_tokens": sent,
             "prompt_tokens": server, "cached_tokens": cached, "ideal_cached_tokens": ideal}

@@ -14,12 +14,12 @@ Regenerate (only when the request format changes on purpose):
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from fixtures.body_recorder import Recorder
 
 from kvbench.replay import ReplayConfig, replay
 from kvbench.workload import SyntheticSpec
@@ -28,36 +28,6 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = DATA / "replay" / "request-bytes.json"
 TRACES = DATA / "traces"
 MARKER = "request-bytes"
-EVENTS = (b'data: {"choices":[{"delta":{"content":" a"},"text":" a"}]}\n\n'
-          b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n'
-          b"data: [DONE]\n\n")
-RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
-            % len(EVENTS) + EVENTS)
-
-
-class Recorder:
-    """Reads each request whole and keeps `session header|sha256(body)`."""
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-                fields = dict(line.split(": ", 1) for line in head.split("\r\n")[1:] if line)
-                if not head.startswith("POST "):
-                    writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-                    continue
-                body = await reader.readexactly(int(fields["Content-Length"]))
-                sid = fields.get("X-Session-ID", "")
-                self.seen.append(f"{sid}|{hashlib.sha256(body).hexdigest()[:20]}")
-                writer.write(RESPONSE)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-
 def _tokenizer(tmp: Path) -> str:
     from fixtures.tiny_model import build_tokenizer
 
