@@ -186,8 +186,14 @@ def serve_sim(
     gpu_tokens: GpuTokensOpt = None,
     page_size: Annotated[int, typer.Option(help="Tokens per KV page.")] = 64,
     write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
-    time_scale: Annotated[float, typer.Option(
-        help="Simulated seconds per wall second (>1 runs faster).")] = 1.0,
+    time_scale: Annotated[float | None, typer.Option(
+        help="Wall clock: simulated seconds per wall second (>1 runs faster; default 1).")]
+    = None,
+    clock: Annotated[str, typer.Option(
+        help="wall: simulated time follows wall time x --time-scale; virtual: it moves only "
+             "while every lane of a kvbench replay has a request in the engine, each event "
+             "stamped with it (timings independent of the client's speed; sim/lockstep.py)")]
+    = "wall",
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 30000,
     seed: Annotated[int, typer.Option(help="Seed of the generated text.")] = 0,
@@ -201,9 +207,16 @@ def serve_sim(
     """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
     from aiohttp import web
 
-    from kvbench.sim.server import ServerConfig, SimServer, build_app, quiet_logging
+    from kvbench.sim.server import CLOCKS, ServerConfig, SimServer, build_app, quiet_logging
     from kvbench.sim.sizing import resolve_costs
 
+    if clock not in CLOCKS:
+        raise SimError(f"--clock {clock!r}; allowed: {', '.join(CLOCKS)}")
+    if clock == "virtual" and time_scale is not None:
+        raise SimError(f"--time-scale {time_scale:g} with --clock virtual: a virtual clock "
+                       "follows the client's lanes, not wall time",
+                       hint="drop --time-scale, or --clock wall")
+    time_scale = 1.0 if time_scale is None else time_scale
     if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
         raise SimError("--time-scale must be > 0, --page-size >= 1, --chars-per-token >= 0")
     _check_choices(precision)
@@ -213,7 +226,7 @@ def serve_sim(
         served_model_name=served_model_name or model,
         gpu_tokens=_gpu_tokens(gpu_tokens, costs, hardware),
         host_tokens=_host_tokens(None, host_cache_gb, costs), page_tokens=page_size,
-        write_policy=_policy(write_policy), time_scale=time_scale, seed=seed,
+        write_policy=_policy(write_policy), time_scale=time_scale, clock=clock, seed=seed,
         max_running_requests=max_running_requests, chars_per_token=chars_per_token,
         context_tokens=_context(context_tokens, model))
     sock = _listen(host, port)  # a bad address is a clean error before anything starts
@@ -221,7 +234,8 @@ def serve_sim(
     server = SimServer(config, costs)
     print(f"kvbench serve-sim: {costs.label} ({costs.engine} engine), gpu tier "
           f"{config.gpu_tokens} tokens, host tier "
-          f"{config.host_tokens} tokens ({config.write_policy}), time x{time_scale}; "
+          f"{config.host_tokens} tokens ({config.write_policy}), "
+          f"{'virtual clock' if clock == 'virtual' else f'time x{time_scale:g}'}; "
           f"listening on http://{host}:{port}", file=sys.stderr, flush=True)
     # handler_cancellation: a client that disconnects cancels its request (queue and running
     # set); shutdown_timeout: SIGTERM stops the server promptly even with streams open.

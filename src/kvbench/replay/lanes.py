@@ -20,6 +20,7 @@ from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
 from kvbench.replay.ideal import IdealCache
 from kvbench.replay.idle import SystemIdleCap
+from kvbench.replay.lockstep import arrival_ns, lane_end, lane_headers, last_stamp_ns
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
@@ -115,7 +116,15 @@ class Lanes:
         self.write = write
         self.c = counters
         self.factory = RequestFactory(cfg, ep)
-        self.digest = Digest(chat=self.factory.chat, keep_text=cfg.keep_text)
+        # a virtual-clock server (replay/lockstep.py): its stamps are the times recorded
+        self.virtual = cfg.virtual_lanes is not None
+        self.digest = Digest(chat=self.factory.chat, keep_text=cfg.keep_text,
+                             server_clock=self.virtual)
+        # virtual clock: each lane's time in the server's clock (its last answer's end), and
+        # the run's deadline there (the first arrival + the duration)
+        self._lane_ns: dict[int, int] = {}
+        self.virtual_deadline_ns: int | None = None
+        self._expired: set[int] = set()  # lanes whose next request falls past it
         self.bounds = cfg.bounds
         self.ideal = IdealCache()  # the ceiling any cache could reach on what this run sends
         self.deadline_ns: int | None = None
@@ -158,11 +167,17 @@ class Lanes:
         self.stopping = True
         self.halted.set()
 
-    def _may_send(self, warm: bool) -> bool:
+    def _may_send(self, warm: bool, at_ns: int | None = None, lane: int = -1) -> bool:
+        """Whether a request may leave now (`at_ns`: when, in a virtual server's clock, where
+        each lane has its own time: one past the deadline ends that lane only)."""
         if self.stopping:
             return False
         if self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns:
             self.stopping = True
+            return False
+        if (self.virtual_deadline_ns is not None and at_ns is not None
+                and at_ns >= self.virtual_deadline_ns):
+            self._expired.add(lane)
             return False
         if not warm and self.bounds.request_cap_reached(self.c.profiled_sent):
             self.stopping = True
@@ -177,13 +192,27 @@ class Lanes:
             while (got := self.pool.take(lane)) is not None:
                 session, pass_no, start = got
                 conn = await self._replay_session(lane, session, pass_no, start, conn)
-                if self.stopping:
+                if self.stopping or lane in self._expired:
                     break
         finally:
             if self.idle is not None:
                 self.idle.lane_ended()
+            if self.virtual:
+                conn = await self._end_lane(lane, conn)
             if conn is not None:
                 conn.close()
+
+    async def _end_lane(self, lane: int, conn: Connection | None) -> Connection | None:
+        """Tell a virtual-clock server this lane sends nothing more (its clock stops waiting
+        for it). A failure is not the run's: the server is gone or the run is ending."""
+        try:
+            conn = await self._connection(conn)
+            await asyncio.wait_for(conn.request(lane_end(
+                self.ep.host_header, self.ep.base_path, lane, self.cfg.virtual_lanes)),
+                self.cfg.request_timeout_s)
+        except (ConnectionError, TimeoutError, OSError):
+            pass
+        return conn
 
     async def run_open(self, rate_per_s: float, poisson: bool, seed: int) -> None:
         """Open loop: sessions arrive at `rate_per_s` (of the server's clock; Poisson or evenly
@@ -270,7 +299,13 @@ class Lanes:
         # A session's first turn has no schedule to be late against: only turns that follow
         # a predecessor by a think time carry a target, so lateness measures the client.
         target: int | None = None
-        if prev_end is not None and not warm_turn:
+        think_ns, at_ns = 0, self._lane_ns.get(lane)
+        if prev_end is not None and not warm_turn and self.virtual:
+            # the server's clock waits for this lane: the think time is sent, not slept
+            think_ns = round(bounds.think_s(turn) * 1e9)
+            at_ns = None if at_ns is None else at_ns + think_ns
+            await self._warm(turn, namespace)
+        elif prev_end is not None and not warm_turn:
             think = bounds.think_s(turn) / cfg.time_scale
             target = prev_end + int(think * 1e9)
             # what the prefetch has not rendered yet is rendered while the user "thinks", as
@@ -291,9 +326,10 @@ class Lanes:
                 self.stopping = True
                 return conn, prev_end, False
         is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
-        if not self._may_send(is_warmup):
+        if not self._may_send(is_warmup, at_ns, lane):
             return conn, prev_end, False
-        conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
+        conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn,
+                               think_ns)
         if key in self._overflowed:  # every later turn is longer: the session ends here
             self._overflowed.discard(key)
             return conn, perf_counter_ns(), False
@@ -309,8 +345,9 @@ class Lanes:
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool,
-                   conn: Connection | None) -> Connection | None:
+                   conn: Connection | None, think_ns: int = 0) -> Connection | None:
         cfg = self.cfg
+        extra = lane_headers(lane, cfg.virtual_lanes, think_ns) if self.virtual else ""
         self._seq += self._seq_step
         self.c.sent += 1
         if not is_warmup:
@@ -333,7 +370,7 @@ class Lanes:
                 conn = await self._connection(conn)
                 reused = conn.served > 0
                 t_send, resp = await asyncio.wait_for(
-                    conn.request(self.factory.encode(body, key)), cfg.request_timeout_s)
+                    conn.request(self.factory.encode(body, key, extra)), cfg.request_timeout_s)
                 if resp.unanswered and reused and not resent:
                     # the server closed its idle end as we wrote: it never read the request
                     resent = True
@@ -365,6 +402,8 @@ class Lanes:
             raise
         finally:
             self.c.inflight -= 1
+        if resp is not None and self.virtual:
+            t_send = self._virtual_times(lane, resp, think_ns)
         if resp is not None:
             self._answered(resp)
             if (cfg.end_session_on_context_overflow and resp.status not in (0, 200)
@@ -388,6 +427,18 @@ class Lanes:
         if err is not None:
             await asyncio.sleep(RECONNECT_BACKOFF_S)
         return conn
+
+    def _virtual_times(self, lane: int, resp: Response, think_ns: int) -> int:
+        """A virtual server's answer: the request's send time is its arrival there; the lane's
+        time moves to the answer's end; the first arrival starts the duration's clock."""
+        lane_ns = self._lane_ns.get(lane, 0) + think_ns
+        sent = arrival_ns(resp)
+        if sent is None:  # refused before it reached the engine: no time passed there
+            return lane_ns
+        if self.virtual_deadline_ns is None and self.cfg.duration_s is not None:
+            self.virtual_deadline_ns = sent + round(self.cfg.duration_s * 1e9)
+        self._lane_ns[lane] = last_stamp_ns(resp) or sent
+        return sent
 
     async def _connection(self, conn: Connection | None) -> Connection:
         """The lane's connection, fresh when it is closed or sat idle past keep-alive."""

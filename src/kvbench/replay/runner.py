@@ -16,7 +16,7 @@ from time import perf_counter_ns
 from kvbench.errors import ReplayError, ReplayInterrupted
 from kvbench.files import GZ_SUFFIX, JsonlWriter, iter_jsonl, read_json, write_json_atomic
 from kvbench.redaction import redact_json
-from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
+from kvbench.replay.clock import advertised_clock, resolve_time_scale, virtual_config
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
 from kvbench.replay.http import Endpoint
@@ -60,9 +60,9 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
 
         return await replay_sharded(cfg, on_progress, sessions, catch_sigint=catch_sigint)
     ep = Endpoint.parse(cfg.url)
-    advertised = await asyncio.to_thread(advertised_time_scale, cfg.url)
-    scale, scale_source = resolve_time_scale(cfg.time_scale, advertised)
-    cfg = cfg.model_copy(update={"time_scale": scale})
+    advertised, virtual = await asyncio.to_thread(advertised_clock, cfg.url)
+    scale, scale_source = resolve_time_scale(cfg.time_scale, advertised, virtual)
+    cfg = virtual_config(cfg, virtual).model_copy(update={"time_scale": scale})
     if sessions is None:
         sessions = load_sessions(cfg)
     token_ids = cfg.token_ids if cfg.token_ids is not None else (
@@ -103,14 +103,14 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         # streamed: the records are read back one at a time, never held
         summary = summarize(iter_jsonl(records_path), num_gpus=cfg.num_gpus,
                             client=monitor.report(), time_scale=cfg.time_scale,
-                            slo_ms=cfg.slo_ms)
+                            slo_ms=cfg.slo_ms, virtual_clock=cfg.virtual_lanes is not None)
         summary["run"] = {
             "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
             "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",
             "sessions": len(sessions), "concurrency": cfg.concurrency,
             "duration_s": cfg.duration_s, "max_requests": cfg.max_requests,
             "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
-            "start": cfg.start, "start_ratio": list(cfg.start_ratio),
+            "start": cfg.start, "start_ratio": list(cfg.start_ratio), "order": cfg.order,
             "think_time_cap_s": cfg.think_time_cap_s, "think_time_scale": cfg.think_time_scale,
             "system_idle_cap_s": cfg.system_idle_cap_s,
             "idle_shifts": lanes.idle.shifts if lanes.idle else 0,
@@ -119,6 +119,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
             "dropped_fields": sorted(lanes.factory.dropped),
             "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
             "time_scale": scale, "time_scale_source": scale_source,
+            "clock": "virtual" if cfg.virtual_lanes is not None else "wall",
             "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
             "connections": counters.connections(),
             "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else
@@ -151,7 +152,7 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
                on_progress: Progress | None, t0: int) -> None:
     """The lanes from start to end, then everything they left (cancelled lanes, responses
     still to parse) settled."""
-    if cfg.duration_s is not None:
+    if cfg.duration_s is not None and cfg.virtual_lanes is None:
         lanes.deadline_ns = t0 + int(cfg.duration_s * 1e9)
     # What exists now (traces, vocabulary, earlier jobs' results in a sweep) lives all run:
     # out of the collector's reach, so no full collection walks it mid-replay (one took
@@ -240,7 +241,9 @@ async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> N
         t.add_done_callback(one_done)
     if not tasks:
         finished.set()
-    if cfg.duration_s is None:
+    if cfg.duration_s is None or cfg.virtual_lanes is not None:
+        # a virtual clock's lanes stop themselves at its deadline; in-flight requests end
+        # as fast as the engine runs them
         await _first(finished, lanes.halted, None)
     else:
         await _first(finished, lanes.halted, cfg.duration_s)

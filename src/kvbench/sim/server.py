@@ -1,9 +1,11 @@
 """`kvbench serve-sim`: the engine behind an OpenAI-compatible HTTP API with SGLang metrics.
 
-Simulated time runs `time_scale` times faster than wall time: a step that the cost model
-says takes 20 ms is delivered after 20 ms / time_scale of wall time. Timings the server
-reports itself (the `sim_timing` field of each response, /metrics) are in simulated seconds.
-Each request gets exactly `max_tokens` output tokens (as with `ignore_eos`)."""
+Two clocks. `wall`: simulated time runs `time_scale` times faster than wall time: a step that
+the cost model says takes 20 ms is delivered after 20 ms / time_scale of wall time.
+`virtual`: simulated time moves only while every lane of the client has a request in the
+engine (sim/lockstep.py), each event stamped with it. Timings the server reports itself (the
+`sim_timing` field of each response, /metrics) are in simulated seconds. Each request gets
+exactly `max_tokens` output tokens (as with `ignore_eos`)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,16 @@ from kvbench.sim.context import context_error, over_context
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import Engine
 from kvbench.sim.engine_config import EngineConfig
+from kvbench.sim.lockstep import (
+    ARRIVAL_HEADER,
+    CLOCK_HEADER,
+    LANE_END_PATH,
+    STAMP_FIELD,
+    LaneError,
+    LaneRequest,
+    Lockstep,
+    lane_of,
+)
 from kvbench.sim.metrics import SimMetrics
 from kvbench.sim.request import SimRequest
 from kvbench.sim.tokens import Prompt, PromptTokens, chat_text, text_prompt, token_prompt
@@ -31,6 +43,7 @@ from kvbench.sim.tokens import Prompt, PromptTokens, chat_text, text_prompt, tok
 # The clock handshake: every response says how much faster than wall time this server's clock
 # runs, so a client reports in the server's clock without being told (replay/clock.py).
 TIME_SCALE_HEADER = "X-Kvbench-Time-Scale"
+CLOCKS = ("wall", "virtual")
 _WORDS = ("the", " cache", " page", " token", " host", " GPU", " tier", " hit", " load",
           " step", " batch", " block")
 
@@ -43,6 +56,7 @@ class ServerConfig:
     page_tokens: int = 64
     write_policy: str = "write_through"
     time_scale: float = 1.0
+    clock: str = "wall"  # CLOCKS
     seed: int = 0
     max_running_requests: int = 256
     chunked_prefill_tokens: int = 8192
@@ -93,9 +107,12 @@ class SimServer:
         self.failure: str | None = None
         self.cancelled = 0  # requests whose client disconnected
         self._transports: set[asyncio.Transport] = set()
+        self.lockstep = Lockstep() if config.clock == "virtual" else None
 
     # -- simulated clock and the engine task -----------------------------------------------
     def now_s(self) -> float:
+        if self.lockstep is not None:
+            return self.engine.now_s
         return (time.perf_counter() - self._t0) * self.config.time_scale
 
     async def _drive(self) -> None:
@@ -108,6 +125,8 @@ class SimServer:
                 sink_queue.put_nowait(("error", 0, 0.0))
 
     async def _loop(self) -> None:
+        if self.lockstep is not None:
+            return await self._loop_virtual(self.lockstep)
         while True:
             now = self.now_s()
             self.engine.run_until(now)
@@ -123,6 +142,18 @@ class SimServer:
             else:
                 await asyncio.sleep(0)
 
+    async def _loop_virtual(self, lockstep: Lockstep) -> None:
+        """Run the engine event by event while no lane owes a request; a request or a lane's
+        end wakes it. Between events the loop yields, so the handlers stream what happened."""
+        while True:
+            self._wake.clear()
+            nxt = None if lockstep.held() else self.engine.next_event_s()
+            if nxt is None:
+                await self._wake.wait()
+                continue
+            self.engine.run_until(nxt)
+            await asyncio.sleep(0)
+
     async def start(self) -> None:
         self._t0 = time.perf_counter()
         self._task = asyncio.create_task(self._drive())
@@ -134,9 +165,11 @@ class SimServer:
                 await self._task
 
     # -- requests --------------------------------------------------------------------------
-    def _submit(self, prompt: Prompt, max_tokens: int) -> tuple[SimRequest, asyncio.Queue]:
+    def _submit(self, prompt: Prompt, max_tokens: int,
+                lane: LaneRequest | None = None) -> tuple[SimRequest, asyncio.Queue]:
         queue: asyncio.Queue = asyncio.Queue()
         self._queues.add(queue)
+        lockstep = self.lockstep if lane is not None else None
 
         def sink(req: SimRequest, event: str, n: int, t: float) -> None:
             if event == "first":
@@ -146,11 +179,20 @@ class SimServer:
             queue.put_nowait((event, n, t))
             if event in ("finish", "error"):
                 self._queues.discard(queue)
+                if lockstep is not None:
+                    lockstep.finished(lane.lane)
 
-        req = SimRequest(rid=next(self._ids), arrival_s=self.now_s(),
+        # a lane's request arrives when its think time after its last answer is over: the
+        # clock has waited at that answer's end since (sim/lockstep.py)
+        arrival = self.now_s() + (lane.think_ns / 1e9 if lane is not None else 0.0)
+        req = SimRequest(rid=next(self._ids), arrival_s=arrival,
                          input_tokens=prompt.num_tokens, output_tokens=max_tokens,
                          keys=prompt.keys, page_tokens=self.config.page_tokens, sink=sink)
-        self.engine.submit(req)
+        if lockstep is not None:
+            req.meta["ticket"] = lockstep.arrive(
+                lane, lambda: self.engine.submit(req, at_s=arrival))
+        else:
+            self.engine.submit(req)
         self._wake.set()
         return req, queue
 
@@ -213,6 +255,10 @@ class SimServer:
             return _error(400, str(e))
         if self.failure:
             return _error(500, self.failure)
+        try:
+            lane = lane_of(request.headers) if self.lockstep is not None else None
+        except LaneError as e:
+            return _error(400, str(e))
         need = (len(prompt.keys) * self.config.page_tokens + max(
             0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
             + self.costs.request_state_tokens)
@@ -223,7 +269,12 @@ class SimServer:
             return _error(400, f"the request needs {need} KV tokens (prompt {prompt.num_tokens}"
                                f" + max_tokens {max_tokens}); the GPU tier holds "
                                f"{self.cache.device_capacity}")
-        req, queue = self._submit(prompt, max_tokens)
+        try:
+            req, queue = self._submit(prompt, max_tokens, lane)
+        except LaneError as e:
+            return _error(400, str(e))
+        if lane is not None:
+            req.meta["lane"] = lane.lane
         rid = f"{'chatcmpl' if chat else 'cmpl'}-sim{req.rid}"
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()), "model": self.config.served_model_name}
@@ -243,6 +294,11 @@ class SimServer:
         finally:
             self._transports.discard(transport)
 
+    def end_lane(self, lane: int, lanes: int) -> None:
+        assert self.lockstep is not None
+        self.lockstep.end(lane, lanes)
+        self._wake.set()
+
     def close_streams(self) -> None:
         """Shutting down: drop every connection with a request in flight. A client that does
         not read would otherwise hold the server's writes (and SIGTERM) indefinitely."""
@@ -252,6 +308,8 @@ class SimServer:
 
     def _abandon(self, req: SimRequest, queue: asyncio.Queue) -> None:
         """Take a request whose client left out of the queue or the running set."""
+        if self.lockstep is not None and "lane" in req.meta and req.finish_s < 0:
+            self.lockstep.withdraw(req.meta["lane"], req.meta["ticket"])
         self.engine.cancel(req)
         self._queues.discard(queue)
         self.cancelled += 1
@@ -259,16 +317,24 @@ class SimServer:
 
     async def _stream(self, request: web.Request, req: SimRequest, queue: asyncio.Queue,
                       head: dict, chat: bool, include_usage: bool) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        virtual = self.lockstep is not None
+        if virtual:  # every event says when it happened in the engine's clock
+            headers[ARRIVAL_HEADER] = str(round(req.arrival_s * 1e9))
+        resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         if chat:
-            await _sse(resp, {**head, "choices": [
+            opening = {**head, "choices": [
                 {"index": 0, "delta": {"role": "assistant", "content": ""},
-                 "finish_reason": None}]})
+                 "finish_reason": None}]}
+            if virtual:
+                opening[STAMP_FIELD] = round(req.arrival_s * 1e9)
+            await _sse(resp, opening)
         sent = 0
         while True:
-            event, n, _ = await queue.get()
+            event, n, t = await queue.get()
+            if virtual:
+                head = {**head, STAMP_FIELD: round(t * 1e9)}
             if event == "error":
                 await _sse(resp, {"error": {"message": req.error or self.failure,
                                             "type": "server_error", "code": 500}})
@@ -351,7 +417,25 @@ def build_app(server: SimServer) -> web.Application:
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def advertise_clock(_: web.Request, response: web.StreamResponse) -> None:
-        response.headers[TIME_SCALE_HEADER] = repr(float(server.config.time_scale))
+        if server.lockstep is not None:
+            response.headers[CLOCK_HEADER] = "virtual"
+        else:
+            response.headers[TIME_SCALE_HEADER] = repr(float(server.config.time_scale))
+
+    async def lane_end(request: web.Request) -> web.Response:
+        """A lane of the client sends nothing more: the virtual clock stops waiting for it."""
+        if server.lockstep is None:
+            return _error(404, "this server's clock is not virtual: no lanes to end")
+        try:
+            body = await request.json(loads=orjson.loads)
+            lane, lanes = body["lane"], body["lanes"]
+            if not all(type(v) is int for v in (lane, lanes)):
+                raise LaneError(f"'lane' and 'lanes' must be integers, got {shown(lane)} and "
+                                f"{shown(lanes)}")
+            server.end_lane(lane, lanes)
+        except (LaneError, ValueError, KeyError, TypeError) as e:
+            return _error(400, f"lane-end: {e}")
+        return web.json_response({"ended": lane})
 
     async def on_startup(_: web.Application) -> None:
         await server.start()
@@ -373,6 +457,7 @@ def build_app(server: SimServer) -> web.Application:
 
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)
+    app.router.add_post(LANE_END_PATH, lane_end)
     app.on_response_prepare.append(advertise_clock)
     app.on_startup.append(on_startup)
     app.on_shutdown.append(on_shutdown)

@@ -165,7 +165,8 @@ class _Run:
         cfg = ReplayConfig(
             url=launch.base_url, model=launch.served_model_name, endpoint=opts.endpoint,
             trace=opts.trace_paths(),
-            **opts.replay_workload(job.conc, float(self.spec.row.get("duration", 0))),
+            **opts.replay_workload(job.conc, float(self.spec.row.get("duration", 0)),
+                                   self.spec.repeat),
             workers=min(opts.replay_workers, job.conc),
             correlation_header=launch.correlation_header, output_dir=self.job_dir,
             tokenizer=opts.prompt_tokenizer, num_gpus=job.gpus,

@@ -3,8 +3,8 @@ clock, HTTP) and `kvbench simulate` (virtual time), so one command line describe
 measurement and a prediction of the same requests.
 
 Lanes take sessions in order (lane i's first session is session i, later ones go to whichever
-lane frees first); with a duration or request bound, sessions are recycled, each pass in a
-fresh hash namespace (a recycled session cannot hit what its previous pass cached). With
+lane frees first; `order="shuffled"`: in an order drawn from the seed); with a duration or
+request bound, sessions are recycled, each pass in a fresh hash namespace (a recycled session cannot hit what its previous pass cached). With
 `start="sampled"` a lane's first session starts at a random turn, the turns before it sent
 back to back as warm-up (they prime the cache, as if the run had been going). Per turn: the
 trace's blocks rescaled to `block_tokens`, turns above `max_input_tokens` skipped, output
@@ -22,6 +22,9 @@ from kvbench.units import MAX_SESSION_LANES
 from kvbench.workload.session import Session, Turn
 
 START_MODES = ("beginning", "sampled")
+# the order lanes take sessions in: the trace's, or shuffled by the seed (a repeat of a run on
+# a deterministic engine then samples another mix of sessions side by side)
+ORDERS = ("trace", "shuffled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,7 @@ class WorkloadBounds:
     # (AgentX: 25-75%, --trajectory-start-min/max-ratio); (0, 1) is any turn
     start_ratio: tuple[float, float] = (0.0, 1.0)
     seed: int = 0
+    order: str = "trace"
     block_tokens: int | None = None
     max_input_tokens: int | None = None
     # in-flight requests at the deadline may finish within this; the rest are cancelled
@@ -57,6 +61,7 @@ class WorkloadBounds:
             ("think_time_cap_s", self.think_time_cap_s, self.think_time_cap_s >= 0, ">= 0"),
             ("think_time_scale", self.think_time_scale, self.think_time_scale >= 0, ">= 0"),
             ("start", self.start, self.start in START_MODES, " | ".join(START_MODES)),
+            ("order", self.order, self.order in ORDERS, " | ".join(ORDERS)),
             ("block_tokens", self.block_tokens,
              self.block_tokens is None or self.block_tokens >= 1, ">= 1"),
             ("max_input_tokens", self.max_input_tokens,
@@ -136,6 +141,9 @@ class SessionPool:
                 f"--max-input-tokens {bounds.max_input_tokens} is below every turn's prompt "
                 f"(the shortest is {smallest:,} tokens): nothing to send",
                 hint="raise --max-input-tokens or leave it out")
+        if bounds.order == "shuffled":
+            sessions = list(sessions)
+            random.Random(bounds.seed).shuffle(sessions)
         return cls(sessions, bounds.recycle, bounds.start, bounds.seed, bounds.start_ratio)
 
     def take(self, lane: int) -> tuple[Session, int, int] | None:
