@@ -5,8 +5,9 @@ measurement and a prediction of the same requests.
 Lanes take sessions in order (lane i's first session is session i, later ones go to whichever
 lane frees first; `order="shuffled"`: in an order drawn from the seed); with a duration or
 request bound, sessions are recycled, each pass in a fresh hash namespace (a recycled
-session cannot hit what its previous pass cached). With `start="sampled"` a lane's first session starts at a random turn, the turns before it sent
-back to back as warm-up (they prime the cache, as if the run had been going). Per turn: the
+session cannot hit what its previous pass cached). With `start="sampled"` a lane's first
+session starts at a random turn, the turns before it sent back to back as warm-up (they
+prime the cache, as if the run had been going). Per turn: the
 trace's blocks rescaled to `block_tokens`, turns above `max_input_tokens` skipped, output
 capped at `max_tokens_cap`, think time scaled then capped. The first `warmup_requests`
 requests sent are warm-up too; `max_requests` counts profiled requests only."""
