@@ -144,7 +144,7 @@ def test_by_concurrency_and_explicit_selections(result_root):
 
 def test_noise_verdicts_by_hand():
     one = {"mean": 100.0, "std": None, "n": 1}
-    assert _delta(one, {"mean": 110.0, "std": None, "n": 1}, True)["verdict"] == "no repeats"
+    assert _delta(one, {"mean": 110.0, "std": None, "n": 1}, True)["verdict"] == "too few runs"
     a = {"mean": 100.0, "std": 10.0, "n": 3}
     b = {"mean": 105.0, "std": 10.0, "n": 3}
     d = _delta(a, b, True)
@@ -153,9 +153,14 @@ def test_noise_verdicts_by_hand():
     assert d["significant"] is False and d["noise_pct"] == pytest.approx(22.666, rel=1e-4)
     worse = _delta(a, {"mean": 130.0, "std": 10.0, "n": 3}, False)
     assert worse["verdict"] == "worse" and worse["significant"] is True
-    # one arm without repeats: df from the other (2), t = 4.303, se = 10 * sqrt(1 + 1/3)
+    # one arm with a single run: no interval, whatever the other arm's spread (issue 39:
+    # `+87.8 % ±0.0 better` from 0.442 ±0 (n=2) vs 0.831 (n=1))
     d = _delta({"mean": 100.0, "std": None, "n": 1}, b, True)
-    assert d["noise"] == pytest.approx(4.303 * 11.547, rel=1e-3)
+    assert d["verdict"] == "too few runs" and d["noise"] is None and d["significant"] is None
+    d = _delta({"mean": 0.442, "std": 0.0, "n": 2}, {"mean": 0.831, "std": None, "n": 1}, True,
+               share=True)
+    assert d["verdict"] == "too few runs" and d["pct"] is None  # a hit rate: pp, not %
+    assert d["abs"] == pytest.approx(0.389)
 
 
 def test_bad_selections_are_clear_errors(result_root):

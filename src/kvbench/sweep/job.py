@@ -212,6 +212,7 @@ class _Run:
             failure=failure, warnings=self.warnings, fingerprint=self.spec.fingerprint,
             repeat=self.spec.repeat, engine_patches=self.patches,
             options_id=self.spec.options.options_id(),
+            run_options=self.spec.options.measurement_identity(),
         )
         return write_result(self.job_dir, result)
 
