@@ -14,8 +14,9 @@ simulated time it happened at and each response its request's simulated arrival
 
 The client announces its lanes (`X-Kvbench-Lanes`), names the lane of each request
 (`X-Kvbench-Lane`) and says when a lane ends (POST /kvbench/lane-end). Requests that arrive
-while the clock waits are queued and handed to the engine in lane order once every lane is
-accounted for, so a run is the same whatever order the client's packets came in. A request
+while the clock waits are queued and handed to the engine once every lane is accounted for,
+in the order their lanes' previous requests finished (lane order for first requests): the
+order `kvbench simulate`'s lanes submit them in, whatever order the client's packets came in. A request
 without the lane headers (curl) holds nothing: it runs at once, as fast as the CPU goes."""
 
 from __future__ import annotations
@@ -74,12 +75,16 @@ class Lockstep:
     pending: list[tuple[int, int, Callable[[], None]]] = field(default_factory=list)
     _seq: int = 0
     _queued: dict[int, int] = field(default_factory=dict)  # lane -> its queued requests
+    # lane -> when (in finish order) its last request left the engine: the submit order
+    _finished_at: dict[int, int] = field(default_factory=dict)
+    _finishes: int = 0
 
     def _announce(self, lanes: int) -> None:
         if (self.lanes is not None and len(self.ended) == self.lanes and not self.busy
                 and not self.pending):  # the last run is over: the next one starts
             self.lanes = None
             self.ended.clear()
+            self._finished_at.clear()
         if self.lanes is None:
             self.lanes = lanes
         elif lanes != self.lanes:
@@ -128,6 +133,8 @@ class Lockstep:
 
     def finished(self, lane: int) -> None:
         """The lane's request left the engine (answered, failed or cancelled)."""
+        self._finishes += 1
+        self._finished_at[lane] = self._finishes
         left = self.busy.get(lane, 0) - 1
         if left > 0:
             self.busy[lane] = left
@@ -142,11 +149,13 @@ class Lockstep:
         return self.lanes - len(accounted)
 
     def flush(self) -> None:
-        """Once no lane owes a request, hand the queued ones to the engine in lane order (the
-        order the client's packets came in is the network's, not the workload's)."""
+        """Once no lane owes a request, hand the queued ones to the engine in the order their
+        lanes' last requests finished (the order the client's packets came in is the
+        network's, not the workload's)."""
         if not self.pending or self._owing():
             return
-        queued, self.pending = sorted(self.pending), []
+        queued, self.pending = sorted(
+            self.pending, key=lambda p: (self._finished_at.get(p[0], 0), p[0], p[1])), []
         for lane, _, submit in queued:
             self._unqueue(lane)
             self.busy[lane] = self.busy.get(lane, 0) + 1

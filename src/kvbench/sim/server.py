@@ -108,6 +108,8 @@ class SimServer:
         self.cancelled = 0  # requests whose client disconnected
         self._transports: set[asyncio.Transport] = set()
         self.lockstep = Lockstep() if config.clock == "virtual" else None
+        if self.lockstep is not None:
+            self.engine.hold = self.lockstep.held
 
     # -- simulated clock and the engine task -----------------------------------------------
     def now_s(self) -> float:
