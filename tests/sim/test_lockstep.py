@@ -150,7 +150,7 @@ def test_the_lockstep_waits_for_every_lane_and_submits_in_finish_order():
 def test_the_protocol_is_one_set_of_names_and_refuses_what_a_virtual_clock_cannot_keep():
     for name in ("LANE_HEADER", "LANES_HEADER", "THINK_HEADER", "STAMP_FIELD", "LANE_END_PATH"):
         assert getattr(client_side, name) == getattr(server_side, name)
-    assert client_side.ARRIVAL_HEADER == server_side.ARRIVAL_HEADER.lower()
+    assert server_side.ARRIVAL_HEADER.lower() == client_side.ARRIVAL_HEADER
     assert CLIENT_CLOCK_HEADER == server_side.CLOCK_HEADER
     assert resolve_time_scale(None, None, virtual=True) == (1.0, "server")
     with pytest.raises(ReplayOptionError, match="clock is virtual"):

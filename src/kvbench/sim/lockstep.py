@@ -16,8 +16,9 @@ The client announces its lanes (`X-Kvbench-Lanes`), names the lane of each reque
 (`X-Kvbench-Lane`) and says when a lane ends (POST /kvbench/lane-end). Requests that arrive
 while the clock waits are queued and handed to the engine once every lane is accounted for,
 in the order their lanes' previous requests finished (lane order for first requests): the
-order `kvbench simulate`'s lanes submit them in, whatever order the client's packets came in. A request
-without the lane headers (curl) holds nothing: it runs at once, as fast as the CPU goes."""
+order `kvbench simulate`'s lanes submit them in, whatever order the client's packets came
+in. A request without the lane headers (curl) holds nothing: it runs at once, as fast as the
+CPU goes."""
 
 from __future__ import annotations
 
