@@ -16,7 +16,7 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
            "KVBENCH_NO_CACHE": "1"}
     run = subprocess.run(
         [sys.executable, "-m", "kvbench", "run", str(REPO / "examples" / "quickstart.yaml"),
-         "--max-conc", "2", "--max-requests", "6", "--time-scale", "50",
+         "--max-conc", "3", "--max-requests", "6", "--time-scale", "50",
          "--results", str(tmp_path), "--profile", "agentx", "--format", "json"],
         capture_output=True, text=True, env=env, cwd=REPO)
     assert run.returncode == 0, run.stderr

@@ -47,6 +47,8 @@ ThinkScaleOpt = Annotated[float, typer.Option(help="Closed loop: think times tim
 StartOpt = Annotated[str, typer.Option(
     help="beginning | sampled (a lane's first session starts at a random turn).")]
 SeedOpt = Annotated[int, typer.Option(help="Seed of the sampled start and synthetic sessions.")]
+OrderOpt = Annotated[str, typer.Option(
+    help="trace | shuffled (lanes take the sessions in an order drawn from --seed).")]
 BlockTokensOpt = Annotated[int | None, typer.Option(
     help="Tokens per hash block instead of the trace's (scales prompts).")]
 MaxInputOpt = Annotated[int | None, typer.Option(help="Turns with more input tokens are skipped.")]
@@ -119,7 +121,8 @@ def _bounds(concurrency: int | None, **opts):
 
     defaults = {"duration": None, "max_requests": None, "warmup_requests": 0,
                 "max_tokens_cap": None, "think_time_cap": 60.0, "think_time_scale": 1.0,
-                "start": "beginning", "seed": 0, "block_tokens": None, "max_input_tokens": None}
+                "start": "beginning", "seed": 0, "order": "trace", "block_tokens": None,
+                "max_input_tokens": None}
     opts = {**defaults, **opts}
     if concurrency is None:
         given = [k for k, v in opts.items() if v != defaults[k]]
@@ -132,8 +135,8 @@ def _bounds(concurrency: int | None, **opts):
         concurrency=concurrency, duration_s=opts["duration"], max_requests=opts["max_requests"],
         warmup_requests=opts["warmup_requests"], max_tokens_cap=opts["max_tokens_cap"],
         think_time_cap_s=opts["think_time_cap"], think_time_scale=opts["think_time_scale"],
-        start=opts["start"], seed=opts["seed"], block_tokens=opts["block_tokens"],
-        max_input_tokens=opts["max_input_tokens"])
+        start=opts["start"], seed=opts["seed"], order=opts["order"],
+        block_tokens=opts["block_tokens"], max_input_tokens=opts["max_input_tokens"])
 
 
 def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
@@ -305,6 +308,7 @@ def simulate(
     think_time_scale: ThinkScaleOpt = 1.0,
     start: StartOpt = "beginning",
     seed: SeedOpt = 0,
+    order: OrderOpt = "trace",
     block_tokens: BlockTokensOpt = None,
     max_input_tokens: MaxInputOpt = None,
     sessions: SessionsOpt = 64,
@@ -330,7 +334,7 @@ def simulate(
     bounds = _bounds(concurrency, duration=duration, max_requests=max_requests,
                      warmup_requests=warmup_requests, max_tokens_cap=max_tokens_cap,
                      think_time_cap=think_time_cap, think_time_scale=think_time_scale,
-                     start=start, seed=seed, block_tokens=block_tokens,
+                     start=start, seed=seed, order=order, block_tokens=block_tokens,
                      max_input_tokens=max_input_tokens)
     synthetic = [str(p) for p in trace] == ["synthetic"]
     if synthetic and bounds is None:

@@ -48,6 +48,9 @@ def run(
         "kvbench-results"),
     executor: Annotated[str, _opt("local (sequential here) or slurm (one job array).")] = "local",
     emit: Annotated[str | None, _opt("Print instead of running: github-matrix.")] = None,
+    emit_dir: Annotated[Path | None, _opt(
+        "--emit github-matrix: write each job's spec here and print matrices of at most 256 "
+        "jobs naming them (GitHub's limits; docs/sweeps.md).")] = None,
     repeat: Annotated[int, _opt("Run every job this many times (noise estimates).")] = 1,
     continue_on_error: Annotated[bool, _opt("Keep going past failed jobs; report all at "
                                             "the end.")] = False,
@@ -164,7 +167,8 @@ def run(
         raise _option_error(e) from None
     with _interruptible("rerun the same command to resume"):
         run_sweep(selection, options, results=results, executor=executor, emit=emit,
-                  repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
+                  emit_dir=emit_dir, repeat=repeat, continue_on_error=continue_on_error,
+                  rerun_failed=rerun_failed,
                   dashboard=dashboard, format=format,
                   slurm={"partition": partition, "account": account, "time_limit": time_limit,
                          "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or []),
@@ -193,7 +197,7 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
               emit: str | None = None, repeat: int = 1, continue_on_error: bool = False,
               rerun_failed: bool = True, dashboard: bool = True, format: str = "table",
               slurm: dict | None = None, final_report: bool = True,
-              announce_resume: bool = True) -> list:
+              announce_resume: bool = True, emit_dir: Path | None = None) -> list:
     """The body of `kvbench run` (also used by `kvbench quickstart`, which runs its first
     pass without the final report and says itself that it resumed)."""
     import orjson
@@ -205,6 +209,8 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         raise SweepOptionError(f"--executor {executor!r} is not one of local, slurm")
     if emit not in (None, "github-matrix"):
         raise SweepOptionError(f"--emit {emit!r} is not one of github-matrix")
+    if emit_dir is not None and emit is None:
+        raise SweepOptionError("--emit-dir goes with --emit github-matrix")
     check_format(format, ("table", "json"), SweepOptionError)
     jobs = selected_jobs(selection, SweepError)
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
@@ -232,12 +238,17 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
               f"{bounded.think_time_scale:g}, output cap {bounded.max_tokens_cap} (the "
               "quickstart's workload)", file=sys.stderr)
         options = bounded
+    if emit is None and executor == "local":  # what this machine must have to run them
+        from kvbench.sweep.multinode import check_router_installed
+
+        check_router_installed(jobs)
     if emit == "github-matrix":
-        from kvbench.sweep.emit import github_matrix
+        from kvbench.sweep.emit import emit_github_matrix
 
         specs = build_specs(jobs, options, repeats=repeat,
                             runner_config=runner_config_path(selection))
-        sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
+        sys.stdout.write(emit_github_matrix(specs, checkout=Path.cwd(), emit_dir=emit_dir)
+                         + "\n")
         return []
     results = Path(results)
     from kvbench.sweep.lock import results_lock

@@ -97,6 +97,30 @@ def _node_addr(name: str) -> str:
     return name
 
 
+ROUTER_MODULE = "sglang_router"
+
+
+def check_router_installed(jobs: list) -> None:
+    """Rows that start sglang-router on this machine need its package, which is not one of
+    kvbench's own dependencies: refused before the sweep starts, with the install command
+    (issue 39: examples/disagg.yaml ended in `ModuleNotFoundError: sglang_router` after the
+    README's install)."""
+    import importlib.util
+
+    from kvbench.errors import SweepOptionError
+
+    need = [j for j in jobs if j.is_multinode
+            and (j.row.get("router") or {}).get("name") == "sglang-router"]
+    if not need or importlib.util.find_spec(ROUTER_MODULE) is not None:
+        return
+    version = need[0].row["router"].get("version")
+    pin = f"=={version}" if version else ""
+    raise SweepOptionError(
+        f"{need[0].config_key} runs its workers behind sglang-router (python -m "
+        f"{ROUTER_MODULE}.launch_router), which is not installed here ({len(need)} job(s) "
+        "need it)", hint=f"pip install sglang-router{pin}")
+
+
 @dataclass(slots=True)
 class Endpoint:
     """What the replay talks to: the router, with the first prefill worker's metrics."""
