@@ -2,8 +2,9 @@
 
 Sessions re-send a 65,536-token context (cases.py). The quickstart's row as Qwen3-8B bf16 on
 one H100 of a 1 TiB node holds 5 such contexts on the GPU and, with its 67 GB write-through
-host tier, 6 in host DRAM: at 2 sessions both arms hit (benefit 0: within noise, kept); at 6 the resident arm
-thrashes and recomputes every turn while the offload arm loads from host (a large benefit)."""
+host tier, 6 in host DRAM: at 2 sessions both arms hit (benefit 0: within noise, kept); at 6
+the resident arm thrashes and recomputes every turn while the offload arm loads from host (a
+large benefit)."""
 
 from __future__ import annotations
 
