@@ -341,6 +341,11 @@ def simulate(
         raise SimError("--trace synthetic needs closed-loop lanes, not --open-loop")
     traces = [] if bounds is not None else load_traces(trace)
     workload = None if bounds is None else _sessions(trace, synthetic, sessions, seed)
+    if workload is not None:
+        from kvbench.workload.bounds import lanes_note
+
+        if note := lanes_note(bounds.concurrency, len(workload), bounds.recycle):
+            print(note, file=sys.stderr)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
