@@ -98,6 +98,22 @@ def _node_addr(name: str) -> str:
 
 
 ROUTER_MODULE = "sglang_router"
+# Embedded workers behind a router run on a wall clock: two engines cannot share one virtual
+# clock (sim/lockstep.py), and the router passes on neither the lanes' headers nor the clock
+# handshake, so the replay is told the scale instead of reading it from the server.
+ROUTED_SIM_TIME_SCALE = 50.0
+
+
+def routed_sim_clock(opts: Any) -> list[str]:
+    """serve-sim's clock arguments for a worker behind a router: the options' --time-scale
+    where they give one (in their engine arguments already), else a 50x wall clock."""
+    if opts.time_scale is not None:
+        return []
+    return ["--clock", "wall", "--time-scale", f"{ROUTED_SIM_TIME_SCALE:g}"]
+
+
+def routed_time_scale(opts: Any) -> float:
+    return opts.time_scale if opts.time_scale is not None else ROUTED_SIM_TIME_SCALE
 
 
 def check_router_installed(jobs: list) -> None:
@@ -182,7 +198,8 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
                                    "127.0.0.1", model_path=opts.model_path, work_dir=wdir)
             prefix = alloc.prefix(node, w, 0 if cpu_only else w.gpus)
             argv = [*prefix, *launch.argv, *ROLE_ARGS.get(adapter.name, {}).get(w.role, []),
-                    *opts.engine_args]
+                    *opts.engine_args,
+                    *(routed_sim_clock(opts) if adapter.name == "sim" else ())]
             patches = list(w.row.get("patches") or ())
             remote = alloc.srun and node.name != os.environ.get("SLURMD_NODENAME")
             outcomes = _patch_remote(prefix, patches) if remote and patches else None
@@ -325,7 +342,8 @@ def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[E
                     wp.plan, port=port, host=host, work_dir=wdir)
                 # the name the replay asks for is the front's (a recipe's served-model-name)
                 serve = [*_with_value(sim.argv, "--served-model-name",
-                                      launch.served_model_name), *opts.engine_args]
+                                      launch.served_model_name), *opts.engine_args,
+                         *routed_sim_clock(opts)]
                 check = wdir / "engine-check.json"
                 file = wdir / "stand-in.json"
                 file.write_text(json.dumps({"engine": worker_check, "argv": argv,
