@@ -1,4 +1,4 @@
-"""Assemble one job's result from the files of its stages (CONTRACTS.md 7)."""
+"""Assemble one job's result from the files of its stages (docs/results-layout.md)."""
 
 from __future__ import annotations
 
