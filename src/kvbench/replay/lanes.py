@@ -125,6 +125,7 @@ class Lanes:
         self._lane_ns: dict[int, int] = {}
         self.virtual_deadline_ns: int | None = None
         self._expired: set[int] = set()  # lanes whose next request falls past it
+        self._think_ns: dict[int, int] = {}  # lane -> the think time its next request names
         self.bounds = cfg.bounds
         self.ideal = IdealCache()  # the ceiling any cache could reach on what this run sends
         self.deadline_ns: int | None = None
@@ -328,8 +329,8 @@ class Lanes:
         is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
         if not self._may_send(is_warmup, at_ns, lane):
             return conn, prev_end, False
-        conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn,
-                               think_ns)
+        self._think_ns[lane] = think_ns
+        conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
         if key in self._overflowed:  # every later turn is longer: the session ends here
             self._overflowed.discard(key)
             return conn, perf_counter_ns(), False
@@ -345,8 +346,9 @@ class Lanes:
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool,
-                   conn: Connection | None, think_ns: int = 0) -> Connection | None:
+                   conn: Connection | None) -> Connection | None:
         cfg = self.cfg
+        think_ns = self._think_ns.pop(lane, 0)  # a virtual clock's: sent, not slept
         extra = lane_headers(lane, cfg.virtual_lanes, think_ns) if self.virtual else ""
         self._seq += self._seq_step
         self.c.sent += 1
