@@ -65,8 +65,10 @@ def _entry(spec: JobSpec) -> dict:
             "fingerprint": spec.fingerprint}
 
 
-def github_matrix(specs: Sequence[JobSpec], checkout: Path) -> dict:
-    """One matrix, every job's spec inline (`run-job --job-json '${{ toJSON(matrix.job) }}'`)."""
+def github_matrix(specs: Sequence[JobSpec], checkout: Path | None = None) -> dict:
+    """One matrix, every job's spec inline (`run-job --job-json '${{ toJSON(matrix.job) }}'`);
+    files named relative to `checkout` (default: the current directory)."""
+    checkout = Path.cwd() if checkout is None else checkout
     return {"include": [{**_entry(s), "job": checkout_relative(s, checkout).to_json()}
                         for s in specs]}
 
