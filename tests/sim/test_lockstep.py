@@ -26,7 +26,7 @@ from kvbench.replay.clock import resolve_time_scale, virtual_config
 from kvbench.replay.lanes import Lanes
 from kvbench.sim import lockstep as server_side
 from kvbench.sim.costs import CostModel
-from kvbench.sim.lockstep import LaneError, LaneRequest, Lockstep
+from kvbench.sim.lockstep import LaneError, Lockstep, Successor
 from kvbench.sim.server import ServerConfig, SimServer, build_app
 from kvbench.sim.simulate import SimSetup, run_sessions
 from kvbench.workload import SyntheticSpec, generate_sessions
@@ -115,43 +115,49 @@ def test_the_clients_lag_enters_no_timing(tmp_path, monkeypatch):
     assert summary["client"]["loop_lag_ms_p99"] >= 4.0  # the lag happened, and was harmless
 
 
-def test_the_lockstep_waits_for_every_lane_and_submits_in_finish_order():
+def test_the_lockstep_waits_for_what_follows_each_end_and_submits_in_end_order():
     step = Lockstep()
-    submitted: list[int] = []
-    assert not step.held()  # no lanes announced: a curl request holds nothing
-    step.arrive(LaneRequest(1, 3), lambda: submitted.append(1))
-    step.arrive(LaneRequest(0, 3), lambda: submitted.append(0))
-    assert step.held() and submitted == []  # lane 2 owes its first request
-    step.arrive(LaneRequest(2, 3), lambda: submitted.append(2))
-    assert submitted == [0, 1, 2] and not step.held()  # first requests in lane order
-    step.finished(2)
-    step.finished(0)
+    submitted: list[tuple[str, float]] = []
+
+    def submit(name):
+        return lambda at_s: submitted.append((name, at_s))
+
+    assert not step.held()  # no run: a curl request holds nothing
+    step.start_run(2, 10.0)
+    assert step.held()  # each lane owes its first request
+    step.arrive(Successor("lane-1", 0, 1), submit("b0"))
+    assert step.held() and submitted == []
+    step.arrive(Successor("lane-0", 0, 1, delay_ns=500_000_000), submit("a0"))
+    assert submitted == [("a0", 10.5), ("b0", 10.0)] and not step.held()  # lane order
+    step.ended("r2", 20.0)  # b0 ended first, then a0
+    step.ended("r1", 20.0)
     assert step.held()
-    ticket = step.arrive(LaneRequest(0, 3), lambda: submitted.append(0))
-    step.withdraw(0, ticket)  # its client went away before it was submitted
-    assert step.held()
-    step.arrive(LaneRequest(0, 3), lambda: submitted.append(0))
-    step.arrive(LaneRequest(2, 3), lambda: submitted.append(2))
-    assert submitted[3:] == [2, 0]  # lane 2's last request finished first
-    step.finished(1)
-    step.end(1, 3)  # a lane that sends nothing more stops holding the clock
-    assert not step.held()
-    with pytest.raises(LaneError, match="after it ended"):
-        step.arrive(LaneRequest(1, 3), lambda: None)
-    with pytest.raises(LaneError, match="contradicts the 3 lanes"):
-        step.arrive(LaneRequest(0, 4), lambda: None)
-    for lane in (0, 2):
-        step.finished(lane)
-        step.end(lane, 3)
-    step.arrive(LaneRequest(0, 1), lambda: submitted.append(9))  # the next run's lanes
-    assert submitted[-1] == 9
+    # r1 (a0) spawns two successors; r2 (b0) ends its lane's tree: none follow
+    step.arrive(Successor("r1", 1, 2), submit("a2"))
+    ticket = step.arrive(Successor("r1", 0, 2), submit("gone"))[1]
+    assert step.held() and submitted[2:] == [] and set(step.owed) == {"r2"}
+    assert step.withdraw(ticket)  # its client went away before it was submitted
+    step.resolve("r2", 0, 0)
+    assert submitted[2:] == [("a2", 20.0)] and not step.held()
+    step.ended("r3", 25.0)
+    with pytest.raises(LaneError, match="'r1' is not a request this run still owes"):
+        step.arrive(Successor("r1", 0, 2), submit("late"))
+    step.arrive(Successor("r3", 0, 2), submit("c1"))
+    with pytest.raises(LaneError, match="was said to have 2 successors, now 3"):
+        step.resolve("r3", 3, 1)
+    step.resolve("r3", 2, 1)  # the other successor will not come
+    assert submitted[-1] == ("c1", 25.0) and not step.held()
+    step.start_run(1, 30.0)  # a new run starts afresh
+    assert set(step.owed) == {"lane-0"}
 
 
 def test_the_protocol_is_one_set_of_names_and_refuses_what_a_virtual_clock_cannot_keep():
-    for name in ("LANE_HEADER", "LANES_HEADER", "THINK_HEADER", "STAMP_FIELD", "LANE_END_PATH"):
+    for name in ("AFTER_HEADER", "FOLLOWS_HEADER", "DELAY_HEADER", "STAMP_FIELD", "RUN_PATH",
+                 "RESOLVE_PATH"):
         assert getattr(client_side, name) == getattr(server_side, name)
-    assert server_side.ARRIVAL_HEADER.lower() == client_side.ARRIVAL_HEADER
-    assert CLIENT_CLOCK_HEADER == server_side.CLOCK_HEADER
+    for name in ("ARRIVAL_HEADER", "REQUEST_HEADER"):
+        assert getattr(server_side, name).lower() == getattr(client_side, name)
+    assert server_side.CLOCK_HEADER == CLIENT_CLOCK_HEADER
     assert resolve_time_scale(None, None, virtual=True) == (1.0, "server")
     with pytest.raises(ReplayOptionError, match="clock is virtual"):
         resolve_time_scale(20.0, None, virtual=True)
@@ -159,11 +165,14 @@ def test_the_protocol_is_one_set_of_names_and_refuses_what_a_virtual_clock_canno
     assert virtual_config(ReplayConfig(**base), True).virtual_lanes == 4
     with pytest.raises(ReplayOptionError, match="open loop"):
         virtual_config(ReplayConfig(**base, session_rate=1.0), True)
-    with pytest.raises(ReplayOptionError, match="system-idle-cap"):
-        virtual_config(ReplayConfig(**base, system_idle_cap_s=10.0), True)
+    for extra, flag in (({"system_idle_cap_s": 10.0}, "--system-idle-cap"),
+                        ({"start": "sampled"}, "--start sampled"),
+                        ({"warmup_per_lane": 10}, "--warmup-per-lane")):
+        with pytest.raises(ReplayOptionError, match=flag):
+            virtual_config(ReplayConfig(**base, **extra), True)
 
 
-def test_bad_lane_headers_are_the_clients_error(tmp_path):
+def test_bad_succession_is_the_clients_error(tmp_path):
     async def go() -> list:
         out = []
         for clock in ("virtual", "wall"):
@@ -172,24 +181,25 @@ def test_bad_lane_headers_are_the_clients_error(tmp_path):
                 async with ClientSession() as http:
                     body = {"model": "sim", "prompt": "a b c", "max_tokens": 2}
                     async with http.post(f"{url}/v1/completions", json=body, headers={
-                            "X-Kvbench-Lane": "5", "X-Kvbench-Lanes": "2"}) as r:
+                            "X-Kvbench-After": "lane-0", "X-Kvbench-Follows": "3/2"}) as r:
                         out.append((clock, r.status, await r.text()))
-                    async with http.post(f"{url}/kvbench/lane-end",
-                                         data=orjson.dumps({"lane": "x", "lanes": 2})) as r:
+                    async with http.post(f"{url}/kvbench/resolve",
+                                         data=orjson.dumps({"after": "r9", "count": 0,
+                                                            "skipped": 0})) as r:
                         out.append((clock, r.status, await r.text()))
                     async with http.post(f"{url}/v1/completions", json=body) as r:
-                        # no lane headers (curl): answered at once, with its stamps
+                        # no succession (curl): answered at once
                         out.append((clock, r.status, r.headers.get("X-Kvbench-Clock")))
             finally:
                 await runner.cleanup()
         return out
 
-    (v_lane, v_end, v_plain, w_lane, w_end, w_plain) = asyncio.run(go())
-    assert v_lane[1] == 400 and "allowed 0 <= lane < lanes" in v_lane[2]
-    assert v_end[1] == 400 and "'lane' and 'lanes' must be integers" in v_end[2]
+    (v_succ, v_res, v_plain, w_succ, w_res, w_plain) = asyncio.run(go())
+    assert v_succ[1] == 400 and "allowed 0 <= i < n" in v_succ[2]
+    assert v_res[1] == 400 and "'r9' is not a request this run still owes" in v_res[2]
     assert v_plain == ("virtual", 200, "virtual")
-    assert w_lane[1] == 200  # a wall clock ignores lane headers
-    assert w_end[1] == 404 and "not virtual" in w_end[2]
+    assert w_succ[1] == 200  # a wall clock ignores succession headers
+    assert w_res[1] == 404 and "not virtual" in w_res[2]
     assert w_plain == ("wall", 200, None)
 
 

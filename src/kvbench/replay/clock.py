@@ -77,9 +77,15 @@ def virtual_config(cfg, virtual: bool):
             "wall time, and a virtual clock follows closed-loop lanes",
             hint="a closed loop (--concurrency), or serve-sim --clock wall (kvbench run: "
                  "--time-scale N)")
-    if cfg.system_idle_cap_s is not None:
+    wall_only = {"--system-idle-cap": cfg.system_idle_cap_s is not None,
+                 "--tree-idle-cap": cfg.tree_idle_cap_s is not None,
+                 "--start sampled": cfg.start == "sampled",
+                 "--warmup-per-lane": bool(cfg.warmup_per_lane)}
+    given = [flag for flag, on in wall_only.items() if on]
+    if given:
         raise ReplayOptionError(
-            "--system-idle-cap against a virtual-clock server: the cap shifts think times the "
-            "client sleeps, and a virtual clock's think times are the server's",
-            hint="leave the cap out, or serve-sim --clock wall (kvbench run: --time-scale N)")
+            f"{', '.join(given)} against a virtual-clock server: idle caps shift think times "
+            "the client sleeps and the harness's warm-up phase runs on wall time, while a "
+            "virtual clock's times are the server's (sim/lockstep.py)",
+            hint="leave them out, or serve-sim --clock wall (kvbench run: --time-scale N)")
     return cfg.model_copy(update={"virtual_lanes": cfg.concurrency})

@@ -14,7 +14,14 @@ from pathlib import Path
 from time import perf_counter_ns
 
 from kvbench.errors import ReplayError, ReplayInterrupted
-from kvbench.files import GZ_SUFFIX, JsonlWriter, iter_jsonl, read_json, write_json_atomic
+from kvbench.files import (
+    GZ_SUFFIX,
+    JsonlWriter,
+    iter_jsonl,
+    read_json,
+    remove_own,
+    write_json_atomic,
+)
 from kvbench.redaction import redact_json
 from kvbench.replay.clock import advertised_clock, resolve_time_scale, virtual_config
 from kvbench.replay.config import ReplayConfig
@@ -22,6 +29,7 @@ from kvbench.replay.health import LoopMonitor
 from kvbench.replay.http import Endpoint
 from kvbench.replay.lanes import Counters, Lanes
 from kvbench.replay.stats import summarize
+from kvbench.replay.warmup import warm_up
 from kvbench.workload import (
     PromptBuilder,
     Session,
@@ -31,6 +39,7 @@ from kvbench.workload import (
     generate_sessions,
     load_trace,
 )
+from kvbench.workload.identity import identify
 
 Progress = Callable[[Counters, float], None]
 # what a run leaves in its output directory (results/store.py names the same summary)
@@ -62,7 +71,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     ep = Endpoint.parse(cfg.url)
     advertised, virtual = await asyncio.to_thread(advertised_clock, cfg.url)
     scale, scale_source = resolve_time_scale(cfg.time_scale, advertised, virtual)
-    cfg = virtual_config(cfg, virtual).model_copy(update={"time_scale": scale})
+    cfg = await start_virtual(virtual_config(cfg, virtual))
+    cfg = cfg.model_copy(update={"time_scale": scale})
     if sessions is None:
         sessions = load_sessions(cfg)
     token_ids = cfg.token_ids if cfg.token_ids is not None else (
@@ -71,14 +81,15 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     vocab = Vocabulary(cfg.tokenizer, token_ids=token_ids)
     prompts = PromptBuilder(vocab, marker, token_ids=token_ids)
     pool = SessionPool.for_bounds(sessions, cfg.bounds)
+    corpus = identify(cfg.trace, sessions, cfg.corpus)
 
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
     for stale in (RECORDS_FILE, RECORDS_FILE + GZ_SUFFIX):
-        (out / stale).unlink(missing_ok=True)
+        remove_own(out / stale)
     records_path = out / (RECORDS_FILE + (GZ_SUFFIX if cfg.compress_records else ""))
     # a summary left by an earlier run in this directory must never pass for this run's
-    (out / SUMMARY_FILE).unlink(missing_ok=True)
+    remove_own(out / SUMMARY_FILE)
     counters = Counters()
     monitor = LoopMonitor()
     started_wall = time.time()
@@ -107,19 +118,25 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         summary["run"] = {
             "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
             "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",
-            "sessions": len(sessions), "concurrency": cfg.concurrency,
+            "corpus": corpus, "sessions": len(sessions),
+            "max_context_tokens": cfg.max_context_tokens,
+            "sessions_over_context": pool.dropped, "concurrency": cfg.concurrency,
             "duration_s": cfg.duration_s, "max_requests": cfg.max_requests,
             "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
             "start": cfg.start, "start_ratio": list(cfg.start_ratio), "order": cfg.order,
+            "clock": "virtual" if cfg.virtual_lanes is not None else "wall",
+            "warmup_per_lane": cfg.warmup_per_lane, "warmup_grace_s": cfg.warmup_grace_s,
             "think_time_cap_s": cfg.think_time_cap_s, "think_time_scale": cfg.think_time_scale,
             "system_idle_cap_s": cfg.system_idle_cap_s,
             "idle_shifts": lanes.idle.shifts if lanes.idle else 0,
             "idle_shifted_s": lanes.idle.shift_ns / 1e9 if lanes.idle else 0.0,
+            "tree_idle_cap_s": cfg.tree_idle_cap_s, "tree_idle_shifts": lanes.tree_shifts,
+            "tree_idle_shifted_s": lanes.tree_shifted_ns / 1e9,
+            **phases(lanes, t0),
             "max_input_tokens": cfg.max_input_tokens, "ignore_eos": cfg.ignore_eos,
             "dropped_fields": sorted(lanes.factory.dropped),
             "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
             "time_scale": scale, "time_scale_source": scale_source,
-            "clock": "virtual" if cfg.virtual_lanes is not None else "wall",
             "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
             "connections": counters.connections(),
             "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else
@@ -150,36 +167,84 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
 
 async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
                on_progress: Progress | None, t0: int) -> None:
-    """The lanes from start to end, then everything they left (cancelled lanes, responses
-    still to parse) settled."""
-    if cfg.duration_s is not None and cfg.virtual_lanes is None:
-        lanes.deadline_ns = t0 + int(cfg.duration_s * 1e9)
+    """The warm-up, then the profiling phase for its duration (counted from its own start),
+    then everything they left (cancelled lanes, responses still to parse) settled."""
     # What exists now (traces, vocabulary, earlier jobs' results in a sweep) lives all run:
     # out of the collector's reach, so no full collection walks it mid-replay (one took
     # 48-60 ms in the quickstart, the loop lag that flagged its runs saturated)
     gc.freeze()
     monitor.start()
     lanes.digest.start()
-    if cfg.session_rate is not None:
-        tasks = [asyncio.create_task(lanes.run_open(cfg.session_rate,
-                                                    cfg.arrival == "poisson", cfg.seed))]
-    else:
-        tasks = [asyncio.create_task(lanes.run_lane(lanes.lane_offset + i))
-                 for i in range(cfg.concurrency)]
+    lanes.t0_ns = t0
+    tasks: list[asyncio.Task] = []
     ticker = None
     if on_progress is not None:
         ticker = asyncio.create_task(_tick(on_progress, lanes.c, t0))
     try:
-        await _wait(tasks, cfg, lanes)
+        lane_ids = [lanes.lane_offset + i for i in range(cfg.concurrency)]
+        if cfg.session_rate is None and (cfg.start == "sampled" or cfg.warmup_per_lane):
+            warm = asyncio.create_task(warm_up(lanes, lane_ids))
+            await _first(_done_event(warm), lanes.halted, None)
+            if not warm.done():
+                warm.cancel()
+            await _cancel_all([warm, *lanes.stream_tasks])
+            if not warm.cancelled() and warm.exception() is not None:
+                raise ReplayError(f"the warm-up failed: {warm.exception()!r}"
+                                  ) from warm.exception()
+            if lanes.error is not None:
+                raise ReplayError(f"a session stream failed: {lanes.error!r}"
+                                  ) from lanes.error
+        lanes.profiling_started_ns = perf_counter_ns()
+        if cfg.duration_s is not None and cfg.virtual_lanes is None:
+            # (a virtual clock's lanes check the deadline in its time: replay/lanes.py)
+            lanes.deadline_ns = lanes.profiling_started_ns + int(cfg.duration_s * 1e9)
+        if not lanes.stopping:
+            if cfg.session_rate is not None:
+                tasks = [asyncio.create_task(lanes.run_open(
+                    cfg.session_rate, cfg.arrival == "poisson", cfg.seed))]
+            else:
+                tasks = [asyncio.create_task(lanes.run_lane(i)) for i in lane_ids]
+            await _wait(tasks, cfg, lanes)
     finally:
         lanes.stopping = True
         await _cancel_all(tasks)
+        await _cancel_all(list(lanes.stream_tasks))
+        lanes.profiling_ended_ns = perf_counter_ns()
         if ticker is not None:
             ticker.cancel()
             on_progress(lanes.c, (perf_counter_ns() - t0) / 1e9)  # type: ignore[misc]
         await lanes.digest.drain()
         await monitor.stop()
         gc.unfreeze()
+
+
+async def start_virtual(cfg: ReplayConfig) -> ReplayConfig:
+    """A virtual-clock run's start at the server (replay/lockstep.py), once per run: the
+    shards of a sharded one share their parent's."""
+    if cfg.virtual_lanes is None or cfg.virtual_start_ns is not None:
+        return cfg
+    from kvbench.replay.lockstep import start_run
+
+    start_s = await asyncio.to_thread(start_run, cfg.url, cfg.virtual_lanes)
+    return cfg.model_copy(update={"virtual_start_ns": round(start_s * 1e9)})
+
+
+def _done_event(task: asyncio.Task) -> asyncio.Event:
+    done = asyncio.Event()
+    task.add_done_callback(lambda _: done.set())
+    return done
+
+
+def phases(lanes: Lanes, t0: int) -> dict:
+    """When the profiling phase ran, on the records' clock (perf_counter_ns), the warm-up
+    before it, and the most requests in flight at once."""
+    start, end = lanes.profiling_started_ns, lanes.profiling_ended_ns
+    c = lanes.c
+    return {"profiling_started_ns": start, "profiling_ended_ns": end,
+            "deadline_ns": lanes.deadline_ns,
+            "warmup_s": (start - t0) / 1e9 if start else None,
+            "inflight": {"max": c.max_inflight, "max_profiled": c.max_inflight_profiled,
+                         "lanes": lanes.cfg.concurrency}}
 
 
 async def _cancel_all(tasks: list[asyncio.Task]) -> None:
@@ -242,8 +307,8 @@ async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> N
     if not tasks:
         finished.set()
     if cfg.duration_s is None or cfg.virtual_lanes is not None:
-        # a virtual clock's lanes stop themselves at its deadline; in-flight requests end
-        # as fast as the engine runs them
+        # a virtual clock's lanes stop themselves at its deadline; in-flight requests end as
+        # fast as the engine runs them
         await _first(finished, lanes.halted, None)
     else:
         await _first(finished, lanes.halted, cfg.duration_s)
@@ -255,6 +320,8 @@ async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> N
     for t in tasks:
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise ReplayError(f"a session lane failed: {t.exception()!r}") from t.exception()
+    if lanes.error is not None:
+        raise ReplayError(f"a session stream failed: {lanes.error!r}") from lanes.error
 
 
 async def _first(a: asyncio.Event, b: asyncio.Event, timeout_s: float | None) -> None:

@@ -2,8 +2,8 @@
 
 Two clocks. `wall`: simulated time runs `time_scale` times faster than wall time: a step that
 the cost model says takes 20 ms is delivered after 20 ms / time_scale of wall time.
-`virtual`: simulated time moves only while every lane of the client has a request in the
-engine (sim/lockstep.py), each event stamped with it. Timings the server reports itself (the
+`virtual`: simulated time moves only while no request that ended still owes the client's
+answer (sim/lockstep.py), each event stamped with it. Timings the server reports itself (the
 `sim_timing` field of each response, /metrics) are in simulated seconds. Each request gets
 exactly `max_tokens` output tokens (as with `ignore_eos`)."""
 
@@ -29,12 +29,14 @@ from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.lockstep import (
     ARRIVAL_HEADER,
     CLOCK_HEADER,
-    LANE_END_PATH,
+    REQUEST_HEADER,
+    RESOLVE_PATH,
+    RUN_PATH,
     STAMP_FIELD,
     LaneError,
-    LaneRequest,
     Lockstep,
-    lane_of,
+    Successor,
+    successor_of,
 )
 from kvbench.sim.metrics import SimMetrics
 from kvbench.sim.request import SimRequest
@@ -61,6 +63,9 @@ class ServerConfig:
     max_running_requests: int = 256
     chunked_prefill_tokens: int = 8192
     chars_per_token: int = 0  # 0: word tokens (see tokens.py)
+    # a HuggingFace tokenizer (name or directory) that counts and keys prompts as the
+    # engine would: two clients synthesising prompts with it are then measured alike
+    tokenizer: str | None = None
     default_max_tokens: int = 128
     context_tokens: int | None = None  # max_model_len: longer prompt + max_tokens -> 400
     extra: dict = field(default_factory=dict)
@@ -107,6 +112,12 @@ class SimServer:
         self.failure: str | None = None
         self.cancelled = 0  # requests whose client disconnected
         self._transports: set[asyncio.Transport] = set()
+        self._hf_tokenizer = None
+        if config.tokenizer is not None:
+            # loaded before the first request, whose time it would otherwise take
+            from transformers import AutoTokenizer
+
+            self._hf_tokenizer = AutoTokenizer.from_pretrained(config.tokenizer)
         self.lockstep = Lockstep() if config.clock == "virtual" else None
         if self.lockstep is not None:
             self.engine.hold = self.lockstep.held
@@ -145,8 +156,8 @@ class SimServer:
                 await asyncio.sleep(0)
 
     async def _loop_virtual(self, lockstep: Lockstep) -> None:
-        """Run the engine event by event while no lane owes a request; a request or a lane's
-        end wakes it. Between events the loop yields, so the handlers stream what happened."""
+        """Run the engine event by event while nothing is owed; a request or a resolve wakes
+        it. Between events the loop yields, so the handlers stream what happened."""
         while True:
             self._wake.clear()
             nxt = None if lockstep.held() else self.engine.next_event_s()
@@ -168,10 +179,10 @@ class SimServer:
 
     # -- requests --------------------------------------------------------------------------
     def _submit(self, prompt: Prompt, max_tokens: int,
-                lane: LaneRequest | None = None) -> tuple[SimRequest, asyncio.Queue]:
+                succ: Successor | None = None) -> tuple[SimRequest, asyncio.Queue]:
         queue: asyncio.Queue = asyncio.Queue()
         self._queues.add(queue)
-        lockstep = self.lockstep if lane is not None else None
+        lockstep = self.lockstep if succ is not None else None
 
         def sink(req: SimRequest, event: str, n: int, t: float) -> None:
             if event == "first":
@@ -181,18 +192,17 @@ class SimServer:
             queue.put_nowait((event, n, t))
             if event in ("finish", "error"):
                 self._queues.discard(queue)
-                if lockstep is not None:
-                    lockstep.finished(lane.lane)
+                if lockstep is not None:  # the clock waits for what follows it
+                    lockstep.ended(req.meta["request"], t)
 
-        # a lane's request arrives when its think time after its last answer is over: the
-        # clock has waited at that answer's end since (sim/lockstep.py)
-        arrival = self.now_s() + (lane.think_ns / 1e9 if lane is not None else 0.0)
-        req = SimRequest(rid=next(self._ids), arrival_s=arrival,
+        req = SimRequest(rid=next(self._ids), arrival_s=self.now_s(),
                          input_tokens=prompt.num_tokens, output_tokens=max_tokens,
                          keys=prompt.keys, page_tokens=self.config.page_tokens, sink=sink)
         if lockstep is not None:
-            req.meta["ticket"] = lockstep.arrive(
-                lane, lambda: self.engine.submit(req, at_s=arrival))
+            # it arrives when what it follows ended plus its delay (sim/lockstep.py)
+            req.meta["request"] = f"r{req.rid}"
+            req.arrival_s, req.meta["ticket"] = lockstep.arrive(
+                succ, lambda at_s: self.engine.submit(req, at_s=at_s))
         else:
             self.engine.submit(req)
         self._wake.set()
@@ -200,6 +210,9 @@ class SimServer:
 
     def _text_prompt(self, text: str) -> Prompt:
         cfg = self.config
+        if cfg.tokenizer is not None:
+            return token_prompt(self._hf_tokenizer.encode(text, add_special_tokens=False),
+                                cfg.page_tokens)
         if cfg.chars_per_token > 0:
             return text_prompt(text, cfg.page_tokens, cfg.chars_per_token)
         return self.prompt_tokens.prompt(text, cfg.page_tokens)
@@ -258,25 +271,18 @@ class SimServer:
         if self.failure:
             return _error(500, self.failure)
         try:
-            lane = lane_of(request.headers) if self.lockstep is not None else None
+            succ = successor_of(request.headers) if self.lockstep is not None else None
         except LaneError as e:
             return _error(400, str(e))
-        need = (len(prompt.keys) * self.config.page_tokens + max(
-            0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
-            + self.costs.request_state_tokens)
-        if over_context(self.config.context_tokens, prompt.num_tokens, max_tokens):
-            return _error(400, context_error(self.config.context_tokens, prompt.num_tokens,
-                                             max_tokens))
-        if need > self.cache.device_capacity:
-            return _error(400, f"the request needs {need} KV tokens (prompt {prompt.num_tokens}"
-                               f" + max_tokens {max_tokens}); the GPU tier holds "
-                               f"{self.cache.device_capacity}")
+        refused = self._refusal(prompt, max_tokens)
+        if refused is not None:
+            if succ is None:
+                return _error(400, refused)
+            return self._refused_in_step(succ, refused)
         try:
-            req, queue = self._submit(prompt, max_tokens, lane)
+            req, queue = self._submit(prompt, max_tokens, succ)
         except LaneError as e:
             return _error(400, str(e))
-        if lane is not None:
-            req.meta["lane"] = lane.lane
         rid = f"{'chatcmpl' if chat else 'cmpl'}-sim{req.rid}"
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()), "model": self.config.served_model_name}
@@ -296,9 +302,45 @@ class SimServer:
         finally:
             self._transports.discard(transport)
 
-    def end_lane(self, lane: int, lanes: int) -> None:
+    def _refusal(self, prompt: Prompt, max_tokens: int) -> str | None:
+        """Why the request is refused before the engine (a 400), or None."""
+        need = (len(prompt.keys) * self.config.page_tokens + max(
+            0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
+            + self.costs.request_state_tokens)
+        if over_context(self.config.context_tokens, prompt.num_tokens, max_tokens):
+            return context_error(self.config.context_tokens, prompt.num_tokens, max_tokens)
+        if need > self.cache.device_capacity:
+            return (f"the request needs {need} KV tokens (prompt {prompt.num_tokens} + "
+                    f"max_tokens {max_tokens}); the GPU tier holds {self.cache.device_capacity}")
+        return None
+
+    def _refused_in_step(self, succ: Successor, message: str) -> web.Response:
+        """A successor refused before the engine: it arrived (what it follows is answered)
+        and ended at once, so the clock waits for what follows it in turn."""
         assert self.lockstep is not None
-        self.lockstep.end(lane, lanes)
+        rid = f"x{next(self._ids)}"
+        try:
+            arrival, _ = self.lockstep.arrive(succ, lambda at_s: None)
+        except LaneError as e:
+            return _error(400, str(e))
+        self.lockstep.ended(rid, arrival)
+        self._wake.set()
+        resp = _error(400, message)
+        resp.headers[REQUEST_HEADER] = rid
+        resp.headers[ARRIVAL_HEADER] = str(round(arrival * 1e9))
+        return resp
+
+    def start_run(self, lanes: int) -> int:
+        """A virtual-clock run begins (POST /kvbench/run): its lanes owe their first requests
+        from now on; returns now, in simulated ns."""
+        assert self.lockstep is not None
+        self.lockstep.start_run(lanes, self.now_s())
+        self._wake.set()
+        return round(self.now_s() * 1e9)
+
+    def resolve(self, after: str, count: int, skipped: int) -> None:
+        assert self.lockstep is not None
+        self.lockstep.resolve(after, count, skipped)
         self._wake.set()
 
     def close_streams(self) -> None:
@@ -310,8 +352,10 @@ class SimServer:
 
     def _abandon(self, req: SimRequest, queue: asyncio.Queue) -> None:
         """Take a request whose client left out of the queue or the running set."""
-        if self.lockstep is not None and "lane" in req.meta and req.finish_s < 0:
-            self.lockstep.withdraw(req.meta["lane"], req.meta["ticket"])
+        if self.lockstep is not None and "ticket" in req.meta and req.finish_s < 0 and \
+                not self.lockstep.withdraw(req.meta["ticket"]):
+            # in the engine: cancelled now, and what follows it is the client's to say
+            self.lockstep.ended(req.meta["request"], self.now_s())
         self.engine.cancel(req)
         self._queues.discard(queue)
         self.cancelled += 1
@@ -323,6 +367,8 @@ class SimServer:
         virtual = self.lockstep is not None
         if virtual:  # every event says when it happened in the engine's clock
             headers[ARRIVAL_HEADER] = str(round(req.arrival_s * 1e9))
+            if "request" in req.meta:
+                headers[REQUEST_HEADER] = req.meta["request"]
         resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         if chat:
@@ -424,20 +470,36 @@ def build_app(server: SimServer) -> web.Application:
         else:
             response.headers[TIME_SCALE_HEADER] = repr(float(server.config.time_scale))
 
-    async def lane_end(request: web.Request) -> web.Response:
-        """A lane of the client sends nothing more: the virtual clock stops waiting for it."""
+    async def control(request: web.Request, action) -> web.Response:
+        """The virtual clock's control requests: a run's start, a successor not sent."""
         if server.lockstep is None:
-            return _error(404, "this server's clock is not virtual: no lanes to end")
+            return _error(404, "this server's clock is not virtual")
         try:
             body = await request.json(loads=orjson.loads)
-            lane, lanes = body["lane"], body["lanes"]
-            if not all(type(v) is int for v in (lane, lanes)):
-                raise LaneError(f"'lane' and 'lanes' must be integers, got {shown(lane)} and "
-                                f"{shown(lanes)}")
-            server.end_lane(lane, lanes)
+            if not isinstance(body, dict):
+                raise LaneError("the body must be a JSON object")
+            return web.json_response(action(body))
         except (LaneError, ValueError, KeyError, TypeError) as e:
-            return _error(400, f"lane-end: {e}")
-        return web.json_response({"ended": lane})
+            return _error(400, f"{request.path}: {e}")
+
+    def _int(body: dict, key: str) -> int:
+        v = body[key]
+        if type(v) is not int:
+            raise LaneError(f"{key!r} must be an integer, got {shown(v)}")
+        return v
+
+    async def run(request: web.Request) -> web.Response:
+        return await control(request, lambda b: {
+            "now_ns": server.start_run(_int(b, "lanes"))})
+
+    async def resolve(request: web.Request) -> web.Response:
+        def act(b: dict) -> dict:
+            after = b["after"]
+            if not isinstance(after, str):
+                raise LaneError(f"'after' must be a request id, got {shown(after)}")
+            server.resolve(after, _int(b, "count"), _int(b, "skipped"))
+            return {"resolved": after}
+        return await control(request, act)
 
     async def on_startup(_: web.Application) -> None:
         await server.start()
@@ -459,7 +521,8 @@ def build_app(server: SimServer) -> web.Application:
 
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)
-    app.router.add_post(LANE_END_PATH, lane_end)
+    app.router.add_post(RUN_PATH, run)
+    app.router.add_post(RESOLVE_PATH, resolve)
     app.on_response_prepare.append(advertise_clock)
     app.on_startup.append(on_startup)
     app.on_shutdown.append(on_shutdown)
