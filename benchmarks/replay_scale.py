@@ -47,8 +47,9 @@ MODEL = "fake-model"
 # -- the workload ----------------------------------------------------------------------------
 def write_trace(out: Path, sessions: int, turns: int, seed: int) -> dict:
     """kvbench's synthetic sessions (no subagents: AIPerf's chain detection and kvbench's
-    tree then agree on one stream a session) as one kv-cache-tester JSON file each, with
-    recorded times (`t` and `api_time` of 20 ms a token) so every client paces them alike."""
+    tree then agree on one stream a session) as one kv-cache-tester JSON file each, in the
+    schema AIPerf checks (`models`, local hash scope), with recorded times (`t` and
+    `api_time` of 20 ms a token) so every client paces them alike."""
     sys.path.insert(0, str(REPO / "src"))
     from kvbench.workload import SyntheticSpec, generate_sessions
 
@@ -68,8 +69,8 @@ def write_trace(out: Path, sessions: int, turns: int, seed: int) -> dict:
             tokens.append(turn.input_tokens)
             t += api
         (out / f"{s.session_id}.json").write_text(json.dumps(
-            {"id": s.session_id, "block_size": spec.block_tokens, "hash_id_scope": "global",
-             "requests": requests}))
+            {"id": s.session_id, "models": [MODEL], "block_size": spec.block_tokens,
+             "hash_id_scope": "local", "requests": requests}))
     tokens.sort()
     return {"sessions": sessions, "requests": len(tokens),
             "prompt_tokens_median": tokens[len(tokens) // 2], "prompt_tokens_max": tokens[-1]}
