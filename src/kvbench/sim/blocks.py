@@ -137,7 +137,7 @@ class BlockPool:
             if d < kid.hi or d == limit or not kid.kids:
                 break
             kid = kid.kids.get(chain[d])
-        host = self.host.lru
+        host = self.host.index
         if host and d < limit and chain[d] in host:  # (not a prefix: unit by unit, in C)
             return d, len(list(takewhile(host.__contains__, islice(chain, d, limit)))), run
         return d, 0, run

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvbench.errors import SimError
 from kvbench.sim.engine import Engine
 from kvbench.sim.request import SimRequest
+from kvbench.workload.blocks import common_prefix, namespaced
 from kvbench.workload.bounds import SessionPool, WorkloadBounds, pass_key, pass_namespace
 from kvbench.workload.session import Session
 
@@ -39,6 +40,10 @@ class _Lane:
     start: int = 0
     turn: int = 0  # next turn index to consider
     sent_one: bool = False  # a turn of this session was sent (the next one waits think time)
+    # the page keys last sent per agent of this session pass (None: the main agent) and the
+    # ids they came from: the next turn of an agent continues its previous prompt, so its
+    # keys are mostly a copy of those (AgentX prompts are 1.5K-16K pages)
+    sent_keys: dict = field(default_factory=dict)
 
 
 class LaneDriver:
@@ -81,7 +86,22 @@ class LaneDriver:
         idx = self.namespaces.setdefault(ns, len(self.namespaces))
         lane.session, lane.key, lane.ns_base = session, pass_key(session, pass_no), idx * _KEY_SPAN
         lane.start, lane.turn, lane.sent_one = start, 0, False
+        lane.sent_keys = {}
         return True
+
+    @staticmethod
+    def _keys(lane: _Lane, turn, n: int) -> list:
+        """The turn's first `n` page keys in the lane's namespace."""
+        ids = turn.hash_ids
+        prev = lane.sent_keys.get(turn.agent)
+        if prev is None:
+            keys = namespaced(ids, lane.ns_base, n)
+        else:
+            m = min(common_prefix(prev[0], ids), n)
+            keys = prev[1][:m]
+            keys += namespaced(ids[m:], lane.ns_base, n - m)
+        lane.sent_keys[turn.agent] = (ids[:n], keys)
+        return keys
 
     def _submit_next(self, lane: _Lane, now_s: float) -> None:
         """Submit the lane's next sendable turn (taking new sessions as needed)."""
@@ -103,8 +123,7 @@ class LaneDriver:
                     at_s += bounds.think_s(turn)
                 lane.sent_one = True
                 page = turn.block_tokens
-                base = lane.ns_base
-                keys = [base + h for h in turn.hash_ids[: -(-turn.input_tokens // page)]]
+                keys = self._keys(lane, turn, -(-turn.input_tokens // page))
                 req = SimRequest(rid=self.rid, arrival_s=at_s, input_tokens=turn.input_tokens,
                                  output_tokens=bounds.max_tokens(turn), keys=keys,
                                  page_tokens=page, session=lane.index)

@@ -30,7 +30,7 @@ and core/kv_cache_manager.py:
 from __future__ import annotations
 
 from kvbench.errors import SimError
-from kvbench.sim.block_table import BlockTable, block_chain
+from kvbench.sim.block_table import BlockTable, ChainCache
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.context import context_error
 from kvbench.sim.engine import Engine, _Step
@@ -52,6 +52,7 @@ class VllmEngine(Engine):
         # running cap, and are never preempted (vLLM keeps them out of `running`).
         self.loading: list[SimRequest] = []
         self._preempted_now = False
+        self._chains = ChainCache()
 
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
@@ -208,7 +209,7 @@ class VllmEngine(Engine):
         pool, costs = self.pool, self.costs
         b: BlockTable | None = req.blocks
         if b is None:
-            b = req.blocks = block_chain(req, self._unit(req))
+            b = req.blocks = self._chains.table(req, self._unit(req))
         U, k = self.U, pool.unit_blocks
         prompt = req.input_tokens + b.extra
         limit = (prompt - 1) // U

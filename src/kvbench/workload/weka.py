@@ -102,7 +102,11 @@ def parse_session(obj: Any, where: str) -> Session:
     if not turns:
         raise WorkloadError(f"{where}: field requests is empty: a session needs at least one turn")
     namespace = sid if scope == "local" else "global"
-    return Session(sid, turns, namespace, where, {"format": "weka", "block_size": block})
+    meta = {"format": "weka", "block_size": block}
+    # the trace's system and tool prefix (kv-cache-tester headers), for the corpus fit
+    meta.update({k: obj[k] for k in ("system_tokens", "tool_tokens")
+                 if isinstance(obj.get(k), int) and not isinstance(obj.get(k), bool)})
+    return Session(sid, turns, namespace, where, meta)
 
 
 def _asdict(turn: Turn) -> dict:
