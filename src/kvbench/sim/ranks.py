@@ -88,6 +88,8 @@ class RankedEngines:
         self.engines = [make_rank(on_finish=self._finisher(i), on_arrival=on_arrival)
                         for i in range(ranks)]
         side_by_side(self.engines)
+        # ranks whose next event may have moved since the loop last asked (submissions)
+        self._touched: set[int] = set()
 
     def _finisher(self, rank: int) -> Callable[[SimRequest], None]:
         def finished(req: SimRequest) -> None:
@@ -104,15 +106,28 @@ class RankedEngines:
         rank = self.router.route(session_key(req), self._load)
         req.meta = {**(req.meta or {}), "rank": rank}
         self.engines[rank].submit(req, at_s)
+        self._touched.add(rank)
 
     def run_until(self, horizon_s: float = math.inf) -> None:
+        """Advance to `horizon_s`, event by event: at each, only the ranks whose next event
+        it is run (the others would only move their idle clocks; a request submitted to a
+        rank later arrives at its own time all the same). Asking every rank at every event
+        made a 16-rank row 3M engine calls for 94K events."""
         engines = self.engines
+        touched = self._touched
+        nxt = [e.next_event_s() for e in engines]
+        inf = math.inf
         while True:
-            times = [t for e in engines if (t := e.next_event_s()) is not None]
-            if not times or min(times) > horizon_s:
+            for i in touched:
+                nxt[i] = engines[i].next_event_s()
+            touched.clear()
+            t = min((x for x in nxt if x is not None), default=None)
+            if t is None or t > horizon_s:
                 break
-            t = min(times)
-            for e in engines:
-                e.run_until(t)
+            for i, x in enumerate(nxt):
+                if x is not None and x <= t:
+                    engines[i].run_until(t)
+                    touched.add(i)
+                    nxt[i] = inf  # asked again below (touched)
         for e in engines:
             e.run_until(horizon_s)
