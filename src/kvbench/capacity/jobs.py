@@ -37,12 +37,29 @@ def engine_of(framework: str) -> str | None:
 
 
 def router_of(job) -> str:
-    """Dynamo routes a conversation to one worker (session affinity); a row with a router
-    runs it with consistent hashing on the session key; else SGLang's DP controller's
-    round robin (reference/inferencex.md, DP-attention + router pattern)."""
+    """Dynamo routes a conversation to one worker (session affinity): by its KV-aware cost
+    where the row's srt-slurm recipe runs the frontend with `router-mode: kv`, else to the
+    least loaded; a row with a router runs it with consistent hashing on the session key;
+    else SGLang's DP controller's round robin (reference/inferencex.md, DP-attention + router
+    pattern)."""
     if job.framework.startswith("dynamo"):
-        return "sticky"
+        return "kv" if frontend_router_mode(job) == "kv" else "sticky"
     return "consistent_hash" if job.row.get("router") else "round_robin"
+
+
+def frontend_router_mode(job) -> str | None:
+    """The Dynamo frontend's --router-mode in the row's srt-slurm recipe (None: not named)."""
+    from kvbench.engines.srt_recipe import config_file_of, recipe_of
+
+    config_file = config_file_of(job.row) if job.is_multinode else None
+    if config_file is None:
+        return None
+    try:
+        args = (recipe_of(job, config_file).frontend.get("args") or {})
+    except KvbenchError:
+        return None
+    mode = args.get("router-mode")
+    return None if mode is None else str(mode)
 
 
 def _ranks(worker: dict) -> int:
@@ -61,9 +78,14 @@ def model_job(job, plan) -> JobModel:
     name = engine_of(job.framework)
     notes = [TRT_NOTE] if name is None and "trt" in job.framework else []
     profile = load_engine_profile(name)
+    lazy = profile.kv_manager == "vllm_blocks" and plan.host_kv_tokens > 0 and lazy_offload(
+        job, plan)
+    if lazy:
+        notes.append("SimpleCPUOffloadConnector lazy_offload: blocks stored as they near "
+                     "eviction")
     engine = EngineConfig(kv_manager=profile.kv_manager,
                           block_tokens=plan.page_size_tokens or int(profile.block_tokens.value),
-                          context_tokens=model_context_tokens(job.model))
+                          context_tokens=model_context_tokens(job.model), lazy_offload=lazy)
     row = job.row
     prefill = row["prefill"] if job.is_multinode else row
     costs = resolve_costs(job.model, plan.hardware, int(prefill["tp"]), job.precision,
@@ -94,6 +116,28 @@ def model_job(job, plan) -> JobModel:
         notes.append("aggregated multi-node: prefill workers serve whole requests")
     return JobModel(costs, ranks, router_of(job), plan.gpu_kv_tokens, plan.host_kv_tokens,
                     engine, disagg, tuple(notes), nic)
+
+
+def lazy_offload(job, plan) -> bool:
+    """Whether the row's vLLM server runs SimpleCPUOffloadConnector with lazy_offload: its
+    --kv-transfer-config as the engine adapter builds it (the launchers set it per key:
+    engines/data/vllm.yaml)."""
+    import json
+
+    from kvbench.engines import get_adapter
+
+    try:
+        argv = get_adapter(job.framework).build(job, plan, port=1).argv
+    except KvbenchError:
+        return False
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag == "--kv-transfer-config":
+            try:
+                extra = json.loads(value).get("kv_connector_extra_config") or {}
+            except (ValueError, AttributeError):
+                return False
+            return str(extra.get("lazy_offload")).lower() == "true"
+    return False
 
 
 def nic_input(hw) -> dict:

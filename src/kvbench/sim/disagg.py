@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from kvbench.sim.engine import Engine
 from kvbench.sim.link import HostLink
-from kvbench.sim.ranks import RankedEngines, Router, session_key, side_by_side
+from kvbench.sim.ranks import RankedEngines, Router, kv_cost, session_key, side_by_side
 from kvbench.sim.request import SimRequest
 
 
@@ -48,7 +48,8 @@ class DisaggEngines(RankedEngines):
         return e.num_running + e.num_queued
 
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
-        rank = self.router.route(session_key(req), self._load)
+        load = self._load if self.router.policy != "kv" else kv_cost(self.prefill, req)
+        rank = self.router.route(session_key(req), load)
         full_output = req.output_tokens
         req.meta = {**(req.meta or {}), "rank": rank, "output_tokens": full_output}
         req.output_tokens = 1  # the prefill rank computes the prompt (and one token)
