@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
+from itertools import pairwise
 from typing import Any
 
 from kvbench.errors import KvbenchError
@@ -130,7 +131,7 @@ def lazy_offload(job, plan) -> bool:
         argv = get_adapter(job.framework).build(job, plan, port=1).argv
     except KvbenchError:
         return False
-    for flag, value in zip(argv, argv[1:], strict=False):
+    for flag, value in pairwise(argv):
         if flag == "--kv-transfer-config":
             try:
                 extra = json.loads(value).get("kv_connector_extra_config") or {}
