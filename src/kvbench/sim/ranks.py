@@ -142,19 +142,18 @@ class RankedEngines:
         made a 16-rank row 3M engine calls for 94K events."""
         engines = self.engines
         touched = self._touched
-        nxt = [e.next_event_s() for e in engines]
         inf = math.inf
+        nxt = [inf if (x := e.next_event_s()) is None else x for e in engines]
         while True:
             for i in touched:
-                nxt[i] = engines[i].next_event_s()
+                x = engines[i].next_event_s()
+                nxt[i] = inf if x is None else x
             touched.clear()
-            t = min((x for x in nxt if x is not None), default=None)
-            if t is None or t > horizon_s:
+            t = min(nxt)
+            if t == inf or t > horizon_s:
                 break
-            for i, x in enumerate(nxt):
-                if x is not None and x <= t:
-                    engines[i].run_until(t)
-                    touched.add(i)
-                    nxt[i] = inf  # asked again below (touched)
+            i = nxt.index(t)  # the lowest rank due first; the others due at t next round
+            engines[i].run_until(t)
+            touched.add(i)
         for e in engines:
             e.run_until(horizon_s)
