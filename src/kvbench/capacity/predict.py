@@ -5,6 +5,7 @@ target's sessions in closed-loop lanes by the workload bounds at that concurrenc
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
 
@@ -51,14 +52,28 @@ def search_tier(target: Target, tier: Tier, sessions: list[Session], bounds_for:
 
 
 def predict_curve(target: Target, sessions: list[Session], bounds_for: BoundsFor, slo: Slo,
-                  host_gbs: list[float], *, ceiling: int, on_point: Progress | None = None
-                  ) -> list[HostPoint]:
+                  host_gbs: list[float], *, ceiling: int, on_point: Progress | None = None,
+                  workers: int = 1) -> list[HostPoint]:
     """Sizes in ascending order; each search starts from the previous size's answer (a host
     tier only adds hits in the simulator, so the answer rarely drops; the gallop checks it
-    rather than trusting it)."""
+    rather than trusting it). `workers` > 1: the sizes in that many interleaved chains, one
+    process each (forked: they share the sessions), each chain hinting from its own previous
+    size: a few more probes, and where passing is not monotone in sessions a search from
+    another hint can stop at another local maximum (every probe is listed either way)."""
+    sizes = sorted(host_gbs)
+    for gb in sizes:
+        target.tier(gb)  # the planner sizes (or refuses) every point here, once
+    if workers > 1 and len(sizes) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        return _parallel(target, sessions, bounds_for, slo, sizes, ceiling, on_point,
+                         min(workers, len(sizes)))
+    return _chain(target, sessions, bounds_for, slo, sizes, ceiling, on_point)
+
+
+def _chain(target: Target, sessions: list[Session], bounds_for: BoundsFor, slo: Slo,
+           sizes: list[float], ceiling: int, on_point: Progress | None) -> list[HostPoint]:
     points: list[HostPoint] = []
     hint = 1
-    for gb in sorted(host_gbs):
+    for gb in sizes:
         point = search_tier(target, target.tier(gb), sessions, bounds_for, slo,
                             ceiling=ceiling, hint=hint)
         points.append(point)
@@ -66,3 +81,35 @@ def predict_curve(target: Target, sessions: list[Session], bounds_for: BoundsFor
         if on_point is not None:
             on_point(point)
     return points
+
+
+# what the forked workers of `_parallel` read (set before the fork, never pickled)
+_FORKED: dict = {}
+
+
+def _forked_chain(sizes: list[float]) -> list[HostPoint]:
+    f = _FORKED
+    return _chain(f["target"], f["sessions"], f["bounds_for"], f["slo"], sizes, f["ceiling"],
+                  None)
+
+
+def _parallel(target: Target, sessions: list[Session], bounds_for: BoundsFor, slo: Slo,
+              sizes: list[float], ceiling: int, on_point: Progress | None,
+              workers: int) -> list[HostPoint]:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    _FORKED.update(target=target, sessions=sessions, bounds_for=bounds_for, slo=slo,
+                   ceiling=ceiling)
+    chains = [sizes[i::workers] for i in range(workers)]
+    points: list[HostPoint] = []
+    try:
+        with ProcessPoolExecutor(workers,
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            for done in as_completed([pool.submit(_forked_chain, c) for c in chains]):
+                for point in done.result():
+                    points.append(point)
+                    if on_point is not None:
+                        on_point(point)
+    finally:
+        _FORKED.clear()
+    return sorted(points, key=lambda p: p.host_gb)

@@ -169,6 +169,9 @@ def capacity(
     ] = None,
     output_format: Annotated[str, typer.Option("--format", help="table | json")] = "table",
     bounds: BoundsOpt = "agentx",
+    workers: Annotated[int, typer.Option(
+        help="Processes the host sizes' searches spread over; 0 = one per available core.")
+    ] = 0,
 ) -> None:
     """Sessions under an SLO per host-tier size (simulated; measured with --url) and the knee:
     the host size beyond which more DRAM adds no sessions, with its flags."""
@@ -179,12 +182,14 @@ def capacity(
     from pydantic import ValidationError
 
     from kvbench.capacity import CapacityDoc, Slo, find_knee, host_grid, predict_curve
-    from kvbench.capacity.jobs import row_bounds
+    from kvbench.capacity.jobs import default_workers, row_bounds
     from kvbench.cli.simulate_jobs import workload_line
     from kvbench.sim.engine_config import EngineConfig
     from kvbench.workload.choice import first_turns, parse_trace
 
     check_format(output_format, ("table", "json"), CapacityError)
+    if workers < 0:
+        raise CapacityError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
     if url is not None and output is None:
         raise CapacityError("--url writes one result.json per step", hint="add --output DIR")
     try:
@@ -258,7 +263,8 @@ def capacity(
             measure_gb = target.budget_gb if server_host_gb is None else server_host_gb
             grid = sorted({*grid, measure_gb})
         predicted = predict_curve(target, sessions_all, bounds_for, slo, grid, ceiling=ceiling,
-                                  on_point=_progress(target, len(grid)))
+                                  on_point=_progress(target, len(grid)),
+                                  workers=workers or default_workers())
         probed = max((st.concurrency for p in predicted for st in p.steps), default=1)
         lanes = fill_warnings(target.label, sessions_all, bounds_for(probed), None)["lanes"]
         if lanes:
