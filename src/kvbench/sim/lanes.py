@@ -97,10 +97,11 @@ class LaneDriver:
         if prev is None:
             keys = namespaced(ids, lane.ns_base, n)
         else:
-            m = min(common_prefix(prev[0], ids), n)
-            keys = prev[1][:m]
-            keys += namespaced(ids[m:], lane.ns_base, n - m)
-        lane.sent_keys[turn.agent] = (ids[:n], keys)
+            prev_ids, prev_n, prev_keys = prev
+            m = min(common_prefix(prev_ids, ids), prev_n, n)
+            keys = prev_keys[:m]
+            keys += namespaced(ids, lane.ns_base, n, m)
+        lane.sent_keys[turn.agent] = (ids, n, keys)
         return keys
 
     def _submit_next(self, lane: _Lane, now_s: float) -> None:

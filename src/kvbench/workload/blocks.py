@@ -78,16 +78,18 @@ class Blocks(Sequence[int]):
             runs.append((start, stop))
         return Blocks(runs)
 
-    def shifted(self, offset: int, n: int | None = None) -> list[int]:
-        """The first `n` ids (all by default) plus `offset`, as a list (built run by run)."""
+    def shifted(self, offset: int, n: int | None = None, start: int = 0) -> list[int]:
+        """Ids start..n (all by default) plus `offset`, as a list (built run by run)."""
         out: list[int] = []
-        left = self._len if n is None else n
+        stop_at = self._len if n is None else min(n, self._len)
+        at = 0  # index of the current run's first id
         for a, b in self.runs:
-            if left <= 0:
+            if at >= stop_at:
                 break
-            stop = min(b, a + left)
-            out += range(a + offset, stop + offset)
-            left -= stop - a
+            lo, hi = max(start - at, 0), min(stop_at - at, b - a)
+            if lo < hi:
+                out += range(a + lo + offset, a + hi + offset)
+            at += b - a
         return out
 
     def __eq__(self, other: object) -> bool:
@@ -132,10 +134,10 @@ def common_prefix(a: Sequence, b: Sequence) -> int:
     return lo
 
 
-def namespaced(ids: Sequence[int], offset: int, n: int) -> list[int]:
-    """The first `n` ids plus `offset` (page keys in a namespace), whatever holds the ids."""
+def namespaced(ids: Sequence[int], offset: int, n: int, start: int = 0) -> list[int]:
+    """Ids start..n plus `offset` (page keys in a namespace), whatever holds the ids."""
     if isinstance(ids, Blocks):
-        return ids.shifted(offset, n)
+        return ids.shifted(offset, n, start)
     if offset == 0:
-        return list(ids[:n])
-    return [offset + h for h in ids[:n]]
+        return list(ids[start:n])
+    return [offset + h for h in ids[start:n]]
