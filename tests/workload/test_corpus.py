@@ -5,6 +5,7 @@ theirs), contexts stay within the row's variant, and a turn's ids stay a few int
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import orjson
@@ -52,7 +53,7 @@ def test_blocks_behave_as_the_tuple_of_their_ids() -> None:
     assert b.extended(13, 15) == (*ids, 13, 14) and b.extended(13, 15).runs[-1] == (10, 15)
     assert common_prefix(b, Blocks([(0, 7), (10, 11), (99, 100)])) == 8
     assert common_prefix(b, Blocks([(0, 3)])) == 3 and common_prefix(b, Blocks([(1, 3)])) == 0
-    assert common_prefix(ids, ids[:4] + (99,)) == 4 and common_prefix(ids, list(ids)) == 10
+    assert common_prefix(ids, (*ids[:4], 99)) == 4 and common_prefix(ids, list(ids)) == 10
 
 
 def test_the_shipped_parameters_are_the_fit_of_the_committed_traces(fit_sessions) -> None:
@@ -83,7 +84,7 @@ def test_sessions_keep_claude_codes_prefix_structure(corpus) -> None:
         assert s.namespace == s.session_id  # local hash scope: sessions share nothing
         main = [t for t in s.turns if t.agent is None]
         prefix = main[0].hash_ids[:20]
-        for a, b in zip(main, main[1:], strict=False):
+        for a, b in itertools.pairwise(main):
             shared = common_prefix(a.hash_ids, b.hash_ids)
             if b.input_tokens >= a.input_tokens:  # the conversation appended
                 assert shared == len(a.hash_ids)
@@ -96,7 +97,7 @@ def test_sessions_keep_claude_codes_prefix_structure(corpus) -> None:
             if t.agent is not None:
                 subs.setdefault(t.agent, t)
         firsts = list(subs.values())
-        for a, b in zip(firsts, firsts[1:], strict=False):  # siblings share their prefix
+        for a, b in itertools.pairwise(firsts):  # siblings share their prefix
             assert common_prefix(a.hash_ids, b.hash_ids) >= 20
             assert common_prefix(a.hash_ids, main[0].hash_ids) == 0
     assert grew > 1000 and rewritten > 0

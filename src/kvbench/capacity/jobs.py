@@ -177,10 +177,12 @@ def row_bounds(concurrency: int, given: dict | None = None, mode: str = "agentx"
                              and k != "concurrency"}, concurrency=concurrency)
 
 
-def simulate_job(job, source, bounds_for, write_policy: str) -> dict:
+def simulate_job(job, source, bounds_for, write_policy: str, sizing: str = "launcher"
+                 ) -> dict:
     """One output entry: the job, its plan's tiers and, when it can be modelled, the
     resident and offload arms on the row's workload (`source`, a WorkloadSource);
-    otherwise `skipped` says why."""
+    otherwise `skipped` says why. `sizing`: the host pools' (plan/launcher_sizing.py:
+    launcher or budget)."""
     from kvbench.plan import plan_job
     from kvbench.sim.simulate import SimSetup, run_sessions
 
@@ -190,11 +192,12 @@ def simulate_job(job, source, bounds_for, write_policy: str) -> dict:
         "multinode": job.is_multinode, "engine-profile": engine_of(job.framework) or "sglang",
         "kv-offloading": job.kv_offloading}
     try:
-        plan = plan_job(job)
+        plan = plan_job(job, sizing=sizing)
     except KvbenchError as e:
         entry["skipped"] = f"plan failed: {e.message}"
         return entry
-    entry.update({"hw": plan.hardware, "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
+    entry.update({"hw": plan.hardware, "backend": plan.backend, "sizing": plan.sizing,
+                  "gpu-kv-tokens": plan.gpu_kv_tokens,
                   "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)})
     if plan.errors or not plan.within_budget:
         entry["skipped"] = "plan refused: " + ("; ".join(plan.errors) or "over the DRAM budget")
@@ -284,14 +287,16 @@ def fill_warnings(label: str, sessions: list, bounds, pool_tokens: int | None) -
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(source, bounds: dict, mode: str, write_policy: str) -> None:
-    _WORKER.update(source=source, bounds=bounds, mode=mode, policy=write_policy)
+def _init_worker(source, bounds: dict, mode: str, write_policy: str,
+                 sizing: str = "launcher") -> None:
+    _WORKER.update(source=source, bounds=bounds, mode=mode, policy=write_policy,
+                   sizing=sizing)
 
 
 def _run_group(group: list[tuple[int, Any]]) -> list[tuple[int, dict]]:
     given, mode = _WORKER["bounds"], _WORKER["mode"]
     return [(i, simulate_job(job, _WORKER["source"], lambda c: row_bounds(c, given, mode),
-                             _WORKER["policy"])) for i, job in group]
+                             _WORKER["policy"], _WORKER["sizing"])) for i, job in group]
 
 
 def twin_key(job: Any) -> tuple:
@@ -313,10 +318,11 @@ def _groups(jobs: list) -> list[list[tuple[int, Any]]]:
 
 def simulate_jobs(jobs: list, source, bounds: dict, write_policy: str, workers: int,
                   progress: Callable[[Iterable, int], Iterable] = lambda it, _n: it,
-                  mode: str = "agentx") -> list[dict]:
+                  mode: str = "agentx", sizing: str = "launcher") -> list[dict]:
     """Every job's entry, in the jobs' order; `bounds` (WorkloadBounds fields) and `mode`
     as `row_bounds` takes them; `workers` > 1 spreads the jobs over processes.
-    `progress(entries, total)` wraps the entries as they complete (a progress display)."""
+    `progress(entries, total)` wraps the entries as they complete (a progress display);
+    `sizing`: the host pools' (launcher or budget)."""
     groups = _groups(jobs)
     out: dict[int, dict] = {}
 
@@ -327,14 +333,15 @@ def simulate_jobs(jobs: list, source, bounds: dict, write_policy: str, workers: 
                 yield entry
 
     if workers <= 1 or len(groups) < 2:
-        _init_worker(source, bounds, mode, write_policy)
+        _init_worker(source, bounds, mode, write_policy, sizing)
         for _ in progress(completed(_run_group(g) for g in groups), len(jobs)):
             pass
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(workers, initializer=_init_worker,
-                                 initargs=(source, bounds, mode, write_policy)) as pool:
+                                 initargs=(source, bounds, mode, write_policy, sizing)
+                                 ) as pool:
             futures = [pool.submit(_run_group, g) for g in groups]
             for _ in progress(completed(f.result() for f in as_completed(futures)),
                               len(jobs)):

@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvbench.cli.flags import SELECTION_FLAGS, selection_from, spread_multi_values
+from kvbench.bounds import option_range
+from kvbench.cli.flags import (
+    BOTH_SCENARIOS,
+    SELECTION_FLAGS,
+    selection_from,
+    spread_multi_values,
+)
 from kvbench.matrix.selection import Selection
 
 _BY_FLAG = {"--" + name.replace("_", "-"): (name, kind) for name, kind, _, _ in SELECTION_FLAGS}
@@ -31,7 +37,7 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             value = inline if eq else next(it, None)
             if value is None:
                 return None
-            values[_OWN[flag]] = Path(value) if flag == "--output" else value
+            values[_OWN[flag]] = value  # --output stays a str: "out/" names a directory
             continue
         if flag not in _BY_FLAG:
             return None  # --help, a positional, a typo: typer's answer
@@ -46,11 +52,23 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             return None
         if kind in ("paths", "strs"):
             values[name] = [*(values[name] or []), Path(value) if kind == "paths" else value]
+        elif kind == "ints":
+            try:
+                number = int(value)
+            except ValueError:
+                return None
+            bound = option_range("matrix", flag)
+            if bound is not None and bound.problem(number) is not None:
+                return None  # typer's usage line names the range
+            values[name] = [*(values[name] or []), number]
         elif kind in ("int", "int?"):
             try:
                 values[name] = int(value)
             except ValueError:
                 return None
+            bound = option_range("matrix", flag)
+            if bound is not None and bound.problem(values[name]) is not None:
+                return None  # typer's usage line names the range
         else:
             values[name] = Path(value) if kind == "path?" else value
     return values
@@ -64,11 +82,11 @@ def try_matrix(argv: list[str]) -> bool:
     if values is None:
         return False
     fmt, output = values.pop("format"), values.pop("output")
-    run_matrix(selection_from(values), fmt, output)
+    run_matrix(selection_from(values, scenarios=BOTH_SCENARIOS), fmt, output)
     return True
 
 
-def run_matrix(selection: Selection, format: str | None, output: Path | None) -> None:
+def run_matrix(selection: Selection, format: str | None, output: str | None) -> None:
     """The matrix command's work: rows as JSON (stdout, and atomically to `output`), or a
     table of counts per config key."""
     import json

@@ -15,7 +15,7 @@ def predict_matrix(selection: Selection, *, trace: list | None, noise: float, th
                    emit: str | None, output_format: str, sessions: int | None = None,
                    seed: int = 0, duration: float | None = None,
                    max_requests: int | None = None, workers: int = 0,
-                   bounds: str = "agentx") -> None:
+                   bounds: str = "agentx", sizing: str = "launcher") -> None:
     """The body of `kvbench plan --predict` and `kvbench simulate-jobs --prune`: simulate
     every selected row with a host tier on its workload (as simulate-jobs does), rank them
     by predicted offload benefit; `emit="github-matrix"` prints the CI matrix (as
@@ -44,7 +44,7 @@ def predict_matrix(selection: Selection, *, trace: list | None, noise: float, th
     offload = [j for j in jobs if has_host_tier(j)]
     out = sim_jobs.simulate_jobs(offload, source, given, "write_through",
                                  workers or sim_jobs.default_workers(), progress=_Progress(),
-                                 mode=bounds)
+                                 mode=bounds, sizing=sizing)
     predictions = predict_jobs(jobs, {id(j): e for j, e in zip(offload, out, strict=True)},
                                noise=noise, threshold=threshold)
     print_warnings(out)

@@ -40,6 +40,9 @@ def workload_source(trace: list[str] | None, sessions: int | None, seed: int):
     return source
 
 
+SizingOpt = Annotated[str, typer.Option(
+    "--sizing", help="Host pools: launcher (default: the InferenceX launcher's; a row whose size "
+    "oversubscribes its budget is listed as refused) or budget (the planner's own).")]
 BoundsOpt = Annotated[str, typer.Option(
     "--bounds", help="agentx: as an AgentX point (its 3600 s, 10 warm-up requests per lane, "
     "lanes starting at 25-75% of a session, idle gaps capped at 300 s; lanes recycle "
@@ -149,6 +152,7 @@ def simulate_jobs(
     noise: Annotated[float, typer.Option(help="--prune: |benefit| at most this.")] = 0.05,
     threshold: Annotated[float, typer.Option(help="--prune: benefit at least this.")] = 0.2,
     bounds: BoundsOpt = "agentx",
+    sizing: SizingOpt = "launcher",
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) replays its workload with its concurrency as session lanes,
@@ -166,9 +170,12 @@ def simulate_jobs(
         predict_matrix(selection, trace=trace, sessions=sessions, seed=seed,
                        duration=duration, max_requests=max_requests, noise=noise,
                        threshold=threshold, emit="github-matrix", output_format=output_format,
-                       workers=workers, bounds=bounds)
+                       workers=workers, bounds=bounds, sizing=sizing)
         return
     check_format(output_format, ("json", "table"), SimError)
+    from kvbench.plan.launcher_sizing import check_mode
+
+    check_mode(sizing)
     if workers < 0:
         raise SimError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
     policy = _policy(write_policy)
@@ -182,7 +189,7 @@ def simulate_jobs(
     print(workload_line(source, given, bounds), file=sys.stderr)
     out = sim_jobs.simulate_jobs(jobs, source, given, policy,
                                  workers or sim_jobs.default_workers(), progress=_Progress(),
-                                 mode=bounds)
+                                 mode=bounds, sizing=sizing)
     if output_format == "json":
         print(json.dumps(out, indent=1))
     else:
