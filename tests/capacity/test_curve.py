@@ -97,9 +97,9 @@ def test_quickstart_row_gives_curve_and_recommendation(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--format", "xml"], "--format 'xml' is not one of table, json"),
-    (["--ttft-p90-ms", "0"], "SLO: "),
+    (["--ttft-p90-ms", "0"], "invalid value for --ttft-p90-ms (got '0'): out of range"),
     (["--url", "http://127.0.0.1:9"], "--url writes one result.json per step"),
-    (["--synthetic-sessions", "0"], "--synthetic-sessions must be >= 1"),
+    (["--synthetic-sessions", "0"], "invalid value for --synthetic-sessions (got '0')"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     with pytest.raises(SystemExit) as e:

@@ -157,9 +157,10 @@ def test_a_server_counting_other_prompt_tokens_stops_after_the_first_step(
             assert summary["run"]["tokenizer"] == tok
             assert read_result(step / "result.json").validity["checks"]["prompt_size"][
                 "passed"] is False
-            # before them: the prediction's progress lines (and a working-set warning)
+            # before them: the workload line, the prediction's progress lines (and a
+            # working-set warning)
             [line, hint_line] = [x for x in err.strip().splitlines()
-                                 if not x.startswith(("capacity ", "warning: "))]
+                                 if not x.startswith(("capacity ", "warning: ", "workload: "))]
             assert line == (f"error: the server counted {prompt['server_tokens']:,} prompt "
                             f"tokens for 4,096 sent ({prompt['deviation']:+.1%}) at {step}: "
                             "the steps would not replay the predicted requests")
