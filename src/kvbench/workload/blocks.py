@@ -57,17 +57,19 @@ class Blocks(Sequence[int]):
         """The first `n` ids."""
         return self if n >= self._len else self._span(0, n)
 
-    def _span(self, start: int, stop: int) -> Blocks:
-        out: list[tuple[int, int]] = []
+    def _pieces(self, start: int, stop: int) -> Iterator[tuple[int, int]]:
+        """The runs of ids start..stop, as (first id, end id) pairs."""
         at = 0  # index of the current run's first id
         for a, b in self.runs:
             if at >= stop:
                 break
             lo, hi = max(start - at, 0), min(stop - at, b - a)
             if lo < hi:
-                out.append((a + lo, a + hi))
+                yield a + lo, a + hi
             at += b - a
-        return Blocks(out)
+
+    def _span(self, start: int, stop: int) -> Blocks:
+        return Blocks(list(self._pieces(start, stop)))
 
     def extended(self, start: int, stop: int) -> Blocks:
         """These ids, then `range(start, stop)` (joined to the last run when it continues it)."""
@@ -81,15 +83,8 @@ class Blocks(Sequence[int]):
     def shifted(self, offset: int, n: int | None = None, start: int = 0) -> list[int]:
         """Ids start..n (all by default) plus `offset`, as a list (built run by run)."""
         out: list[int] = []
-        stop_at = self._len if n is None else min(n, self._len)
-        at = 0  # index of the current run's first id
-        for a, b in self.runs:
-            if at >= stop_at:
-                break
-            lo, hi = max(start - at, 0), min(stop_at - at, b - a)
-            if lo < hi:
-                out += range(a + lo + offset, a + hi + offset)
-            at += b - a
+        for a, b in self._pieces(start, self._len if n is None else min(n, self._len)):
+            out += range(a + offset, b + offset)
         return out
 
     def __eq__(self, other: object) -> bool:
