@@ -55,3 +55,15 @@ def test_trace_words_and_lanes_beyond_the_sessions() -> None:
     res = _run("--trace", "agentx", "--trace", "bundled")
     assert res.returncode == 2 and "stands alone" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_simulate_and_replay_take_the_trace_words(capsys) -> None:
+    from kvbench.cli import main
+    from kvbench.cli.replay import _trace_paths
+    from kvbench.workload.choice import bundled_traces
+
+    assert _trace_paths("bundled") == bundled_traces() and len(bundled_traces()) == 8
+    main(["simulate", "--trace", "bundled", "--concurrency", "12", "--format", "json"])
+    err = capsys.readouterr().err
+    assert "warning: simulate: conc 12 needs 12 sessions, the workload has 8: 4 lanes " \
+           "never start" in err

@@ -347,6 +347,12 @@ def simulate(
     if concurrency is None:
         for summary in results.values():
             judge_open_loop(summary, traces, arrival_scale)
+    else:
+        from kvbench.workload.working_set import lanes_warning
+
+        line = lanes_warning("simulate", len(workload), concurrency, bounds.recycle)
+        if line:
+            print(line, file=sys.stderr)
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
         import orjson
