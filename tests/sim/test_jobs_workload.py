@@ -67,3 +67,15 @@ def test_simulate_and_replay_take_the_trace_words(capsys) -> None:
     err = capsys.readouterr().err
     assert "warning: simulate: conc 12 needs 12 sessions, the workload has 8: 4 lanes " \
            "never start" in err
+
+
+def test_the_defaults_end_to_end_on_one_row() -> None:
+    """No workload flag at all: the corpus and AgentX's hour, on the smallest row (conc 4)."""
+    res = _run("--max-jobs", "1", "--workers", "1", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert "; 3600 s a row (AgentX's duration), 10 warm-up requests per lane" in res.stderr
+    [entry] = json.loads(res.stdout)
+    arm = entry["arms"]["resident"]
+    assert entry["workload"] == {"sessions": 393, "duration-s": 3600.0, "kind": "corpus"}
+    assert arm["warmup_requests"] >= 4 * 10 and arm["requests"] > 100
+    assert arm["setup"]["bounds"]["duration_s"] == 3600.0
