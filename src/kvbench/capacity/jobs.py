@@ -173,6 +173,10 @@ def row_bounds(concurrency: int, given: dict | None = None, mode: str = "agentx"
     given = {k: v for k, v in (given or {}).items() if v is not None}
     names = {f.name for f in fields(WorkloadBounds)}
     settings = replay_settings(AGENTX_V1, concurrency, given) if mode == "agentx" else {}
+    if settings.get("think_time_cap_s", 0.0) is None:
+        # the harness caps a tree's idle time (nothing of it in flight) at 300 s; the lanes
+        # cap each gap there, which is the same wherever no subagent runs beside it
+        settings["think_time_cap_s"] = AGENTX_V1.tree_idle_cap_s
     return WorkloadBounds(**{k: v for k, v in {**settings, **given}.items() if k in names
                              and k != "concurrency"}, concurrency=concurrency)
 

@@ -106,7 +106,9 @@ def capacity(
     synthetic_scale: Annotated[float | None, typer.Option(
         help="--trace synthetic: token counts multiplied by this (alone, implies it).",
         rich_help_panel=_W)] = None,
-    seed: Annotated[int, typer.Option(help="Workload seed.", rich_help_panel=_W)] = 0,
+    seed: Annotated[int | None, typer.Option(
+        help="Workload seed (the corpus or synthetic draw, and the sampled starts: AgentX's 42 "
+        "by default).", rich_help_panel=_W)] = None,
     duration: Annotated[float | None, typer.Option(
         help="Simulated seconds a probe replays (default AgentX's 3600; a shorter run is "
         "said).", rich_help_panel=_W)] = None,
@@ -222,7 +224,7 @@ def capacity(
         words = ["synthetic"]
     source = parse_trace(words, synthetic_sessions=synthetic_sessions or 64,
                          synthetic_scale=1.0 if synthetic_scale is None else synthetic_scale,
-                         seed=seed, corpus_sessions=sessions)
+                         seed=seed or 0, corpus_sessions=sessions)
     given = {"duration_s": duration, "max_requests": max_requests,
              "think_time_scale": think_time_scale, "think_time_cap_s": think_time_cap,
              "max_tokens_cap": max_tokens_cap, "max_input_tokens": max_input_tokens,

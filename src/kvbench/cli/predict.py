@@ -13,7 +13,7 @@ from kvbench.matrix.selection import Selection
 
 def predict_matrix(selection: Selection, *, trace: list | None, noise: float, threshold: float,
                    emit: str | None, output_format: str, sessions: int | None = None,
-                   seed: int = 0, duration: float | None = None,
+                   seed: int | None = None, duration: float | None = None,
                    max_requests: int | None = None, workers: int = 0,
                    bounds: str = "agentx", sizing: str = "launcher") -> None:
     """The body of `kvbench plan --predict` and `kvbench simulate-jobs --prune`: simulate

@@ -29,11 +29,11 @@ SessionsOpt = Annotated[int | None, typer.Option(
     "lanes need them); synthetic: the sessions (default 64).")]
 
 
-def workload_source(trace: list[str] | None, sessions: int | None, seed: int):
+def workload_source(trace: list[str] | None, sessions: int | None, seed: int | None):
     """The `--trace` values as a WorkloadSource (bad input fails here, once)."""
     from kvbench.workload.choice import parse_trace
 
-    source = parse_trace(trace, synthetic_sessions=sessions or 64, seed=seed,
+    source = parse_trace(trace, synthetic_sessions=sessions or 64, seed=seed or 0,
                          corpus_sessions=sessions)
     if source.kind == "traces":
         source.sessions_for()  # load and validate the files before any worker starts
@@ -50,7 +50,7 @@ BoundsOpt = Annotated[str, typer.Option(
 
 
 def bounds_given(duration: float | None, max_requests: int | None, max_tokens_cap: int | None,
-                 think_time_cap: float | None, seed: int, mode: str = "agentx",
+                 think_time_cap: float | None, seed: int | None, mode: str = "agentx",
                  **more) -> dict:
     """The WorkloadBounds fields the user set (`mode`'s fill the rest, capacity/jobs.py)."""
     from kvbench.capacity.jobs import row_bounds
@@ -85,7 +85,7 @@ def workload_line(source, given: dict, mode: str = "agentx") -> str:
     lo, hi = AGENTX_V1.start_ratio
     return (f"workload: {what}; {span}, {AGENTX_V1.warmup_requests_per_lane} warm-up requests "
             f"per lane, lanes starting at {lo:.0%}-{hi:.0%} of a session, idle gaps capped at "
-            f"{given.get('think_time_cap_s') or AGENTX_V1.idle_gap_cap_s:g} s")
+            f"{given.get('think_time_cap_s') or AGENTX_V1.tree_idle_cap_s:g} s")
 
 
 class _Progress:
@@ -132,7 +132,7 @@ def simulate_jobs(
     selection: Selection,
     trace: TraceOpt = None,
     sessions: SessionsOpt = None,
-    seed: SeedOpt = 0,
+    seed: SeedOpt = None,
     max_jobs: Annotated[int | None, typer.Option(
         help="Simulate at most this many of the selected jobs (default: all; says so when "
              "it cuts).")] = None,
