@@ -204,7 +204,8 @@ OPTION_RANGES: dict[str, Range] = {
     "--threshold": BENEFIT, "--time-scale": TIME_SCALE, "--tp": PARALLELISM,
     "--ttft-p90-ms": LATENCY_MS, "--warmup-requests": WARMUP_REQUESTS, "--workers": WORKERS,
     # an option whose meaning differs in one command: "<command> <option>" wins
-    "simulate-jobs --workers": WORKERS_OR_AUTO,
+    "simulate-jobs --workers": WORKERS_OR_AUTO, "capacity --workers": WORKERS_OR_AUTO,
+    "plan --workers": WORKERS_OR_AUTO,
 }
 
 
