@@ -57,10 +57,12 @@ def test_the_pool_line_names_the_sessions_it_would_take(bundled) -> None:
 
 def test_the_lanes_line_names_the_sessions_the_lanes_need() -> None:
     assert lanes_warning("row", 9, 8, recycle=False) is None
-    assert lanes_warning("row", 9, 512, recycle=False) == (
-        "warning: row: conc 512 needs 512 sessions, the workload has 9: 503 lanes never start")
+    line = lanes_warning("row", 9, 512, recycle=False)
+    assert line.startswith("warning: row: 512 session lanes on 9 sessions: only 9 lanes ever "
+                           "have a session, so this measures 9 concurrent sessions, not 512")
+    assert "503 lanes never start" in line
     line = lanes_warning("row", 9, 512, recycle=True)
-    assert "conc 512 on 9 sessions" in line and "512 sessions would fill them" in line
+    assert "503 lanes replay sessions again" in line and "512 sessions would fill them" in line
     assert first_and_count(["a", "b", "c", "d", "e"], "x", shown=3) == [
         "a", "b", "c", "warning: 2 more row(s) x"]
 
@@ -83,8 +85,8 @@ def test_capacity_and_simulate_jobs_warn_on_the_real_row(capsys) -> None:
     # resident rows have no host tier to miss
     assert not [line for line in err.splitlines() if "kvnone" in line and "working set" in line]
     # and the lanes: conc 12 and 16 have more lanes than the 8 sessions
-    assert ("qwen3.5_tp8_conc12_kvnone_spec-mtp: conc 12 needs 12 sessions, the workload has "
-            "8: 4 lanes never start") in err
+    assert ("qwen3.5_tp8_conc12_kvnone_spec-mtp: 12 session lanes on 8 sessions: only 8 lanes "
+            "ever have a session") in err
 
 
 def test_plan_predict_warns_too(capsys) -> None:

@@ -50,8 +50,8 @@ def test_trace_words_and_lanes_beyond_the_sessions() -> None:
     assert res.returncode == 0, res.stderr
     assert "workload: 6 synthetic sessions (seed 0); each session once from its first turn" \
         in res.stderr
-    assert "qwen3.5_tp8_conc8_kvnone_spec-mtp: conc 8 needs 8 sessions, the workload has 6: " \
-           "2 lanes never start" in res.stderr
+    assert "qwen3.5_tp8_conc8_kvnone_spec-mtp: 8 session lanes on 6 sessions: only 6 lanes " \
+           "ever have a session" in res.stderr
     res = _run("--trace", "agentx", "--trace", "bundled")
     assert res.returncode == 2 and "stands alone" in res.stderr
     assert "Traceback" not in res.stderr
@@ -65,8 +65,8 @@ def test_simulate_and_replay_take_the_trace_words(capsys) -> None:
     assert _trace_paths("bundled") == bundled_traces() and len(bundled_traces()) == 8
     main(["simulate", "--trace", "bundled", "--concurrency", "12", "--format", "json"])
     err = capsys.readouterr().err
-    assert "warning: simulate: conc 12 needs 12 sessions, the workload has 8: 4 lanes " \
-           "never start" in err
+    assert "warning: simulate: 12 session lanes on 8 sessions: only 8 lanes ever have a " \
+           "session" in err
 
 
 def test_the_defaults_end_to_end_on_one_row() -> None:

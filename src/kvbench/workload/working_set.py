@@ -56,16 +56,22 @@ def pool_warning(what: str, sessions: list[Session], concurrency: int,
 
 
 def lanes_warning(what: str, num_sessions: int, concurrency: int, recycle: bool) -> str | None:
-    """One line when the workload has fewer sessions than the lanes (with the sessions it
-    would need); None when it has enough."""
+    """One line when the workload has fewer sessions than the lanes, with the sessions it would
+    need (issue 39: `simulate --concurrency 512` on 9 sessions said nothing); None when it has
+    enough. Recycled, each extra lane replays a session again in a fresh hash namespace; not
+    recycled, lanes without a session stay idle and the run measures fewer concurrent sessions
+    than it is labelled with."""
     if num_sessions >= concurrency:
         return None
+    head = f"warning: {what}: {concurrency} session lanes on {num_sessions} sessions: "
     if not recycle:
-        return (f"warning: {what}: conc {concurrency} needs {concurrency} sessions, the "
-                f"workload has {num_sessions}: {concurrency - num_sessions} lanes never start")
-    return (f"warning: {what}: conc {concurrency} on {num_sessions} sessions: lanes replay the "
-            f"same sessions at once (each pass cache-busted); {concurrency} sessions would "
-            "fill them (--trace agentx sizes the corpus to the row)")
+        return (head + f"only {num_sessions} lanes ever have a session, so this measures "
+                f"{num_sessions} concurrent sessions, not {concurrency}: "
+                f"{concurrency - num_sessions} lanes never start (--trace agentx sizes the "
+                "corpus to the row; --max-requests or --duration recycles sessions)")
+    return (head + f"{concurrency - num_sessions} lanes replay sessions again, each pass in a "
+            f"fresh hash namespace (no pass hits another's cache); {concurrency} sessions "
+            "would fill them (--trace agentx sizes the corpus to the row)")
 
 
 def first_and_count(lines: list[str], what: str, shown: int = 3) -> list[str]:
