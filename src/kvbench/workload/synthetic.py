@@ -24,7 +24,7 @@ import random
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kvbench.workload.blocks import Blocks
+from kvbench.workload.blocks import Blocks, FreshIds
 from kvbench.workload.session import Session, Turn
 
 
@@ -58,19 +58,6 @@ class SyntheticSpec(BaseModel):
     scale: float = Field(1.0, gt=0, description="multiplies every token count (tiny test runs)")
 
 
-class _Ids:
-    """Fresh hash ids, consecutive: a context is a few runs (the shared prefix, its own
-    growth), held as runs (workload/blocks.py), whatever its turns and tokens."""
-
-    def __init__(self, start: int) -> None:
-        self.next = start
-
-    def take(self, n: int) -> tuple[int, int]:
-        run = (self.next, self.next + n)
-        self.next += n
-        return run
-
-
 def _lognormal(rng: random.Random, mu: float, sigma: float, scale: float) -> int:
     return max(1, round(rng.lognormvariate(mu, sigma) * scale))
 
@@ -81,7 +68,7 @@ def _think(rng: random.Random, spec: SyntheticSpec) -> float:
     return round(rng.lognormvariate(spec.think_mu, spec.think_sigma), 3)
 
 
-def _turns(rng: random.Random, spec: SyntheticSpec, ids: _Ids, prefix: Blocks,
+def _turns(rng: random.Random, spec: SyntheticSpec, ids: FreshIds, prefix: Blocks,
            num_turns: int, first_tokens: int, agent: str | None) -> list[Turn]:
     bs = spec.block_tokens
     cap = max(int(spec.max_context_tokens * spec.scale), len(prefix) * bs + 1)
@@ -113,7 +100,7 @@ def generate_sessions(spec: SyntheticSpec) -> list[Session]:
     rng = random.Random(spec.seed)
     bs = spec.block_tokens
     prefix_blocks = round(spec.shared_prefix_tokens * spec.scale) // bs
-    ids = _Ids(prefix_blocks)
+    ids = FreshIds(prefix_blocks)
     prefix = Blocks([(0, prefix_blocks)])
     sessions = []
     for s in range(spec.num_sessions):
