@@ -1,23 +1,24 @@
-"""The replay client at InferenceX's scale: hundreds of agentic sessions with real-size
-contexts (100K-200K tokens, the synthetic workload's Claude Code fit) against one paced SSE
-server, kvbench before and after a change side by side, and AIPerf on the same server.
+"""The replay client at InferenceX's scale: hundreds of agentic sessions with AgentX-sized
+contexts (100K-1M tokens: the AgentX-shaped corpus, each session from its first prompt of
+100K tokens) against one paced SSE server, kvbench before and after a change side by side,
+and AIPerf on the same server with the same prompts.
 
-One trace is written first (kvbench's synthetic sessions, their first `--turns` turns, in
-the kv-cache-tester format agentx-harness and AIPerf read: `--custom-dataset-type
-weka_trace`), so every client replays the same sessions, sizes, hash ids and think times.
-Per run a fresh reference server (`tests/data/bench/fast_sse_server.py`, `--uvloop`,
-pinned to CPU 1, 20 ms between chunks) and one client pinned to CPU 0 (kvbench with
-`--workers N`: CPUs 0..N-1): the client's CPU-seconds (its process tree, waited for), its
-peak RSS (the tree's, sampled every 0.2 s), kvbench's own saturation check (event-loop lag
-p99, send lateness p99), and what the server delivered (requests completed, content chunks).
-Clients run interleaved per repeat; the load average and an idle event loop's lag on CPU 0
-(the machine's floor) are recorded before each run.
+One trace is written first (in the kv-cache-tester format agentx-harness and AIPerf read:
+`--custom-dataset-type weka_trace`), so every client replays the same sessions, sizes, hash
+ids and think times. Per run a fresh reference server (`tests/data/bench/fast_sse_server.py`,
+`--uvloop`, pinned to CPU 1, 20 ms between chunks) and one client pinned to CPU 0 (kvbench
+with `--workers N`: CPUs 0..N-1): the client's CPU-seconds (its process tree, waited for;
+AIPerf's include building its dataset), its peak RSS (the tree's, sampled every 0.2 s),
+kvbench's own saturation check (event-loop lag p99, send lateness p99), and what the server
+delivered (requests completed, content chunks a second while streaming). Clients run
+interleaved per repeat; the load average and an idle event loop's lag on CPU 0 (the
+machine's floor) are recorded before each run.
 
     git -C /work/main worktree add /tmp/kvbench-base main      # the code before
     python tests/fixtures/tiny_model.py /tmp/replay-tiny         # a tokenizer for AIPerf
-    python benchmarks/replay_scale.py --sessions 256,512 --duration 60 --repeats 2 \\
-        --baseline /tmp/kvbench-base/src --aiperf /tmp/aiperf-venv/bin/aiperf \\
-        --tokenizer /tmp/replay-tiny [--workers-sessions 1024]
+    python benchmarks/replay_scale.py --sessions 512 --workers-sessions 1024 --duration 60 \\
+        --think-scale 0.25 --baseline /tmp/kvbench-base/src \\
+        --aiperf /tmp/aiperf-venv/bin/aiperf --tokenizer /tmp/replay-tiny
 
 Prints one JSON line per run, then a table of medians."""
 
@@ -45,35 +46,54 @@ MODEL = "fake-model"
 
 
 # -- the workload ----------------------------------------------------------------------------
-def write_trace(out: Path, sessions: int, turns: int, seed: int) -> dict:
-    """kvbench's synthetic sessions (no subagents: AIPerf's chain detection and kvbench's
-    tree then agree on one stream a session) as one kv-cache-tester JSON file each, in the
-    schema AIPerf checks (`models`, local hash scope), with recorded times (`t` and
-    `api_time` of 20 ms a token) so every client paces them alike."""
+def write_trace(out: Path, sessions: int, turns: int, seed: int, min_tokens: int,
+                think_scale: float) -> dict:
+    """AgentX-sized sessions: the AgentX-shaped corpus (workload/corpus.py, 1M-token window)
+    with each session's main-agent turns from its first prompt of `min_tokens` or more,
+    `turns` of them (sessions that never reach it are passed over; subagents are left out so
+    that AIPerf's chain detection and kvbench's tree agree on one stream a session), written
+    as one kv-cache-tester JSON file each in the schema AIPerf's weka_trace loader checks
+    (`models`, hash ids local to the file), with recorded times (`t`, the think times times
+    `think_scale`, and `api_time` of 20 ms an output token) so every client paces them
+    alike."""
     sys.path.insert(0, str(REPO / "src"))
-    from kvbench.workload import SyntheticSpec, generate_sessions
+    from kvbench.workload.corpus import FULL_CONTEXT_TOKENS, CorpusSpec, generate_corpus
 
-    spec = SyntheticSpec(num_sessions=sessions, seed=seed, subagent_prob=0.0,
-                         max_turns=turns)
     out.mkdir(parents=True, exist_ok=True)
-    tokens = []
-    for s in generate_sessions(spec):
+    tokens: list[int] = []
+    written = 0
+    spec = CorpusSpec(sessions=4 * sessions, seed=seed, context_tokens=FULL_CONTEXT_TOKENS,
+                      block_tokens=64)
+    for s in generate_corpus(spec):
+        main = [t for t in s.turns if t.agent is None]
+        big = next((i for i, t in enumerate(main) if t.input_tokens >= min_tokens), None)
+        if big is None:
+            continue
         t, requests = 0.0, []
-        for turn in s.turns[:turns]:
-            t += turn.think_time_s
+        for k, turn in enumerate(main[big:big + turns]):
+            think = round(turn.think_time_s * think_scale, 3) if k else 0.0
+            t += think
             api = round(turn.output_tokens * DELAY_S, 3)
             requests.append({"t": round(t, 3), "type": "n", "model": MODEL,
                              "in": turn.input_tokens, "out": turn.output_tokens,
                              "hash_ids": list(turn.hash_ids), "api_time": api,
-                             "think_time": turn.think_time_s})
+                             "think_time": think})
             tokens.append(turn.input_tokens)
             t += api
         (out / f"{s.session_id}.json").write_text(json.dumps(
             {"id": s.session_id, "models": [MODEL], "block_size": spec.block_tokens,
              "hash_id_scope": "local", "requests": requests}))
+        written += 1
+        if written == sessions:
+            break
+    else:
+        raise SystemExit(f"only {written} of {4 * sessions} corpus sessions reach "
+                         f"{min_tokens:,} tokens")
     tokens.sort()
     return {"sessions": sessions, "requests": len(tokens),
-            "prompt_tokens_median": tokens[len(tokens) // 2], "prompt_tokens_max": tokens[-1]}
+            "prompt_tokens_median": tokens[len(tokens) // 2],
+            "prompt_tokens_p90": tokens[int(len(tokens) * 0.9)],
+            "prompt_tokens_max": tokens[-1], "think_scale": think_scale}
 
 
 # -- measuring a client ----------------------------------------------------------------------
@@ -220,6 +240,10 @@ def main() -> None:
     ap.add_argument("--workers-sessions", default="",
                     help="session counts kvbench also runs with --workers 2")
     ap.add_argument("--turns", type=int, default=8, help="turns kept per session")
+    ap.add_argument("--min-tokens", type=int, default=100_000,
+                    help="a session's turns start at its first prompt of this many tokens")
+    ap.add_argument("--think-scale", type=float, default=1.0,
+                    help="the corpus's think times times this (the same for every client)")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
@@ -236,7 +260,7 @@ def main() -> None:
     try:
         for n in sorted(set(counts + worker_counts)):
             trace = tmp / f"trace-{n}"
-            shape = write_trace(trace, n, a.turns, a.seed)
+            shape = write_trace(trace, n, a.turns, a.seed, a.min_tokens, a.think_scale)
             print(json.dumps({"trace": str(trace), **shape}), flush=True)
             clients: list[tuple[str, Path | None, int]] = []
             if n in counts:
