@@ -118,12 +118,33 @@ def idle_lag_ms(seconds: float = 2.0) -> float:
     return float(res.stdout.strip() or "nan")
 
 
+BUSY_PROBE = """
+import sys, time
+end = time.perf_counter() + float(sys.argv[1])
+while time.perf_counter() < end:
+    pass
+print(time.process_time() / float(sys.argv[1]))
+"""
+
+
+def cpu_share(seconds: float = 2.0) -> float:
+    """What a busy process gets of CPU 0 now (cores): the share the machine leaves a
+    client that needs all of its core; the idle loop's lag does not show it (a sleeper is
+    woken first)."""
+    res = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", BUSY_PROBE, str(seconds)],
+                         capture_output=True, text=True, timeout=seconds + 30)
+    return round(float(res.stdout.strip() or "nan"), 2)
+
+
 def run_measured(cmd: list[str], env: dict, timeout_s: float) -> dict:
-    """Run `cmd`: its wall seconds and the peak RSS of its whole process tree (sampled)."""
+    """Run `cmd`: its wall seconds, the peak RSS of its whole process tree and its busiest
+    5 seconds (the tree's CPU-seconds over any 5 s window, in cores: whether a run that
+    averages little saturates its core in a burst), sampled every 0.2 s."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     peak = [0]
+    cpu: list[tuple[float, float]] = []  # (wall s, the live tree's CPU-s)
     done = threading.Event()
 
     def sample() -> None:
@@ -132,13 +153,16 @@ def run_measured(cmd: list[str], env: dict, timeout_s: float) -> dict:
         except psutil.Error:
             return
         while not done.wait(0.2):
-            total = 0
+            total, used = 0, 0.0
             try:
                 for p in [root, *root.children(recursive=True)]:
                     total += p.memory_info().rss
+                    t = p.cpu_times()
+                    used += t.user + t.system
             except psutil.Error:
-                pass
+                continue
             peak[0] = max(peak[0], total)
+            cpu.append((time.perf_counter(), used))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -147,7 +171,14 @@ def run_measured(cmd: list[str], env: dict, timeout_s: float) -> dict:
     finally:
         done.set()
         sampler.join()
+    busiest, j = 0.0, 0
+    for t, used in cpu:  # the windows ending at each sample
+        while cpu[j][0] < t - 5.0:
+            j += 1
+        if t - cpu[j][0] >= 4.0:
+            busiest = max(busiest, (used - cpu[j][1]) / (t - cpu[j][0]))
     return {"wall_s": time.perf_counter() - t0, "rss_peak_mb": peak[0] / 1e6,
+            "cpu_cores_busiest_5s": round(busiest, 2),
             "rc": proc.returncode, "stdout": out, "stderr": err[-3000:]}
 
 
@@ -201,7 +232,7 @@ def one_run(name: str, cmd: list[str], env: dict, duration: float, tmp: Path,
             except OSError:
                 time.sleep(0.1)
         cmd = [url if c == "{url}" else c for c in cmd]
-        load0, floor = os.getloadavg()[0], idle_lag_ms()
+        load0, floor, share = os.getloadavg()[0], idle_lag_ms(), cpu_share()
         cpu0 = children_cpu_s()
         got = run_measured(cmd, env, duration + 600)
         cpu = children_cpu_s() - cpu0
@@ -210,8 +241,10 @@ def one_run(name: str, cmd: list[str], env: dict, duration: float, tmp: Path,
         server.terminate()
         server.wait(10)
     row = {"client": name, "load_avg": round(load0, 2), "idle_loop_lag_p99_ms": floor,
+           "cpu0_share": share,
            "cpu_s": round(cpu, 2), "wall_s": round(got["wall_s"], 1),
            "rss_peak_mb": round(got["rss_peak_mb"], 1), "rc": got["rc"],
+           "cpu_cores_busiest_5s": got["cpu_cores_busiest_5s"],
            "server_requests_completed": stats.get("requests_completed"),
            "server_chunks": stats.get("content_chunks"),
            "server_chunks_per_s": round(steady_rate(log), 1)}
@@ -298,8 +331,8 @@ def main() -> None:
 
 
 def table(rows: list[dict]) -> None:
-    print("\nsessions | client            | CPU-s  cores | loop lag p99 | late p99 | RSS MB "
-          "| requests done | chunks/s | load | idle lag p99")
+    print("\nsessions | client            | CPU-s  cores busiest 5s | loop lag p99 | late p99 "
+          "| RSS MB | requests done | chunks/s | load | idle lag p99 | CPU 0 share")
     for n in sorted({r["sessions"] for r in rows}):
         for name in dict.fromkeys(r["client"] for r in rows if r["sessions"] == n):
             cell = [r for r in rows if r["sessions"] == n and r["client"] == name]
@@ -313,11 +346,12 @@ def table(rows: list[dict]) -> None:
 
             cpu, wall = med("cpu_s"), med("wall_s")
             cores = cpu / wall if cpu is not None and wall else None
-            print(f"{n:>8} | {name:<17} | {f(cpu, 6)} {f(cores, 5, 2)} | "
+            print(f"{n:>8} | {name:<17} | {f(cpu, 6)} {f(cores, 5, 2)} "
+                  f"{f(med('cpu_cores_busiest_5s'), 10, 2)} | "
                   f"{f(med('loop_lag_p99_ms'), 12)} | {f(med('send_lateness_p99_ms'), 8)} | "
                   f"{f(med('rss_peak_mb'), 6, 0)} | {f(med('server_requests_completed'), 13, 0)}"
                   f" | {f(med('server_chunks_per_s'), 8, 0)} | {f(med('load_avg'), 4)} | "
-                  f"{f(med('idle_loop_lag_p99_ms'), 12)}")
+                  f"{f(med('idle_loop_lag_p99_ms'), 12)} | {f(med('cpu0_share'), 11, 2)}")
 
 
 if __name__ == "__main__":
