@@ -215,6 +215,18 @@ def aiperf_cmd(aiperf: str, tokenizer: str, url: str, trace: Path | None, n: int
     return cmd, {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
 
 
+def server_stats(url: str) -> dict:
+    """The server's counters; a server still busy closing a thousand streams may take more
+    than one request's timeout to answer, and a run it cannot answer for is kept, its
+    server counters empty."""
+    for _ in range(3):
+        try:
+            return _get(url + "/stats")
+        except OSError:
+            time.sleep(2)
+    return {}
+
+
 def one_run(name: str, cmd: list[str], env: dict, duration: float, tmp: Path,
             tag: str) -> dict:
     log = tmp / f"{tag}.stats.log"
@@ -236,7 +248,7 @@ def one_run(name: str, cmd: list[str], env: dict, duration: float, tmp: Path,
         cpu0 = children_cpu_s()
         got = run_measured(cmd, env, duration + 600)
         cpu = children_cpu_s() - cpu0
-        stats = _get(url + "/stats")
+        stats = server_stats(url)
     finally:
         server.terminate()
         server.wait(10)
