@@ -64,7 +64,7 @@ class VllmEngine(Engine):
             pool.lazy_store()
         budget = cfg.chunked_prefill_tokens - self.decode_batch * costs.verify_tokens
         chunks: list[tuple[SimRequest, int]] = []
-        load_tokens = 0
+        load_tokens = resumed = 0
         preempted = blocked = False
         for req in list(self.prefilling):
             if budget <= 0:
@@ -90,6 +90,7 @@ class VllmEngine(Engine):
                     break
                 chunks.append((req, n))
                 budget -= n
+                resumed += 1
             while not blocked and self.waiting and budget > 0 and (
                     self.num_running - len(self.loading) < cfg.max_running_requests):
                 req = self.waiting[0]
@@ -114,8 +115,10 @@ class VllmEngine(Engine):
         if self.loading:  # a decode stretch ends when a load does, then steps one by one
             first = min(r.blocks.ready_s for r in self.loading)
             horizon_s = min(horizon_s, max(first, now))
-        # allocations that took blocks whose stores were in flight wait for them first
-        step = self._step_for(chunks, load_tokens, 0, pool.sync_until_s - now, horizon_s)
+        # allocations that took blocks whose stores were in flight wait for them first, and
+        # a request resumed after its host load stalls the step (load_stall_s)
+        wait_s = pool.sync_until_s - now + resumed * costs.load_stall_s
+        step = self._step_for(chunks, load_tokens, 0, wait_s, horizon_s)
         if step is None and self.loading:
             if blocked and self.num_running == len(self.loading):
                 # Loaded requests hold the pool between them and none can go on: the newest
