@@ -66,7 +66,8 @@ class CostModel:
     # hit waits for its load (-1: the load overlaps the first chunk's step instead).
     admit_full_prompt: bool = False
     load_ready_steps: int = -1
-    # ... and the engine-wide stall of the step that resumes such a request after its load
+    # ... and the host work of resuming such a request after its load, overlapping the step
+    # before (what outlasts it stalls the step that resumes the request)
     load_stall_s: float = 0.0
     # SGLang HiCache (engine_profile: load_back_min_tokens): a host hit shorter than this is
     # recomputed instead of loaded back (radix KV manager, cache.py)

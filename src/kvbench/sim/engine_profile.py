@@ -67,8 +67,9 @@ class EngineProfile(BaseModel):
         "started after the load ended (vLLM's WAITING_FOR_REMOTE_KVS)")
     load_stall_s: Sourced = _defaulted(
         0.0, "default: admitting a host hit and resuming it after its load cost nothing extra",
-        "engine-wide seconds added to the step that resumes a request after its "
-        "asynchronous host load (load_ready_steps >= 0): every request in that step waits")
+        "host seconds the engine spends resuming a request after its asynchronous host load "
+        "(load_ready_steps >= 0), done while the step before runs: what outlasts that step "
+        "stalls the step that resumes it, every request in it")
     load_back_min_tokens: Sourced = _defaulted(
         0, "default: every host hit is loaded back",
         "the radix KV manager recomputes a host hit of fewer tokens than this instead of "
