@@ -123,7 +123,7 @@ class ServerProcess:
         self.on_log_line = on_log_line
         self.name = name
         self._procs: list[_Proc] = []
-        self._oom_kills_at_start = 0
+        self._oom_kills_at_start: int | None = None
         self._stopped = False
         self._old_handlers: dict[int, object] = {}
         self._watchdog: Watchdog | None = None
@@ -251,7 +251,8 @@ class ServerProcess:
     def _failure(self, proc: _Proc, what: str, code: int | None, hung: bool = False
                  ) -> ServerStartError:
         lines = [redact_text(line) for line in read_tail(proc.log_path, TAIL_LINES)]
-        oom = cgroup_oom_kills() - self._oom_kills_at_start
+        now, start = cgroup_oom_kills(), self._oom_kills_at_start
+        oom = None if now is None or start is None else now - start  # None: unreadable
         match = recognise(lines, code, oom)
         cause = f": {match.title} ({match.line})" if match else ""
         hint = match.hint if match else None
