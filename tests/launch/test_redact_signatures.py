@@ -68,7 +68,8 @@ def test_sglang_0517_draft_graph_capture_without_deep_gemm_is_named_from_the_log
     lines = read_tail(DEEP_GEMM, 40)
     assert any("No module named 'helion'" in line for line in DEEP_GEMM.read_text().splitlines())
     m = recognise(lines, -signal.SIGKILL, oom_kills=0)
-    assert (m.name, m.line) == ("missing_module", "ModuleNotFoundError: No module named 'deep_gemm'")
+    assert (m.name, m.line) == ("missing_module",
+                                "ModuleNotFoundError: No module named 'deep_gemm'")
     assert "deep_gemm" in m.hint
     # the whole log too, notes included, and with the counter unreadable
     every = DEEP_GEMM.read_text().splitlines()
