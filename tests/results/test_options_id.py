@@ -53,3 +53,18 @@ def test_the_dashboard_names_two_option_sets_apart(tmp_path):
     one = write_dashboard([RUNS], tmp_path / "one.html").read_text()
     # one set (the session-1 runs' id derived from their job.json by rescore): names as ever
     assert "[options" not in one
+
+
+def test_arms_apart_only_by_options_are_named_and_pair_when_the_selections_name_them(tmp_path):
+    """Issue 37: the Qwen3.5 resident twin ran with its own --page-size 16 (another options_id
+    than the HiCache arm's). compare pairs nothing and names the two ids; selections naming
+    each arm's options_id pair them."""
+    other = _copies(tmp_path / "other", ("aaaaaaaaaaaa", "bbbbbbbbbbbb"))
+    out = compare(other)
+    assert out["cells"] == [] and out["options_ids"] == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    named = compare(other, a={"kv_offloading": "none", "options_id": "aaaaaaaaaaaa"},
+                    b={"kv_offloading": "dram", "options_id": "bbbbbbbbbbbb"})
+    [cell] = named["cells"]
+    assert [len(r) for r in cell["runs"].values()] == [2, 2] and named["options_ids"] == []
+    # one options set and nothing paired for another reason: no options line
+    assert compare(other[:2])["options_ids"] == []

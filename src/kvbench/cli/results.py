@@ -104,6 +104,11 @@ def _print_tables(out: dict) -> None:
     if not out["cells"]:
         console.print(f"no pairs to compare across {', '.join(out['arms']) or 'no arms'} "
                       f"({out['unpaired_cells']} configuration(s) with a single arm)")
+        if out.get("options_ids"):
+            console.print("the arms ran with other run options (options_id "
+                          f"{', '.join(out['options_ids'])}: engine arguments, traces, bounds); "
+                          "to compare them anyway, name each arm's in --a/--b "
+                          "(--a kv_offloading=none,options_id=ID --b ...)")
         return
     by_mode = len(out["compared"]) <= 2 and all("," not in a for a in out["arms"])
     keys = list(out["cells"][0]["key"])
