@@ -351,8 +351,10 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
                           "offload_idle": sorted(idle), "metrics": rows})
     return {"compared": sorted(compared), "arms": arm_names, "cells": out_cells,
             "unpaired_cells": unpaired, "confidence": CONFIDENCE,
-            # options_id -> the options that tell the sets apart (several sets only)
-            "options": {str(k): v for k, v in option_labels(ok).items()},
+            # options_id -> the options that tell the sets apart (several sets only; none
+            # where the selections name options_id: the arms are the sets)
+            "options": {} if "options_id" in compared
+            else {str(k): v for k, v in option_labels(ok).items()},
             "options_ids": [] if out_cells or "options_id" in compared
             else _split_by_options(ok, arm_of, key_fields[:-1])}
 
