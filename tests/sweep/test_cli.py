@@ -130,8 +130,8 @@ def test_a_run_with_config_keys_resumes_in_a_later_call(tmp_path):
     first call's repeat is done and skipped, the second runs beside it: no job takes its own
     earlier directory for another job's (the key was redacted in job.json, issue 37), and every
     job file names its config key. ~10 s: two embedded-engine runs of 3 requests."""
-    key = "qwen3-8b-bf16-h100-sim-agentic"
-    base = ["run", str(RECIPE), "--config-keys", key, "--exp-name", "qwen3-8b_tp1_conc2_kvnone",
+    key = "qwen3-32b-fp8-h100-sim-agentic"
+    base = ["run", str(RECIPE), "--config-keys", key, "--exp-name", "qwen3-32b_tp1_conc3_kvnone",
             "--results", str(tmp_path), "--max-requests", "3", "--time-scale", "100",
             "--think-time-scale", "0", "--format", "json", "--no-dashboard"]
     first = kvbench(*base)
@@ -140,7 +140,7 @@ def test_a_run_with_config_keys_resumes_in_a_later_call(tmp_path):
     assert again.returncode == 0, again.stderr
     assert [o["status"] for o in json.loads(again.stdout)] == ["skipped", "ok"]
     dirs = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
-    assert dirs == ["qwen3-8b_tp1_conc2_kvnone", "qwen3-8b_tp1_conc2_kvnone__r1"]
+    assert dirs == ["qwen3-32b_tp1_conc3_kvnone", "qwen3-32b_tp1_conc3_kvnone__r1"]
     for d in dirs:
         assert json.loads((tmp_path / d / "job.json").read_text())["config_key"] == key
         assert json.loads((tmp_path / d / "result.json").read_text())["config_key"] == key
