@@ -230,3 +230,27 @@ def test_for_spec_starts_the_router_after_the_engine(tmp_path, port):
         assert proc.wait_ready() == took  # idempotent: the router is not started twice
         assert [p.name for p in proc._procs] == ["server", "router"]
         assert proc.argv[-2:] == [str(port), "0.1"]
+
+
+IPC_OOM = Path(__file__).resolve().parents[1] / "data" / "sglang" / \
+    "server-0.5.17-qwen3.5-ipc-oom-exit0.excerpt.log"
+
+
+def test_the_cause_far_above_the_shown_tail_is_named(tmp_path, port):
+    """Issue 37, device call 3: SGLang 0.5.17's tokenizer worker ran out of GPU memory in its
+    multimodal CUDA-IPC pool, and the server exited 0 some 140 lines of health checks and
+    teardown later. The real log replayed: named as CUDA out of memory, not as the teardown."""
+    argv = script(tmp_path, "ipc_oom", f"""
+        import sys
+        sys.stdout.write(open({str(IPC_OOM)!r}).read())
+        sys.stdout.flush()
+    """)
+    with pytest.raises(ServerStartError) as info, ServerProcess(
+            argv, env={}, log_path=tmp_path / "server.log",
+            ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=30,
+            poll_interval_s=0.05) as server:
+        server.wait_ready()
+    err = info.value
+    assert err.returncode == 0 and err.signature.name == "cuda_oom"
+    assert err.signature.line.startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert len(err.log_tail) == 40 and not any("OutOfMemoryError" in x for x in err.log_tail)

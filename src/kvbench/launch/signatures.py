@@ -70,7 +70,9 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "cuda_oom", "CUDA out of memory",
         "lower --mem-fraction-static / gpu-memory-utilization, the CUDA-graph batch sizes or "
-        "max running requests; HiCache needs GPU headroom for transfer buffers",
+        "max running requests; HiCache needs GPU headroom for transfer buffers; SGLang's "
+        "tokenizer workers reserve up to 1 GiB more for multimodal CUDA IPC after the pools "
+        "(srt/utils/cuda_ipc_transport_utils.py; --mm-feature-transport=cpu opts out)",
         re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError: CUDA"
                    r"|cudaErrorMemoryAllocation|CUDA error: out of memory|HIP out of memory"
                    r"|hipErrorOutOfMemory|Not enough memory\. Please try to increase "
