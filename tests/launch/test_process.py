@@ -18,6 +18,16 @@ from kvbench.launch import REDACTED, HelperSpec, ServerProcess, ServerStartError
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
+
+def start_fails(tmp_path, port, argv, timeout_s: float = 30) -> ServerStartError:
+    """The error of a server that never gets ready."""
+    with pytest.raises(ServerStartError) as info, ServerProcess(
+            argv, env={}, log_path=tmp_path / "server.log",
+            ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=timeout_s,
+            poll_interval_s=0.05) as server:
+        server.wait_ready()
+    return info.value
+
 def test_ready_server_then_clean_teardown(tmp_path, port):
     argv = [*script(tmp_path, "ready", READY_SERVER), str(port), "0.3"]
     log = tmp_path / "job" / "server.log"
@@ -68,12 +78,7 @@ def test_dies_during_startup_with_tail_and_signature(tmp_path, port, log_line, s
         sys.exit(1)
     """)
     t0 = time.monotonic()
-    with pytest.raises(ServerStartError) as info, ServerProcess(
-            argv, env={}, log_path=tmp_path / "server.log",
-            ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=60,
-            poll_interval_s=0.05) as server:
-        server.wait_ready()
-    err = info.value
+    err = start_fails(tmp_path, port, argv, 60)
     assert time.monotonic() - t0 < 10, "must abort when the process dies, not at the deadline"
     assert err.returncode == 1
     assert err.signature is not None and err.signature.name == signature
@@ -90,14 +95,10 @@ def test_killed_by_sigkill_without_an_oom_kill_is_not_host_oom(tmp_path, port):
         print("allocating pinned host pool", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    with pytest.raises(ServerStartError) as info, ServerProcess(
-            argv, env={}, log_path=tmp_path / "server.log",
-            ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=30,
-            poll_interval_s=0.05) as server:
-        server.wait_ready()
-    assert info.value.returncode == -signal.SIGKILL
-    assert info.value.signature.name == "sigkill"
-    assert "host out of memory" not in str(info.value)
+    err = start_fails(tmp_path, port, argv)
+    assert err.returncode == -signal.SIGKILL
+    assert err.signature.name == "sigkill"
+    assert "host out of memory" not in str(err)
 
 
 def test_hang_hits_the_deadline(tmp_path, port):
@@ -245,12 +246,7 @@ def test_the_cause_far_above_the_shown_tail_is_named(tmp_path, port):
         sys.stdout.write(open({str(IPC_OOM)!r}).read())
         sys.stdout.flush()
     """)
-    with pytest.raises(ServerStartError) as info, ServerProcess(
-            argv, env={}, log_path=tmp_path / "server.log",
-            ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=30,
-            poll_interval_s=0.05) as server:
-        server.wait_ready()
-    err = info.value
+    err = start_fails(tmp_path, port, argv)
     assert err.returncode == 0 and err.signature.name == "cuda_oom"
     assert err.signature.line.startswith("torch.OutOfMemoryError: CUDA out of memory")
     assert len(err.log_tail) == 40 and not any("OutOfMemoryError" in x for x in err.log_tail)
