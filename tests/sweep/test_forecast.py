@@ -72,7 +72,7 @@ def test_the_job_and_the_forecast_take_one_workload_from_the_options():
     # requests per lane, seed 42; an explicit duration wins over the profile's 3,600 s
     profiled = RunOptions(profile="agentx", duration_s=50).replay_workload(4, 600.0)
     assert profiled["start"] == "sampled" and profiled["start_ratio"] == (0.25, 0.75)
-    assert profiled["fresh_server"] is True and profiled["profile"] == "agentx"
+    assert profiled["fresh_server"] is True and profiled["profile"] == "agentx-v1"
     assert profiled["duration_s"] == 50 and profiled["warmup_per_lane"] == 10
     assert profiled["seed"] == 42 and profiled["think_time_cap_s"] is None
     assert RunOptions(profile="agentx", seed=7).replay_workload(4, 600.0)["seed"] == 7

@@ -48,7 +48,8 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
     # the replay the job will send, against the server it will start (nothing is written)
     bounds = ReplayConfig(
         url=launch.base_url, model=launch.served_model_name, output_dir=Path(),
-        **options.replay_workload(job.conc, float(job.row.get("duration", 0)))).bounds
+        **options.for_row(job.row).replay_workload(job.conc, float(job.row.get("duration", 0)))
+    ).bounds
     if sessions is None:
         paths = options.trace_paths()
         if paths is None:  # synthetic sessions: drawn when the replay runs

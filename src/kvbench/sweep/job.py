@@ -158,6 +158,7 @@ class _Run:
 
     async def measure(self, launch) -> None:
         from kvbench.metrics import Scraper
+        from kvbench.plan.topology import EMBEDDED_FRAMEWORK
         from kvbench.replay import ReplayConfig, replay
         from kvbench.telemetry import GpuSampler
 
@@ -171,6 +172,8 @@ class _Run:
             correlation_header=launch.correlation_header, output_dir=self.job_dir,
             tokenizer=opts.prompt_tokenizer, num_gpus=job.gpus,
             time_scale=opts.time_scale, compress_records=opts.compress_raw,
+            embedded_engine=EMBEDDED_FRAMEWORK in (self.spec.row.get("framework"),
+                                                   opts.stand_in),
             # a multi-node row's launch is the router's endpoint: embedded workers report all
             absent_cached_tokens_are_zero=getattr(launch, "absent_cached_tokens_are_zero", False),
         )
