@@ -77,3 +77,17 @@ def test_the_job_and_the_forecast_take_one_workload_from_the_options():
     assert profiled["seed"] == 42 and profiled["think_time_cap_s"] is None
     assert RunOptions(profile="agentx", seed=7).replay_workload(4, 600.0)["seed"] == 7
     assert RunOptions(profile="agentx").replay_workload(4, 600.0)["duration_s"] == 600.0
+
+
+def test_the_forecast_takes_the_profile_the_job_will_run(quickstart_jobs):
+    """The pace's forecast resolves the row's profile as the job's spec does: the embedded
+    engine's rows keep kvbench's own replay by default; under --profile agentx the forecast
+    sends the AgentX warm-up the job will send."""
+    jobs, runners = quickstart_jobs
+    job = next(j for j in jobs if j.conc == 2 and j.kv_offloading == "none")
+    options = quickstart_options(50.0)
+    plain = engine_seconds(job, options, runners)
+    assert plain == engine_seconds(job, options.model_copy(update={"profile": "none"}),
+                                   runners)
+    agentx = engine_seconds(job, options.model_copy(update={"profile": "agentx"}), runners)
+    assert agentx is not None and agentx != plain

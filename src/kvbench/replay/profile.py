@@ -104,27 +104,22 @@ DEFAULT_PROFILE = AGENTX_V1
 NO_PROFILE = "none"
 
 
-def profile_named(name: str) -> ValidityProfile:
-    from kvbench.errors import ReplayError
+def profile_named(name: str, also: tuple[str, ...] = ()) -> ValidityProfile:
+    """The profile `name` stands for; an unknown name is refused, naming the allowed ones
+    (`also`: other values the option takes)."""
+    from kvbench.errors import ReplayOptionError
 
     try:
         return PROFILES[name]
     except KeyError:
-        raise ReplayError(f"--profile {name!r} is not a validity profile (allowed: "
-                          f"{', '.join(sorted(PROFILES))})") from None
+        raise ReplayOptionError(f"--profile {name!r} is not a validity profile (allowed: "
+                                f"{', '.join(sorted([*PROFILES, *also]))})") from None
 
 
 def profile_choice(name: str) -> str:
     """The profile `name` stands for, by its full name (agentx -> agentx-v1: a job file
     pins the version it ran), or NO_PROFILE; an unknown name is refused."""
-    if name == NO_PROFILE:
-        return NO_PROFILE
-    if name not in PROFILES:
-        from kvbench.errors import ReplayError
-
-        raise ReplayError(f"--profile {name!r} is not a validity profile (allowed: "
-                          f"{', '.join(sorted([*PROFILES, NO_PROFILE]))})")
-    return PROFILES[name].name
+    return NO_PROFILE if name == NO_PROFILE else profile_named(name, (NO_PROFILE,)).name
 
 
 def replay_settings(profile: ValidityProfile, concurrency: int, given: dict[str, Any]
