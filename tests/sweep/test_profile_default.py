@@ -157,3 +157,17 @@ def test_a_job_file_from_before_keeps_running_as_it_was_written(jobs):
     assert again.options.profile_name is None
     assert "profile" not in again.options.replay_workload(4, 3600.0)
     assert again.options.options_id() == spec.options.options_id()
+
+
+def test_the_replay_timeout_leaves_room_for_the_profiles_warm_up(jobs):
+    """AgentX gives the warm-up up to 1800 s before the profiling phase: a default timeout
+    of duration + grace + 5 min would end an hour's GPU run whose warm-up took six minutes."""
+    from kvbench.replay import ReplayConfig
+    from kvbench.sweep.job import REPLAY_MARGIN_S, replay_timeout_s
+
+    ix, _ = jobs
+    job = ix[0]
+    for profile, warmup_grace in (("agentx", 1800.0), ("none", 0.0)):
+        work = RunOptions(profile=profile).replay_workload(job.conc, job.row["duration"])
+        cfg = ReplayConfig(url="http://x", model="m", output_dir=".", **work)
+        assert replay_timeout_s(cfg) == warmup_grace + 3600 + cfg.grace_s + REPLAY_MARGIN_S

@@ -101,7 +101,8 @@ def run(
         "their hardware).", _WORK)] = None,
     ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
     replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
-                                                 "duration + grace + 5 min).")] = None,
+                                                 "the profile's warm-up grace + duration + "
+                                                 "grace + 5 min).")] = None,
     partition: Annotated[str | None, _opt("sbatch --partition.", _SLURM)] = None,
     account: Annotated[str | None, _opt("sbatch --account.", _SLURM)] = None,
     time_limit: Annotated[str | None, _opt("sbatch --time (e.g. 08:00:00).", _SLURM)] = None,

@@ -75,6 +75,15 @@ def _ready_poll_s(row: dict) -> float:
     return 0.05 if row.get("framework") == "sim" else 0.5
 
 
+def replay_timeout_s(cfg: Any) -> float:
+    """How long a job's replay (a ReplayConfig) may take by default: its warm-up's grace (a
+    validity profile's: AgentX gives the warm-up 1800 s before the profiling phase), the
+    phase, the grace for requests in flight, and a margin; without a duration, two hours."""
+    if not cfg.duration_s:
+        return NO_DURATION_REPLAY_S
+    return (cfg.warmup_grace_s or 0.0) + cfg.duration_s + cfg.grace_s + REPLAY_MARGIN_S
+
+
 def _reason(e: BaseException) -> str:
     if isinstance(e, KvbenchError):
         return e.message
@@ -177,9 +186,7 @@ class _Run:
             # a multi-node row's launch is the router's endpoint: embedded workers report all
             absent_cached_tokens_are_zero=getattr(launch, "absent_cached_tokens_are_zero", False),
         )
-        timeout = opts.timeouts.replay_s or (
-            cfg.duration_s + cfg.grace_s + REPLAY_MARGIN_S if cfg.duration_s
-            else NO_DURATION_REPLAY_S)
+        timeout = opts.timeouts.replay_s or replay_timeout_s(cfg)
         scrape = layout.SCRAPE_FILE + (GZ_SUFFIX if opts.compress_raw else "")
         scraper = Scraper(launch.metrics_url, self.engine, self.job_dir / scrape,
                           interval_s=opts.scrape_interval_s)

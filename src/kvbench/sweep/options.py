@@ -19,7 +19,8 @@ class PhaseTimeouts(BaseModel):
 
     ready_s: float = Field(1800.0, gt=0, description="server start until /health answers")
     replay_s: float | None = Field(
-        None, gt=0, description="default: duration + grace + 5 min, or 2 h without a duration")
+        None, gt=0,
+        description="default: warm-up grace + duration + grace + 5 min, or 2 h without one")
 
 
 class RunOptions(BaseModel):
