@@ -89,20 +89,21 @@ def test_quickstart_row_gives_curve_and_recommendation_fast(tmp_path, capsys):
     assert elapsed < 30
     doc = json.loads((tmp_path / "capacity.json").read_text())
     sizes = [p["host_gb"] for p in doc["predicted"]]
-    # 0 to the planner's --hicache-size for the row: 66 GB, the 68 GB budget less the
-    # planner's default host headroom (1 GB per rank) and the pool's padding page
-    assert sizes == [0, 8, 16, 25, 33, 41, 50, 58, 66]
+    # 0 to the planner's --hicache-size for the row: 133 GB, the 135 GB budget (a DGX H100's
+    # 2,063,837 MiB x 0.5 / 8 GPUs) less the planner's default host headroom (1 GB per rank)
+    # and the pool's padding page
+    assert sizes == [0, 17, 33, 50, 66, 83, 100, 116, 133]
     assert doc["predicted"][-1]["engine_args"][:3] == ["--enable-hierarchical-cache",
-                                                      "--hicache-size", "66"]
+                                                      "--hicache-size", "133"]
     assert doc["knee"]["text"] in out and "flags at that size: " in out
     assert "--hicache-size" in out
 
 
 @pytest.mark.parametrize("args, message", [
     (["--format", "xml"], "--format 'xml' is not one of table, json"),
-    (["--ttft-p90-ms", "0"], "SLO: "),
+    (["--ttft-p90-ms", "0"], "--ttft-p90-ms (got '0'): out of range"),
     (["--url", "http://127.0.0.1:9"], "--url writes one result.json per step"),
-    (["--synthetic-sessions", "0"], "--synthetic-sessions must be >= 1"),
+    (["--synthetic-sessions", "0"], "--synthetic-sessions (got '0'): out of range"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     with pytest.raises(SystemExit) as e:

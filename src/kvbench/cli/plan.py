@@ -137,6 +137,10 @@ def plan(
     emit: Annotated[str | None, typer.Option(
         help="--predict: print the CI matrix of the kept rows: github-matrix.",
         rich_help_panel=_PREDICT)] = None,
+    emit_dir: Annotated[Path | None, typer.Option(
+        help="--emit github-matrix: write each job's spec here and print matrices of at most "
+             "256 jobs naming them (GitHub's limits; docs/sweeps.md).",
+        rich_help_panel=_PREDICT)] = None,
 ) -> None:
     """Size the host KV pools of each selected job as its InferenceX launcher does (or from
     its DRAM budget), or refuse it."""
@@ -146,8 +150,16 @@ def plan(
         from kvbench.cli.predict import predict_matrix
 
         predict_matrix(selection, trace=trace, noise=noise, threshold=threshold, emit=emit,
-                       output_format=format)
+                       output_format=format, emit_dir=emit_dir)
         return
+    if emit is not None or emit_dir is not None:
+        from kvbench.errors import PlanError
+
+        flag = "--emit" if emit is not None else "--emit-dir"
+        raise PlanError(f"{flag} goes with --predict: plan prints plans; the CI matrix of the "
+                        "rows worth a GPU is `plan --predict --emit github-matrix`",
+                        hint="add --predict, or `kvbench run --emit github-matrix` for every "
+                             "selected job")
 
     from kvbench.errors import PlanError
     from kvbench.matrix import select_jobs

@@ -12,7 +12,8 @@ from kvbench.matrix.selection import Selection
 
 
 def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: float,
-                   threshold: float, emit: str | None, output_format: str) -> None:
+                   threshold: float, emit: str | None, output_format: str,
+                   emit_dir: Path | None = None) -> None:
     """The body of `kvbench plan --predict` and `kvbench simulate-jobs --prune`: rank the
     selected rows by predicted offload benefit; `emit="github-matrix"` prints the CI matrix
     (as `kvbench run --emit github-matrix`) of the rows kept."""
@@ -26,6 +27,8 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
 
     if emit not in (None, "github-matrix"):
         raise CapacityError(f"--emit {emit!r} is not one of github-matrix")
+    if emit_dir is not None and emit is None:
+        raise CapacityError("--emit-dir goes with --emit github-matrix")
     check_format(output_format, ("table", "json"), CapacityError)
     jobs = selected_jobs(selection, CapacityError)
     sessions = choose_workload(trace, not trace, 0, 1.0, 0).sessions
@@ -38,18 +41,17 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
                                          for p in predictions if p.arms]):
         print(line, file=sys.stderr)
     if emit == "github-matrix":
-        import orjson
-
         from kvbench.matrix.generate import runner_config_path
         from kvbench.sweep import RunOptions, build_specs
-        from kvbench.sweep.emit import github_matrix
+        from kvbench.sweep.emit import emit_github_matrix
         from kvbench.sweep.quickstart import embedded_defaults
 
         kept = kept_jobs(predictions, jobs)
         options = RunOptions(trace=list(trace) if trace else None, bundled_traces=not trace)
         options = embedded_defaults(kept, options) or options  # as `kvbench run` bounds them
         specs = build_specs(kept, options, runner_config=runner_config_path(selection))
-        sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
+        sys.stdout.write(emit_github_matrix(specs, checkout=Path.cwd(), emit_dir=emit_dir)
+                         + "\n")
         return
     if output_format == "json":
         print(json.dumps([p.to_json() for p in predictions], indent=1))

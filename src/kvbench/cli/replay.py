@@ -68,6 +68,9 @@ def replay_cmd(
         help="beginning | sampled: each lane's first session at an instant of its recording, "
              "its live requests before it sent as warm-up (default beginning; agentx: "
              "sampled in 25-75%)")] = None,
+    order: Annotated[str, typer.Option(
+        help="trace | shuffled (lanes take the sessions in an order drawn from --seed)")]
+    = "trace",
     think_time_cap: Annotated[float | None, typer.Option(
         help="longest think time, s (default 60; agentx: none, the tree's idle cap)")] = None,
     tree_idle_cap: Annotated[float | None, typer.Option(
@@ -170,7 +173,7 @@ def replay_cmd(
             system_idle_cap_s=chosen.get("system_idle_cap_s"),
             end_session_on_context_overflow=chosen.get("end_session_on_context_overflow", False),
             start=chosen["start"], start_ratio=chosen.get("start_ratio", (0.0, 1.0)),
-            profile=profile,
+            order=order, profile=profile,
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
             request_timeout_s=request_timeout, grace_s=grace, server_gone_s=server_gone_after,

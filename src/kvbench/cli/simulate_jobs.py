@@ -95,6 +95,14 @@ def simulate_jobs(
         jobs = jobs[:max_jobs]
     bounds = {"duration_s": duration, "max_requests": max_requests,
               "max_tokens_cap": max_tokens_cap, "think_time_cap_s": think_time_cap}
+    over = [j for j in jobs if j.conc > len(sessions)]
+    if over:
+        from kvbench.workload.bounds import lanes_note
+
+        top = max(j.conc for j in over)
+        note = lanes_note(top, len(sessions), duration is not None or max_requests is not None)
+        print(f"{len(over)} of {len(jobs)} jobs run more lanes than sessions; at the most, "
+              f"{note}", file=sys.stderr)
     out = sim_jobs.simulate_jobs(jobs, list(trace), bounds, policy,
                                  workers or sim_jobs.default_workers(), progress=_progress,
                                  sizing=sizing)

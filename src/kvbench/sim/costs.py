@@ -284,9 +284,9 @@ class CostModel:
     def from_profiles(cls, model: Any, hardware: Any, tp: int = 1, *,
                       precision: str = "bf16", kv_dtype: str | None = None,
                       dp_attention: bool = False, engine: Any = None) -> CostModel:
-        """From a `kvbench.models.ModelProfile` and a `kvbench.hardware.HardwareProfile`
-        (CONTRACTS.md section 2): weights and dense FLOPs split over TP ranks; KV bytes per
-        rank as the model reports them (MLA latents are replicated, GQA heads split). The
+        """From a `kvbench.models.ModelProfile` and a `kvbench.hardware.HardwareProfile`:
+        weights and dense FLOPs split over TP ranks; KV bytes per rank as the model reports
+        them (MLA latents are replicated, GQA heads split). The
         KV dtype defaults to the model's for that precision; `engine` (an EngineProfile)
         replaces the built-in SGLang-like overheads."""
         if tp < 1:

@@ -72,6 +72,10 @@ class Engine:
         # by side (ranks.py) plan to their own next event instead: a request that another
         # rank sends them mid-stretch cuts the stretch short (`submit`).
         self.plan_to_horizon = True
+        # serve-sim's virtual clock (sim/lockstep.py): after a step, stop before composing the
+        # next while this says a client owes a request, so one sent at that instant joins the
+        # next step (as the simulator's lanes submit theirs from the finish callback)
+        self.hold: Callable[[], bool] | None = None
         # one queue per direction of the host link, shared by every transfer (link.py)
         self.link = HostLink.for_costs(costs)
         cache.link = self.link
@@ -159,6 +163,8 @@ class Engine:
             step, self._step = self._step, None
             self.now_s = step.end_s
             self._apply(step)
+            if self.hold is not None and self.hold():
+                return
 
     def _take_arrivals(self) -> None:
         next_s = self.arrivals.next_s()
