@@ -87,8 +87,8 @@ def test_the_forecast_takes_the_profile_the_job_will_run(quickstart_jobs):
     engine's rows keep kvbench's own replay by default; under --profile agentx the forecast
     sends the AgentX warm-up the job will send."""
     jobs, runners = quickstart_jobs
-    job = next(j for j in jobs if j.conc == 2 and j.kv_offloading == "none")
-    options = quickstart_options(50.0)
+    job = next(j for j in jobs if j.conc == 3 and j.kv_offloading == "none")
+    options = quickstart_options()
     plain = engine_seconds(job, options, runners)
     assert plain == engine_seconds(job, options.model_copy(update={"profile": "none"}),
                                    runners)

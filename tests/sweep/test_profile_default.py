@@ -26,11 +26,11 @@ KEY = "dsv4-fp4-b200-vllm-agentic-mtp"
 @pytest.fixture(scope="module")
 def jobs():
     """One InferenceX row (resident and offload arms at its lowest concurrency) and the
-    quickstart's two arms at concurrency 2."""
+    quickstart's two arms at its lowest concurrency."""
     ix = select_jobs(Selection(config_files=CONFIGS, runner_config=RUNNERS, config_keys=(KEY,),
                                max_conc=4))
     own = select_jobs(Selection(config_files=(RECIPE,), runner_config=RECIPE.parent /
-                                "runners.yaml", max_conc=2))
+                                "runners.yaml", max_conc=3))
     assert ix and own
     return ix, own
 
@@ -53,7 +53,7 @@ def test_inferencex_rows_replay_agentx_by_default_as_they_are_launcher_sized(job
     assert work["warmup_per_lane"] == 10 and work["seed"] == 42 and work["start"] == "sampled"
     assert work["duration_s"] == offload.row["duration"] == 3600
     assert work["profile"] == "agentx-v1"
-    assert "profile" not in by_name[quick.exp_name].replay_workload(2, 3600.0)
+    assert "profile" not in by_name[quick.exp_name].replay_workload(3, 3600.0)
     # --profile none opts every row out; --profile agentx puts every row under it
     assert {s.options.profile for s in build_specs(
         [*ix, *own], RunOptions(profile="none"))} == {"none"}
