@@ -39,7 +39,7 @@ def _run(capsys, *argv: str) -> dict | list:
 def test_rows_ranked_by_predicted_benefit(case, capsys):
     recipe, traces = case
     preds = _run(capsys, "plan", "--config-files", str(recipe), "--predict", "--trace",
-                 str(traces), "--format", "json")
+                 str(traces), "--bounds", "once", "--format", "json")
     assert [(p["conc"], p["verdict"]) for p in preds] == [(6, "above threshold"),
                                                            (2, "within noise")]
     big, none = preds
@@ -53,14 +53,15 @@ def test_pruned_matrix_is_the_run_matrix_of_the_kept_rows(case, capsys):
     recipe, traces = case
     # threshold above the conc-6 benefit: only the undecided conc-2 pair is left to measure
     pruned = _run(capsys, "simulate-jobs", "--config-files", str(recipe), "--trace",
-                  str(traces), "--prune", "--threshold", "0.99")
+                  str(traces), "--bounds", "once", "--prune", "--threshold", "0.99")
     full = _run(capsys, "run", str(recipe), "--trace", str(traces), "--max-conc", "2",
                 "--emit", "github-matrix")
     assert [e["name"] for e in pruned["include"]] == ["qwen3-8b_tp1_conc2_kvnone",
                                                       "qwen3-8b_tp1_conc2_kvdram-hicache"]
     assert pruned == full
     via_plan = _run(capsys, "plan", "--config-files", str(recipe), "--predict", "--trace",
-                    str(traces), "--threshold", "0.99", "--emit", "github-matrix")
+                    str(traces), "--bounds", "once", "--threshold", "0.99", "--emit",
+                    "github-matrix")
     assert via_plan == pruned
 
 

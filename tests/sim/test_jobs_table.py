@@ -16,7 +16,7 @@ def test_piped_table_lists_every_selected_job_in_full():
         [sys.executable, "-m", "kvbench", "simulate-jobs", "--config-files",
          str(REPO / "examples" / "quickstart.yaml"), "--runner-config",
          str(REPO / "examples" / "runners.yaml"), "--trace",
-         str(REPO / "src" / "kvbench" / "workload" / "data" / "claude-code")],
+         str(REPO / "src" / "kvbench" / "workload" / "data" / "claude-code"), "--bounds", "once"],
         capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "80"})
     assert res.returncode == 0, res.stderr

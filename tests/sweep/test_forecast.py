@@ -58,10 +58,15 @@ def test_the_forecast_is_what_kvbench_simulate_runs(quickstart_jobs):
         json.loads(out.stdout)["duration_s"], rel=1e-9)
 
 
-def test_jobs_it_cannot_forecast_say_none(quickstart_jobs):
+def test_a_synthetic_workload_is_forecast_on_the_replays_own_draw(quickstart_jobs):
+    from kvbench.workload import SyntheticSpec, generate_sessions
+
     jobs, runners = quickstart_jobs
-    synthetic = RunOptions(max_requests=5)  # sessions drawn when the replay runs
-    assert engine_seconds(jobs[0], synthetic, runners) is None
+    synthetic = RunOptions(max_requests=5, seed=3)  # the replay draws these sessions itself
+    forecast = engine_seconds(jobs[0], synthetic, runners)
+    assert forecast is not None and forecast > 0
+    drawn = generate_sessions(SyntheticSpec(seed=3))
+    assert engine_seconds(jobs[0], synthetic, runners, drawn) == forecast
 
 
 def test_the_job_and_the_forecast_take_one_workload_from_the_options():

@@ -37,7 +37,10 @@ OPEN_LOOP_CAP = 1024
 @app.command("replay")
 def replay_cmd(
     url: Annotated[str, typer.Option(help="server base URL, e.g. http://127.0.0.1:8000")],
-    trace: Annotated[str, typer.Option(help="trace file or directory, or 'synthetic'")],
+    trace: Annotated[str, typer.Option(
+        help="trace file or directory (kv-cache-tester / weka JSON or JSONL, Mooncake JSONL), "
+        "or a word: bundled (kvbench's Claude Code sessions), synthetic (seeded synthetic "
+        "sessions, --sessions)")],
     output: Annotated[Path, typer.Option(help="directory for records.jsonl and summary.json")],
     concurrency: Annotated[int | None, typer.Option(
         help="live session lanes, default 1 (with --session-rate: the cap on live sessions, "
@@ -157,7 +160,7 @@ def replay_cmd(
     try:
         cfg = ReplayConfig(
             url=url, model=model or "", endpoint=endpoint,
-            trace=None if synthetic else [Path(trace)],
+            trace=None if synthetic else _trace_paths(trace),
             synthetic=(SyntheticSpec(num_sessions=sessions, seed=chosen["seed"]) if synthetic
                        else None),
             concurrency=lanes, workers=workers, session_rate=session_rate, arrival=arrival,
@@ -289,3 +292,12 @@ def _print_human(s: dict, output: Path) -> None:
         _print_profile(console, s["profile"])
     records = "records.jsonl" + (".gz" if s["run"].get("compressed") else "")
     console.print(f"records: {output / records}  summary: {output / 'summary.json'}")
+
+
+def _trace_paths(trace: str) -> list[Path]:
+    """A trace path, or the bundled sessions for the word `bundled`."""
+    if trace != "bundled":
+        return [Path(trace)]
+    from kvbench.workload.choice import parse_trace
+
+    return parse_trace(["bundled"]).trace_paths or []

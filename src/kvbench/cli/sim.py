@@ -7,7 +7,6 @@ import errno
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,6 +14,7 @@ import typer
 from kvbench.cli.app import app
 from kvbench.cli.console import check_format
 from kvbench.cli.sim_loop import DEFAULT_SIM_CONCURRENCY, judge_open_loop, loop_mode
+from kvbench.cli.trace_option import TRACE_HELP
 from kvbench.errors import SimError
 
 _POLICIES = ("write_through", "write_through_selective", "write_back")
@@ -64,7 +64,9 @@ OrderOpt = Annotated[str, typer.Option(
 BlockTokensOpt = Annotated[int | None, typer.Option(
     help="Tokens per hash block instead of the trace's (scales prompts).")]
 MaxInputOpt = Annotated[int | None, typer.Option(help="Turns with more input tokens are skipped.")]
-SessionsOpt = Annotated[int, typer.Option(help="Synthetic sessions (--trace synthetic).")]
+SessionsOpt = Annotated[int | None, typer.Option(
+    help="--trace synthetic: the sessions; --trace agentx: at least this many corpus sessions "
+    "(default: AgentX's 393, or the lanes).")]
 
 
 
@@ -166,15 +168,14 @@ def _bounds(concurrency: int | None, profile: str | None = None, **opts):
         order=opts["order"])
 
 
-def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
-    """The replay's sessions: the workload loader, or its synthetic generator."""
-    from kvbench.workload import SyntheticSpec, generate_sessions, load_trace
+def _source(trace: list[str], num_sessions: int | None, seed: int):
+    """The `--trace` values as a WorkloadSource (workload/choice.py)."""
+    from kvbench.workload.choice import parse_trace
 
-    if synthetic:
-        if num_sessions < 1:
-            raise SimError(f"--sessions: {num_sessions} synthetic sessions; allowed: >= 1")
-        return generate_sessions(SyntheticSpec(num_sessions=num_sessions, seed=seed))
-    return load_trace(trace)
+    if num_sessions is not None and num_sessions < 1:
+        raise SimError(f"--sessions: {num_sessions}; allowed: >= 1")
+    return parse_trace(trace, synthetic_sessions=num_sessions or 64, seed=seed,
+                       corpus_sessions=num_sessions)
 
 
 def _speculate(costs, accept_length: float, verify_tokens: int):
@@ -302,8 +303,7 @@ def _listen(host: str, port: int):
 
 @app.command("simulate")
 def simulate(
-    trace: Annotated[list[Path], typer.Option(
-        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
+    trace: Annotated[list[str], typer.Option(help=TRACE_HELP + ".")],
     model: ModelOpt = "reference-8b",
     context_tokens: ContextOpt = None,
     hardware: HardwareOpt = "h200",
@@ -344,7 +344,7 @@ def simulate(
     warmup_per_lane: WarmupPerLaneOpt = None,
     max_context_length: MaxContextOpt = None,
     profile: ProfileOpt = None,
-    sessions: SessionsOpt = 64,
+    sessions: SessionsOpt = None,
     dp: Annotated[int, typer.Option(
         help="DP-attention ranks, each with its own GPU and host tier (closed loop).")] = 1,
     router: Annotated[str, typer.Option(
@@ -373,16 +373,13 @@ def simulate(
     if profile is not None and bounds is None:
         raise SimError("--profile: a validity profile applies to closed-loop lanes",
                        hint="drop --open-loop")
-    synthetic = [str(p) for p in trace] == ["synthetic"]
-    if synthetic and bounds is None:
-        raise SimError("--trace synthetic needs closed-loop lanes, not --open-loop")
-    traces = [] if bounds is not None else load_traces(trace)
-    workload = None if bounds is None else _sessions(trace, synthetic, sessions, bounds.seed)
-    if workload is not None:
-        from kvbench.workload.bounds import lanes_note
-
-        if note := lanes_note(bounds.concurrency, len(workload), bounds.recycle):
-            print(note, file=sys.stderr)
+    source = _source(trace, sessions, bounds.seed if bounds is not None else 0)
+    if source.kind != "traces" and bounds is None:
+        raise SimError(f"--trace {source.kind if source.kind == 'synthetic' else 'agentx'} "
+                       "needs closed-loop lanes, not --open-loop")
+    traces = [] if bounds is not None else load_traces(source.trace_paths)
+    workload = None if bounds is None else source.sessions_for(
+        model.split("/")[-1].lower(), concurrency)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
@@ -405,6 +402,12 @@ def simulate(
     if concurrency is None:
         for summary in results.values():
             judge_open_loop(summary, traces, arrival_scale)
+    else:
+        from kvbench.workload.working_set import lanes_warning
+
+        line = lanes_warning("simulate", len(workload), concurrency, bounds.recycle)
+        if line:
+            print(line, file=sys.stderr)
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
         import orjson
@@ -415,5 +418,6 @@ def simulate(
     else:
         from kvbench.sim.table import print_arms
 
-        names = [t.name for t in traces] or [str(p) for p in trace]
+        names = [t.name for t in traces] or [source.label(model.split("/")[-1].lower(),
+                                                          concurrency)]
         print_arms(results, names)

@@ -79,6 +79,8 @@ class Engine:
         # one queue per direction of the host link, shared by every transfer (link.py)
         self.link = HostLink.for_costs(costs)
         cache.link = self.link
+        if isinstance(cache, TieredCache):
+            cache.load_back_min_tokens = costs.load_back_min_tokens
 
     # -- input -----------------------------------------------------------------------------
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
@@ -121,6 +123,16 @@ class Engine:
         self._release(req)
         self.num_running -= 1
         req.finish_s = now
+
+    def device_cached_tokens(self, req: SimRequest) -> int:
+        """Prompt tokens of `req` this engine's device tier holds now (a router's view)."""
+        return self.cache.match_tokens(req.keys)[0] if req.keys else 0
+
+    def active_requests(self):
+        """Requests waiting, prefilling or decoding here (not those still on their way)."""
+        yield from self.waiting
+        yield from self.prefilling
+        yield from self._decoders
 
     @property
     def num_queued(self) -> int:

@@ -121,22 +121,6 @@ class WorkloadBounds:
         return self.max_requests is not None and profiled_sent >= self.max_requests
 
 
-def lanes_note(concurrency: int, sessions: int, recycle: bool) -> str | None:
-    """A word when the lanes outnumber the sessions (issue 39: `simulate --concurrency 512` on
-    9 sessions said nothing): recycled, each extra lane replays a session again in a fresh
-    namespace; not recycled, lanes without a session stay idle and the run measures fewer
-    concurrent sessions than it is labelled with."""
-    if concurrency <= sessions:
-        return None
-    if recycle:
-        return (f"{concurrency} session lanes on {sessions} sessions: "
-                f"{concurrency - sessions} lanes replay sessions again, each pass in a fresh "
-                "hash namespace (no pass hits another's cache)")
-    return (f"{concurrency} session lanes on {sessions} sessions: only {sessions} lanes ever "
-            f"have a session, so this measures {sessions} concurrent sessions, not "
-            f"{concurrency} (--max-requests or --duration recycles sessions into every lane)")
-
-
 def pass_namespace(session: Session, pass_no: int) -> str:
     """The hash namespace of a session's `pass_no`-th use (0 = its own)."""
     return session.namespace if pass_no == 0 else f"{session.namespace}#{pass_no}"

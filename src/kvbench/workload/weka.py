@@ -165,9 +165,11 @@ def parse_session(obj: Any, where: str) -> Session:
     timed = all(roots_timed) and all(
         sub.get("t") is not None for r in reqs if r.get("type") == "subagent"
         for sub in r["requests"])
-    return Session(sid, turns, namespace, where,
-                   {"format": "weka", "block_size": block, "timed": timed},
-                   _branches(turns, roots, subagents))
+    meta = {"format": "weka", "block_size": block, "timed": timed}
+    # the trace's system and tool prefix (kv-cache-tester headers), for the corpus fit
+    meta.update({k: obj[k] for k in ("system_tokens", "tool_tokens")
+                 if isinstance(obj.get(k), int) and not isinstance(obj.get(k), bool)})
+    return Session(sid, turns, namespace, where, meta, _branches(turns, roots, subagents))
 
 
 def _subagent_end_s(req: dict, own: list[Turn], where: str, path: str, spawn_t: float) -> float:
