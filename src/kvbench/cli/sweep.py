@@ -262,10 +262,11 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
 
         specs = build_specs(jobs, options, repeats=repeat,
                             runner_config=runner_config_path(selection))
+        # refused (beyond GitHub's limits) before anything is said about the jobs
+        text = emit_github_matrix(specs, checkout=Path.cwd(), emit_dir=emit_dir)
         for line in _profile_lines(specs, options):
             print(line, file=sys.stderr)
-        sys.stdout.write(emit_github_matrix(specs, checkout=Path.cwd(), emit_dir=emit_dir)
-                         + "\n")
+        sys.stdout.write(text + "\n")
         return []
     results = Path(results)
     from kvbench.sweep.lock import results_lock
