@@ -206,9 +206,11 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
               rerun_failed: bool = True, dashboard: bool = True, format: str = "table",
               slurm: dict | None = None, exp_names: list[str] | None = None,
               final_report: bool = True, announce_resume: bool = True,
-              emit_dir: Path | None = None) -> list:
+              emit_dir: Path | None = None, earlier: list | None = None) -> list:
     """The body of `kvbench run` (also used by `kvbench quickstart`, which runs its first
-    pass without the final report and says itself that it resumed)."""
+    pass without the final report and says itself that it resumed). `earlier`: outcomes of
+    jobs this same invocation already ran (the quickstart's pace probe), reported as run, not
+    as resumed."""
     import orjson
 
     from kvbench.matrix.generate import runner_config_path
@@ -294,6 +296,8 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         else:
             outcomes = run_local(specs, results, continue_on_error=continue_on_error,
                                  rerun_failed=rerun_failed)
+    ran = {o.dir_name: o for o in earlier or ()}
+    outcomes = [ran.get(o.dir_name, o) if o.status == "skipped" else o for o in outcomes]
     mine = [results / s.dir_name for s in specs]
     if format == "json":
         sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
