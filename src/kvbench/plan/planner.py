@@ -22,7 +22,7 @@ from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
 from kvbench.plan.settings import RecipeSettings, recipe_settings
 from kvbench.plan.sizers import SIZERS, SizingContext
-from kvbench.plan.topology import JobLike, Topology, topology_of
+from kvbench.plan.topology import JobLike, Topology, inferencex_row, topology_of
 from kvbench.plan.version import image_version
 from kvbench.recipe.layout import benchmark_folder
 from kvbench.units import GB, GiB
@@ -298,7 +298,7 @@ def _launcher_size(job: JobLike, plan: Plan) -> LauncherSize | None:
     commit sizes (a multi-node row's workers are sized by their srt-slurm recipe, the
     embedded engine has no launcher)."""
     topo = topology_of(job)
-    if topo.is_multinode or job.row.get("disagg-role") or topo.framework == "sim":
+    if topo.is_multinode or job.row.get("disagg-role") or not inferencex_row(job.row):
         return None
     return launcher_size(*_launcher_facts(job, plan))
 
@@ -421,7 +421,7 @@ def _weights_offload(settings: RecipeSettings, topo: Topology
 
 def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> RecipeSettings:
     """The recipe's launcher settings; the embedded engine has none (it is no launcher)."""
-    if topo.framework == "sim":
+    if not inferencex_row(job.row):
         return RecipeSettings()
     return recipe_settings({
         "engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
@@ -438,7 +438,7 @@ def _image_mods(job: JobLike, topo: Topology, hardware: str, offload: bool
     `patches:` (a kvbench extension, kept readable). A multi-node row's workers get their
     srt-slurm recipe's (engines/srt_recipe.py); the embedded engine runs no launcher."""
     release = image_version(topo.image).release
-    mods = [] if topo.is_multinode or topo.framework == "sim" else image_mods({
+    mods = [] if topo.is_multinode or not inferencex_row(job.row) else image_mods({
         "engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
         "hardware": hardware, "precision": topo.precision,
         "offload": topo.backend if offload else "none", "dp_attn": topo.dp_attention,
