@@ -67,3 +67,18 @@ def test_both_halves_against_the_targets(rows) -> None:
             assert out["sim"] == pytest.approx(out["real"], rel=0.10), name
             bound = RATIO_MISSED.get((r["half"], r["conc"]), 0.10)
             assert ttft["sim"] == pytest.approx(ttft["real"], rel=bound), name
+
+
+def test_the_shipped_load_stall_is_the_fit_half_fit() -> None:
+    """engines/vllm.yaml's load_stall_s is what benchmarks/gpu/vllm/load_stall.py fits on the
+    fit half's requests of the offload runs (its grid, every run simulated at each value),
+    and the fit reads the fit half only: scrambling the held-out half changes nothing."""
+    from kvbench.sim.engine_profile import load_engine_profile
+
+    spec = importlib.util.spec_from_file_location("load_stall", HERE / "vllm" / "load_stall.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    errors = module.per_request_log_errors([0.0, 0.04, 0.045, 0.05, 0.06])
+    assert module.fitted(errors) == load_engine_profile("vllm").load_stall_s.value == 0.05
+    scrambled = {v: {"fit": h["fit"], "held-out": [9.0]} for v, h in errors.items()}
+    assert module.fitted(scrambled) == 0.05
