@@ -41,6 +41,7 @@ def test_the_line_says_where_and_at_what_priority():
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two CPUs and CPU affinity")
+@pytest.mark.alone  # the idle core it looks for must not be busy with another test
 def test_a_busy_core_is_left_to_its_program():
     first = min(os.sched_getaffinity(0))
     before = placement.cpu_busy()

@@ -12,7 +12,8 @@ from conftest import REPO
 
 from kvbench.files import read_json
 
-pytestmark = pytest.mark.slow
+# The quickstart's minute and its pace are the machine's: no other test runs beside them.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def _tables(stdout: str) -> dict[str, list[str]]:

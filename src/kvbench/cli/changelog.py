@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -75,10 +74,9 @@ def changelog_check(
     """Validate a change of perf-changelog.yaml: append-only, history immutable, keys exist."""
     report = _report(base, head, base_file, head_file, path, repo, config_files, pr)
     if format == "json":
-        import orjson
+        from kvbench.files import print_json
 
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
-                         + "\n")
+        print_json(report.to_json())
         return
     from rich.console import Console
 
@@ -102,10 +100,10 @@ def changelog_jobs(
                                                  "topology (PR runs).")] = False,
 ) -> None:
     """Print (JSON) the matrix rows of the config keys the change's new entries name."""
-    import orjson
 
     from kvbench.changelog.jobs import rows_for_change
     from kvbench.changelog.keys import default_config_files
+    from kvbench.files import print_json
 
     report = _report(base, head, base_file, head_file, path, repo, config_files, pr)
     where = head_file if head_file is not None else repo / _changelog_path(path, repo)
@@ -114,4 +112,4 @@ def changelog_jobs(
         beside = [c.parent / "runners.yaml" for c in configs]
         runner_config = next((r for r in beside if r.is_file()), None)
     rows = rows_for_change(report, configs, runner_config, trim_conc=trim_conc)
-    sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+    print_json(rows)

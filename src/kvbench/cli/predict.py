@@ -16,7 +16,6 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
     """The body of `kvbench plan --predict` and `kvbench simulate-jobs --prune`: rank the
     selected rows by predicted offload benefit; `emit="github-matrix"` prints the CI matrix
     (as `kvbench run --emit github-matrix`) of the rows kept."""
-    import json
     import sys
 
     from kvbench.capacity import WorkloadBounds, sessions_to_traces
@@ -52,7 +51,9 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
         sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
         return
     if output_format == "json":
-        print(json.dumps([p.to_json() for p in predictions], indent=1))
+        from kvbench.files import print_json
+
+        print_json([p.to_json() for p in predictions])
         return
     from rich.console import Console
     from rich.table import Table

@@ -3,7 +3,6 @@ selected job (the per-job modelling is in cli/sim_jobs.py)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -91,7 +90,9 @@ def simulate_jobs(
     out = sim_jobs.simulate_jobs(jobs, list(trace), bounds, policy,
                                  workers or sim_jobs.default_workers(), progress=_progress)
     if output_format == "json":
-        print(json.dumps(out, indent=1))
+        from kvbench.files import print_json
+
+        print_json(out)
     else:
         print_jobs(out)
     from kvbench.workload.working_set import pool_warnings

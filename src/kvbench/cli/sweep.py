@@ -261,8 +261,9 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
             outcomes = run_local(specs, results, continue_on_error=continue_on_error,
                                  rerun_failed=rerun_failed)
     if format == "json":
-        sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        from kvbench.files import print_json
+
+        print_json([o.to_json() for o in outcomes])
     else:
         _final_report(results, outcomes, dashboard)
     if len(outcomes) < len(specs):
