@@ -93,8 +93,8 @@ def main() -> None:
     base_cpu = statistics.median(cpus["python -c pass"])
     print(f"{args.repeat} runs each, interleaved; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}")
-    print(f"| case | wall median ms | wall min ms | CPU median ms | CPU min ms | "
-          f"x pass (wall) | x pass (CPU) |\n|---|---:|---:|---:|---:|---:|---:|")
+    print("| case | wall median ms | wall min ms | CPU median ms | CPU min ms | "
+          "x pass (wall) | x pass (CPU) |\n|---|---:|---:|---:|---:|---:|---:|")
     for name, _ in todo:
         w, c = walls[name], cpus[name]
         print(f"| {name} | {statistics.median(w):.1f} | {min(w):.1f} | "

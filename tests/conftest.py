@@ -3,8 +3,8 @@ fixtures shared across areas live in tests/fixtures/<name>.py (importable as `fi
 
 from __future__ import annotations
 
-import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,12 +43,15 @@ def artifacts_dir() -> Path:
 
 
 # ---- the suite in parallel (pytest-xdist: the README's `-n 4`) ------------------------------
-# Which tests share a worker (`--dist loadgroup`): a module whose tests share a module-scoped
-# fixture (a server, a parse of every real row, a fuzz tally) or a real Slurm cluster (a
-# session fixture, tests/fixtures/slurm.py) stays on one worker, so the fixture is built once
-# per module at most. Modules with a slow test go first, so that the longest work starts early
-# and no worker is left with it at the end.
+# Which tests share a worker (`--dist loadgroup`, in the order collected: addopts has
+# --no-loadscope-reorder): a module whose tests share a module-scoped fixture (a server, a
+# parse of every real row, a fuzz tally) or a real Slurm cluster (a session fixture,
+# tests/fixtures/slurm.py) stays on one worker, so the fixture is built once per module at
+# most. The `alone` tests (they measure the machine's load or pace) go first, one worker, with
+# every other test waiting; then the modules with a slow test, so that the longest work starts
+# early and no worker is left with it at the end.
 SLURM_FIXTURES = ("slurm_cluster", "slurm_cluster_2n")
+PROLOGUE_WAIT_S = 900  # past it the others go on (an `alone` test lost to a crashed worker)
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:
@@ -59,37 +62,44 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
                for name, defs in info.name2fixturedefs.items() for d in defs)
 
 
+def _alone(item: pytest.Item) -> bool:
+    return item.get_closest_marker("alone") is not None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     shared = {item.path for item in items if _shares_a_fixture(item)}
     for item in items:
-        if item.path in shared and item.get_closest_marker("xdist_group") is None:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        if _alone(item):
+            item.add_marker(pytest.mark.xdist_group("alone"))
+        elif item.path in shared:
             item.add_marker(pytest.mark.xdist_group(str(item.path.relative_to(REPO))))
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # stable: each module keeps its order
+    # stable: each module keeps its order
+    items.sort(key=lambda item: (not _alone(item), item.path not in slow))
 
 
-@pytest.fixture(autouse=True)
-def _alone(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[None]:
-    """A readers-writer lock over the run's workers (flock on two files in the run's shared
-    temporary folder): every test holds the lock shared, an `alone` test exclusively. The
-    gate, taken exclusively by a waiting `alone` test, lets no new test start, so the test
-    waits only for those already running."""
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under xdist, every test but the `alone` ones waits (before its fixtures) until those
+    have run; each `alone` test, whatever its outcome, adds a line to the run's shared file."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         yield
         return
-    root = tmp_path_factory.getbasetemp().parent  # <run>/popen-gwN -> <run>, shared
-    alone = request.node.get_closest_marker("alone") is not None
-    with open(root / "alone.gate", "a") as gate, open(root / "alone.lock", "a") as lock:
-        fcntl.flock(gate, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            if not alone:
-                fcntl.flock(gate, fcntl.LOCK_UN)
+    done = item.config._tmp_path_factory.getbasetemp().parent / "alone.done"  # <run>, shared
+    if _alone(item):
         try:
             yield
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            fcntl.flock(gate, fcntl.LOCK_UN)
+            with open(done, "a") as f:
+                f.write(item.nodeid + "\n")
+        return
+    expected = sum(map(_alone, item.session.items))
+    deadline = time.monotonic() + PROLOGUE_WAIT_S
+    while expected and time.monotonic() < deadline:
+        if done.exists() and len(done.read_text().splitlines()) >= expected:
+            break
+        time.sleep(0.2)
+    yield

@@ -157,6 +157,7 @@ def test_percentiles_over_fewer_than_20_samples_are_marked():
     assert "few_samples" not in many["ttft_ms"]
 
 
+@pytest.mark.alone  # the arrival gaps are the client's pace: no other test may load the machine
 def test_open_loop_sessions_arrive_at_the_rate_whatever_the_server(tmp_path):
     """--session-rate: sessions start on their own schedule (here every 0.1 s, constant),
     not when a lane frees; each replays its turns in order. Against a server taking ~0.3 s a
