@@ -29,6 +29,17 @@ def _recipe_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["KVBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("recipe-cache"))
 
 
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    """Secrets redaction remembers (kvbench/redaction.py remember_secret) last for a process,
+    as one command's do; each test is a command of its own, so one test's planted secrets
+    never redact another's text."""
+    yield
+    from kvbench import redaction
+
+    redaction._forget_all()
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The committed copy of the real data (the fixture keeps its historical name)."""

@@ -36,6 +36,9 @@ CHECKPOINT_FILES = {"config.json": "{}", "tokenizer_config.json": "{}", "tokeniz
                         json.dumps({"weight_map": {"w": "model-00001-of-00001.safetensors"}}),
                     "model-00001-of-00001.safetensors": ""}
 MAX_FILE_BYTES = 1 << 20
+# in a stdin script or its arguments: it edits the engine package inside the image, not
+# this host's
+ENGINE_SOURCE_MARKS = ("/sgl-workspace/", "find_spec(", "site-packages/")
 
 
 def _oracle() -> Path:
@@ -61,10 +64,11 @@ def _files_named(argv: list[str], env: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _record(kind: str, argv: list[str]) -> None:
+def _record(kind: str, argv: list[str], extra_files: dict[str, str] | None = None) -> None:
     env = dict(os.environ)
     entry = {"kind": kind, "argv": argv, "env": env, "cwd": os.getcwd(),
-             "files": _files_named(argv, env), "time_ns": time.monotonic_ns()}
+             "files": {**_files_named(argv, env), **(extra_files or {})},
+             "time_ns": time.monotonic_ns()}
     with open(_oracle() / "calls.jsonl", "a") as f:
         f.write(json.dumps(entry) + "\n")
 
@@ -107,6 +111,15 @@ def _python(argv: list[str]) -> None:
     if rest and rest[0].endswith(".py") and "/agentic/" in rest[0]:
         _record("container-patch", argv)  # patches the image's engine source
         return
+    if rest[:1] == ["-"]:  # a script on stdin (a heredoc)
+        script = sys.stdin.read()
+        if any(mark in text for mark in ENGINE_SOURCE_MARKS for text in (script, *rest[1:])):
+            # it edits the image's engine package (seed 000's sglang#34560 fix, the branches
+            # `kvbench recipe mirror` writes): recorded with its text, not run on this host
+            _record("container-patch", argv, {"<stdin>": script})
+            return
+        real = os.environ["ORACLE_PYTHON"]
+        os.execv(real, [real, *flags, "-c", script, *rest[1:]])
     _real_python(argv)
 
 

@@ -26,12 +26,42 @@ def _umask() -> int:
     return mask
 
 
+def refuse_foreign(path: str | Path) -> None:
+    """kvbench replaces or appends to only regular files: a symlink, device, FIFO, socket or
+    directory at a path it writes was planted there (kvbench never creates one), and writing
+    would follow it outside the directory or destroy it. Refused with an OutputError."""
+    from kvbench.errors import OutputError
+
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:  # a component that is a file, no permission
+        raise OutputError(f"{path}: cannot write: {e.strerror}") from None
+    if stat.S_ISREG(mode):
+        return
+    kind = ("a symbolic link" if stat.S_ISLNK(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device node")
+    raise OutputError(f"{path}: is {kind} kvbench did not write; refusing to write through "
+                      f"or replace it", hint="remove it, or write somewhere else")
+
+
+def remove_own(path: str | Path) -> None:
+    """Remove a file an earlier run left (a stale records.jsonl): a regular file only, never
+    a planted link or special file (refuse_foreign)."""
+    refuse_foreign(path)
+    Path(path).unlink(missing_ok=True)
+
+
 def write_atomic(path: str | Path, data: bytes | str) -> Path:
     """Write to a temporary file in the same directory, fsync, then rename over `path`. The
     file gets the mode a plain `open()` would give it (0644 under the usual umask 022), not
-    the temporary file's private 0600: results and dashboards are for sharing."""
+    the temporary file's private 0600: results and dashboards are for sharing. Only a regular
+    file is replaced (refuse_foreign)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_foreign(path)
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -57,6 +87,9 @@ def write_output(path: str | Path, data: bytes | str) -> int:
     from kvbench.errors import OutputError
 
     raw = data.encode() if isinstance(data, str) else data
+    if str(path).endswith(("/", os.sep)):
+        raise OutputError(f"{path}: names a directory; give a file name",
+                          hint=f"e.g. {str(path).rstrip('/' + os.sep) or '.'}/out")
     if str(path) == "-":
         sys.stdout.flush()
         sys.stdout.buffer.write(raw)
@@ -175,7 +208,18 @@ class JsonlWriter:
         self.path = Path(path)
         compress = self.path.name.endswith(GZ_SUFFIX)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._raw = open(self.path, "ab")  # noqa: SIM115 (closed in close())
+        # appended to only as a regular file: never through a planted symlink, never into a
+        # device node or FIFO (O_NONBLOCK: a FIFO's open does not wait for a reader)
+        refuse_foreign(self.path)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in between
+            from kvbench.errors import OutputError
+
+            os.close(fd)
+            raise OutputError(f"{self.path}: not a regular file; refusing to append to it")
+        os.set_blocking(fd, True)
+        self._raw = os.fdopen(fd, "ab")
         self._f = gzip.GzipFile(fileobj=self._raw, mode="ab", compresslevel=6) if compress \
             else self._raw
         self._sync = zlib.Z_SYNC_FLUSH if compress else None

@@ -4,16 +4,28 @@ By name: environment variables and flags named like secrets (HF_TOKEN, `--api-ke
 `--auth-header=X`). By value: strings shaped like credentials wherever they occur (in argv,
 env values, log lines, result fields), whatever they are called: credentials in URLs
 (`scheme://user:pass@host`), provider tokens (`sk-`, `hf_`, `github_pat_`, `ghp_`, `xoxb-`,
-`glpat-`, `AIza`), JWTs, chat webhook URLs, `Authorization: Bearer ...` and `api_key='...'`
-as engines print their arguments. Every file kvbench writes that could hold one goes through
-here (command.json, env.json, job.json, result.json, the dashboard); the shapes are the
-providers' documented token formats."""
+`glpat-`, `AIza`), JWTs, chat webhook URLs, `Authorization: Bearer ...`, `api_key='...'`
+as engines print their arguments and `"api_key": "..."` / `X-Api-Key: ...` inside JSON or
+header values. By memory: a value once hidden by name (an engine's `--api-key X`, HF_TOKEN's
+value, the replay's bearer token) is remembered for the rest of the process with its
+encodings (reversed, base64, hex, URL-quoted), so a server or log that echoes it, however
+spelt, is redacted too. Every file kvbench writes that could hold one goes through here
+(command.json, env.json, job.json, result.json, records.jsonl errors, the lock, the
+dashboard); the shapes are the providers' documented token formats.
+
+Every pattern runs in time linear in the text: each one that starts with a run of word
+characters is anchored by a look-behind (it can begin only where such a run begins) or has a
+bounded repeat, so an 80,000-character value costs what reading it costs."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import os
 import re
+import shlex
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,10 +36,18 @@ REDACTED = "<redacted>"
 # before an ID/VALUE suffix (MODAL_TOKEN_ID). Names that merely contain the word in the middle
 # (SGLANG_SIMULATE_ACC_TOKEN_MODE, ..._ROUTING_KEY_FROM_CORRELATION_ID) are configuration and
 # must stay readable, or the recorded command would not replay.
-_TRAILING = {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "PWD",
-             "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "AUTHORIZATION"}
-_ANYWHERE = {"SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "APIKEY", "AUTHORIZATION"}
-_ID_SUFFIX = {"ID", "VALUE", "B64", "BASE64", "FILE", "HEADER"}
+_TRAILING = {"TOKEN", "KEY", "KEYS", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "PWD",
+             "CREDENTIAL", "CREDENTIALS", "CRED", "CREDS", "AUTH", "COOKIE", "AUTHORIZATION",
+             "PASSPHRASE"}
+_ANYWHERE = {"SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "CRED",
+             "CREDS", "APIKEY", "AUTHORIZATION", "PASSPHRASE"}
+# A secret word followed by one of these still names the secret itself, in another encoding
+# or container (MODAL_TOKEN_ID, X_TOKEN_LIST, PRIVATE_KEY_PEM).
+_ID_SUFFIX = {"ID", "VALUE", "B64", "BASE64", "HEADER", "LIST", "PEM", "DER", "JSON", "STR",
+              "STRING", "TEXT", "DATA", "HEX", "RAW", "CONTENT", "CONTENTS", "BLOB"}
+# ...except a path to it (SSL_KEY_FILE names where a key lies, not the key) and a key that is
+# a lookup name (ROUTING_KEY): only a PRIVATE key is secret wherever KEY stands.
+_PATH_SUFFIX = {"FILE", "PATH", "DIR"}
 # Counts and sizes of tokens are configuration (--max-prefill-tokens, ..._NUM_DRAFT_TOKEN).
 _COUNT_WORDS = {"NUM", "MAX", "MIN", "SIZE", "COUNT", "LEN", "LENGTH", "LIMIT", "RATIO"}
 
@@ -49,6 +69,15 @@ _WEBHOOK = (
     r"|chat\.googleapis\.com/v1/spaces)/[^\s\"'<>]+"
 )
 _VALUE_RE = re.compile(rf"^(?:{_TOKEN})$")
+# a key named like a secret, inside JSON (`"api_key": "x"`), a header (`X-Api-Key: x`) or an
+# assignment (`hf_token=x`): the name is judged by is_secret_name, so one rule covers them all;
+# the name's repeat is bounded and look-behind anchored (linear in the text). Nothing stands
+# between the name and its `:`/`=`: prose ("offloaded tokens = per-rank bytes") is no
+# assignment.
+_KEYED = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z_][A-Za-z0-9_\-]{0,63})([\"']?[:=]\s{0,8})"
+                    r"(\"[^\"\n]{1,4096}\"|'[^'\n]{1,4096}'|[^\s,;)}\]\"']{1,4096})")
+_PLAIN_VALUE = re.compile(r"^[\"']?(?:[-+0-9.eE]+|true|false|none|null|nan|inf|<redacted>)?[\"']?$",
+                          re.IGNORECASE)
 _IN_TEXT = [
     (re.compile(rf"(?<![A-Za-z0-9_\-])(?:{_TOKEN})"), REDACTED),
     (re.compile(_WEBHOOK), REDACTED),
@@ -56,8 +85,9 @@ _IN_TEXT = [
     (re.compile(r"(?i)([?&;](?:api[_\-]?key|key|token|access[_\-]?token|auth|auth[_\-]?token|"
                 r"password|passwd|secret|sig|signature|x-amz-signature|x-amz-credential)=)"
                 r"(?!<redacted>)[^&#\s\"'<>]+"), rf"\1{REDACTED}"),
-    # user:password@ in any URL (the user name stays: it says which account)
-    (re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*):[^\s@/\"'<>]+@"),
+    # user:password@ in any URL (the user name stays: it says which account); the scheme
+    # starts only where a run of scheme characters starts (else quadratic on long runs)
+    (re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*):[^\s@/\"'<>]+@"),
      rf"\1:{REDACTED}@"),
     (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)"
                 r"[^\s\"',}]+"), rf"\1{REDACTED}"),
@@ -74,7 +104,7 @@ _IN_TEXT = [
 
 
 def is_secret_name(name: str) -> bool:
-    parts = [p for p in re.split(r"[^A-Za-z0-9]+", name.upper()) if p]
+    parts = [p for p in re.split(r"[^A-Za-z0-9]+", name.upper()[:256]) if p]
     if not parts:
         return False
     if any(p in _ANYWHERE for p in parts):
@@ -83,45 +113,136 @@ def is_secret_name(name: str) -> bool:
         return False
     if parts[-1] in _TRAILING:
         return True
-    return len(parts) >= 2 and parts[-1] in _ID_SUFFIX and parts[-2] in _TRAILING - {"KEY"}
+    if parts[-1] in _PATH_SUFFIX:
+        return False
+    if "PRIVATE" in parts and ("KEY" in parts or "KEYS" in parts):
+        return True
+    return len(parts) >= 2 and parts[-1] in _ID_SUFFIX and (
+        parts[-2] in _TRAILING - {"KEY", "KEYS"} or parts[-2:] == ["KEY", "PEM"])
 
 
 def is_secret_value(value: str) -> bool:
-    return bool(_VALUE_RE.match(value))
+    return (len(value) <= 8192 and bool(_VALUE_RE.match(value))) or value in _REMEMBERED
+
+
+# Secrets seen by name in this process, with the spellings a server or log could echo them
+# in. Short values are not remembered: a 3-character "key" would redact every word holding it.
+_REMEMBERED: set[str] = set()
+_MIN_REMEMBERED = 8
+
+
+def remember_secret(value: str) -> None:
+    """Hide `value` (and its reversed, base64, hex and URL-quoted spellings) wherever text is
+    redacted from now on in this process."""
+    value = value.strip()
+    if len(value) < _MIN_REMEMBERED or value == REDACTED or len(value) > 8192:
+        return
+    raw = value.encode("utf-8", "surrogateescape")
+    spellings = {value, value[::-1], urllib.parse.quote(value, safe=""),
+                 binascii.hexlify(raw).decode()}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        text = encode(raw).decode()
+        spellings |= {text, text.rstrip("=")}
+    _REMEMBERED.update(x for x in spellings if len(x) >= _MIN_REMEMBERED)
+
+
+def _forget_all() -> None:  # tests only
+    _REMEMBERED.clear()
+
+
+def _keyed(m: re.Match) -> str:
+    name, sep, value = m.groups()
+    if not is_secret_name(name) or _PLAIN_VALUE.match(value):
+        return m.group(0)  # max_tokens: 5, token: null: configuration, not a secret
+    remember_secret(value.strip("\"'"))
+    quote = value[0] if value[0] in "\"'" else ""
+    return f"{name}{sep}{quote}{REDACTED}{quote}"
 
 
 def redact_text(text: str) -> str:
     """`text` with every credential-shaped substring replaced."""
     if not text:
         return text
+    for secret in sorted(_REMEMBERED, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
     for pattern, replacement in _IN_TEXT:
         text = pattern.sub(replacement, text)
-    return text
+    return _KEYED.sub(_keyed, text)
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `env` with secret-named or secret-looking values replaced."""
-    return {
-        k: REDACTED if is_secret_name(k) or is_secret_value(str(v)) else redact_text(str(v))
-        for k, v in env.items()
-    }
+    """A copy of `env` with secret-named or secret-looking values replaced (the values hidden
+    by name are remembered: an engine echoing one in its log is redacted too)."""
+    out = {}
+    for k, v in env.items():
+        if is_secret_name(k) or is_secret_value(str(v)):
+            remember_secret(str(v))
+            out[k] = REDACTED
+        else:
+            out[k] = redact_text(str(v))
+    return out
+
+
+# kvbench's own options whose value is an engine argument (`--engine-arg '--api-key X'`,
+# `--engine-arg --hf-token --engine-arg X`): their values are redacted as one engine argv.
+_WRAPPERS = ("--engine-arg", "--engine-args")
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """A copy of `argv` with the value after a secret-named flag (`--api-key X`,
-    `--hf-token=X`) and any credential-shaped token or substring replaced."""
+    `--hf-token=X`, `--engine-arg '--api-key X'`) and any credential-shaped token or
+    substring replaced."""
+    argv = [str(t) for t in argv]
+    wrapped: dict[int, list[str]] = {}  # index of a wrapper's value -> its engine tokens
+    for i, tok in enumerate(argv):
+        if i > 0 and argv[i - 1] in _WRAPPERS and i - 1 not in wrapped:
+            wrapped[i] = _split(tok)
+    out = _redact_plain([t for i, t in enumerate(argv) if i not in wrapped], wrappers=True)
+    if not wrapped:
+        return out
+    inner = _redact_plain([t for toks in wrapped.values() for t in toks])
+    redacted: dict[int, str] = {}
+    for i, toks in wrapped.items():
+        mine, inner = inner[:len(toks)], inner[len(toks):]
+        redacted[i] = argv[i] if mine == toks else (
+            mine[0] if len(toks) == 1 else shlex.join(mine))
+    plain = iter(out)
+    return [redacted[i] if i in wrapped else next(plain) for i in range(len(argv))]
+
+
+def _split(tok: str) -> list[str]:
+    """An --engine-arg value as the engine receives it (cli/launch.py split_engine_args)."""
+    if not tok.lstrip().startswith("-"):
+        return [tok]
+    try:
+        return shlex.split(tok)
+    except ValueError:
+        return [tok]
+
+
+def _redact_plain(argv: list[str], *, wrappers: bool = False) -> list[str]:
     out: list[str] = []
     hide_next = False
-    for tok in map(str, argv):
+    for tok in argv:
+        if wrappers and tok.startswith(tuple(f"{w}=" for w in _WRAPPERS)):
+            flag, _, value = tok.partition("=")
+            inner = _redact_plain(_split(value))
+            out.append(tok if inner == _split(value) else f"{flag}={shlex.join(inner)}")
+            continue
         if hide_next:
             # the whole next token is the secret flag's value, even one that starts with
-            # `--` (a secret may; a secret flag never goes without its value)
+            # `--` (a secret may; a secret flag never goes without its value); a second
+            # secret flag there (`--api-key --api-key X`) hides the token after it too
+            remember_secret(tok)
             out.append(REDACTED)
-            hide_next = False
+            hide_next = tok.startswith("-") and len(tok) > 2 and is_secret_name(tok)
             continue
         if tok.startswith("-") and "=" in tok:
             flag, _, value = tok.partition("=")
             secret = is_secret_name(flag) or is_secret_value(value)
+            if secret:
+                remember_secret(value)
             out.append(f"{flag}={REDACTED}" if secret else redact_text(tok))
             continue
         # `--api-key X`, `-api-key X` (single-dash long flags), `-H X` with a header value

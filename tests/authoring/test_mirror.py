@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.inferencex import INFERENCEX
+from fixtures.launcher import install_stand_in
 
 from kvbench.changelog import check_files, parse_changelog
 from kvbench.cli import main
@@ -22,6 +23,8 @@ def repo(tmp_path, monkeypatch) -> Path:
     for name in ("amd-master.yaml", "nvidia-master.yaml", "runners.yaml"):
         shutil.copyfile(INFERENCEX / name, tmp_path / "configs" / name)
     shutil.copyfile(INFERENCEX / "perf-changelog.yaml", tmp_path / "perf-changelog.yaml")
+    # the MI355X Qwen3.5 key's launcher: a stand-in of the shape mirror edits
+    install_stand_in(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -41,16 +44,14 @@ def test_flow_rows_get_one_twin_each_and_nothing_else_changes(repo, capsys):
     out = mirror(capsys, "--config-keys", AMD_KEY)
     new = (repo / "configs" / "amd-master.yaml").read_text().split("\n")
     assert out.count("\nadded ") + out.startswith("added ") == 5
-    # the key's v0.5.16 image needs sglang#34560 for its HiCache twins (the seeds' practice):
-    # a 12-line patches: block closes the key's mapping, under its last twin
-    assert "patched  qwen3.5-fp8-mi325x-sglang-agentic-mtp: patches: sglang-34560" in out
-    assert len(new) == len(old) + 5 + 12
-    patch = list(range(242, 254))
-    assert new[242] == "  patches:" and new[243] == "    - id: sglang-34560"
-    assert new[253] == "      source: https://github.com/sgl-project/sglang/pull/34560"
+    # nothing InferenceX's validation refuses: no patches: block, no size in the rows; the
+    # key's launcher is not in this checkout, so its branch is not written (said once)
+    assert "patches:" not in "\n".join(new[230:260])
+    assert f"{AMD_KEY}: no launcher branch data for hicache twins" in out
+    assert len(new) == len(old) + 5
     # resident rows are on lines 233..237; each twin lands right under its row
     twins = [233, 235, 237, 239, 241]  # 0-based indexes of the inserted lines
-    assert without(new, [(n, n + 1) for n in twins + patch]) == old
+    assert without(new, [(n, n + 1) for n in twins]) == old
     assert new[233] == ("      - { tp: 2, ep: 2, spec-decoding: mtp, kv-offloading: dram, "
                         "kv-offload-backend: { name: hicache }, conc-list: [1, 4, 6] }")
     assert new[241] == ("      - { tp: 8, ep: 8, spec-decoding: mtp, kv-offloading: dram, "
@@ -59,7 +60,7 @@ def test_flow_rows_get_one_twin_each_and_nothing_else_changes(repo, capsys):
     # the printed diff is the change: five added lines, none removed
     body = [line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in
             ("+++", "---")]
-    assert body == ["+" + new[n] for n in twins + patch]
+    assert body == ["+" + new[n] for n in twins]
 
 
 def test_result_validates_and_changelog_check_passes(repo, capsys):
@@ -71,7 +72,8 @@ def test_result_validates_and_changelog_check_passes(repo, capsys):
     assert [e.config_keys for e in report.new_entries] == [[AMD_KEY]]
     entry = report.new_entries[0]
     assert entry.scenario_type == ["agentic-coding"]
-    assert entry.description[0].startswith("Mirror 5 GPU-resident agentic rows with a hicache")
+    assert entry.description[0].startswith("Add hicache DRAM KV-offload arms mirroring 5 "
+                                           "GPU-resident agentic rows of " + AMD_KEY)
     assert entry.pr_link.endswith("/pull/" + "X" * 3)
     # the new rows expand into jobs: 3 + 6 + 5 + 11 + 7 concurrencies
     main(["matrix", "--config-files", "configs/amd-master.yaml", "--config-keys", AMD_KEY,
@@ -128,11 +130,12 @@ def test_wrong_engine_is_refused(repo, capsys):
         (INFERENCEX / "nvidia-master.yaml").read_bytes()
 
 
-def test_explicit_size_is_written(repo, capsys):
-    out = mirror(capsys, "--config-keys", AMD_KEY, "--size", "40", "--dry-run")
+def test_explicit_size_caps_the_launcher_not_the_row(repo, capsys):
+    out = mirror(capsys, "--config-keys", MI355X_KEY, "--size", "40", "--dry-run")
     assert ("+      - { tp: 2, ep: 2, spec-decoding: mtp, kv-offloading: dram, "
-            "kv-offload-backend: { name: hicache, size-gb-per-rank: 40 }, conc-list: "
-            "[1, 4, 6] }") in out
+            "kv-offload-backend: { name: hicache }, conc-list: [1, 4, 8, 12, 16, 20] }") in out
+    assert "+    HICACHE_MAX_SIZE_GB_PER_RANK=${HICACHE_MAX_SIZE_GB_PER_RANK:-40}" in out
+    assert out.count("planned host pools 40.0/") == 2 and "(--size)" in out
     assert "dry run: nothing written" in out
     assert (repo / "configs" / "amd-master.yaml").read_bytes() == \
         (INFERENCEX / "amd-master.yaml").read_bytes()
@@ -141,7 +144,7 @@ def test_explicit_size_is_written(repo, capsys):
 @pytest.mark.parametrize(("args", "message"), [
     (["--config-keys", "qwen3.5-fp8-mi325x-sglang-agentic"], "are in none of"),
     (["--config-keys", AMD_KEY, "--backend", "hicach"], "'hicach' is not an offload backend"),
-    (["--config-keys", AMD_KEY, "--size", "-1"], "must be a positive number"),
+    (["--config-keys", AMD_KEY, "--size", "-1"], "--size (got '-1'): out of range"),
 ])
 def test_bad_input_is_one_clear_line(repo, capsys, args, message):
     with pytest.raises(SystemExit) as e:
@@ -155,7 +158,9 @@ MI355X_KEY = "qwen3.5-fp4-mi355x-sglang-agentic-mtp"  # v0.5.17 image, resident 
 
 def test_mi355x_qwen_twins_follow_the_seed_practice(repo, capsys):
     """Seed 000's Qwen3.5 MI355X HiCache arm: page 64, write_through_selective, kernel io,
-    page_first, at most 180 GB per rank, and the sglang#34560 patch on its v0.5.17 image."""
+    page_first, at most 180 GB per rank, the sglang#34560 patch on its v0.5.17 image; the
+    rows say only `{ name: hicache }`, the rest is the launcher's branch, and kvbench runs
+    what that branch starts (--sizing launcher: plan/data/launcher_sizing.yaml)."""
     from fixtures.inferencex import RUNNERS
 
     from kvbench.matrix import Selection, select_jobs
@@ -164,17 +169,23 @@ def test_mi355x_qwen_twins_follow_the_seed_practice(repo, capsys):
 
     out = mirror(capsys, "--config-keys", MI355X_KEY)
     assert out.count("runs page 64, write_through_selective, kernel, page_first") == 2
-    assert out.count("runs size-gb-per-rank 180 (seed 000") == 2
-    assert f"patched  {MI355X_KEY}: patches: sglang-34560" in out
+    assert out.count("runs at most 180 GB per rank in the launcher (seed 000") == 2
+    old = (INFERENCEX / "amd-master.yaml").read_text()
     text = (repo / "configs" / "amd-master.yaml").read_text()
-    assert text.count("kv-offload-backend: { name: hicache, size-gb-per-rank: 180 }") == 2
+    assert text.count("kv-offload-backend: { name: hicache }") == \
+        old.count("kv-offload-backend: { name: hicache }") + 2
+    assert "size-gb-per-rank" not in text and "sglang-34560" not in text
+    launcher = (repo / "benchmarks/single_node/agentic/qwen3.5_fp4_mi355x_sglang_mtp.sh"
+                ).read_text()
+    assert "require_agentic_kv_offload_backend hicache" in launcher
+    assert "PATCH = 'sglang-34560'" in launcher
     jobs = [j for j in select_jobs(Selection(
         config_files=(repo / "configs" / "amd-master.yaml",), config_keys=(MI355X_KEY,)))
         if j.row.get("kv-offloading") == "dram"]
     assert len(jobs) == 16
     runners = load_runners(RUNNERS)
     for job in jobs:
-        plan = plan_job(job, runners)
+        plan = plan_job(job, runners, sizing="launcher")
         assert plan.accepted, plan.errors
         args = plan.engine_args
         assert plan.page_size_tokens == 64
@@ -183,30 +194,9 @@ def test_mi355x_qwen_twins_follow_the_seed_practice(repo, capsys):
                                                   "--hicache-io-backend",
                                                   "--hicache-mem-layout")] == \
             ["write_through_selective", "kernel", "page_first"]
-        # the matrix copies the entry's patch into the HiCache arm's rows only
-        assert [p["id"] for p in job.row["patches"]] == ["sglang-34560"]
-    resident = [j for j in select_jobs(Selection(
-        config_files=(repo / "configs" / "amd-master.yaml",), config_keys=(MI355X_KEY,)))
-        if j.row.get("kv-offloading") != "dram"]
-    assert resident and not any(j.row.get("patches") for j in resident)
+        assert "patches" not in job.row
     entry = parse_changelog((repo / "perf-changelog.yaml").read_bytes()).entries[-1]
     assert any("sglang-34560" in line for line in entry.description)
-
-
-def test_a_key_with_its_own_patches_gets_a_warning_naming_the_fix(repo, capsys):
-    path = repo / "configs" / "amd-master.yaml"
-    text = path.read_text()
-    own = ("  patches:\n    - id: other-fix\n      file: sglang/srt/server_args.py\n"
-           "      anchor: a = 1\n      replacement: a = 2\n")
-    head = f"{AMD_KEY}:\n"
-    start = text.index(head)
-    end = text.index("\n\n", start) + 1
-    path.write_text(text[:end] + own + text[end:])
-    out = mirror(capsys, "--config-keys", AMD_KEY)
-    assert (f"warning: {AMD_KEY}: its hicache twins need engine patch sglang-34560 "
-            "(https://github.com/sgl-project/sglang/pull/34560)") in out
-    new = path.read_text()
-    assert "sglang-34560" not in new and new.count("id: other-fix") == 1
 
 
 def test_twin_hicache_settings_are_what_the_keys_launcher_runs():

@@ -55,8 +55,10 @@ def test_capacity_and_simulate_jobs_warn_on_the_real_row(capsys) -> None:
     err = capsys.readouterr().err
     assert "qwen3.5_tp8_kvdram-hicache_spec-mtp: the workload's working set at conc 8" in err
     assert "within the GPU pool of 6,094,463" in err
+    # budget sizing, as capacity sizes: the launcher's --hicache-size 77 (TOTAL / TP / 2)
+    # oversubscribes these rows (tests/plan/test_launcher_sizing.py), which would be refused
     main(["simulate-jobs", *ROW, "--trace", str(bundled_traces()[0].parent), "--duration", "5",
-          "--format", "json"])
+          "--format", "json", "--sizing", "budget"])
     err = capsys.readouterr().err
     # the four offload rows (conc 4, 8, 12, 16): three in full, then a count
     assert "qwen3.5_tp8_conc4_kvdram-hicache_spec-mtp: the workload's working set at conc 4" \

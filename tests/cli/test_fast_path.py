@@ -133,7 +133,7 @@ def test_the_fast_path_hands_the_work_what_typer_does(monkeypatch, capsys, argv)
     ["--config-files"], ["--min-conc", "-1"], ["--host-headroom-gb", "inf"],
 ])
 def test_the_fast_parser_leaves_the_unusual_to_typer(args):
-    assert parse(args, PLAN_FLAGS) is None
+    assert parse(args, PLAN_FLAGS, "plan") is None
 
 
 def _kind(annotation: object) -> str:
@@ -144,7 +144,7 @@ def _kind(annotation: object) -> str:
     members = typing.get_args(annotation) if union else (annotation,)
     (inner,) = [m for m in members if m is not type(None)]
     if typing.get_origin(inner) is list:
-        return "paths" if typing.get_args(inner)[0] is Path else "strs"
+        return {Path: "paths", str: "strs", int: "ints"}[typing.get_args(inner)[0]]
     kind = {str: "str", int: "int", float: "float", bool: "bool", Path: "path"}[inner]
     return kind + ("?" if type(None) in members else "")
 
@@ -167,5 +167,5 @@ def test_the_flag_tables_are_the_typer_commands(command, own, typer_only):
         param = params[name]
         assert param.opts == ["--" + name.replace("_", "-")] and not param.secondary_opts
         assert param.default == default and param.is_flag == (kind == "bool"), name
-        assert param.multiple == (kind in ("paths", "strs")), name
+        assert param.multiple == (kind in ("paths", "strs", "ints")), name
         assert _kind(hints[name]) == kind, name

@@ -77,6 +77,25 @@ def test_replay_summary_and_stdout_are_redacted(tmp_path, capsys):
     assert found.stdout == b""
 
 
+def test_a_server_echoing_the_bearer_token_in_any_spelling_leaves_no_trace(tmp_path, capsys):
+    """Issue 40: a 401 body quoting the key reversed, base64- or hex-encoded is stored
+    redacted in records.jsonl (the replay remembers the key it sends)."""
+    import base64
+
+    key = "Ab3-replay-bearer-Zz9"
+    with bad_server() as url, pytest.raises(SystemExit):  # every request failed: exit 3
+        main(["replay", "--url", url, "--model", "echo-auth", "--api-key", key, "--trace",
+              "synthetic", "--sessions", "1", "--output", str(tmp_path), "--max-requests",
+              "2", "--duration", "2", "--grace", "1", "--format", "json"])
+    out = capsys.readouterr()
+    records = (tmp_path / "records.jsonl").read_text()
+    assert "bad key <redacted>" in records  # the server did answer, and was redacted
+    for spelt in (key, key[::-1], base64.b64encode(key.encode()).decode(),
+                  key.encode().hex()):
+        found = subprocess.run(["grep", "-rlF", spelt, str(tmp_path)], capture_output=True)
+        assert found.stdout == b"" and spelt not in out.out + out.err, spelt
+
+
 def test_scrape_labels_are_redacted(tmp_path):
     from kvbench.metrics.scraper import Scraper
 

@@ -102,13 +102,13 @@ def test_a_corrupt_cache_entry_is_ignored(files, tmp_path, monkeypatch):
     ["--config-files"],
 ])
 def test_the_fast_parser_leaves_the_unusual_to_typer(args):
-    assert parse(args, MATRIX_FLAGS) is None
+    assert parse(args, MATRIX_FLAGS, "matrix") is None
 
 
 def test_the_fast_parser_reads_the_reference_spelling():
     values = parse(["--config-files", "a.yaml", "b.yaml", "--max-conc=64", "--no-evals",
                     "--scenario-type", "agentic-coding", "fixed-seq-len", "--format", "json"],
-                   MATRIX_FLAGS)
+                   MATRIX_FLAGS, "matrix")
     assert values["config_files"] == [Path("a.yaml"), Path("b.yaml")]
     assert values["max_conc"] == 64 and values["no_evals"] is True
     assert values["scenario_type"] == ["agentic-coding", "fixed-seq-len"]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from kvbench.errors import SweepOptionError
 from kvbench.matrix import Job
 from kvbench.sweep import RunOptions, SlurmExecutor, build_specs
 from kvbench.sweep.emit import github_matrix
@@ -38,6 +41,42 @@ def test_script_requests_gpus_and_exclusivity(tmp_path: Path):
     assert lines[-1] == (f"exec /opt/py/bin/python -m kvbench run-job --job-file "
                          f"{tmp_path}/arr/jobs/${{SLURM_ARRAY_TASK_ID}}.json "
                          f"--results {tmp_path}/res")
+
+
+@pytest.mark.parametrize("kw, flag", [
+    ({"partition": "gpu\n#SBATCH --foo"}, "--partition"),
+    ({"partition": "gpu\rrm -rf ~"}, "--partition"),
+    ({"partition": "gpu; rm -rf ~"}, "--partition"),
+    ({"account": "acct\nexit 0"}, "--account"),
+    ({"time_limit": "8h\n#SBATCH --nodes=64"}, "--time-limit"),
+    ({"sbatch_args": ["--qos=high\nsrun evil"]}, "--sbatch-arg"),
+    ({"sbatch_args": ["echo hi"]}, "--sbatch-arg"),
+    ({"max_parallel": 0}, "--max-parallel"),
+])
+def test_a_value_that_would_inject_a_script_line_is_refused(kw, flag):
+    """Issue 40: a newline in --partition became a shell line of array.sbatch and silently
+    dropped the --array, --nodes and --gres directives after it."""
+    with pytest.raises(SweepOptionError) as e:
+        SlurmExecutor(**kw)
+    assert str(e.value).startswith(flag) and "allowed:" in str(e.value)
+    assert e.value.exit_code == 2
+
+
+def test_a_results_path_with_a_newline_is_refused(tmp_path: Path):
+    sim, _ = specs()
+    with pytest.raises(SweepOptionError, match="control character"):
+        SlurmExecutor().script([sim], Resources.of(sim), tmp_path / "a\nb", tmp_path)
+
+
+def test_every_directive_survives_hostile_values_that_are_accepted(tmp_path: Path):
+    _, sgl = specs()
+    ex = SlurmExecutor(partition="gpu,debug", account="a.b-c_d", time_limit="1-02:00",
+                       sbatch_args=["--comment=x; y && z"])
+    lines = ex.script([sgl], Resources.of(sgl), tmp_path / "arr", tmp_path / "res"
+                      ).splitlines()
+    directives = [ln for ln in lines if ln.startswith("#SBATCH")]
+    assert lines[0] == "#!/bin/bash" and lines[len(directives) + 1] == "set -euo pipefail"
+    assert "#SBATCH --array=0-0" in directives and "#SBATCH --gres=gpu:8" in directives
 
 
 def test_cpu_only_script_has_no_gres(tmp_path: Path):

@@ -1,10 +1,15 @@
 """Mirror arms: for every GPU-resident agentic row of a config key, the offload row with the
-same parallelism, speculative setting and concurrency list, planned before it is written.
+same parallelism, speculative setting and concurrency list, planned before it is written, and
+what the key's launcher needs to run it.
 
-This is what the seed pull requests did by hand (a `kv-offloading: dram` +
-`kv-offload-backend: { name: hicache }` twin written right under each resident row). Each
-twin is expanded into its matrix jobs and planned; a twin any of whose concurrencies the
-planner refuses is reported with the planner's reason and not written."""
+This is what an upstream offload-arm pull request contains (seed 000, InferenceX 42692ef77):
+a `kv-offloading: dram` + `kv-offload-backend: { name: hicache }` twin right under each
+resident row, with nothing InferenceX's validation refuses (no `size-gb-per-rank`, no
+`patches:`: utils/matrix_logic/validation.py forbids extra fields); the pool's sizing, its cap
+and the image fix go into the launcher's offload branch (authoring/launcher.py). Each twin is
+expanded into its matrix jobs and planned at the size that branch will pass; a twin any of
+whose concurrencies the planner refuses is reported with the planner's reason and not
+written."""
 
 from __future__ import annotations
 
@@ -12,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvbench.authoring.practice import patch_lines, twin_practice
+from kvbench.authoring.launcher import DATA as LAUNCHER_ARMS
+from kvbench.authoring.launcher import Arm, ArmText, arm_for
+from kvbench.authoring.practice import facts_of, twin_practice
 from kvbench.authoring.rowtext import (
     KV_OFFLOAD_BACKEND,
     KV_OFFLOADING,
@@ -51,12 +58,24 @@ class ArmOutcome:
 
 
 @dataclass(slots=True)
+class KeyArm:
+    """What the key's launcher runs for its new twins: the arms-file sizing and the text
+    facts of the branch (page, flags, cap, image patch), or None for `arm` where no
+    launcher branch data covers the key (then the launcher is left as it is)."""
+
+    config_key: str
+    entry: dict[str, Any]
+    facts: dict[str, Any]
+    arm: Arm | None
+    text: ArmText
+
+
+@dataclass(slots=True)
 class MirrorResult:
     text: str
     outcomes: list[ArmOutcome]
-    # `patches:` entries written (config key, patch id), and fixes a key needs but keeps
-    # out of its own patches list (a warning naming the fix)
-    patched: list[tuple[str, str]] = field(default_factory=list)
+    # per config key with twins added: the launcher branch they need
+    arms: list[KeyArm] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -88,12 +107,15 @@ class _Planned:
     refusals: list[str]
     hicache_size_gb: list[int] = field(default_factory=list)  # --hicache-size, per job
     settings: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)  # the first job's engine arguments
+    page: int | None = None
 
 
 def _plan_twin(key: str, raw: dict[str, Any], block: dict[str, Any], twin: dict[str, Any],
-               runners: Runners) -> _Planned:
+               runners: Runners, size_of: Any = None) -> _Planned:
     """Expand the twin into its matrix jobs and plan each: exp names, GB/rank, refusals,
-    and the offload settings the planner gives them."""
+    and the offload settings the planner gives them. `size_of(row)`: the host pool GB per
+    rank the key's launcher will pass that job (the planner checks that size), or None."""
     from kvbench.matrix.agentic import agentic_rows as matrix_rows
     from kvbench.matrix.entry import EntryContext
     from kvbench.matrix.job import Job
@@ -108,13 +130,21 @@ def _plan_twin(key: str, raw: dict[str, Any], block: dict[str, Any], twin: dict[
     except KvbenchError as e:
         return _Planned([], [], [e.message])
     out = _Planned([], [], [])
+    out.args = []
     refusals: dict[str, list[str]] = {}
     for row in rows:
-        plan = plan_job(Job(key, row, "agentic-coding"), runners)
+        size = size_of(row) if size_of else None
+        if size is not None:  # planning only: the row written carries no size
+            row = {**row, KV_OFFLOAD_BACKEND: {**row[KV_OFFLOAD_BACKEND],
+                                               "size-gb-per-rank": size}}
+        # a twin is a new arm no launcher sizes: the planner's budget sizing
+        plan = plan_job(Job(key, row, "agentic-coding"), runners, sizing="budget")
         out.names.append(plan.exp_name)
         inside = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size)
         out.sizes.append(round(inside / GB, 2))
         args = plan.engine_args
+        if not out.args:
+            out.args, out.page = list(args), plan.page_size_tokens
         if "--hicache-size" in args:
             out.hicache_size_gb.append(int(args[args.index("--hicache-size") + 1]))
         settings = _settings_text(plan)
@@ -140,18 +170,27 @@ def _settings_text(plan: Any) -> str:
     return ", ".join(parts)
 
 
-def _key_end(doc: Any, key: str, lines: list[str]) -> tuple[int, str]:
-    """Where a new field of the config key's mapping goes (after its last non-blank line)
-    and the indentation of its fields."""
-    keys = [str(k) for k in doc]
-    start = doc.lc.key(key)[0]
-    following = [doc.lc.key(k)[0] for k in keys if doc.lc.key(k)[0] > start]
-    stop = min(following) if following else len(lines)
-    while stop > start + 1 and (not lines[stop - 1].strip()
-                                or lines[stop - 1].lstrip().startswith("#")):
-        stop -= 1
-    child = next(line for line in lines[start + 1:stop] if line.strip())
-    return stop, child[:len(child) - len(child.lstrip())]
+def _launcher_size(arm: Arm, cap: float | None):
+    """size_of(row): the --hicache-size the branch computes for a job of the row."""
+    from kvbench.expr import evaluate
+
+    def size_of(row: dict[str, Any]) -> float | None:
+        values = {"total_cpu_dram_gb": int(row.get("total-cpu-dram-gb") or 0),
+                  "tp": int(row.get("tp") or 1)}
+        values["reserve_gb"] = evaluate(arm.reserve_gb, values, str(LAUNCHER_ARMS))
+        size = evaluate(arm.size_gb, values, str(LAUNCHER_ARMS))
+        return min(size, cap) if cap is not None else size
+    return size_of
+
+
+def _branch_flags(args: list[str]) -> list[tuple[str, str | None]]:
+    """The planned HiCache flags in seed 000's order, the size as the branch's variable."""
+    out: list[tuple[str, str | None]] = [("--enable-hierarchical-cache", None),
+                                         ("--hicache-size", '"$HICACHE_SIZE_GB"')]
+    for flag in ("--hicache-io-backend", "--hicache-mem-layout", "--hicache-write-policy"):
+        if flag in args:
+            out.append((flag, args[args.index(flag) + 1]))
+    return out
 
 
 def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
@@ -163,12 +202,9 @@ def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
                           f"{', '.join(KV_OFFLOAD_BACKENDS)})")
     doc = load_round_trip(text, where)
     lines = text.split("\n")
-    spec: dict[str, Any] = {"name": backend}
-    if size_gb_per_rank is not None:
-        spec["size-gb-per-rank"] = size_gb_per_rank
     outcomes: list[ArmOutcome] = []
     inserts: list[tuple[int, list[str]]] = []
-    patched: list[tuple[str, str]] = []
+    arms: list[KeyArm] = []
     warnings: list[str] = []
     for key in keys:
         if key not in doc:
@@ -182,7 +218,19 @@ def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
             raise RecipeError(f"{where}: {key} has no agentic-coding rows to mirror")
         raw = plain(doc[key])
         practice = twin_practice(raw, backend)
-        added = False
+        facts = facts_of(raw)
+        arm = arm_for(facts, backend)
+        cap = size_gb_per_rank if size_gb_per_rank is not None else \
+            practice.max_size_gb_per_rank
+        size_of = _launcher_size(arm, cap) if arm is not None else (
+            (lambda _row: size_gb_per_rank) if size_gb_per_rank is not None else None)
+        if arm is None and size_gb_per_rank is not None:
+            warnings.append(f"{key}: --size {size_gb_per_rank:g} is planned but written "
+                            f"nowhere: InferenceX's rows take no size and no launcher branch "
+                            f"data covers the key")
+        spec: dict[str, Any] = {"name": backend}
+        planned_args: list[str] = []
+        page: int | None = None
         for row in rows:
             if not _is_resident(row.data):
                 continue
@@ -191,45 +239,39 @@ def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
             if _has_twin(row, rows, backend):
                 continue
             block = raw["scenarios"]["agentic-coding"][row.block]
-            row_spec = dict(spec)
             planned = _plan_twin(key, raw, block, {**row.data, KV_OFFLOADING: "dram",
-                                                   KV_OFFLOAD_BACKEND: row_spec}, runners)
-            cap = practice.max_size_gb_per_rank
-            if (cap is not None and size_gb_per_rank is None
-                    and any(h > cap for h in planned.hicache_size_gb)):
-                # the seed's cap: the twin asks for it, and the planner still checks it
-                row_spec["size-gb-per-rank"] = int(cap) if cap == int(cap) else cap
-                planned = _plan_twin(key, raw, block, {**row.data, KV_OFFLOADING: "dram",
-                                                       KV_OFFLOAD_BACKEND: row_spec}, runners)
+                                                   KV_OFFLOAD_BACKEND: dict(spec)},
+                                 runners, size_of)
             outcome.exp_names, outcome.host_gb_per_rank = planned.names, planned.sizes
             outcome.reasons = planned.refusals
             outcome.settings = list(planned.settings)
-            if "size-gb-per-rank" in row_spec and size_gb_per_rank is None:
-                outcome.settings.append(f"size-gb-per-rank {row_spec['size-gb-per-rank']:g} "
-                                        f"({practice.max_size_source})")
+            if cap is not None and arm is not None:
+                why = "--size" if size_gb_per_rank is not None else practice.max_size_source
+                outcome.settings.append(f"at most {cap:g} GB per rank in the launcher ({why})")
             outcome.status = "refused" if outcome.reasons else "added"
             if outcome.status == "added":
-                added = True
-                inserts.append((row.stop, offload_twin(row, lines, row_spec)))
-        if added and practice.patches:
-            have = raw.get("patches")
-            ids = {p.get("id") for p in have or []}
-            needed = [p for p in practice.patches if p["id"] not in ids]
-            if needed and have is None:
-                at, indent = _key_end(doc, key, lines)
-                body = [f"{indent}patches:"]
-                for patch in needed:
-                    body += patch_lines(patch, indent + "  ")
-                    patched.append((key, patch["id"]))
-                inserts.append((at, body))
-            for patch in needed if have is not None else []:
-                warnings.append(
-                    f"{key}: its {backend} twins need engine patch {patch['id']} "
-                    f"({patch['source']}), which its own patches: list lacks; add it "
-                    f"(docs/authoring.md, 'Engine-image patches')")
+                planned_args, page = planned_args or planned.args, page or planned.page
+                inserts.append((row.stop, offload_twin(row, lines, spec)))
+        if not planned_args:
+            continue
+        patch = practice.patches[0] if practice.patches else None
+        if len(practice.patches) > 1:
+            warnings.append(f"{key}: only the first of its {backend} twins' image patches "
+                            f"is written into the launcher")
+        arms.append(KeyArm(key, raw, facts, arm, ArmText(
+            backend=backend, page_size=page, flags=_branch_flags(planned_args),
+            cap_gb_per_rank=cap if arm is not None else None,
+            cap_source="--size" if size_gb_per_rank is not None else practice.max_size_source,
+            patch=patch, settings_source="kvbench's planner settings for the arm "
+                                         "(plan/data/settings.yaml)")))
+        if arm is None:
+            warnings.append(f"{key}: no launcher branch data for {backend} twins of "
+                            f"{facts.get('framework')} {facts.get('model_prefix')} on "
+                            f"{facts.get('hardware')} (authoring/data/launcher_arms.yaml): "
+                            f"the rows are written, the launcher must run the arm itself")
     # bottom up; at one position the later insert first, so the earlier lands above it
     # (a key's last twin, then its patches: block)
     for _, at, new in sorted(((n, at, new) for n, (at, new) in enumerate(inserts)),
                              key=lambda i: (i[1], i[0]), reverse=True):
         lines[at:at] = new
-    return MirrorResult("\n".join(lines), outcomes, patched, warnings)
+    return MirrorResult("\n".join(lines), outcomes, arms, warnings)

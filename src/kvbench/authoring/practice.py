@@ -1,6 +1,8 @@
 """What a mirrored offload twin carries beyond its resident row, where the key's launcher or the
 seed pull requests practise it (data/twin_practice.yaml): a cap on the host pool per rank and
-the engine-image patches the twin's image needs. Read by `mirror`."""
+the image modifications the twin's image needs (edits of plan/data/image.yaml), both written
+into the launcher's offload branch (authoring/launcher.py), never into the master config.
+Read by `mirror`."""
 
 from __future__ import annotations
 
@@ -14,14 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from kvbench import yamldoc
 from kvbench.errors import KvbenchError, RecipeError
 from kvbench.hardware import load_hardware
+from kvbench.plan.image import all_mods, mod
 from kvbench.plan.version import image_version
-from kvbench.recipe.patches import EnginePatch
 
 DATA = Path(__file__).parent / "data" / "twin_practice.yaml"
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class _When(BaseModel):
+class KeyWhen(BaseModel):
+    """Which config keys a rule covers, by the facts `facts_of` gives."""
+
     model_config = _STRICT
     framework: str | list[str] | None = None
     model_prefix: str | list[str] | None = Field(None, alias="model-prefix")
@@ -38,7 +42,7 @@ class _When(BaseModel):
 class _Practice(BaseModel):
     model_config = _STRICT
     source: str
-    when: _When
+    when: KeyWhen
     backend: str
     max_size_gb_per_rank: float | None = Field(None, alias="max-size-gb-per-rank", gt=0)
     patches: list[str] = Field(default_factory=list)
@@ -47,7 +51,6 @@ class _Practice(BaseModel):
 class _File(BaseModel):
     model_config = _STRICT
     practices: list[_Practice]
-    patches: dict[str, EnginePatch]
 
 
 @dataclass(slots=True)
@@ -66,13 +69,15 @@ def _file() -> _File:
         parsed = _File.model_validate(yamldoc.load_file(DATA, "twin practice file", RecipeError))
     except ValueError as e:
         raise RecipeError(f"invalid twin practice file {DATA}: {e}") from None
-    unknown = {p for rule in parsed.practices for p in rule.patches} - set(parsed.patches)
+    edits = {i for i, m in all_mods().items() if m["kind"] == "edit"}
+    unknown = {p for rule in parsed.practices for p in rule.patches} - edits
     if unknown:
-        raise RecipeError(f"{DATA}: practices name patches {sorted(unknown)} not under patches:")
+        raise RecipeError(f"{DATA}: practices name patches {sorted(unknown)} that are no edit "
+                          "of plan/data/image.yaml")
     return parsed
 
 
-def _facts(entry: dict[str, Any]) -> dict[str, Any]:
+def facts_of(entry: dict[str, Any]) -> dict[str, Any]:
     try:
         hardware = load_hardware(str(entry.get("runner", ""))).name
     except KvbenchError:
@@ -86,7 +91,7 @@ def _facts(entry: dict[str, Any]) -> dict[str, Any]:
 def twin_practice(entry: dict[str, Any], backend: str) -> Practice:
     """The practice for `backend` twins of the master-config `entry` (its raw mapping)."""
     data = _file()
-    facts = _facts(entry)
+    facts = facts_of(entry)
     out = Practice()
     for rule in data.practices:
         if rule.backend != backend or not rule.when.matches(facts):
@@ -97,21 +102,5 @@ def twin_practice(entry: dict[str, Any], backend: str) -> Practice:
             out.max_size_source = rule.source
         for pid in rule.patches:
             if pid not in {p["id"] for p in out.patches}:
-                out.patches.append(data.patches[pid].model_dump(by_alias=True,
-                                                                exclude_none=True))
-    return out
-
-
-def patch_lines(patch: dict[str, Any], indent: str) -> list[str]:
-    """One `patches:` list item as YAML lines (block scalars for the code)."""
-    pad = indent + "  "
-    out = [f"{indent}- id: {patch['id']}", f"{pad}file: {patch['file']}"]
-    for name in ("anchor", "replacement"):
-        out.append(f"{pad}{name}: |")
-        out += [f"{pad}  {line}" for line in patch[name].rstrip("\n").split("\n")]
-    if "upstream-fix" in patch:
-        out.append(f"{pad}upstream-fix: {patch['upstream-fix']!r}")
-    out.append(f"{pad}arms: [{', '.join(patch['arms'])}]")
-    if patch.get("source"):
-        out.append(f"{pad}source: {patch['source']}")
+                out.patches.append(mod(pid))
     return out

@@ -15,7 +15,8 @@ from kvbench.errors import KvbenchError
 # The command modules, in pipeline order (as --help lists them); each attaches its commands
 # to the typer app on import.
 COMMAND_MODULES = ("recipe", "mirror", "plan", "model", "launch", "replay", "sim",
-                   "simulate_jobs", "capacity", "sweep", "results", "changelog", "calibrate")
+                   "simulate_jobs", "capacity", "sweep", "results", "export", "changelog",
+                   "calibrate")
 
 
 def _typer_app() -> Any:

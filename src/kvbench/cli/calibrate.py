@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -30,7 +29,7 @@ def _points(values: list[str], flag: str) -> tuple[tuple[int, int], ...]:
 
 @app.command()
 def calibrate(
-    output: Annotated[Path, typer.Option("--output", "-o", help="profile YAML to write")],
+    output: Annotated[str, typer.Option("--output", "-o", help="profile YAML to write")],
     name: Annotated[str, typer.Option(help="profile name")] = "measured",
     base: Annotated[str | None, typer.Option(
         help="datasheet profile for what one machine cannot measure (gpus per node)")] = None,

@@ -272,4 +272,4 @@ def _write(doc, output: Path) -> None:
     if doc.measured:
         from kvbench.report import write_dashboard
 
-        write_dashboard([output], output / "dashboard.html")
+        write_dashboard([output], output / "dashboard.html", owned=True)

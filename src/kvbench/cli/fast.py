@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-# (parameter name, kind, default); kind: paths / strs (several values, one per flag),
+# (parameter name, kind, default); kind: paths / strs / ints (several values after one flag),
 # path? / str / str? / int / int? / float? (one value), bool (a flag, its positive form only).
 Flag = tuple[str, str, Any]
 
@@ -35,19 +35,28 @@ HELP = Path(__file__).with_name("help.txt")
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _convert(kind: str, value: str) -> Any:
+def _convert(kind: str, value: str, command: str, flag: str) -> Any:
     if kind in ("paths", "path?"):
         return Path(value)
-    if kind in ("int", "int?"):
-        return int(value) if _INT.fullmatch(value) else _UNREAD
-    if kind == "float?":
-        return float(value) if _FLOAT.fullmatch(value) else _UNREAD
-    return value
+    if kind in ("int", "int?", "ints"):
+        number: Any = int(value) if _INT.fullmatch(value) else _UNREAD
+    elif kind == "float?":
+        number = float(value) if _FLOAT.fullmatch(value) else _UNREAD
+    else:
+        return value
+    if number is _UNREAD:
+        return number
+    from kvbench.bounds import option_range
+
+    bound = option_range(command, flag)
+    if bound is not None and bound.problem(number) is not None:
+        return _UNREAD  # typer's usage line names the range (cli/values.py)
+    return number
 
 
-def parse(args: list[str], own: Iterable[Flag], selection: bool = True
+def parse(args: list[str], own: Iterable[Flag], command: str, selection: bool = True
           ) -> dict[str, Any] | None:
-    """The parameters of a command from its arguments (its own flags `own`, and the matrix
+    """The parameters of `command` from its arguments (its own flags `own`, and the matrix
     selection's when `selection`), or None to let typer decide."""
     from kvbench.cli.flags import SELECTION_FLAGS, spread_multi_values
 
@@ -69,10 +78,10 @@ def parse(args: list[str], own: Iterable[Flag], selection: bool = True
         value = inline if eq else next(it, None)
         if value is None or (not eq and value.startswith("-")):
             return None
-        converted = _convert(kind, value)
+        converted = _convert(kind, value, command, flag)
         if converted is _UNREAD:
             return None
-        if kind in ("paths", "strs"):
+        if kind in ("paths", "strs", "ints"):
             values[name] = [*(values[name] or []), converted]
         else:
             values[name] = converted
@@ -135,18 +144,18 @@ def try_fast(argv: list[str]) -> bool:
     if command == "matrix":
         from kvbench.cli.matrix_fast import MATRIX_FLAGS, run_matrix
 
-        values = parse(rest, MATRIX_FLAGS)
+        values = parse(rest, MATRIX_FLAGS, "matrix")
         if values is None:
             return False
-        from kvbench.cli.flags import selection_from
+        from kvbench.cli.flags import BOTH_SCENARIOS, selection_from
 
         fmt, output = values.pop("format"), values.pop("output")
-        run_matrix(selection_from(values), fmt, output)
+        run_matrix(selection_from(values, scenarios=BOTH_SCENARIOS), fmt, output)
         return True
     if command == "plan":
         from kvbench.cli.plan_fast import PLAN_FLAGS, run_plan
 
-        values = parse(rest, PLAN_FLAGS)
+        values = parse(rest, PLAN_FLAGS, "plan")
         if values is None:
             return False
         from kvbench.cli.flags import selection_from

@@ -5,15 +5,15 @@ itself, on a warm parse cache (recipe/cache.py), is 0.03 s."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from kvbench.matrix.selection import Selection
 
-# matrix's own flags beside the selection's (cli/fast.py's table format)
-MATRIX_FLAGS = (("format", "str?", None), ("output", "path?", None))
+# matrix's own flags beside the selection's (cli/fast.py's table format); --output stays a
+# str: "out/" names a directory
+MATRIX_FLAGS = (("format", "str?", None), ("output", "str?", None))
 
 
-def run_matrix(selection: Selection, format: str | None, output: Path | None) -> None:
+def run_matrix(selection: Selection, format: str | None, output: str | None) -> None:
     """The matrix command's work: rows as JSON (stdout, and atomically to `output`), or a
     table of counts per config key."""
     import json

@@ -1,5 +1,6 @@
 """`kvbench recipe mirror`: offload twins of GPU-resident agentic rows, written into the
-master YAML in place, with the perf-changelog entry that triggers their sweep."""
+master YAML in place, the launcher branch that runs them, and the perf-changelog entry that
+triggers their sweep: what an upstream offload-arm pull request contains."""
 
 from __future__ import annotations
 
@@ -85,19 +86,69 @@ def _print_outcomes(outcomes: list, backend: str) -> None:
             print(f"present  {o.where} (line {o.line}): already has a {backend} twin")
 
 
-def _description(added: int, refused: int, backend: str, size: float | None,
-                 patched: list[tuple[str, str]] | None = None) -> list[str]:
-    rows = f"{added} GPU-resident agentic row{'s' * (added != 1)}"
-    sized = (f"{size:g} GB per rank (size-gb-per-rank)" if size is not None
-             else "the host pool sized by the planner from the row's DRAM budget")
-    lines = [f"Mirror {rows} with a {backend} DRAM-offload arm: same parallelism, speculative "
-             f"decoding and concurrency list; {sized}."]
+def _description(outcomes: list, arms: list, backend: str) -> list[str]:
+    """The entry's lines, in the seed's manner: what was added, how the arms run, the fix."""
+    added = [o for o in outcomes if o.status == "added"]
+    refused = sum(o.status == "refused" for o in outcomes)
+    keys = list(dict.fromkeys(o.config_key for o in added))
+    rows = f"{len(added)} GPU-resident agentic row{'s' * (len(added) != 1)}"
+    lines = [f"Add {backend} DRAM KV-offload arms mirroring {rows} of {', '.join(keys)}: same "
+             f"parallelism, speculative decoding and concurrency list."]
+    for key_arm in arms:
+        what = key_arm.text
+        flags = dict(what.flags)
+        parts = [f"page size {what.page_size}"] if what.page_size else []
+        parts += [f"{flags[f]} {name}" for f, name in (
+            ("--hicache-io-backend", "io-backend"), ("--hicache-mem-layout", "layout"),
+            ("--hicache-write-policy", "write policy")) if f in flags]
+        if key_arm.arm is not None:
+            cap = (f" at a {what.cap_gb_per_rank:g} GB per-rank ceiling"
+                   if what.cap_gb_per_rank is not None else "")
+            lines.append(f"Run the {backend} arms at {', '.join(parts)}, sized in the launcher "
+                         f"from the workflow DRAM budget{cap}.")
+        if what.patch and key_arm.arm is not None:
+            lines.append(f"Apply {what.patch['id']} ({what.patch.get('source', '')}) in the "
+                         f"launcher for the {backend} arms only.")
     if refused:
         lines.append(f"{refused} resident row{'s' * (refused != 1)} not mirrored: the planner "
                      f"refused the offload arm.")
-    for key, pid in patched or []:
-        lines.append(f"{key}: engine patch {pid} for the {backend} arms (the image needs it).")
     return lines
+
+
+def _checkout_root(config: Path) -> Path:
+    """The checkout a master config belongs to: the parent of its configs/ folder."""
+    parent = config.resolve().parent
+    return parent.parent if parent.name == "configs" else parent
+
+
+def _launcher_edits(arms: list, config: Path) -> dict[Path, tuple[str, str]]:
+    from kvbench.authoring.launcher import add_arm, has_arm, launcher_path
+
+    edits: dict[Path, tuple[str, str]] = {}
+    for key_arm in arms:
+        if key_arm.arm is None:
+            continue
+        path = launcher_path(_checkout_root(config), key_arm.entry, key_arm.facts.get("hardware"),
+                             _spec(key_arm.entry))
+        if path is None:
+            print(f"warning: {key_arm.config_key}: no launcher found under "
+                  f"{_checkout_root(config)}/benchmarks/single_node/agentic/: the rows are "
+                  f"written, the launcher change is not")
+            continue
+        old = edits[path][1] if path in edits else path.read_text()
+        if has_arm(old, key_arm.text.backend):
+            print(f"launcher {path}: already runs {key_arm.text.backend} arms; unchanged")
+            continue
+        edits[path] = (edits[path][0] if path in edits else old,
+                       add_arm(old, str(path), key_arm.arm, key_arm.text))
+        print(f"launcher {path}: {key_arm.text.backend} branch added ({key_arm.arm.source})")
+    return edits
+
+
+def _spec(entry: dict) -> str:
+    blocks = (entry.get("scenarios") or {}).get("agentic-coding") or []
+    specs = {r.get("spec-decoding", "none") for b in blocks for r in b.get("search-space") or []}
+    return "mtp" if "mtp" in specs else "none"
 
 
 @recipe_app.command("mirror", cls=SelectionCommand)
@@ -105,7 +156,8 @@ def mirror(
     config_keys: Annotated[list[str], typer.Option(help="Config keys to mirror.")],
     backend: Annotated[str, typer.Option(help="Offload backend of the new arms.")] = "hicache",
     size: Annotated[float | None, typer.Option(
-        help="Host pool GB per rank, written as size-gb-per-rank (default: planner's).")] = None,
+        help="Cap on the host pool GB per rank, written into the launcher's offload branch "
+             "(default: the key's practice, else the launcher's budget arithmetic).")] = None,
     config_files: Annotated[list[Path] | None, typer.Option(
         help="Master config YAML files (default: configs/*master*.yaml, *-master.yaml).")] = None,
     runner_config: Annotated[Path | None, typer.Option(
@@ -121,7 +173,8 @@ def mirror(
                                           help="Print the diff; write nothing.")] = False,
 ) -> None:
     """Add an offload twin under every GPU-resident agentic row of the keys (planned first;
-    refused twins are reported, not written), print the diff, append the changelog entry."""
+    refused twins are reported, not written), the launcher branch that runs them, print the
+    diffs, append the changelog entry."""
     import difflib
 
     from kvbench.authoring import mirror_text
@@ -137,7 +190,7 @@ def mirror(
     files = list(config_files or default_config_files(None))
     edits: dict[Path, tuple[str, str]] = {}
     outcomes = []
-    patched: list[tuple[str, str]] = []
+    arms: list = []
     for path, keys in _files_by_key(files, config_keys).items():
         runners_path = runner_config or path.parent / "runners.yaml"
         if not runners_path.is_file():
@@ -145,17 +198,14 @@ def mirror(
         old = path.read_text()
         result = mirror_text(old, str(path), keys, backend, load_runners(runners_path), size)
         outcomes += result.outcomes
-        patched += result.patched
-        for key, pid in result.patched:
-            print(f"patched  {key}: patches: {pid} (the image of its {backend} twins needs it)")
+        arms += result.arms
         for line in result.warnings:
             print(f"warning: {line}")
         if result.added:
             _validated(path, result.text, runners_path)
             edits[path] = (old, result.text)
+            edits.update(_launcher_edits(result.arms, path))
     _print_outcomes(outcomes, backend)
-    added = sum(o.status == "added" for o in outcomes)
-    refused = sum(o.status == "refused" for o in outcomes)
     for path, (old, new) in edits.items():
         print("".join(difflib.unified_diff(old.splitlines(keepends=True),
                                            new.splitlines(keepends=True),
@@ -170,7 +220,7 @@ def mirror(
             "config-keys": list(dict.fromkeys(o.config_key for o in outcomes
                                               if o.status == "added")),
             "scenario-type": ["agentic-coding"],
-            "description": _description(added, refused, backend, size, patched),
+            "description": _description(outcomes, arms, backend),
             "pr-link": pr_link or PR_LINK_PLACEHOLDER})
         base = log_path.read_text()
         log_text = appended(base, entry)

@@ -37,12 +37,13 @@ def plan(
                  "installs (refused otherwise).")
     ] = False,
     sizing: Annotated[str, typer.Option(
-        "--sizing", help="budget (default): the largest pools the row's DRAM budget holds; "
-        "launcher: the InferenceX launcher's own host-pool arithmetic, with the planner's "
-        "verdict beside it (refused when it oversubscribes, unless --force).")] = "budget",
+        "--sizing", help="launcher (default): the InferenceX launcher's own host-pool "
+        "arithmetic for the row, refused only where it oversubscribes the row's DRAM budget "
+        "(a row no launcher sizes is budget-sized); budget: the largest pools the budget "
+        "holds less kvbench's host headroom. Each plan shows the other's bytes.")] = "launcher",
     force: Annotated[bool, typer.Option(
-        "--force", help="--sizing launcher: accept a launcher size the planner refuses (the "
-        "verdict stays in the warnings).")] = False,
+        "--force", help="Launcher sizing: accept a launcher size that oversubscribes the "
+        "budget (the verdict stays in the warnings).")] = False,
     predict: Annotated[bool, typer.Option(
         "--predict", help="Rank rows by the simulator's predicted offload benefit instead.",
         rich_help_panel=_PREDICT)] = False,
@@ -59,7 +60,8 @@ def plan(
         help="--predict: print the CI matrix of the kept rows: github-matrix.",
         rich_help_panel=_PREDICT)] = None,
 ) -> None:
-    """Size the host KV pools of each selected job from its DRAM budget, or refuse it."""
+    """Size the host KV pools of each selected job as its InferenceX launcher does (or from
+    its DRAM budget), or refuse it."""
     if predict:
         from kvbench.cli.predict import predict_matrix
 

@@ -9,7 +9,7 @@ from kvbench.matrix.selection import Selection
 # options are the typer command's alone (the prediction imports the simulator anyway)
 PLAN_FLAGS = (("format", "str", "table"), ("details", "bool", False),
               ("host_headroom_gb", "float?", None), ("trust_runner_dram", "bool", False),
-              ("sizing", "str", "budget"), ("force", "bool", False))
+              ("sizing", "str", "launcher"), ("force", "bool", False))
 
 _GB = 1_000_000_000
 
@@ -27,6 +27,15 @@ def _verdict(plan) -> str:
     return "ok" if plan.accepted else "[bold red]REFUSED[/]"
 
 
+def _other_sizing(plan) -> str:
+    """The projected node bytes of the sizing that did not run: `budget 1,161`."""
+    other = plan.budget_sizing if plan.sizing == "launcher" else plan.launcher_sizing
+    if not other:
+        return "-"
+    name = "budget" if plan.sizing == "launcher" else "launcher"
+    return f"{name} {other['projected-host-bytes'] / _GB:,.0f}"
+
+
 def _print_table(jobs: list, plans: list, details: bool) -> None:
     from rich.table import Table
 
@@ -35,24 +44,21 @@ def _print_table(jobs: list, plans: list, details: bool) -> None:
         title=f"{len(plans)} plans, {len(refused)} refused "
         "(host pools in GB per rank; * = outside the configured size)"
     )
-    # exp-names repeat across config keys and runners: the id and key tell rows apart
-    # --sizing launcher: the launcher's size, and beside it what the budget sizing projects
-    launcher = any(p.sizing == "launcher" for p in plans)
-    for column in ("id", "config key", "exp-name", "hw", "backend", "budget GB", "host pools",
-                   "projected GB", *(("budget-sized GB",) if launcher else ()), "headroom GB",
-                   "verdict"):
+    # exp-names repeat across config keys and runners: the id and key tell rows apart;
+    # beside the sizing that ran, what the other one projects (launcher vs budget)
+    for column in ("id", "config key", "exp-name", "hw", "backend", "budget GB", "sizing",
+                   "host pools", "projected GB", "other sizing GB", "headroom GB", "verdict"):
         table.add_column(column, justify="right" if "GB" in column else "left")
     for job, p in zip(jobs, plans, strict=True):
         offload = p.backend is not None
-        budget_sized = (f"{p.budget_sizing['projected-host-bytes'] / _GB:,.0f}"
-                        if p.budget_sizing else "-")
         table.add_row(
             job.short_id, p.config_key, p.exp_name, p.hardware,
             p.backend or "none",
             f"{p.budget_gb:,}" if offload else "-",
+            p.sizing or "-",
             _pools_cell(p),
             f"{p.projected_host_bytes / _GB:,.0f}" if offload else "-",
-            *((budget_sized,) if launcher else ()),
+            _other_sizing(p),
             f"{p.headroom_bytes / _GB:,.0f}" if offload else "-",
             _verdict(p),
         )
@@ -89,7 +95,7 @@ def run_plan(selection: Selection, *, format: str, details: bool,
              host_headroom_gb: float | None, trust_runner_dram: bool, sizing: str,
              force: bool) -> None:
     """Plan every selected job; print the plans as JSON or a table; refuse (exit 2) when
-    none can run or a launcher's size is refused."""
+    none can run."""
     from kvbench.errors import PlanError
     from kvbench.matrix import select_jobs
     from kvbench.matrix.generate import selection_runners
@@ -115,10 +121,6 @@ def run_plan(selection: Selection, *, format: str, details: bool,
     if plans and not any(p.accepted for p in plans):
         # printed in full above; the exit status says that nothing here can run
         raise PlanError(f"every one of the {len(plans)} selected plans is refused",
-                        hint="--details shows each one's arithmetic")
-    refused = [p for p in plans if p.sizing == "launcher" and not p.accepted]
-    if refused:
-        # a launcher's size is asked for by name: any refusal is the answer
-        raise PlanError(f"{len(refused)} of the {len(plans)} selected plans refuse the "
-                        f"launcher's size; first: {refused[0].exp_name}: {refused[0].errors[0]}",
-                        hint="pass --force to run the launchers' sizes anyway")
+                        hint="--details shows each one's arithmetic"
+                        + ("; --force runs a launcher's size anyway"
+                           if any(p.sizing == "launcher" for p in plans) else ""))

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.flags import BOTH_SCENARIOS
 from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.matrix.selection import Selection
 
@@ -25,7 +26,7 @@ def validate(
 
 
 @app.command(cls=SelectionCommand)
-@with_selection
+@with_selection(scenarios=BOTH_SCENARIOS)
 def matrix(
     selection: Selection,
     format: Annotated[
@@ -34,11 +35,13 @@ def matrix(
                           "Default: table on a terminal, json otherwise."),
     ] = None,
     output: Annotated[
-        Path | None,
+        str | None,  # not a Path: Path("out/") drops the slash that names a directory
         typer.Option(help="Also write the JSON rows to this file (atomically), e.g. jobs.json."),
     ] = None,
 ) -> None:
-    """Expand recipes into job rows, exactly like the InferenceX generator's full-sweep."""
+    """Expand recipes into job rows, exactly like the InferenceX generator: its full-sweep, or
+    with --config-keys its test-config. Both scenarios unless --scenario-type says (the
+    commands that plan or run jobs default to agentic-coding)."""
     from kvbench.cli.matrix_fast import run_matrix
 
     run_matrix(selection, format, output)

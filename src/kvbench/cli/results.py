@@ -128,12 +128,18 @@ def _print_tables(out: dict) -> None:
         if validity:
             vals = [_validity_cell(validity[arm]) for arm in cell["arms"]]
             table.add_row("valid", *vals, *[""] * (2 * (len(cell["arms"]) - 1)))
+            from kvbench.results.reuse import inferencex_line, reuse_line, shares_differ
+
             reuse = cell.get("cache_reuse") or {}
             if any(reuse.get(arm) for arm in cell["arms"]):
-                from kvbench.results.reuse import reuse_line
-
                 table.add_row("prompt tokens from", *[reuse_line(reuse.get(arm))
                                                       for arm in cell["arms"]],
+                              *[""] * (2 * (len(cell["arms"]) - 1)))
+            ix = cell.get("inferencex_share") or {}
+            if any(shares_differ(reuse.get(arm), ix.get(arm)) for arm in cell["arms"]):
+                # InferenceX's own accounting (metrics/inferencex.py), beside kvbench's
+                table.add_row("InferenceX draws", *[inferencex_line(ix.get(arm))
+                                                    for arm in cell["arms"]],
                               *[""] * (2 * (len(cell["arms"]) - 1)))
             if any(validity[arm].get("submission") for arm in cell["arms"]):
                 table.add_row("submission", *[_submission_cell(validity[arm].get("submission"))
@@ -177,8 +183,9 @@ def _print_tables(out: dict) -> None:
 @app.command()
 def report(
     result_dirs: Annotated[list[Path], typer.Argument(help="Result dirs or result.json files.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="HTML file to write (- for stdout).")
-                   ] = Path("dashboard.html"),
+    # a str, not a Path: Path("out/") drops the slash that says "a directory" (refused)
+    out: Annotated[str, typer.Option("-o", "--out", help="HTML file to write (- for stdout).")
+                   ] = "dashboard.html",
 ) -> None:
     """Write one self-contained offline HTML dashboard of the results."""
     from kvbench.report import write_dashboard
@@ -210,9 +217,18 @@ def rescore(
     check_format(format, ("table", "json"), ResultError)
     rows = []
     failed: list[str] = []
-    found = find_results(result_dirs)
+    # a directory named twice (`rescore R R/job`, a symlinked copy) is one job, rescored once
+    found = list({p.parent.resolve(): p for p in reversed(find_results(result_dirs))
+                  }.values())[::-1]
+    claimed: dict[tuple, Path] = {}  # (fingerprint, repeat) -> the job directory holding it
     for path in found:
         try:
+            owner = _run_owner(path, claimed)
+            if owner is not None:
+                raise ResultError(f"{path.parent}: holds the same run (fingerprint and "
+                                  f"repeat) as {owner}; not rescored, so neither run's "
+                                  "original is taken for the other's",
+                                  hint="keep one of the two directories")
             old, new = (rescore_job if dry_run else do_rescore)(
                 path.parent, options_id=job_options_id(path.parent),
                 absent_cached_tokens_are_zero=job_absent_cached_tokens_are_zero(path.parent))
@@ -248,6 +264,27 @@ def rescore(
                       "; ".join(r["reasons"]) or "-")
     table_console().print(table)
     _rescore_failures(failed, len(found))
+
+
+def _run_owner(path: Path, claimed: dict[tuple, Path]) -> Path | None:
+    """The job directory that already claimed the run `path` holds (its result's fingerprint
+    and repeat), or None after claiming it."""
+    import orjson
+
+    from kvbench.files import read_bounded
+    from kvbench.results.store import MAX_RESULT_BYTES
+
+    try:
+        doc = orjson.loads(read_bounded(path, MAX_RESULT_BYTES, "result file"))
+    except Exception:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("fingerprint"), str):
+        return None
+    key = (doc["fingerprint"], str(doc.get("repeat") or 0))
+    if key in claimed:
+        return claimed[key]
+    claimed[key] = path.parent
+    return None
 
 
 def _rescore_failures(failed: list[str], total: int) -> None:

@@ -280,7 +280,7 @@ def simulate(
     compare: Annotated[bool, typer.Option(
         help="Run the GPU-resident arm (no host tier) beside the offload arm.")] = False,
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
-    output: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
+    output: Annotated[str | None, typer.Option(help="Also write the JSON here.")] = None,
     engine_profile: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "sglang",
     duration: DurationOpt = None,
     max_requests: MaxRequestsOpt = None,

@@ -82,12 +82,15 @@ def run(
                                      "dummy-model`).", _WORK)] = "auto",
     compress: Annotated[bool, _opt("Write records.jsonl.gz and scrape.jsonl.gz (long runs; "
                                    "compare, report and rescore read either).", _WORK)] = False,
-    sizing: Annotated[str, _opt("Host pools: budget (default: sized from the row's DRAM "
-                                "budget) or launcher (the InferenceX launcher's arithmetic; "
-                                "refused when it oversubscribes, unless --force).",
-                                _WORK)] = "budget",
-    force: Annotated[bool, _opt("--sizing launcher: run the launcher's size even where the "
-                                "planner refuses it.", _WORK)] = False,
+    sizing: Annotated[str, _opt("Host pools: launcher (default: the InferenceX launcher's "
+                                "arithmetic, refused only where it oversubscribes the row's "
+                                "DRAM budget, unless --force) or budget (sized from the "
+                                "budget less kvbench's headroom).", _WORK)] = "launcher",
+    force: Annotated[bool, _opt("Launcher sizing: run the launcher's size even where it "
+                                "oversubscribes the budget.", _WORK)] = False,
+    skip_image_mod: Annotated[list[str] | None, _opt(
+        "An image modification (id, see kvbench launch --dry-run) the image already carries: "
+        "not applied, recorded as skipped-by-user. Repeatable.", _WORK)] = None,
     replay_workers: Annotated[int, _opt("Processes each job's replay shards its lanes over "
                                         "(at most its concurrency): past ~1,000 paced "
                                         "streams one event loop falls behind.", _WORK)] = 1,
@@ -155,6 +158,7 @@ def run(
             max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
             think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
             load_format=load_format, compress_raw=compress, sizing=sizing, force=force,
+            skip_image_mods=tuple(skip_image_mod or ()),
             replay_workers=replay_workers,
             stand_in=stand_in,
             timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
@@ -299,7 +303,7 @@ def _write_dashboard(results: Path) -> Path | None:
     from kvbench.report import write_dashboard
 
     try:
-        return write_dashboard([results], results / "dashboard.html")
+        return write_dashboard([results], results / "dashboard.html", owned=True)
     except KvbenchError as e:  # a dashboard problem must not hide the sweep's outcome
         print(f"dashboard not written: {e.message}", file=sys.stderr)
         return None

@@ -95,7 +95,8 @@ def _default_files() -> list[Path]:
 def run_validate(files: list[Path]) -> None:
     """Validate `files` (default: the checkout's recipes and runners file): an `ok` line per
     valid file, every error of every file at once (exit 2)."""
-    from kvbench.recipe.legacy import recipe_setting_warnings
+    from kvbench.recipe.layout import find_checkout
+    from kvbench.recipe.legacy import recipe_setting_warnings, retiring_validation
     from kvbench.recipe.loader import master_config_errors, runners_errors
 
     files = _recipe_files(files or _default_files())
@@ -112,7 +113,9 @@ def run_validate(files: list[Path]) -> None:
         if beside.is_file():
             runners, found = runners_errors(beside)
             errors.extend(found)
-    for warning in recipe_setting_warnings(entries):
+    checkout = find_checkout(config_files[0].absolute().parent) if config_files else None
+    retired_by = retiring_validation(checkout.base) if checkout is not None else None
+    for warning in recipe_setting_warnings(entries, retired_by) if retired_by else []:
         print(f"warning: {warning}", file=sys.stderr)
     if runners is not None:
         errors.extend(_budget_errors(entries, runners))

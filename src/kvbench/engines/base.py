@@ -129,6 +129,7 @@ class EngineAdapter:
             sources=sources,
             warnings=(([f"plan refused: {e}" for e in plan.errors] + list(plan.warnings))
                       if plan is not None else []) + warnings,
+            image_mods=list(plan.image_mods) if plan is not None else [],
         )
 
     def _dummy_weights(self, args: Settings) -> None:

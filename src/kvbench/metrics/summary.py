@@ -8,6 +8,7 @@ from typing import Any
 from kvbench.files import jsonl_path, read_jsonl
 from kvbench.metrics.adapter import Adapter, Source, load_adapter
 from kvbench.metrics.fields import FIELDS
+from kvbench.metrics.inferencex import inferencex_reading
 from kvbench.metrics.series import combine, counter_delta, gauge_stats, select_series
 from kvbench.units import NS_PER_S
 
@@ -185,6 +186,8 @@ def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
         "absent_fields": absent,
         "counter_resets": resets,
         "timeline": timeline,
+        # the same scrape as InferenceX's aggregator (or, for TRT-LLM, its app) reads it
+        "inferencex": inferencex_reading(ok, engine),
     }
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 
 from kvbench.errors import ReplayOptionError
+from kvbench.redaction import redact_text, remember_secret
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
@@ -109,6 +110,8 @@ class Lanes:
                  write: Callable[[dict], None], counters: Counters,
                  shard: tuple[int, int] = (0, 1)) -> None:
         self.cfg = cfg
+        if cfg.api_key:
+            remember_secret(cfg.api_key)  # in every worker process that sends it
         self.ep = ep
         self.pool = pool
         self.prompts = prompts
@@ -406,9 +409,10 @@ class Lanes:
         if (out["status"] == "ok" and out["cached_tokens"] is None
                 and self.cfg.absent_cached_tokens_are_zero):
             out["cached_tokens"] = 0
-        key = self.cfg.api_key
-        if key and out.get("error") and key in out["error"]:  # a 401 body quoting it
-            out["error"] = out["error"].replace(key, "***")
+        if out.get("error"):
+            # a 401 body quoting the bearer token, in any spelling (remembered when the lanes
+            # were built), or a credential-shaped string the server echoed
+            out["error"] = redact_text(out["error"])
         self.c.done += 1
         if out["status"] == "error":
             self.c.errors += 1

@@ -14,7 +14,14 @@ from pathlib import Path
 from time import perf_counter_ns
 
 from kvbench.errors import ReplayError, ReplayInterrupted
-from kvbench.files import GZ_SUFFIX, JsonlWriter, iter_jsonl, read_json, write_json_atomic
+from kvbench.files import (
+    GZ_SUFFIX,
+    JsonlWriter,
+    iter_jsonl,
+    read_json,
+    remove_own,
+    write_json_atomic,
+)
 from kvbench.redaction import redact_json
 from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
 from kvbench.replay.config import ReplayConfig
@@ -75,10 +82,10 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
     for stale in (RECORDS_FILE, RECORDS_FILE + GZ_SUFFIX):
-        (out / stale).unlink(missing_ok=True)
+        remove_own(out / stale)
     records_path = out / (RECORDS_FILE + (GZ_SUFFIX if cfg.compress_records else ""))
     # a summary left by an earlier run in this directory must never pass for this run's
-    (out / SUMMARY_FILE).unlink(missing_ok=True)
+    remove_own(out / SUMMARY_FILE)
     counters = Counters()
     monitor = LoopMonitor()
     started_wall = time.time()

@@ -34,6 +34,7 @@ from kvbench.files import (
     iter_jsonl,
     jsonl_path,
     read_json,
+    remove_own,
     write_json_atomic,
 )
 from kvbench.redaction import redact_json
@@ -177,7 +178,7 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
     for stale in (RECORDS_FILE, RECORDS_FILE + GZ_SUFFIX, SUMMARY_FILE):
-        (out / stale).unlink(missing_ok=True)
+        remove_own(out / stale)
     root = out / SHARD_DIR
     if root.is_symlink():
         raise ReplayError(f"{root} is a symlink; the replay writes its shards only into a "

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-def write_dashboard(paths: Sequence[Path], out: Path) -> Path:
-    """Load results under `paths` and write one self-contained HTML file to `out` (a user's
-    output path: `-` is stdout, a device or FIFO is written into)."""
-    from kvbench.files import write_output
+def write_dashboard(paths: Sequence[Path], out: Path, *, owned: bool = False) -> Path:
+    """Load results under `paths` and write one self-contained HTML file to `out`: a user's
+    output path (`-` is stdout, a device or FIFO is written into, a symlink at its target),
+    or with `owned` kvbench's own dashboard.html inside a results directory, which replaces
+    only a regular file (a link or device planted there is refused, never followed)."""
+    from kvbench.files import write_atomic, write_output
     from kvbench.report.capacity import CAPACITY_FILE, capacity_panel, find_capacity_docs
     from kvbench.report.page import render
     from kvbench.results import load_results
@@ -23,7 +25,11 @@ def write_dashboard(paths: Sequence[Path], out: Path) -> Path:
     results = load_results(paths) if paths else []
     tag_backend_settings(results)
     tag_option_sets(results)
-    write_output(out, render(results, extra))
+    page = render(results, extra)
+    if owned:
+        write_atomic(out, page)
+    else:
+        write_output(out, page)
     return Path(out)
 
 

@@ -25,10 +25,24 @@ def _get(d: Any, *keys: str) -> Any:
 
 
 COLUMNS = ["status", "run / arm", "conc", "TTFT p50 ms", "E2E p50 ms", "tok/s/user",
-           "tok/s/GPU", "hit % d/h/x", "host GB", "J/tok", "errors", "warnings"]
+           "tok/s/GPU", "hit % d/h/x", "InferenceX HBM/host/unreused %", "host GB", "J/tok",
+           "errors", "warnings"]
 
 
-def _plan_cell(plan: dict | None) -> str:
+def _sizing_note(sizing: dict | None) -> str:
+    """Which sizing ran (launcher: the InferenceX launcher's arithmetic; budget: kvbench's)
+    and the other's node GB beside it."""
+    if not sizing:
+        return ""
+    other = sizing.get("other")
+    beside = (f", {other['sizing']} {_fmt(other.get('projected-host-bytes'), ',.0f', 1e-9)}"
+              if other else "")
+    title = esc(sizing.get("source") or "")
+    return (f"<div class='muted' title='{title}'>{esc(sizing['sizing'])} sizing"
+            f"{esc(beside)}</div>")
+
+
+def _plan_cell(plan: dict | None, sizing: dict | None = None) -> str:
     if not plan:
         return "–"
     gb = plan.get("projected-host-gb", plan.get("projected_host_gb"))
@@ -42,7 +56,27 @@ def _plan_cell(plan: dict | None) -> str:
     summary = f"{_fmt(gb, '.0f')} / {_fmt(budget, '.0f')}"
     mark = "" if ok in (None, True) else " <span class='bad'>over budget</span>"
     detail = esc(" ".join(map(str, args))) or "no offload flags"
-    return f"<span title='{detail}'>{summary}</span>{mark}"
+    return f"<span title='{detail}'>{summary}</span>{mark}{_sizing_note(sizing)}"
+
+
+def _inferencex_cell(r: Result) -> str:
+    """The point as InferenceX's cache-reuse chart draws it (results/reuse.py), marked where
+    it differs from kvbench's per-prompt-token shares; its source on hover."""
+    from kvbench.results.compare import result_reuse
+    from kvbench.results.reuse import shares_differ
+
+    ix = r.inferencex_cache or {}
+    share = ix.get("share")
+    if not ix:
+        return "–"
+    if share is None:
+        return f"<span class='muted' title='{esc(ix.get('source'))}'>no tier</span>"
+    parts = [share["hbm"], share["host"], share["unreused"]]
+    text = ("combined " if share["combined"] else "") + "/".join(
+        _fmt(p, ".0f", 100) for p in parts)
+    differs = shares_differ(result_reuse(r), share)
+    mark = " <span class='muted'>≠ kvbench</span>" if differs else ""
+    return f"<span title='{esc(ix.get('source'))}'>{text}</span>{mark}"
 
 
 def _valid_badge(r: Result) -> str:
@@ -102,7 +136,8 @@ def run_rows(results: list[Result]) -> str:
             _fmt(_get(rm, "latency", "e2e_ms", "p50"), ".0f"),
             _fmt(_get(rm, "latency", "interactivity_tok_s", "p50")),
             _fmt(_get(rm, "throughput", "output_tok_s_per_gpu")),
-            hits, _plan_cell(r.plan), _fmt(_get(r.energy, "j_per_output_token"), ".2f"),
+            hits, _inferencex_cell(r), _plan_cell(r.plan, r.host_sizing),
+            _fmt(_get(r.energy, "j_per_output_token"), ".2f"),
             str(errors), _warnings_cell(r),
         ]
         tds = "".join(f"<td>{c}</td>" for c in cells)

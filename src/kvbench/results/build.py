@@ -8,6 +8,8 @@ from typing import Any
 
 from kvbench import __version__
 from kvbench.errors import ResultError
+from kvbench.metrics.inferencex import cache_share
+from kvbench.plan.plan import sizing_summary
 from kvbench.results.accounting import request_accounting, request_metrics
 from kvbench.results.reuse import cache_reuse
 from kvbench.results.schema import STATUSES, Result
@@ -136,6 +138,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         router=row.get("router") if isinstance(row.get("router"), dict) else None,
         duration_s=_duration_s(row, summary),
         plan=plan,
+        host_sizing=sizing_summary(plan),
         engine_patches=list(engine_patches) if engine_patches is not None else None,
         num_requests_total=accounting["records_total"],
         num_requests_successful=accounting["records_successful"],
@@ -145,4 +148,15 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         energy=_energy(telemetry, server, summary), client=client,
         validation=check, validity=stamp, warnings=all_warnings, options_id=options_id,
         cache_reuse=cache_reuse(server, summary) if status == "ok" else None,
+        inferencex_cache=_inferencex_cache(server, summary, row) if status == "ok" else None,
     )
+
+
+def _inferencex_cache(server: dict, summary: dict | None, row: dict) -> dict | None:
+    """The scrape's InferenceX reading with the share its dashboard draws for the point."""
+    reading = server.get("inferencex")
+    if not reading:
+        return None
+    ideal = ((summary or {}).get("cache") or {}).get("ideal_hit_rate")
+    return {**reading, "share": cache_share(reading.get("cache"), row.get("framework"),
+                                            row.get("kv-offloading"), ideal)}

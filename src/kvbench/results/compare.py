@@ -192,6 +192,19 @@ def _arm_reuse(rs: list[Result]) -> dict[str, Any] | None:
     return out
 
 
+def _arm_inferencex(rs: list[Result]) -> dict[str, Any] | None:
+    """The arm's mean HBM / host / unreused shares as InferenceX's dashboard draws its runs
+    (results/reuse.py `inferencex_line`); None when no run carries them."""
+    shares = [s for r in rs if (s := (r.inferencex_cache or {}).get("share"))]
+    if not shares:
+        return None
+    out: dict[str, Any] = {"n": len(shares), "combined": any(s["combined"] for s in shares),
+                           "source": (rs[0].inferencex_cache or {}).get("source")}
+    for k in ("hbm", "host", "unreused"):
+        out[k] = sum(s[k] for s in shares) / len(shares)
+    return out
+
+
 def _arm_validity(rs: list[Result]) -> dict[str, Any]:
     flags = sorted({f["code"] for r in rs for f in r.validation.get("flags") or []})
     reasons = sorted({why for r in rs for why in (r.validity or {}).get("reasons") or []})
@@ -296,6 +309,7 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
                           "runs": {n: [run_name(r) for r in arms[n]] for n in present},
                           "validity": validity, "left_out": left_out,
                           "cache_reuse": {n: _arm_reuse(arms[n]) for n in present},
+                          "inferencex_share": {n: _arm_inferencex(arms[n]) for n in present},
                           "offload_idle": sorted(idle), "metrics": rows})
     return {"compared": sorted(compared), "arms": arm_names, "cells": out_cells,
             "unpaired_cells": unpaired, "confidence": CONFIDENCE}

@@ -8,7 +8,7 @@ repeat index and its own warnings. The first original stays as result.orig.json.
 
 from __future__ import annotations
 
-import shutil
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,10 +16,11 @@ import orjson
 
 from kvbench import __version__
 from kvbench.errors import ResultError
-from kvbench.files import iter_jsonl, jsonl_path, read_bounded
+from kvbench.files import iter_jsonl, jsonl_path, read_bounded, refuse_foreign, write_atomic
 from kvbench.results.build import build_result
 from kvbench.results.schema import Result
 from kvbench.results.store import (
+    MAX_RESULT_BYTES,
     PLAN_FILE,
     RECORDS_FILE,
     RESULT_FILE,
@@ -111,7 +112,11 @@ def rescore(job_dir: Path, engine: str | None = None, options_id: str | None = N
     """rescore_job, then keep the original (once) and replace result.json atomically."""
     old, result = rescore_job(job_dir, engine, options_id, absent_cached_tokens_are_zero)
     original = Path(job_dir) / ORIGINAL_FILE
-    if not original.exists():
-        shutil.copy2(Path(job_dir) / RESULT_FILE, original)
+    # the first original is kept, never replaced; a link planted in its place (dangling, or
+    # to another job's original) is refused, not followed (files.refuse_foreign)
+    refuse_foreign(original)
+    if not os.path.lexists(original):
+        write_atomic(original, read_bounded(Path(job_dir) / RESULT_FILE, MAX_RESULT_BYTES,
+                                            "result file", ResultError))
     write_result(job_dir, result)
     return old, result

@@ -81,3 +81,25 @@ def reuse_line(reuse: dict[str, Any] | None) -> str:
                 f"{reuse['recomputed']:.0%}")
     return (f"GPU {reuse['gpu']:.0%} · host {offload_share(reuse):.0%} · recomputed "
             f"{reuse['recomputed']:.0%}")
+
+
+def inferencex_line(share: dict[str, Any] | None) -> str:
+    """`HBM 0% · host 58% · unreused 42%` as InferenceX's cache-reuse chart draws the point
+    (metrics/inferencex.py `cache_share`); one combined segment for TRT-LLM with offload."""
+    if share is None:
+        return "no tier reported"
+    if share["combined"]:
+        return f"HBM+host {share['hbm']:.0%} (combined) · unreused {share['unreused']:.0%}"
+    return f"HBM {share['hbm']:.0%} · host {share['host']:.0%} · unreused {share['unreused']:.0%}"
+
+
+def shares_differ(reuse: dict[str, Any] | None, share: dict[str, Any] | None) -> bool:
+    """Whether InferenceX's drawing of a point differs from kvbench's per-prompt-token
+    shares by a whole percentage point in any segment (then both are shown, labelled)."""
+    if share is None:
+        return reuse is not None
+    if reuse is None or reuse.get("gpu") is None:
+        return True
+    ours = (reuse["gpu"], (offload_share(reuse) or 0.0), reuse["recomputed"])
+    theirs = (share["hbm"], share["host"], share["unreused"])
+    return any(abs(a - b) >= 0.01 for a, b in zip(ours, theirs, strict=True))

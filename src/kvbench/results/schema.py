@@ -55,6 +55,10 @@ class Result(BaseModel):
     duration_s: float | None = None
 
     plan: dict[str, Any] | None = None
+    # which sizing gave the host pools (launcher: the InferenceX launcher's arithmetic, or
+    # budget) and the other's node bytes beside it (plan/plan.py sizing_summary; absent in
+    # results written before it)
+    host_sizing: dict[str, Any] | None = None
     num_requests_total: int = 0
     num_requests_successful: int = 0
     request_accounting: dict[str, Any]
@@ -69,6 +73,10 @@ class Result(BaseModel):
     # the prompt tokens' shares from GPU / host / recomputed: results/reuse.py (absent in
     # results written before it)
     cache_reuse: dict[str, Any] | None = None
+    # the same point as InferenceX's aggregator and dashboard compute it: {backend, source,
+    # cache (its hit rates), share (HBM / host / unreused)} (metrics/inferencex.py; absent in
+    # results written before it)
+    inferencex_cache: dict[str, Any] | None = None
     warnings: list[str] = []
     # engine-image patches checked at server start and what each did (launch/patcher.py)
     engine_patches: list[dict[str, Any]] | None = None

@@ -281,7 +281,8 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
                                ready_url=launch.health_url,
                                ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir,
                                poll_interval_s=_ready_poll_s(spec.row),
-                               patches=spec.row.get("patches") or ())
+                               patches=launch.image_mods,
+                               skip_patches=spec.options.skip_image_mods)
         with server:
             run.patches = server.patch_outcomes
             phase = "ready"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 
+from kvbench.files import remove_own
 from kvbench.results.store import PLAN_FILE, RESULT_FILE, SCRAPE_FILE, SUMMARY_FILE
 
 JOB_FILE = "job.json"
@@ -64,4 +65,4 @@ def is_done(job_dir: Path, fingerprint: str, *, rerun_failed: bool = True) -> bo
 def clear_attempt(job_dir: Path) -> None:
     """Remove what an interrupted or failed attempt left, so the next starts clean."""
     for name in ATTEMPT_FILES:
-        (job_dir / name).unlink(missing_ok=True)
+        remove_own(job_dir / name)

@@ -51,10 +51,14 @@ class RunOptions(BaseModel):
     # records.jsonl.gz and scrape.jsonl.gz (long runs, committed results): how the raw files
     # are stored, not what is measured
     compress_raw: bool = False
-    # host pools: `budget` (the planner's) or `launcher` (the InferenceX launcher's size,
-    # plan/launcher_sizing.py); `force` runs a launcher size the planner refuses
-    sizing: Literal["budget", "launcher"] = "budget"
+    # host pools: `launcher` (the default: the InferenceX launcher's size,
+    # plan/launcher_sizing.py) or `budget` (the planner's); `force` runs a launcher size that
+    # oversubscribes the row's budget
+    sizing: Literal["launcher", "budget"] = "launcher"
     force: bool = False
+    # image modifications (plan/image.py) the user says the image already carries: not
+    # applied, recorded as skipped-by-user (part of the identity: the image may differ)
+    skip_image_mods: tuple[str, ...] = ()
     # processes each job's replay shards its lanes over (at most the job's concurrency;
     # replay/workers.py): how the client runs, not what is measured
     replay_workers: int = Field(1, ge=1, le=MAX_REPLAY_WORKERS)
@@ -75,13 +79,15 @@ class RunOptions(BaseModel):
                                                          "profile"})
         paths = self.trace_paths()
         identity["trace"] = None if paths is None else _trace_digests(paths)
-        # the default sizing leaves the identity of results measured before it existed as is
+        # results measured before launcher sizing existed were budget-sized and carry no key
         if identity["sizing"] == "budget":
             del identity["sizing"]
         if not identity["force"]:
             del identity["force"]
         if identity["stand_in"] is None:
             del identity["stand_in"]
+        if not identity["skip_image_mods"]:
+            del identity["skip_image_mods"]
         return identity
 
     def options_id(self) -> str:

@@ -10,6 +10,7 @@ is theirs); the embedded engine needs neither."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -18,13 +19,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvbench.errors import SweepError
+from kvbench.errors import SweepError, SweepOptionError
 from kvbench.sweep import layout
 from kvbench.sweep.events import JobOutcome
 from kvbench.sweep.spec import JobSpec
 
 CPU_ONLY_FRAMEWORKS = ("sim",)
 DEFAULT_GPUS_PER_NODE = 8
+# Slurm's MaxArraySize default is 1001 and its hard ceiling 4,000,001 (slurm.conf(5))
+MAX_ARRAY_TASKS = 4_000_001
+_SLURM_NAMES = re.compile(r"[A-Za-z0-9_.\-]{1,128}(?:,[A-Za-z0-9_.\-]{1,128}){0,63}")
+# sbatch(1) --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
+# "days-hours:minutes", "days-hours:minutes:seconds"
+_SLURM_TIME = re.compile(r"(?:[0-9]{1,7}(?::[0-9]{1,2}){0,2}|[0-9]{1,5}-[0-9]{1,2}"
+                         r"(?::[0-9]{1,2}){0,2}|UNLIMITED|unlimited|infinite|INFINITE)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,32 @@ class SlurmExecutor:
     # multi-node rows of CPU-only engines: one node per worker instead of all on one node
     spread_cpu_workers: bool = False
     submitted: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Each value becomes an `#SBATCH` line of a script: a newline would end the directive
+        # and start a shell line (dropping the --array/--nodes/--gres lines after it), and
+        # sbatch stops reading directives at the first non-comment line. Names are refused
+        # unless they are what Slurm itself accepts (slurm.conf PartitionName: no spaces or
+        # commas in one name; sbatch -p takes a comma-separated list).
+        for flag, value, pattern, allowed in (
+                ("--partition", self.partition, _SLURM_NAMES,
+                 "letters, digits, '_', '.', '-', comma-separated"),
+                ("--account", self.account, _SLURM_NAMES,
+                 "letters, digits, '_', '.', '-', comma-separated"),
+                ("--time-limit", self.time_limit, _SLURM_TIME,
+                 "minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED or infinite")):
+            if value is not None and not pattern.fullmatch(value):
+                raise SweepOptionError(f"{flag} {value[:80]!r}: not a Slurm value "
+                                       f"(allowed: {allowed})")
+        for arg in self.sbatch_args:
+            if not arg.startswith("-") or len(arg) > 1024 or _CONTROL.search(arg):
+                raise SweepOptionError(
+                    f"--sbatch-arg {arg[:80]!r}: not one sbatch option (allowed: a single "
+                    f"line starting with '-', without control characters, at most 1,024 "
+                    f"characters)")
+        if self.max_parallel is not None and not 1 <= self.max_parallel <= MAX_ARRAY_TASKS:
+            raise SweepOptionError(f"--max-parallel {self.max_parallel}: out of range "
+                                   f"(allowed: 1 to {MAX_ARRAY_TASKS:,})")
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
         try:
@@ -87,6 +122,10 @@ class SlurmExecutor:
         return "\n".join(lines) + "\n"
 
     def _header(self, name: str, output: Path) -> list[str]:
+        if _CONTROL.search(str(output)):
+            raise SweepOptionError(f"results directory {str(output.parent)[:120]!r}: a path "
+                                   f"with a control character cannot be an #SBATCH --output "
+                                   f"(allowed: a path without newlines or control characters)")
         lines = ["#!/bin/bash", f"#SBATCH --job-name=kvbench-{name}", f"#SBATCH --output={output}"]
         for flag, value in (("--partition", self.partition), ("--account", self.account),
                             ("--time", self.time_limit)):
