@@ -63,6 +63,7 @@ def artifacts_dir() -> Path:
 # early and no worker is left with it at the end.
 SLURM_FIXTURES = ("slurm_cluster", "slurm_cluster_2n")
 PROLOGUE_WAIT_S = 900  # past it the others go on (an `alone` test lost to a crashed worker)
+_ALONE_COUNT = pytest.StashKey[int]()
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:
@@ -107,10 +108,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             with open(done, "a") as f:
                 f.write(item.nodeid + "\n")
         return
-    expected = sum(map(_alone, item.session.items))
+    expected = item.config.stash.get(_ALONE_COUNT, None)
+    if expected is None:
+        expected = item.config.stash[_ALONE_COUNT] = sum(map(_alone, item.session.items))
     deadline = time.monotonic() + PROLOGUE_WAIT_S
     while expected and time.monotonic() < deadline:
         if done.exists() and len(done.read_text().splitlines()) >= expected:
+            item.config.stash[_ALONE_COUNT] = 0  # the prologue is over for this worker
             break
         time.sleep(0.2)
     yield
