@@ -240,14 +240,16 @@ def test_pp_and_dcp_shard_the_per_token_pools():
 
 def test_sglang_sizes_the_mamba_pool_from_the_memory_after_weights():
     """_handle_max_mamba_cache with the radix cache on: the states take 0.9 / 1.9 of the rest;
-    MTP (4 draft tokens) also reserves intermediates for max_running / 3 requests."""
+    MTP (4 draft tokens) also reserves intermediates for min(max_running, slots / 5) requests
+    (5 slots per running request: 3 + the extra_buffer ping-pong's 2 under the overlap
+    schedule, sglang 0.5.17 kv_cache_configurator.py:1659-1688)."""
     from kvbench.plan.gpu import sglang_mamba_pool
 
     # budget 30e9 x 0.9 / 1.9 = 14,210,526,315.8 B; per request 48,844,800 B (bf16, TP2)
-    # slots = (budget - 5 x 48,844,800) // (48,844,800 x (1 + 4/3)) = 122
-    # intermediates: min(64, 122 // 3 = 40) + 1 = 41 requests x 4 draft tokens
+    # slots = (budget - 5 x 48,844,800) // (48,844,800 x (1 + 4/5)) = 158
+    # intermediates: min(64, 158 // 5 = 31) + 1 = 32 requests x 4 draft tokens
     assert sglang_mamba_pool(30_000_000_000, 48_844_800, draft_tokens=4, max_running=64) == (
-        122, 123 * 48_844_800 + 41 * 4 * 48_844_800)
+        158, 159 * 48_844_800 + 32 * 4 * 48_844_800)
     # without speculative decoding: (budget - 48,844,800) // 48,844,800 = 289 slots (+1 pad)
     assert sglang_mamba_pool(30_000_000_000, 48_844_800, draft_tokens=0, max_running=64) == (
         289, 290 * 48_844_800)

@@ -54,7 +54,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
     for job in jobs:
         try:
             adapter = get_adapter(engine or job.framework, multinode=job.is_multinode)
-            plan = plan_job(job, runners, sizing=sizing, force=force)
+            plan = plan_job(job, runners, sizing=sizing, force=force, engine_args=overrides)
             job_dir = (work_dir or Path("kvbench-launch") / path_part(job.exp_name)).absolute()
             spec = adapter.build(job, plan, port=port, host=host, model_path=model_path,
                                  work_dir=job_dir, overrides=overrides,

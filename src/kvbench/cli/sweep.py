@@ -112,6 +112,8 @@ def run(
         "Multi-node rows of the embedded engine: a node per worker (default: all on one "
         "node; GPU workers always get nodes of their own).", _SLURM)] = False,
     format: Annotated[str, _opt("Final report: table or json (outcomes on stdout).")] = "table",
+    exp_name: Annotated[list[str] | None, _opt(
+        "Keep only jobs with these exp-names (one arm of a config key).")] = None,
 ) -> None:
     """Run a sweep: for each selected job plan, launch, replay with scraping, stop, and write
     result.json. Rerunning the same command resumes: finished jobs are skipped."""
@@ -168,7 +170,7 @@ def run(
     with _interruptible("rerun the same command to resume"):
         run_sweep(selection, options, results=results, executor=executor, emit=emit,
                   repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
-                  dashboard=dashboard, format=format,
+                  dashboard=dashboard, format=format, exp_names=exp_name,
                   slurm={"partition": partition, "account": account, "time_limit": time_limit,
                          "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or []),
                          "spread_cpu_workers": spread_workers})
@@ -195,7 +197,7 @@ def _option_error(e) -> SweepOptionError:
 def run_sweep(selection: Selection, options, *, results: Path, executor: str = "local",
               emit: str | None = None, repeat: int = 1, continue_on_error: bool = False,
               rerun_failed: bool = True, dashboard: bool = True, format: str = "table",
-              slurm: dict | None = None) -> list:
+              slurm: dict | None = None, exp_names: list[str] | None = None) -> list:
     """The body of `kvbench run` (also used by `kvbench quickstart`)."""
     import orjson
 
@@ -208,6 +210,12 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         raise SweepOptionError(f"--emit {emit!r} is not one of github-matrix")
     check_format(format, ("table", "json"), SweepOptionError)
     jobs = selected_jobs(selection, SweepError)
+    if exp_names:
+        missing = sorted(set(exp_names) - {j.exp_name for j in jobs})
+        if missing:
+            raise SweepOptionError(f"--exp-name {', '.join(missing)}: not in the selection",
+                                   hint="kvbench plan lists the selected exp-names")
+        jobs = [j for j in jobs if j.exp_name in exp_names]
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
     if options.stand_in is not None:
         from kvbench.sweep.multinode import STAND_IN_FRAMEWORKS

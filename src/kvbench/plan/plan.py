@@ -43,6 +43,8 @@ class Plan(BaseModel):
     page_size_tokens: int
     mem_fraction_static: float
     gpu_kv_tokens: int
+    # a hybrid model's device state pool (SGLang's Mamba slots); 0 for a model without one
+    gpu_state_slots: int = 0
     host_kv_tokens: int = 0
     host_pools: list[HostPool] = Field(default_factory=list)
     projected_host_bytes: int = 0
@@ -109,6 +111,7 @@ class Plan(BaseModel):
             "page-size-tokens": self.page_size_tokens,
             "mem-fraction-static": self.mem_fraction_static,
             "gpu-kv-tokens": self.gpu_kv_tokens,
+            **({"gpu-state-slots": self.gpu_state_slots} if self.gpu_state_slots else {}),
             "host-kv-tokens": self.host_kv_tokens,
             "semantics": self.semantics,
             "engine-defaults": list(self.engine_defaults),

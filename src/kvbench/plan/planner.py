@@ -7,6 +7,7 @@ planning a whole matrix always finishes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -15,7 +16,7 @@ from kvbench.errors import KvbenchError, PlanError
 from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
-from kvbench.plan.gpu import GpuEstimate, estimate_gpu
+from kvbench.plan.gpu import GpuEstimate, engine_caps, estimate_gpu
 from kvbench.plan.image import image_mods, recipe_patch_mods, resolved
 from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
@@ -75,14 +76,17 @@ def _headroom_gb(host_headroom_gb: float | None, ranks: int) -> float:
 
 def plan_job(job: JobLike, runners: Any | None = None, *,
              host_headroom_gb: float | None = None, trust_runner_dram: bool = False,
-             sizing: str = "launcher", force: bool = False) -> Plan:
+             sizing: str = "launcher", force: bool = False,
+             engine_args: Sequence[str] = ()) -> Plan:
     """`host_headroom_gb`: host memory per node kept free of pools (default 1 GB per rank);
     `trust_runner_dram`: accept a runners.yaml that claims more DRAM than the hardware
     profile installs (otherwise the plan is refused). `sizing`: `launcher` (the default: the
     InferenceX launcher's own arithmetic for the row, plan/launcher_sizing.py, refused only
     where it oversubscribes the row's DRAM budget unless `force`; a row no launcher sizes is
     budget-sized, with a warning) or `budget` (the largest pools the row's DRAM budget holds
-    less kvbench's host headroom). Either way the other sizing's bytes stand beside it."""
+    less kvbench's host headroom). Either way the other sizing's bytes stand beside it.
+    `engine_args`: the user's extra engine flags (--engine-arg); SGLang's device-pool caps
+    among them size the GPU pools (and so a hybrid model's HiCache split) as the engine will."""
     row = job.row
     base: dict[str, Any] = {
         "exp_name": row.get("exp-name", job.config_key),
@@ -94,7 +98,8 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
     }
     try:
         check_mode(sizing, force)
-        plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
+        caps = engine_caps(engine_args)
+        plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, caps=caps)
         if plan.backend is None or (not plan.host_pools and plan.is_refused):
             # no host pool to size (a resident row), or refused before sizing (an unknown
             # runner claim, the wrong engine): no sizing ran
@@ -108,13 +113,13 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
                 f"row's own size: the launcher's {size.spelled} ({size.source}) is not used"]})
         if sizing == "launcher" and size is not None:
             return _launcher_plan(job, runners, plan, size, host_headroom_gb,
-                                  trust_runner_dram, force)
+                                  trust_runner_dram, force, caps)
         if sizing == "launcher":
             why = _no_launcher(job, plan)
             return plan.model_copy(update={"warnings": [*plan.warnings, why]})
         if size is not None:  # the launcher's bytes beside the budget plan
             other = _launcher_plan(job, runners, plan, size, host_headroom_gb,
-                                   trust_runner_dram, force=False)
+                                   trust_runner_dram, force=False, caps=caps)
             return plan.model_copy(update={"launcher_sizing": _summary(other, size)})
         return plan
     except KvbenchError as e:
@@ -154,7 +159,7 @@ def _runner_dram_error(topo: Topology, runners: Any | None, hardware: Any) -> st
 
 def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
           host_headroom_gb: float | None, trust_runner_dram: bool,
-          launcher: LauncherSize | None = None) -> Plan:
+          launcher: LauncherSize | None = None, caps: dict[str, int] | None = None) -> Plan:
     topo = topology_of(job)
     model = _model(topo.model)
     hardware = _hardware(topo.runner)
@@ -164,19 +169,23 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
     pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype,
                                         state_dtype=settings.mamba_ssm_dtype), topo)
+    page = settings.page_size_tokens or page_size_tokens(topo.engine, model)
+    caps = caps if topo.engine == "sglang" else None
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
                        hicache=offload and topo.backend == "hicache",
                        recipe_fraction=settings.mem_fraction,
-                       weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB)
+                       weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB,
+                       caps=caps, page_tokens=page)
     common = dict(
         base,
         model=model.name,
         hardware=hardware.name,
         gpus=topo.engine_gpus,
         kv_dtype=kv_dtype,
-        page_size_tokens=settings.page_size_tokens or page_size_tokens(topo.engine, model),
+        page_size_tokens=page,
         mem_fraction_static=gpu.mem_fraction,
         gpu_kv_tokens=gpu.kv_tokens,
+        gpu_state_slots=gpu.state_slots if any(p.name == "mamba" for p in pools) else 0,
         ranks_on_node=ranks,
         engine_defaults=list(settings.unset),
         settings_sources=list(settings.sources),
@@ -189,6 +198,11 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
         warnings.append(f"budget {topo.budget_gb:,} GB exceeds this node share's installed DRAM "
                         f"({host_share / GB:,.0f} GB, {hardware.name} profile)")
     arithmetic = [_gpu_line(gpu, model, topo, settings.weights_offload_gib)]
+    if caps:
+        arithmetic.append("engine caps (--engine-arg): " + ", ".join(
+            f"{k} {v:,}" for k, v in sorted(caps.items())) + f" -> {gpu.kv_tokens:,} KV tokens"
+            + (f", {gpu.state_slots:,} state slots" if gpu.state_slots and any(
+                p.name == "mamba" for p in pools) else ""))
     weights_pools, weights_args = _weights_offload(settings, topo)
     if not offload:
         return Plan(**common, engine_args=weights_args, warnings=warnings,
@@ -290,7 +304,7 @@ def _no_launcher(job: JobLike, plan: Plan) -> str:
 
 def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan, size: LauncherSize,
                    host_headroom_gb: float | None, trust_runner_dram: bool,
-                   force: bool) -> Plan:
+                   force: bool, caps: dict[str, int] | None = None) -> Plan:
     """The plan at the launcher's size, with the budget plan's size beside it. Refused only
     where the projected node footprint exceeds the row's DRAM budget (unless `force`, which
     keeps the verdict as warnings) or the engine would reject the size; kvbench's own host
@@ -298,7 +312,8 @@ def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan, size: Launch
     base = {"exp_name": budget.exp_name, "config_key": budget.config_key,
             "framework": budget.framework, "backend": budget.backend, "model": budget.model,
             "budget_gb": budget.budget_gb}
-    plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, launcher=size)
+    plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, launcher=size,
+                 caps=caps)
     budget_line = (f"kvbench budget sizing (--sizing budget): {_knob_text(budget)} -> "
                    f"{budget.projected_host_bytes / GB:,.0f} GB projected on the node "
                    f"({'fits' if budget.within_budget else 'refused'})")

@@ -107,7 +107,8 @@ class _Run:
 
             runners = load_runners(Path(self.spec.runner_config))
         options = self.spec.options
-        plan = plan_job(self.spec.job(), runners, sizing=options.sizing, force=options.force)
+        plan = plan_job(self.spec.job(), runners, sizing=options.sizing, force=options.force,
+                        engine_args=options.engine_args)
         self.plan_json = plan.to_json()
         write_json_atomic(self.job_dir / layout.PLAN_FILE, self.plan_json)
         if not plan.accepted:

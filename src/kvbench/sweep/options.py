@@ -113,8 +113,10 @@ class RunOptions(BaseModel):
             from kvbench.replay.profile import profile_named, replay_settings
 
             # every job starts its own server: a fresh deployment per concurrency point
+            # a --seed given on the command line wins; the default 0 takes the profile's 42
             out.update(replay_settings(profile_named(self.profile), concurrency, {
-                "duration_s": duration, "warmup_requests": self.warmup_requests or None}))
+                "duration_s": duration, "warmup_requests": self.warmup_requests or None,
+                "seed": self.seed or None}))
             out.update(profile=self.profile, fresh_server=True)
         return out
 
