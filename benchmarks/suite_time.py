@@ -1,13 +1,15 @@
-"""The test suite in one process against the README's `-n 4`, side by side.
+"""The test suite in one process against pytest-xdist's workers (the README's `-n 4`), side by
+side.
 
 Runs a fixed sample of the test modules (every Nth module in sorted order, `--every`; 1 is the
-whole suite) with `pytest -n 0` and with `pytest -n 4`, alternating (ABAB...) so that the
-machine's other load falls on both alike. For each run: wall seconds and the CPU seconds of
-every process it started, Slurm's daemons and job steps included (they leave the process tree:
-each process is found by an environment marker and sampled from /proc every 0.2 s). Prints
-each run, the medians and the ratio of the `-n 4` wall to the `-n 0` wall. Linux only. Run:
+whole suite) with `pytest -n 0` and with each other worker count (`--workers`, default 2 and
+4), in turn (ABCABC...) so that the machine's other load falls on all alike. For each run:
+wall seconds and the CPU seconds of every process it started, Slurm's daemons and job steps
+included (they leave the process tree: each process is found by an environment marker and
+sampled from /proc every 0.2 s). Prints each run, the medians and each one's ratio to the
+`-n 0` run. Linux only. Run:
 
-    PYTHONPATH=src python benchmarks/suite_time.py [--every 5] [--pairs 1]
+    PYTHONPATH=src python benchmarks/suite_time.py [--every 5] [--rounds 1] [--workers 2 4]
 """
 
 from __future__ import annotations
@@ -59,12 +61,14 @@ def run(argv: list[str]) -> tuple[float, float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--every", type=int, default=5, help="every Nth test module (1: all)")
-    ap.add_argument("--pairs", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     args = ap.parse_args()
     chosen = modules(args.every)
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *chosen]
-    results: dict[str, list[tuple[float, float]]] = {"-n 0": [], "-n 4": []}
-    for _ in range(args.pairs):
+    results: dict[str, list[tuple[float, float]]] = {
+        f"-n {n}": [] for n in (0, *args.workers)}
+    for _ in range(args.rounds):
         for label in results:
             wall, cpu, code = run([*base, *label.split()])
             results[label].append((wall, cpu))
@@ -72,12 +76,12 @@ def main() -> None:
                   f"{os.getloadavg()[0]:.1f}", flush=True)
     walls = {k: statistics.median(w for w, _ in v) for k, v in results.items()}
     cpus = {k: statistics.median(c for _, c in v) for k, v in results.items()}
-    print(f"{len(chosen)} modules (every {args.every}th), {args.pairs} pair(s), "
+    print(f"{len(chosen)} modules (every {args.every}th), {args.rounds} round(s), "
           f"{os.cpu_count()} CPUs")
+    print("| workers | wall s | CPU s | wall x -n 0 | CPU x -n 0 |\n|---|---:|---:|---:|---:|")
     for k in results:
-        print(f"| {k} | {walls[k]:.0f} s wall | {cpus[k]:.0f} s CPU |")
-    print(f"-n 4 / -n 0: wall {walls['-n 4'] / walls['-n 0']:.2f}x, CPU "
-          f"{cpus['-n 4'] / cpus['-n 0']:.2f}x")
+        print(f"| {k} | {walls[k]:.0f} | {cpus[k]:.0f} | {walls[k] / walls['-n 0']:.2f} | "
+              f"{cpus[k] / cpus['-n 0']:.2f} |")
 
 
 if __name__ == "__main__":
