@@ -150,7 +150,8 @@ def _kind(annotation: object) -> str:
 
 
 @pytest.mark.parametrize("command, own, typer_only", [
-    ("plan", PLAN_FLAGS, {"predict", "trace", "noise", "threshold", "emit"}),
+    ("plan", PLAN_FLAGS, {"predict", "trace", "noise", "threshold", "emit", "emit_dir",
+                          "workers", "bounds", "duration"}),
     ("matrix", MATRIX_FLAGS, set()),
 ])
 def test_the_flag_tables_are_the_typer_commands(command, own, typer_only):

@@ -207,7 +207,6 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
               emit_dir: Path | None = None) -> list:
     """The body of `kvbench run` (also used by `kvbench quickstart`, which runs its first
     pass without the final report and says itself that it resumed)."""
-    import orjson
 
     from kvbench.matrix.generate import runner_config_path
     from kvbench.sweep import SlurmExecutor, build_specs, failures_error, run_local
