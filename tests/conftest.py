@@ -3,10 +3,7 @@ fixtures shared across areas live in tests/fixtures/<name>.py (importable as `fi
 
 from __future__ import annotations
 
-import os
 import signal
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,12 +63,10 @@ def artifacts_dir() -> Path:
 # --no-loadscope-reorder): a module whose tests share a module-scoped fixture (a server, a
 # parse of every real row, a fuzz tally) or a real Slurm cluster (a session fixture,
 # tests/fixtures/slurm.py) stays on one worker, so the fixture is built once per module at
-# most. The `alone` tests (they measure the machine's load or pace) go first, one worker, with
-# every other test waiting; then the modules with a slow test, so that the longest work starts
-# early and no worker is left with it at the end.
+# most. The modules with a slow test go first, so that the longest work starts early and no
+# worker is left with it at the end. No test needs the machine to itself: none asserts on its
+# load, pace or speed (those are measurements, in benchmarks/).
 SLURM_FIXTURES = ("slurm_cluster", "slurm_cluster_2n")
-PROLOGUE_WAIT_S = 900  # past it the others go on (an `alone` test lost to a crashed worker)
-_ALONE_COUNT = pytest.StashKey[int]()
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:
@@ -82,47 +77,11 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
                for name, defs in info.name2fixturedefs.items() for d in defs)
 
 
-def _alone(item: pytest.Item) -> bool:
-    return item.get_closest_marker("alone") is not None
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     shared = {item.path for item in items if _shares_a_fixture(item)}
     for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        if _alone(item):
-            item.add_marker(pytest.mark.xdist_group("alone"))
-        elif item.path in shared:
+        if item.get_closest_marker("xdist_group") is None and item.path in shared:
             item.add_marker(pytest.mark.xdist_group(str(item.path.relative_to(REPO))))
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    # stable: each module keeps its order
-    items.sort(key=lambda item: (not _alone(item), item.path not in slow))
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Under xdist, every test but the `alone` ones waits (before its fixtures) until those
-    have run; each `alone` test, whatever its outcome, adds a line to the run's shared file."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        yield
-        return
-    done = item.config._tmp_path_factory.getbasetemp().parent / "alone.done"  # <run>, shared
-    if _alone(item):
-        try:
-            yield
-        finally:
-            with open(done, "a") as f:
-                f.write(item.nodeid + "\n")
-        return
-    expected = item.config.stash.get(_ALONE_COUNT, None)
-    if expected is None:
-        expected = item.config.stash[_ALONE_COUNT] = sum(map(_alone, item.session.items))
-    deadline = time.monotonic() + PROLOGUE_WAIT_S
-    while expected and time.monotonic() < deadline:
-        if done.exists() and len(done.read_text().splitlines()) >= expected:
-            item.config.stash[_ALONE_COUNT] = 0  # the prologue is over for this worker
-            break
-        time.sleep(0.2)
-    yield
+    items.sort(key=lambda item: item.path not in slow)  # stable: each module keeps its order
