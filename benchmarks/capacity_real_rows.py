@@ -3,9 +3,10 @@ InferenceX configs (tests/data/inferencex, 843c6254f) that has an offload row: e
 prediction and a knee per row (issue 26's acceptance), with each key's wall and CPU time.
 
 This was a CI test (tests/capacity/test_real_rows.py) until the suite's time was cut (issue 38):
-it is ~930 simulated probes, a third of the suite's CPU time. CI now runs every key with the
-default workload and SLO on two host sizes (0 and the planner's top, `--points 1`) and checks
-every default grid size against the planner; this script runs the full default grid (9 sizes).
+it is ~930 simulated probes, a third of the suite's CPU time, and more since the default
+workload became the AgentX-shaped corpus sized to each row. CI now runs every key on a small
+explicit workload (`--trace bundled --bounds once --max-turns 4 --points 3`); this script
+runs what a user gets with no option (every default, the full grid).
 One process per key, as many at once as there are CPUs. Run:
 
     PYTHONPATH=src python benchmarks/capacity_real_rows.py [--keys GLOB...]
