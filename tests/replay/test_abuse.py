@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.servers import free_port, script
+from fixtures.servers import free_port, script, stop
 from fixtures.transformers_server import wait_http
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,8 +91,7 @@ def test_retry_after_is_honoured(tmp_path):
         assert (sends[1] - sends[0]) / 1e9 >= 1.0  # Retry-After: 1 after the first
         assert (sends[2] - sends[1]) / 1e9 < 0.9  # no header: no wait
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 @pytest.mark.slow
@@ -108,5 +107,4 @@ def test_a_runaway_event_is_a_request_error_not_client_memory(tmp_path):
         # cut at the bound, not after the 400 MB body (1.7 GB of RSS before the bound; the
         # client's peak, 120 MiB, is a measurement: docs/reliability.md)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import subprocess
 
-from fixtures.servers import free_port, script
+from fixtures.servers import free_port, script, stop
 from fixtures.transformers_server import wait_http
 
 from kvbench.files import read_jsonl
@@ -92,5 +92,4 @@ def test_a_context_overflow_ends_its_session_and_is_not_a_failure(tmp_path):
         assert checks["failed_ratio"]["passed"] is False  # nothing but overflows finished
         assert summary["requests"]["errors_by_kind"] == {"context_overflow": 6}
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from fixtures.servers import free_port, script
+from fixtures.servers import free_port, script, stop
 from fixtures.transformers_server import wait_http
 
 from kvbench.replay import summarize
@@ -73,8 +73,7 @@ def auth_server(tmp_path_factory):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     wait_http(f"http://127.0.0.1:{port}/health", 30, proc)
     yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(10)
+    stop(proc)
 
 
 def _replay(url: str, out: Path, *extra: str, env: dict | None = None):
@@ -182,8 +181,7 @@ def test_open_loop_sessions_arrive_at_the_rate_whatever_the_server(tmp_path):
              "--session-rate", "10", "--arrival", "constant", "--output", str(out),
              "--format", "json"], capture_output=True, text=True, env=ENV, timeout=120)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
     assert summary["run"]["loop"] == {"mode": "open", "session_rate_per_s": 10.0,

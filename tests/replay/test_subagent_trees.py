@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from fixtures.servers import free_port, script
+from fixtures.servers import free_port, script, stop
 from fixtures.transformers_server import wait_http
 
 from kvbench.files import read_jsonl
@@ -176,8 +176,7 @@ def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
         with urllib.request.urlopen(f"{url}/stats") as r:
             server = json.load(r)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
     recs = read_jsonl(tmp_path / "out" / "records.jsonl")
     assert server["seen"] == len(recs) == 15 and all(r["status"] == "ok" for r in recs)
     assert server["max"] >= 3 > cfg.concurrency  # the tree's fan-out, one lane

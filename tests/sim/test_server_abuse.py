@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from fixtures.servers import free_port
+from fixtures.servers import free_port, stop
 from fixtures.transformers_server import wait_http
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,8 +93,7 @@ def test_disconnects_cancel_queued_and_running_requests(tmp_path):
         half.close()
         assert gauges(url)["sglang:num_running_reqs"] == 0
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
+        stop(proc)
     assert "Traceback" not in log.read_text()
 
 
@@ -135,8 +134,7 @@ def test_nothing_is_held_after_256_session_replays(tmp_path):
             assert json.loads(out.stdout)["requests"]["errors"] == 0
             assert wait_for(lambda: not any(gauges(url).values()), 30)  # idle: nothing held
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
+        stop(proc)
     assert "Traceback" not in log.read_text()
 
 
