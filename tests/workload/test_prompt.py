@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from transformers import AutoTokenizer
 
 from kvbench.workload import PromptBuilder, Turn, Vocabulary
 from kvbench.workload.prompt import MARKER_TOKENS
@@ -17,6 +16,8 @@ def tiny_dir(tmp_path_factory):
 
 
 def test_every_prompt_has_exactly_the_turns_token_count(tiny_dir):
+    from transformers import AutoTokenizer  # not at collection: every xdist worker collects
+
     tok = AutoTokenizer.from_pretrained(tiny_dir)
     b = PromptBuilder(Vocabulary(str(tiny_dir)), "run-a")
     for n_in, ids, bs in [(150, (1, 2), 64), (100, (1, 2), 64), (3, (), 64), (513, (7,), 512),
@@ -27,6 +28,8 @@ def test_every_prompt_has_exactly_the_turns_token_count(tiny_dir):
 
 
 def test_equal_leading_blocks_give_byte_identical_prefixes_and_token_ids(tiny_dir):
+    from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(tiny_dir)
     vocab = Vocabulary(str(tiny_dir))
     text = PromptBuilder(vocab, "run-a")
