@@ -105,9 +105,9 @@ def test_the_clients_lag_enters_no_timing(tmp_path, monkeypatch):
     quick, _ = _replay(tmp_path / "quick", **bounds)
     warm = Lanes._warm
 
-    async def slow_warm(self, turn, namespace):
+    async def slow_warm(self, *args):
         time.sleep(0.005)
-        await warm(self, turn, namespace)
+        await warm(self, *args)
 
     monkeypatch.setattr(Lanes, "_warm", slow_warm)
     slow, summary = _replay(tmp_path / "slow", **bounds)
