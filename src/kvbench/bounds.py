@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbench.errors import KvbenchError, shown
+from kvbench.units import MAX_REPLAY_WORKERS, MAX_SESSION_LANES
 
 # Longest user-written string value: a chat template or a JSON engine argument fits many
 # times over; a multi-MB value is a planted file, not configuration.
@@ -109,8 +110,8 @@ ACCEPT_LENGTH = Range(1, 65, "tokens", "an accepted length is 1 plus at most the
 CHARS_PER_TOKEN = Range(0, 64, "characters", "tokenizers average 3-5 characters a token; 0 "
                         "means one token per word", integer=True)
 
-LANES = Range(1, 65_536, "session lanes", "4x the largest concurrency in the real master "
-              "configs (16,384)", integer=True)
+LANES = Range(1, MAX_SESSION_LANES, "session lanes", "4x the largest concurrency in the "
+              "real master configs (16,384)", integer=True)
 SESSIONS = Range(1, 1_000_000, "sessions", "the AgentX corpus has 393 traces; a million is "
                  "past any corpus a run replays", integer=True)
 REQUESTS = Range(1, 10_000_000, "requests", "ten million is a day at over 100 requests a "
@@ -123,8 +124,8 @@ RUNNING_REQUESTS = Range(1, 1 << 20, "requests", "engines cap running requests i
                          "thousands", integer=True)
 TURNS = Range(1, 100_000, "turns", "the longest Claude Code sessions have hundreds of turns",
               integer=True)
-WORKERS = Range(1, 256, "processes", "more replay processes than the cores of any one client "
-                "host is a typo", integer=True)
+WORKERS = Range(1, MAX_REPLAY_WORKERS, "processes", "more replay processes than the cores "
+                "of any one client host is a typo", integer=True)
 JOBS = Range(1, 10_000_000, "jobs", "the full InferenceX sweep has 33,071 rows", integer=True)
 GRID_POINTS = Range(2, 1_000, "points", "a capacity curve needs 2 points and reads no more "
                     "than a few dozen", integer=True)
@@ -171,6 +172,15 @@ BENEFIT = Range(0, 100, "", "a relative change of 100x (10,000%) is past any off
 SCALE = Range(0, 1_000, "x", "a multiplier of token counts; 1,000x turns a 100K-token "
               "session into one past every context", lo_open=True)
 
+# ---- recipe and runners fields -------------------------------------------------------------
+WORKER_COUNT = Range(0, 1_024, "workers", "a role has at most one worker per GPU of the largest "
+                     "deployment (the real multi-node rows have at most 15)", integer=True)
+NODES = Range(0, 1_024, "nodes", "a deployment of a thousand nodes is past any benchmark row "
+              "(the real ones take at most 2)", integer=True)
+GPUS_PER_NODE = Range(1, 72, "GPUs", "a node's GPUs share one scale-up domain; the largest is "
+                      "72 GPUs (GB200/GB300 NVL72), servers have 4 to 16", integer=True)
+HOST_MIB = Range(1, HOST_GB.hi * 1_000 ** 3 / 2 ** 20, "MiB", _DRAM, integer=True)
+
 # Every numeric option of every command, by its long name. tests/test_bounds.py walks the
 # commands and fails on a numeric option missing here.
 OPTION_RANGES: dict[str, Range] = {
@@ -209,3 +219,45 @@ def check_text(value: str, field: str, limit: int = MAX_TEXT_CHARS,
         raise error(f"{field}: a string of {len(value):,} characters is too long (allowed: "
                     f"at most {limit:,})")
     return value
+
+
+def long_text(doc: Any, limit: int = MAX_TEXT_CHARS) -> tuple[tuple, int] | None:
+    """(path, length) of a string in a JSON- or YAML-shaped `doc` (a key or a value) longer
+    than `limit` characters, or None. Each list and mapping is visited once, so a document
+    whose aliases share one value many times is walked in its own size."""
+    stack: list[tuple[tuple, Any]] = [((), doc)]
+    seen: set[int] = set()
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if len(value) > limit:
+                return path, len(value)
+            continue
+        if not isinstance(value, dict | list) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str) and len(key) > limit:
+                return (*path, shown(key, 24)), len(key)
+            stack.append(((*path, key), item))
+    return None
+
+
+def path_text(path: tuple) -> str:
+    """`a.b[0].c`, as messages name a place in a document."""
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    return text or "(top level)"
+
+
+def text_problem(length: int, limit: int = MAX_TEXT_CHARS) -> str:
+    return f"a string of {length:,} characters is too long (allowed: at most {limit:,})"
+
+
+def check_document_text(doc: Any, where: str, error: type[KvbenchError] = KvbenchError,
+                        limit: int = MAX_TEXT_CHARS) -> Any:
+    """`doc`, or `error` naming `where` and the path of a string longer than `limit`."""
+    found = long_text(doc, limit)
+    if found is not None:
+        raise error(f"{where}: {path_text(found[0])}: {text_problem(found[1], limit)}")
+    return doc

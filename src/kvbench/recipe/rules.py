@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from kvbench import bounds
 from kvbench.errors import shown
 from kvbench.recipe.arms import PATCH_ARMS
 from kvbench.recipe.fields import CLUSTER_LABEL_PREFIX
@@ -52,6 +53,26 @@ def is_multinode_entry(value: Any) -> bool:
 
 
 # --- field rules -------------------------------------------------------------------------
+
+def _within(rng: bounds.Range) -> Any:
+    """A field rule: the value (None passes), or ValueError naming `rng` and its reason."""
+    def rule(value: Any) -> Any:
+        if value is not None and (problem := rng.problem(value)) is not None:
+            raise ValueError(f"{shown(value)}: {problem}")
+        return value
+    return rule
+
+
+# the physical range of each numeric recipe field (kvbench/bounds.py says why)
+parallelism = _within(bounds.PARALLELISM)  # tp, pp, dcp-size, pcp-size, ep
+worker_count = _within(bounds.WORKER_COUNT)
+node_count = _within(bounds.NODES)
+prompt_tokens = _within(bounds.CONTEXT_TOKENS)  # isl
+output_tokens = _within(bounds.OUTPUT_TOKENS)  # osl
+host_gb_per_rank = _within(bounds.HOST_GB_PER_RANK)
+host_mib = _within(bounds.HOST_MIB)
+gpus_per_node = _within(bounds.GPUS_PER_NODE)
+
 
 def not_an_image(version: str | None) -> str | None:
     """A version must name the component's own release; image tags hide what actually ran."""
