@@ -148,6 +148,7 @@ _DAY_S = 86_400.0
 DURATION_S = Range(0, 7 * _DAY_S, "s", "a week is longer than any benchmark run",
                    lo_open=True)
 TIMEOUT_S = Range(0, 7 * _DAY_S, "s", "a week is longer than any phase of a run", lo_open=True)
+INTERVAL_S = Range(0, 3_600, "s", "a sample an hour apart sees nothing of a run", lo_open=True)
 GRACE_S = Range(0, 3_600, "s", "an hour is past any drain or shutdown")
 IDLE_S = Range(0, _DAY_S, "s", "an idle gap or think time of a day ends any session")
 LATENCY_MS = Range(0, _DAY_S * 1_000, "ms", "a latency objective of a day means none",

@@ -179,8 +179,30 @@ def read_bounded(path: str | Path, limit_bytes: int, what: str, error: type | No
     return raw
 
 
+# a JSON file kvbench reads back (a job file, a result, a summary) is kilobytes; a planted
+# 2 GiB one is refused by size, not read whole
+MAX_JSON_BYTES = 256 << 20
+
+
 def read_json(path: str | Path) -> Any:
-    return orjson.loads(Path(path).read_bytes())
+    """A JSON file's value. Only a regular file of at most MAX_JSON_BYTES is read: a FIFO
+    planted as job.json never blocks the reader, /dev/zero never fills memory. Failures are
+    OSError (unreadable, not a file, too large) or ValueError (not JSON), as callers expect."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a directory, device, FIFO or "
+                          "socket)", str(path))
+        if st.st_size > MAX_JSON_BYTES:
+            raise OSError(errno.EFBIG, f"{st.st_size:,} bytes is more than a JSON file kvbench "
+                          f"reads ({MAX_JSON_BYTES:,})", str(path))
+        os.set_blocking(fd, True)
+        raw = f.read(MAX_JSON_BYTES + 1)
+    if len(raw) > MAX_JSON_BYTES:
+        raise OSError(errno.EFBIG, "grew past the size of a JSON file kvbench reads", str(path))
+    return orjson.loads(raw)
 
 
 GZ_SUFFIX = ".gz"

@@ -140,7 +140,14 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     model = _model(topo.model)
     _check_heads_split(topo, model)
     hardware = _hardware(topo.runner)
-    ranks = topo.ranks_on_node(_gpus_per_node(topo, runners, hardware.gpus_per_node))
+    gpus_per_node = _gpus_per_node(topo, runners, hardware.gpus_per_node)
+    if not topo.is_multinode and max(topo.engine_gpus, topo.ep) > gpus_per_node:
+        # the recipe validator holds single-node rows to the node; a job file read back is
+        # held here (a planted tp 1024 would otherwise plan the node's share of it)
+        raise PlanError(f"tp x pp x pcp = {topo.engine_gpus} (ep {topo.ep}) GPUs is more than "
+                        f"the node's {gpus_per_node} (allowed: a single-node row within one "
+                        "node)")
+    ranks = topo.ranks_on_node(gpus_per_node)
     offload = topo.kv_offloading == "dram" and topo.backend is not None
     settings = _settings(job, topo, hardware.name, offload)
     kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
