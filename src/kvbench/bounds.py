@@ -151,6 +151,10 @@ TIMEOUT_S = Range(0, 7 * _DAY_S, "s", "a week is longer than any phase of a run"
 INTERVAL_S = Range(0, 3_600, "s", "a sample an hour apart sees nothing of a run", lo_open=True)
 GRACE_S = Range(0, 3_600, "s", "an hour is past any drain or shutdown")
 IDLE_S = Range(0, _DAY_S, "s", "an idle gap or think time of a day ends any session")
+TRACE_TIME_S = Range(0, 366 * _DAY_S, "s", "a trace's times are offsets from its start; the "
+                     "recorded Claude Code sessions span half a day, Mooncake's trace an hour")
+SERVER_TIME_S = Range(0, _DAY_S, "s", "a request a server took a day over is a hung server, "
+                      "not a measurement")
 LATENCY_MS = Range(0, _DAY_S * 1_000, "ms", "a latency objective of a day means none",
                    lo_open=True)
 TIME_SCALE = Range(1e-3, 1e4, "x", "below 1/1,000 a second of engine time takes 17 minutes; "

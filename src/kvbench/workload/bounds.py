@@ -17,6 +17,7 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
+from kvbench.bounds import CONTEXT_TOKENS
 from kvbench.errors import WorkloadError
 from kvbench.units import MAX_SESSION_LANES
 from kvbench.workload.session import Session, Turn
@@ -127,7 +128,18 @@ class SessionPool:
     @classmethod
     def for_bounds(cls, sessions: list[Session], bounds: WorkloadBounds) -> SessionPool:
         """The pool; refused when `max_input_tokens` skips every turn (recycling lanes would
-        otherwise look for a turn to send until the deadline, or forever)."""
+        otherwise look for a turn to send until the deadline, or forever), and when a turn as
+        sent (its blocks rescaled) is longer than any model's context: the memory a request
+        needs is bounded before any prompt is built."""
+        sent = (t for s in sessions for x in s.turns if (t := bounds.shaped(x)) is not None)
+        longest = max((t.input_tokens for t in sent), default=0)
+        if longest > CONTEXT_TOKENS.hi:
+            scaled = (f" (--block-tokens {bounds.block_tokens} rescales the trace's blocks)"
+                      if bounds.block_tokens is not None else "")
+            raise WorkloadError(
+                f"a turn of {longest:,} tokens as sent{scaled} is longer than any model's "
+                f"context (allowed: {CONTEXT_TOKENS.allowed()}: {CONTEXT_TOKENS.why})",
+                hint="--max-input-tokens skips such turns")
         if bounds.max_input_tokens is not None and sessions and not any(
                 bounds.shaped(t) is not None for s in sessions for t in s.turns):
             unbounded = dataclasses.replace(bounds, max_input_tokens=None)

@@ -132,7 +132,7 @@ class PromptBuilder:
         run_marker: str,
         *,
         token_ids: bool = False,
-        cache_blocks: int = 65536,
+        cache_tokens: int = 1 << 22,
     ) -> None:
         if token_ids and vocab.ids is None:
             raise WorkloadError("token-id prompts need a tokenizer", hint="pass --tokenizer")
@@ -140,7 +140,10 @@ class PromptBuilder:
         self.token_ids = token_ids
         self.marker = vocab.draw(_seed("marker", run_marker), MARKER_TOKENS)
         self._cache: OrderedDict[tuple, tuple[list[int], str | list[int]]] = OrderedDict()
-        self._cache_blocks = cache_blocks
+        # bounded by tokens, not blocks: a trace's blocks are 1 to 2^20 tokens, so a count of
+        # blocks bounds no memory (4M tokens: 65,536 of the Claude Code traces' 64-token ones)
+        self._cache_tokens = cache_tokens
+        self._cached = 0
 
     def _render(self, idx: list[int]) -> str | list[int]:
         if self.token_ids:
@@ -156,8 +159,9 @@ class PromptBuilder:
             idx = self.vocab.draw(_seed(*key), n)
             hit = (idx, self._render(idx))
             self._cache[key] = hit
-            if len(self._cache) > self._cache_blocks:
-                self._cache.popitem(last=False)
+            self._cached += n
+            while self._cached > self._cache_tokens and len(self._cache) > 1:
+                self._cached -= len(self._cache.popitem(last=False)[1][0])
         else:
             self._cache.move_to_end(key)
         return hit

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvbench import bounds
 from kvbench.errors import WorkloadError, shown
 from kvbench.workload.session import Session, Turn
 
@@ -26,6 +27,11 @@ def _need(obj: dict, key: str, kinds: tuple[type, ...], where: str, path: str) -
     return value
 
 
+# each time field within its physical range (kvbench/bounds.py)
+_TIMES = {"t": bounds.TRACE_TIME_S, "think_time": bounds.IDLE_S,
+          "api_time": bounds.SERVER_TIME_S}
+
+
 def _opt_float(obj: dict, key: str, where: str, path: str) -> float | None:
     value = obj.get(key)
     if value is None:
@@ -34,6 +40,7 @@ def _opt_float(obj: dict, key: str, where: str, path: str) -> float | None:
             or not math.isfinite(value) or value < 0):
         raise WorkloadError(f"{where}: field {path}.{key} = {shown(value)} must be a finite "
                             "number >= 0")
+    _TIMES[key].check(value, f"{where}: field {path}.{key}", WorkloadError)
     return float(value)
 
 
@@ -44,6 +51,10 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None) -> Tu
     if n_in < 1 or n_out < 0:
         raise WorkloadError(
             f"{where}: field {path}.in/out = {n_in}/{n_out}: need in >= 1, out >= 0")
+    # within the longest context and response a model has: a turn of 10^9 tokens once made
+    # replay build a 5.8 GB prompt
+    bounds.CONTEXT_TOKENS.check(n_in, f"{where}: field {path}.in", WorkloadError)
+    bounds.OUTPUT_TOKENS.check(max(1, n_out), f"{where}: field {path}.out", WorkloadError)
     for i, h in enumerate(ids):
         if isinstance(h, bool) or not isinstance(h, int):
             raise WorkloadError(
