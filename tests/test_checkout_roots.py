@@ -120,8 +120,10 @@ def test_changelog_found_in_the_newer_layout(e2e_root, capsys, monkeypatch):
     head.write_text(entry + "\n" + entry.replace("first", "second").replace(
         "pull/1", "pull/2").replace("\n  pr-link", "\n  no-evals: true\n  pr-link"))
     main(["changelog", "jobs", "--base-file", str(base), "--head-file", str(head)])
-    rows = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["single_node"]["agentic"]
     assert len(rows) == 16 and {r["runner"] for r in rows} == {"cluster:h200-dgxc"}
+    assert doc["changelog_metadata"]["entries"][0]["no-evals"] is True
 
 
 def test_run_with_recipe_files_does_not_add_the_checkouts(classic_root, capsys, monkeypatch):

@@ -22,6 +22,8 @@ edges:
    stays up until the orchestrator ends it, a utility or the benchmark step returns at once.
    `scontrol show hostnames` expands the node list; health and port waits return at once and
    node `nodeN` resolves to 10.0.0.N (srt_stubs/orchestrate.py, the only in-process patches).
+   The job script's `SRTCTL_SETUP_SCRIPT` export (the runner's `--setup-script`) is passed on
+   to the orchestrator as the job script passes it.
 
 A row whose pin cannot be had here (a fork not mirrored) or whose recipe does not exist after
 the overlay (the runner exits 1 there) is written with its reason instead of calls. Output:
@@ -214,7 +216,12 @@ def record_row(checkout: Path, mirror: Path, python: str, work: Path, runner: st
     nodes = int(re.findall(r"#SBATCH --nodes=(\d+)", text)[0])
     out_dir = srt / "outputs" / JOB_ID
     runtime = re.search(r'srtctl\.cli\.do_sweep "\$\{OUTPUT_DIR\}/([^"]+)"', text).group(1)
-    denv = {**env, "SLURM_JOB_ID": JOB_ID, "SLURM_JOBID": JOB_ID,
+    # the runner's `--setup-script` override reaches the orchestrator as an export of the
+    # job script (srt-slurm templates/job_script_minimal.j2 SRTCTL_SETUP_SCRIPT, read by
+    # cli/do_sweep.py): the workers run it instead of the recipe's setup_script
+    override = re.search(r'(?m)^export SRTCTL_SETUP_SCRIPT="([^"$]*)"$', text)
+    denv = {**env, **({"SRTCTL_SETUP_SCRIPT": override.group(1)} if override else {}),
+            "SLURM_JOB_ID": JOB_ID, "SLURM_JOBID": JOB_ID,
             "SLURM_NODELIST": f"node[1-{nodes}]", "SLURM_JOB_NODELIST": f"node[1-{nodes}]",
             "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_NNODES": str(nodes),
             "SRTCTL_OUTPUT_DIR": str(out_dir), "SRTCTL_SOURCE_DIR": str(srt)}

@@ -126,9 +126,11 @@ TURNS = Range(1, 100_000, "turns", "the longest Claude Code sessions have hundre
               integer=True)
 WORKERS = Range(1, MAX_REPLAY_WORKERS, "processes", "more replay processes than the cores "
                 "of any one client host is a typo", integer=True)
+WORKERS_OR_AUTO = Range(0, MAX_REPLAY_WORKERS, "processes", "0 means one per available core; "
+                        "more than the cores of any one host is a typo", integer=True)
 JOBS = Range(1, 10_000_000, "jobs", "the full InferenceX sweep has 33,071 rows", integer=True)
-GRID_POINTS = Range(2, 1_000, "points", "a capacity curve needs 2 points and reads no more "
-                    "than a few dozen", integer=True)
+GRID_STEPS = Range(1, 1_000, "steps", "a capacity curve reads no more than a few dozen sizes",
+                   integer=True)
 PARALLELISM = Range(1, 1_024, "GPUs", "the largest scale-up domain shipping is 72 GPUs "
                     "(GB200/GB300 NVL72); 1,024 leaves room for rack-scale systems to come",
                     integer=True)
@@ -186,12 +188,14 @@ GPUS_PER_NODE = Range(1, 72, "GPUs", "a node's GPUs share one scale-up domain; t
                       "72 GPUs (GB200/GB300 NVL72), servers have 4 to 16", integer=True)
 HOST_MIB = Range(1, HOST_GB.hi * 1_000 ** 3 / 2 ** 20, "MiB", _DRAM, integer=True)
 
-# Every numeric option of every command, by its long name. tests/test_bounds.py walks the
-# commands and fails on a numeric option missing here.
+# Every numeric option of every command, by its long name (or "<command> <long name>" where one
+# command gives it another meaning). tests/test_bounds.py walks the commands and fails on a
+# numeric option missing here.
 OPTION_RANGES: dict[str, Range] = {
     "--arrival-scale": ARRIVAL_SCALE, "--block-tokens": PAGE_TOKENS, "--budget-gb": HOST_GB,
     "--chars-per-token": CHARS_PER_TOKEN, "--chunked-prefill-tokens": CONTEXT_TOKENS,
-    "--concurrency": LANES, "--context-tokens": CONTEXT_TOKENS, "--dp": PARALLELISM,
+    "--conc": LANES, "--concurrency": LANES, "--context-tokens": CONTEXT_TOKENS,
+    "--dp": PARALLELISM,
     "--duration": DURATION_S, "--gpu-tokens": POOL_TOKENS, "--grace": GRACE_S,
     "--head-dim": MODEL_HEADS, "--hidden-size": MODEL_DIM, "--host-cache-gb": HOST_GB,
     "--host-gb": HOST_GB, "--host-headroom-gb": HOST_GB_PER_RANK, "--host-tokens": POOL_TOKENS,
@@ -203,7 +207,7 @@ OPTION_RANGES: dict[str, Range] = {
     "--max-sessions": SESSIONS, "--max-tokens-cap": OUTPUT_TOKENS, "--max-tp": PARALLELISM,
     "--max-turns": TURNS, "--min-conc": LANES, "--noise": BENEFIT, "--num-gpus": GPUS,
     "--num-heads": MODEL_HEADS, "--num-kv-heads": MODEL_HEADS, "--num-layers": MODEL_HEADS,
-    "--page-size": PAGE_TOKENS, "--points": GRID_POINTS, "--port": PORT, "--pr": PR_NUMBER,
+    "--page-size": PAGE_TOKENS, "--points": GRID_STEPS, "--port": PORT, "--pr": PR_NUMBER,
     "--ready-timeout": TIMEOUT_S, "--repeat": REPEATS, "--repeats": REPEATS,
     "--replay-timeout": TIMEOUT_S, "--replay-workers": WORKERS, "--request-timeout": TIMEOUT_S,
     "--seed": SEED, "--server-gone-after": TIMEOUT_S, "--server-host-gb": HOST_GB,
@@ -214,7 +218,16 @@ OPTION_RANGES: dict[str, Range] = {
     "--system-idle-cap": IDLE_S, "--think-time-cap": IDLE_S, "--think-time-scale": RATE_SCALE,
     "--threshold": BENEFIT, "--time-scale": TIME_SCALE, "--tp": PARALLELISM,
     "--ttft-p90-ms": LATENCY_MS, "--warmup-requests": WARMUP_REQUESTS, "--workers": WORKERS,
+    "--max-context-length": CONTEXT_TOKENS, "--tree-idle-cap": IDLE_S,
+    "--warmup-grace": GRACE_S, "--warmup-per-lane": WARMUP_REQUESTS,
+    # an option whose meaning differs in one command: "<command> <option>" wins
+    "simulate-jobs --workers": WORKERS_OR_AUTO,
 }
+
+
+def option_range(command: str, option: str) -> Range | None:
+    """The range of `option` in `command` (its path, e.g. "changelog check")."""
+    return OPTION_RANGES.get(f"{command} {option}".strip(), OPTION_RANGES.get(option))
 
 
 def check_text(value: str, field: str, limit: int = MAX_TEXT_CHARS,

@@ -37,7 +37,7 @@ def test_working_set_is_the_largest_sessions_peaks(bundled) -> None:
 
 
 def test_the_sized_workload_is_the_stated_multiple_of_the_pool() -> None:
-    for conc, pool in ((4, 43_680), (64, 6_094_463)):
+    for conc, pool in ((4, 43_680), (64, 5_632_370)):
         sized = sized_to_pool(conc, pool, multiple=2.0)
         assert sized.multiple == pytest.approx(2.0, rel=0.01), (conc, pool)
         assert sized.sessions == max(conc, 8)
@@ -54,9 +54,11 @@ def test_capacity_and_simulate_jobs_warn_on_the_real_row(capsys) -> None:
     main(["capacity", *ROW, "--bundled-traces", "--points", "1", "--format", "json"])
     err = capsys.readouterr().err
     assert "qwen3.5_tp8_kvdram-hicache_spec-mtp: the workload's working set at conc 8" in err
-    assert "within the GPU pool of 6,094,463" in err
+    assert "within the GPU pool of 5,632,370" in err
+    # budget sizing, as capacity sizes: the launcher's --hicache-size 77 (TOTAL / TP / 2)
+    # oversubscribes these rows (tests/plan/test_launcher_sizing.py), which would be refused
     main(["simulate-jobs", *ROW, "--trace", str(bundled_traces()[0].parent), "--duration", "5",
-          "--format", "json"])
+          "--format", "json", "--sizing", "budget"])
     err = capsys.readouterr().err
     # the four offload rows (conc 4, 8, 12, 16): three in full, then a count
     assert "qwen3.5_tp8_conc4_kvdram-hicache_spec-mtp: the workload's working set at conc 4" \

@@ -109,7 +109,9 @@ def test_matrix_output_file_holds_the_same_rows(tmp_path, capsys):
                         str(target)], capsys)
     assert code == 0
     assert target.read_text().strip() == out.strip()
-    assert len(json.loads(out)) == 10  # agentic: 3 + 3 + 2 single-node, 2 multi-node
+    # both scenarios, as the generator: agentic 3 + 3 + 2 single-node and 2 multi-node, and
+    # the 5 fixed-seq-len rows
+    assert len(json.loads(out)) == 15
 
 
 def test_matrix_without_runners_says_where_it_looked(tmp_path, capsys):

@@ -237,11 +237,12 @@ def test_sim_emits_the_serve_sim_command_line():
 
 
 def test_every_data_file_loads_and_every_rule_is_reachable_by_some_fact():
-    from kvbench.engines import dynamo
+    from kvbench.engines import dynamo, srt_source
     from kvbench.engines.rules import DATA_DIR, load_engine_data
 
-    # dynamo.yaml holds how srtctl renders a recipe (its own schema), not launch rules
-    others = {"dynamo": dynamo.facts}
+    # dynamo.yaml holds how srtctl renders a recipe (its own schema), srt_slurm_sources.yaml
+    # where the runner scripts clone srt-slurm from: not launch rules
+    others = {"dynamo": dynamo.facts, "srt_slurm_sources": srt_source.sources}
     for path in sorted(Path(DATA_DIR).glob("*.yaml")):
         if path.stem in others:
             assert others[path.stem]() is not None
@@ -282,11 +283,12 @@ def _atom_job(model_prefix: str, model: str, tp: int, conc: int, budget_gb: int)
 
 def test_atom_kimik3_lmcache_row_follows_its_launcher_and_its_plan():
     """kimik3_fp4_mi355x_atom_mtp.sh at CONC 8: the per-concurrency knobs, the launcher's
-    flag spelling and LMCache sized per rank by the plan (not the launcher's TOTAL / TP)."""
+    flag spelling and LMCache sized per rank by a --sizing budget plan (the launcher's own
+    TOTAL / TP oversubscribes this budget: tests/plan/test_launcher_sizing.py)."""
     from kvbench.plan import plan_job
 
     job = _atom_job("kimik3", "moonshotai/Kimi-K3", tp=8, conc=8, budget_gb=257)
-    plan = plan_job(job)
+    plan = plan_job(job, sizing="budget")
     assert plan.within_budget, plan.errors
     spec = get_adapter("atom").build(job, plan, port=8888, host="0.0.0.0")
     argv = spec.argv

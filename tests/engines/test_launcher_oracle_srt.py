@@ -110,6 +110,38 @@ def _unset(preamble: list[str]) -> set[str]:
             for name in line.split()[2:]}
 
 
+_DYNAMO = (re.compile(r"Installing dynamo ([\w.]+)\.\.\."),
+           re.compile(r"install path completed for ai_dynamo-([\w.]+)-py3-none-any\.whl"))
+
+
+def launcher_image(preamble: list[str]) -> dict[str, bool]:
+    """What a worker's srtctl preamble changes in the image before the command: the setup
+    script it runs (`setup_script=NAME`) and the Dynamo it installs (a version, a staged
+    wheel's version, or a source commit)."""
+    out = {}
+    for line in preamble:
+        if line.startswith("setup_script="):
+            out[f"setup-script {line.split('=', 1)[1]}"] = True
+        if line.startswith("git checkout "):
+            out[f"dynamo-source {line.split()[-1][:12]}"] = True
+        for pattern in _DYNAMO:
+            if m := pattern.search(line):
+                out[f"dynamo {m.group(1)}"] = True
+    return out
+
+
+def kvbench_image(mods: list[dict[str, Any]]) -> dict[str, bool]:
+    out = {}
+    for m in mods:
+        if m.get("setup-script"):
+            out[f"setup-script {m['setup-script']}"] = True
+        elif m["id"].startswith("dynamo-source-"):
+            out[f"dynamo-source {m['id'].removeprefix('dynamo-source-')}"] = True
+        elif m["id"].startswith("dynamo-"):
+            out[f"dynamo {m['id'].removeprefix('dynamo-')}"] = True
+    return out
+
+
 def launcher_processes(rec: dict[str, Any]) -> dict[str, Any]:
     workers, frontends, services = {}, [], []
     for call in rec["calls"]:
@@ -121,7 +153,8 @@ def launcher_processes(rec: dict[str, Any]) -> dict[str, Any]:
         m = _LOG.search(out)
         if m:
             node = int(m[1][4:]) - 1
-            workers[(m[2], int(m[3]), node)] = {**_split(argv, WORKER_PROGRAMS), "env": env}
+            workers[(m[2], int(m[3]), node)] = {**_split(argv, WORKER_PROGRAMS), "env": env,
+                                                "image": launcher_image(call["preamble"])}
         elif any(a in FRONT_PROGRAMS for a in argv):
             frontends.append({**_split(argv, FRONT_PROGRAMS), "env": env})
         else:
@@ -134,7 +167,8 @@ def kvbench_processes(spec: dict[str, Any]) -> dict[str, Any]:
     workers, files = {}, {}
     for w in spec["workers"]:
         workers[(w["role"], w["index"], w["nodes"][0])] = {
-            **_split(w["argv"], WORKER_PROGRAMS), "env": w["env"]}
+            **_split(w["argv"], WORKER_PROGRAMS), "env": w["env"],
+            "image": kvbench_image(w["image-mods"])}
         files |= w["files"]
     front = [{**_split(spec["argv"], FRONT_PROGRAMS), "env": spec["env"]}] if spec["argv"] \
         else []
@@ -148,7 +182,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
 
 def differences(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str, str, Any, Any]]:
     """(part, name, launcher, kvbench); parts `layout`, `<mode> <i> node<n> program|engine|
-    env`, `frontend engine|env`, `files`."""
+    env|image`, `frontend engine|env`, `files`."""
     if sorted(theirs["workers"]) != sorted(ours["workers"]):
         return [("layout", "processes", sorted(theirs["workers"]), sorted(ours["workers"]))]
     out = []
@@ -159,6 +193,7 @@ def differences(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str,
             out.append((f"{part} program", "program", a["program"], b["program"]))
         out += [(f"{part} engine", n, x, y) for n, x, y in compare(a["options"], b["options"])]
         out += [(f"{part} env", n, x, y) for n, x, y in compare(a["env"], b["env"])]
+        out += [(f"{part} image", n, x, y) for n, x, y in compare(a["image"], b["image"])]
     if bool(theirs["frontends"]) != bool(ours["frontends"]):
         out.append(("layout", "frontend", len(theirs["frontends"]), len(ours["frontends"])))
     for a in theirs["frontends"] if ours["frontends"] else ():
@@ -248,3 +283,24 @@ def test_the_comparison_catches_a_perturbed_worker(sides):
     assert sorted(d[1] for d in new) == ["--perturbed-flag", "PERTURBED_VARIABLE"], new
     unexplained, _ = classify([(rec, new)])
     assert len(unexplained) == 2  # no allow-list entry swallows them
+
+
+@pytest.mark.parametrize(("dropped", "name"), [
+    ("setup_script=", "setup-script vllm-container-deps.sh"),
+    ("( flock -x 200;", "dynamo 1.3.1"),
+])
+def test_the_comparison_catches_a_dropped_image_modification(sides, dropped, name):
+    """The preamble is compared too: a DSv4 GB200 worker whose recorded setup script
+    (srt-slurm configs/patches/vllm-container-deps.sh) or Dynamo install is dropped differs
+    from kvbench's image-mods, and no allow-list entry swallows it."""
+    rec, theirs, ours = next(s for s in sides if s[0]["config-key"]
+                             == "dsv4-fp4-gb200-dynamo-vllm-agentic-mtp-agg")
+    before = differences(theirs, ours)
+    rec = copy.deepcopy(rec)
+    for call in rec["calls"]:
+        call["preamble"] = [p for p in call["preamble"] if not p.startswith(dropped)]
+    new = [d for d in differences(launcher_processes(rec), ours) if d not in before]
+    assert new and {d[1] for d in new} == {name}, new
+    assert all(d[0].endswith(" image") for d in new)
+    unexplained, _ = classify([(rec, new)])
+    assert len(unexplained) == len(new)

@@ -110,7 +110,10 @@ def test_vllm_rows_match_the_schema(real_single_node_jobs):
         if plan.backend == "vllm-simple":
             connector = json.loads(spec.argv[spec.argv.index("--kv-transfer-config") + 1])
             assert connector["kv_connector"] == "SimpleCPUOffloadConnector", job.exp_name
-            assert connector["kv_connector_extra_config"]["cpu_bytes_to_use"] > 0
+            # the launcher's spelling (launcher sizing): an engine total or bytes per rank
+            # (vllm 0.33 simple_cpu_offload_connector.py:100-115)
+            extra = connector["kv_connector_extra_config"]
+            assert (extra.get("cpu_bytes_to_use") or extra["cpu_bytes_to_use_per_rank"]) > 0
     assert problems == []
 
 

@@ -55,6 +55,8 @@ def test_ready_server_then_clean_teardown(tmp_path, port):
     ("Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
      "watchdog_timeout"),
     ("RuntimeError: Not enough host memory for HiCache", "host_oom"),
+    ("AttributeError: 'HybridLinearKVPool' object has no attribute 'layer_num'",
+     "hybrid_pool_layer_num"),
 ])
 def test_dies_during_startup_with_tail_and_signature(tmp_path, port, log_line, signature):
     argv = script(tmp_path, "dies", f"""

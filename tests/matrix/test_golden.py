@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import shlex
 from collections import Counter
 
 import pytest
-from fixtures.inferencex import CONFIGS, RUNNERS, golden_cases, golden_text
+from fixtures.inferencex import CONFIGS, RUNNERS, golden_args, golden_cases, golden_text
 
 from kvbench.cli import main
 from kvbench.matrix import Selection, generate_rows
@@ -18,8 +17,9 @@ BASE = ["matrix", "--config-files", *map(str, CONFIGS), "--runner-config", str(R
 
 @pytest.mark.parametrize("case", sorted(golden_cases()))
 def test_cli_json_is_byte_identical_to_reference(case, real_files, capsys):
-    args = shlex.split(golden_cases()[case]["args"])
-    main([*BASE, *args])
+    """full-sweep cases, and test-config ones (`--config-keys`: the label containing the
+    --runner-node-filter string kept, `--conc`)."""
+    main([*BASE, *golden_args(golden_cases()[case])])
     out = capsys.readouterr().out.strip()
     assert out == golden_text(case)
     assert len(json.loads(out)) == golden_cases()[case]["rows"]

@@ -82,4 +82,37 @@ def test_a_missing_config_is_one_clear_error(tmp_path):
     res = kvbench("dummy-model", str(tmp_path / "m"), "--config", str(tmp_path / "nope.json"))
     assert res.returncode == 2 and "cannot read a config.json" in res.stderr
     res = kvbench("dummy-model", str(tmp_path / "m"), "--model", "gpt-9")
-    assert res.returncode == 2 and "allowed: qwen3-8b" in res.stderr
+    assert res.returncode == 2 and "allowed: qwen3-8b, qwen3.5-397b-a17b-scaled" in res.stderr
+
+
+def test_the_scaled_qwen35_keeps_the_checkpoints_architecture(tmp_path):
+    """Qwen3.5-397B-A17B at 8 layers: the nested multimodal config.json, full attention every
+    4th layer with Gated DeltaNet between, the MTP layer, the processor files SGLang loads for
+    a multimodal architecture; its profile's per-request state is SGLang 0.5.17's own
+    mamba_cache_per_req for this config (25,608,192 B fp32, 13,025,280 B bf16: configs/
+    qwen3_next.py mamba2_cache_params, read on CPU in benchmarks/gpu/qwen3.5/cpu_check.py)."""
+    from kvbench.models import load_model
+
+    out = tmp_path / "q35"
+    res = kvbench("dummy-model", str(out), "--model", "qwen3.5-397b-a17b-scaled")
+    assert res.returncode == 0, res.stderr
+    cfg = json.loads((out / "config.json").read_text())
+    text = cfg["text_config"]
+    assert (cfg["architectures"], cfg["model_type"], text["model_type"]) == (
+        ["Qwen3_5MoeForConditionalGeneration"], "qwen3_5_moe", "qwen3_5_moe_text")
+    assert text["layer_types"] == ["linear_attention"] * 3 + ["full_attention"] + \
+        ["linear_attention"] * 3 + ["full_attention"]
+    assert (text["mtp_num_hidden_layers"], text["num_experts"], text["num_experts_per_tok"],
+            text["linear_num_value_heads"], text["num_key_value_heads"], text["head_dim"]) == (
+        1, 128, 10, 64, 2, 256)
+    assert text["eos_token_id"] == cfg["eos_token_id"]  # the engine reads the text config's
+    assert json.loads((out / "preprocessor_config.json").read_text())["merge_size"] == \
+        cfg["vision_config"]["spatial_merge_size"]
+    assert (out / "video_preprocessor_config.json").is_file()
+    m = load_model("kvbench/qwen3.5-397b-a17b-scaled")
+    assert (m.full_layers, m.linear_layers, m.mtp_layers, m.num_experts) == (2, 6, 1, 128)
+    pools = {p.name: p for p in m.kv_pools(1)}
+    assert pools["mamba"].fixed_bytes_per_request_per_rank == 25_608_192
+    assert {p.name: p for p in m.kv_pools(1, state_dtype="bf16")}[
+        "mamba"].fixed_bytes_per_request_per_rank == 13_025_280
+    assert pools["kv"].bytes_per_token_per_rank == 2 * 2 * 2 * 256 * 2

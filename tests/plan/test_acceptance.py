@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from fixtures.jobs import make_job
+from fixtures.jobs import budget_plan, make_job
 
-from kvbench.plan import plan_job
 from kvbench.units import GB
 
 
 def test_qwen35_fp8_b300_tp2_gets_144_gb_per_rank_within_599():
-    plan = plan_job(make_job("qwen3.5-fp8-b300-sglang-agentic-mtp"))
+    plan = budget_plan(make_job("qwen3.5-fp8-b300-sglang-agentic-mtp"))
     assert plan.budget_gb == 599  # floor(min(2,964,436, 2,861,022) MiB x 2^20 x 0.8 x 2/8 / 1e9)
     assert plan.semantics == "per-pool"  # v0.5.16: --hicache-size applies to KV and Mamba
     assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "144"
@@ -40,7 +39,7 @@ def test_glm52_fp4_b300_tp8_explicit_270_is_refused():
         tp=8, ep=8, **{"total-cpu-dram-gb": 2399, "exp-name": "glm5.2_tp8_conc12",
                        "kv-offload-backend": {"name": "hicache", "size-gb-per-rank": 270}},
     )
-    plan = plan_job(job)
+    plan = budget_plan(job)
     pools = {p.name: p.bytes_per_rank / GB for p in plan.host_pools}
     # 270e9 // (78 x 576 B) = 6,009,615 tokens -> 6,009,664 page-aligned
     assert round(pools["kv"], 2) == 270.00
@@ -65,7 +64,7 @@ def test_glm52_fp4_b300_tp8_explicit_270_is_refused():
 
 def test_an_explicit_size_that_fits_is_honoured():
     job = make_job(**{"kv-offload-backend": {"name": "hicache", "size-gb-per-rank": 100}})
-    plan = plan_job(job)
+    plan = budget_plan(job)
     assert plan.within_budget
     assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "100"
 
@@ -95,7 +94,7 @@ def test_explicit_size_from_a_recipe_flows_through_the_matrix(tmp_path, shared_d
         "          conc-list: [12] }\n"
     )
     with pytest.raises(SystemExit) as refused:  # every plan refused: a non-zero exit
-        main(["plan", "--config-files", str(recipe), "--runner-config",
+        main(["plan", "--sizing", "budget", "--config-files", str(recipe), "--runner-config",
               str(shared_data / "inferencex" / "runners.yaml"), "--format", "json"])
     assert refused.value.code == 2
     (plan,) = json.loads(capsys.readouterr().out)
@@ -117,7 +116,7 @@ def test_glm52_split_rows_are_sized_as_sglang_allocates():
             if j.config_key == "glm5.2-fp4-gb200-dynamo-sglang-agentic-agg"
             and "hicache" in str(j.row.get("kv-offload-backend"))]
     assert jobs
-    plan = plan_job(jobs[0])
+    plan = budget_plan(jobs[0])
     assert plan.semantics == "split" and plan.ranks_on_node == 4 and plan.budget_gb == 721
     # usable (721 - 4 x 1) / 4 = 179.25 GB per rank; per GB of size 1 + 10,296/44,928 +
     # 576/44,928 = 1.2420 -> 144 GB; 144e9 // 44,928 = 3,205,128 -> 50,081 pages of 64
@@ -134,14 +133,14 @@ def test_a_recipe_write_policy_replaces_the_launchers():
     launcher's own (qwen3.5 H200: write_through_selective) or SGLang's default applies without
     it."""
     def policy(backend: dict, key: str = "qwen3.5-fp8-h200-sglang-agentic-mtp") -> str | None:
-        plan = plan_job(make_job(key, **{"kv-offload-backend": backend}))
+        plan = budget_plan(make_job(key, **{"kv-offload-backend": backend}))
         args = plan.engine_args
         assert plan.hicache_write_policy == args[args.index("--hicache-write-policy") + 1]
         return plan.hicache_write_policy
 
     assert policy({"name": "hicache"}) == "write_through_selective"
     assert policy({"name": "hicache", "write-policy": "write_back"}) == "write_back"
-    resident = plan_job(make_job("qwen3.5-fp8-h200-sglang-agentic-mtp",
+    resident = budget_plan(make_job("qwen3.5-fp8-h200-sglang-agentic-mtp",
                                  **{"kv-offloading": "none", "kv-offload-backend": None}))
     assert "--hicache-write-policy" not in resident.engine_args
     assert resident.hicache_write_policy is None

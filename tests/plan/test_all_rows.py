@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from fixtures.jobs import budget_plan
+
 from kvbench.matrix import Selection, select_jobs
-from kvbench.plan import plan_job
 from kvbench.recipe import load_runners
 from kvbench.units import GB
 
@@ -17,7 +18,7 @@ def test_every_agentic_row_plans(shared_data):
     jobs = select_jobs(selection)
     assert len(jobs) == 746  # reference/inferencex.md 2.2
     runners = load_runners(d / "runners.yaml")
-    plans = [plan_job(job, runners) for job in jobs]
+    plans = [budget_plan(job, runners) for job in jobs]
     backends = Counter(p.backend or "none" for p in plans)
     assert backends == {"none": 433, "hicache": 168, "vllm-simple": 52, "mooncake": 50,
                         "native": 34, "lmcache": 9}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from fixtures.jobs import budget_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvbench.matrix import Job
 from kvbench.models import model_names
-from kvbench.plan import plan_job
 from kvbench.plan.footprint import per_rank_bytes
 from kvbench.units import GB
 
@@ -55,7 +55,7 @@ def rows(draw):
 @settings(max_examples=300, deadline=None)
 @given(rows())
 def test_within_budget_never_exceeds_it(row):
-    plan = plan_job(Job(config_key="prop", row=row, scenario="agentic-coding"))
+    plan = budget_plan(Job(config_key="prop", row=row, scenario="agentic-coding"))
     if plan.within_budget:
         assert not plan.errors
         assert plan.projected_host_bytes <= row["total-cpu-dram-gb"] * GB

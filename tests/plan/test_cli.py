@@ -8,7 +8,9 @@ from kvbench.cli import main
 
 
 def run(capsys, *args):
-    main(["plan", *args])
+    """`kvbench plan --sizing budget`: these test the planner's table and JSON; the default
+    (launcher sizing) is tests/plan/test_launcher_sizing.py's."""
+    main(["plan", "--sizing", "budget", *args])
     return capsys.readouterr().out
 
 

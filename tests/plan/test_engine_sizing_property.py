@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 from fixtures.inferencex import CONFIGS, RUNNERS
+from fixtures.jobs import budget_plan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvbench.matrix import Job, Selection, select_jobs
-from kvbench.plan import plan_job
 from kvbench.plan.topology import topology_of
 from kvbench.units import GB
 
@@ -165,7 +165,7 @@ def mutated(draw):
 @given(mutated())
 def test_engine_sized_footprint_never_exceeds_a_within_budget_plan(engine, row):
     job = Job(config_key="prop", row=row, scenario="agentic-coding")
-    plan = plan_job(job)
+    plan = budget_plan(job)
     if not plan.within_budget:
         assert plan.errors
         return
@@ -188,7 +188,7 @@ def test_every_real_offload_row_fits_by_the_engines_arithmetic(engine):
     checked = {"hicache": 0, "vllm-native": 0, "vllm-simple": 0}
     for row in OFFLOAD_ROWS:
         job = Job(config_key="real", row=row, scenario="agentic-coding")
-        plan = plan_job(job)
+        plan = budget_plan(job)
         if not plan.within_budget:
             continue
         footprint = engine_footprint(plan, job, engine)

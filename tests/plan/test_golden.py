@@ -28,7 +28,7 @@ CASES = {
 def test_plan_json_matches_golden(name, shared_data, capsys):
     key, lo, hi = CASES[name]
     inferencex = shared_data / "inferencex"
-    main(["plan", "--config-files", str(inferencex / "amd-master.yaml"),
+    main(["plan", "--sizing", "budget", "--config-files", str(inferencex / "amd-master.yaml"),
           "--config-files", str(inferencex / "nvidia-master.yaml"),
           "--config-keys", key, "--min-conc", str(lo), "--max-conc", str(hi), "--format", "json"])
     got = json.loads(capsys.readouterr().out)

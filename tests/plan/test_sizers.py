@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fixtures.jobs import make_job
+from fixtures.jobs import budget_plan, make_job
 
-from kvbench.plan import plan_job
 from kvbench.plan.sizers.hicache_semantics import hicache_semantics
 from kvbench.plan.version import image_version
 from kvbench.units import GB, GiB
@@ -18,7 +17,7 @@ MINIMAX_B300 = {"image": "vllm/vllm-openai:v0.27.1", "model": "nvidia/MiniMax-M3
 
 def plan0(job):
     """A knob's unit arithmetic alone: no host headroom (test_headroom.py covers it)."""
-    return plan_job(job, host_headroom_gb=0)
+    return budget_plan(job, host_headroom_gb=0)
 
 
 def arg(plan, flag):
@@ -48,7 +47,7 @@ def test_vllm_026_native_pins_each_kv_tensor_rounded_to_a_power_of_two():
     Blocks: 16 tokens x 147,456 B = 2,359,296 B; 22.35 x 2^30 // that = 10,171 blocks; each of
     the 36 layer tensors holds 10,171 x 65,536 B = 666.6 MB, pinned as 2^30 B: 36 GiB in all.
     The engine's shared memory grew by 38.66 GB (resident arm's baseline subtracted)."""
-    plan = plan_job(make_job(**QWEN3_8B_H200, **{
+    plan = budget_plan(make_job(**QWEN3_8B_H200, **{
         "kv-offload-backend": {"name": "vllm-native", "size-gb-per-rank": 24}}))
     assert arg(plan, "--kv-offloading-size") == "22.35"
     assert plan.host_pools[0].bytes_per_rank == 36 * GiB == 38_654_705_664
@@ -56,7 +55,7 @@ def test_vllm_026_native_pins_each_kv_tensor_rounded_to_a_power_of_two():
     measured_bytes = 38_661_000_000  # RssShmem 38.684 GB - resident 0.023 GB
     assert abs(plan.host_pools[0].bytes_per_rank - measured_bytes) / measured_bytes < 0.001
     # the simple connector registers what it allocated: 10,171 blocks exactly
-    simple = plan_job(make_job(**QWEN3_8B_H200, **{
+    simple = budget_plan(make_job(**QWEN3_8B_H200, **{
         "kv-offload-backend": {"name": "vllm-simple", "size-gb-per-rank": 24}}))
     # upper bound: vLLM's float 22.35 x 2^30 = 23,998,129,766.4 B, rounded up
     assert simple.host_pools[0].bytes_per_rank == 23_998_129_767
@@ -122,7 +121,7 @@ def test_trtllm_host_cache_is_bytes_per_rank():
 
 
 def test_split_semantics_before_0518_keeps_the_draft_a_sidecar():
-    plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.17-cu130"))
+    plan = budget_plan(make_job(image="lmsysorg/sglang:v0.5.17-cu130"))
     assert plan.semantics == "split"
     pools = {p.name: p for p in plan.host_pools}
     assert set(pools) == {"kv", "mamba", "draft_kv"}
@@ -140,7 +139,7 @@ def test_split_semantics_before_0518_keeps_the_draft_a_sidecar():
 
 
 def test_split_semantics_from_0518_packs_the_draft_layers():
-    plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.18-cu130"))
+    plan = budget_plan(make_job(image="lmsysorg/sglang:v0.5.18-cu130"))
     pools = {p.name: p for p in plan.host_pools}
     assert set(pools) == {"kv", "mamba"}  # draft packed into kv: (7,680 + 512) B per token
     assert pools["kv"].bytes_per_rank % (7_680 + 512) == 0
@@ -152,7 +151,7 @@ def test_indexer_covers_every_layer_in_split_semantics():
     job = make_job(image="lmsysorg/sglang:nightly-dev-cu13-20260805-211ee642",
                    model="nvidia/GLM-5.2-NVFP4", precision="fp4", tp=8,
                    **{"total-cpu-dram-gb": 2399, "model-prefix": "glm5.2"})
-    plan = plan_job(job)
+    plan = budget_plan(job)
     pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
     # per rank (2,399 GB - 8 x 1 GB host headroom) / 8 = 298.875 GB; per GB of --hicache-size:
     # 1 + 10,296/44,928 + 576/44,928 = 1.2420 -> 240 GB (241 would need 299.32 GB)
@@ -181,28 +180,31 @@ def test_semantics_from_image_tag(image, expected):
 
 def test_v0512_pins_the_exact_size():
     """v0.5.12 allocates with torch.empty and pins with cudaHostRegister: no power-of-two."""
-    plan = plan_job(make_job(image="lmsysorg/sglang:v0.5.12-cu130"))
+    plan = budget_plan(make_job(image="lmsysorg/sglang:v0.5.12-cu130"))
     assert plan.within_budget
     assert plan.projected_host_bytes == 2 * sum(p.bytes_per_rank for p in plan.host_pools)
 
 
-def test_deepseek_v4_is_ratio_only_and_bounded():
+def test_deepseek_v4_is_ratio_only_and_sized_on_the_device_pool_estimate():
     job = make_job(image="lmsysorg/sglang:v0.5.17-cu130", model="deepseek-ai/DeepSeek-V4-Pro",
                    precision="fp4", tp=8, **{"total-cpu-dram-gb": 2399, "model-prefix": "dsv4"})
-    plan = plan_job(job)
+    plan = budget_plan(job)
     assert "--hicache-size" not in plan.engine_args
     ratio = float(arg(plan, "--hicache-ratio"))
-    # bound: 288 GB x 0.88 (dsv4_fp4_b300_sglang_mtp.sh) - 0.8 x weights/rank;
-    # ratio = floor10(299.875 GB / bound)
+    # device pools: 288 GB x 0.88 (dsv4_fp4_b300_sglang_mtp.sh) - weights/rank, less the MTP
+    # draft worker's share x 61/62 (sglang 0.5.17 pool_configurator.py:670-677);
+    # ratio = floor10(per-rank budget / device pools)
     assert plan.mem_fraction_static == 0.88
     weights = 900e9 / 8  # published-size estimate of the fp4-expert checkpoint
-    bound = int(288e9 * 0.88) - int(0.8 * weights)
-    assert ratio == int(2399e9 / 8 / bound * 10) / 10
-    assert plan.projected_host_bytes <= 2399 * GB and plan.within_budget
+    device = (int(288e9 * 0.88) - weights) * 61 / 62
+    per_rank_budget = (2399 - 8) * GB / 8
+    assert ratio == pytest.approx(int(per_rank_budget / device * 10) / 10, abs=0.1)
+    assert plan.projected_host_bytes <= (2399 - 8) * GB and plan.within_budget
+    assert any("x 61/62" in line for line in plan.arithmetic)
 
 
 def test_no_offload_row_has_no_host_pools():
-    plan = plan_job(make_job(**{"kv-offloading": "none", "total-cpu-dram-gb": 0,
+    plan = budget_plan(make_job(**{"kv-offloading": "none", "total-cpu-dram-gb": 0,
                                 "kv-offload-backend": None}))
     assert plan.backend is None and plan.host_pools == [] and plan.within_budget
     assert plan.gpu_kv_tokens > 0
@@ -216,7 +218,7 @@ def test_no_offload_row_has_no_host_pools():
     ({"total-cpu-dram-gb": 0}, "smallest host pools exceed"),
 ])
 def test_bad_rows_become_clear_refusals(over, needle):
-    plan = plan_job(make_job(**over))
+    plan = budget_plan(make_job(**over))
     assert not plan.within_budget
     assert needle in plan.errors[0]
 
@@ -225,9 +227,9 @@ def test_pp_and_dcp_shard_the_per_token_pools():
     kimi = {"image": "vllm/vllm-openai:v0.27.1", "model": "moonshotai/Kimi-K3",
             "precision": "fp4", "framework": "vllm", "tp": 8, "ep": 1,
             "total-cpu-dram-gb": 2249, "kv-offload-backend": {"name": "mooncake"}}
-    base = plan_job(make_job(**kimi))
-    dcp = plan_job(make_job(**kimi, **{"dcp-size": 8}))
-    pp = plan_job(make_job(**{**kimi, "tp": 4, "pp": 2}))
+    base = budget_plan(make_job(**kimi))
+    dcp = budget_plan(make_job(**kimi, **{"dcp-size": 8}))
+    pp = budget_plan(make_job(**{**kimi, "tp": 4, "pp": 2}))
     segment = base.host_pools[0].bytes_per_rank
     # 24 MLA layers x 576 x 2 B = 27,648 B per token on every TP rank; dcp 8 -> 3,456
     assert base.host_kv_tokens == int(segment * 0.8) // 27_648
@@ -238,14 +240,16 @@ def test_pp_and_dcp_shard_the_per_token_pools():
 
 def test_sglang_sizes_the_mamba_pool_from_the_memory_after_weights():
     """_handle_max_mamba_cache with the radix cache on: the states take 0.9 / 1.9 of the rest;
-    MTP (4 draft tokens) also reserves intermediates for max_running / 3 requests."""
+    MTP (4 draft tokens) also reserves intermediates for min(max_running, slots / 5) requests
+    (5 slots per running request: 3 + the extra_buffer ping-pong's 2 under the overlap
+    schedule, sglang 0.5.17 kv_cache_configurator.py:1659-1688)."""
     from kvbench.plan.gpu import sglang_mamba_pool
 
     # budget 30e9 x 0.9 / 1.9 = 14,210,526,315.8 B; per request 48,844,800 B (bf16, TP2)
-    # slots = (budget - 5 x 48,844,800) // (48,844,800 x (1 + 4/3)) = 122
-    # intermediates: min(64, 122 // 3 = 40) + 1 = 41 requests x 4 draft tokens
+    # slots = (budget - 5 x 48,844,800) // (48,844,800 x (1 + 4/5)) = 158
+    # intermediates: min(64, 158 // 5 = 31) + 1 = 32 requests x 4 draft tokens
     assert sglang_mamba_pool(30_000_000_000, 48_844_800, draft_tokens=4, max_running=64) == (
-        122, 123 * 48_844_800 + 41 * 4 * 48_844_800)
+        158, 159 * 48_844_800 + 32 * 4 * 48_844_800)
     # without speculative decoding: (budget - 48,844,800) // 48,844,800 = 289 slots (+1 pad)
     assert sglang_mamba_pool(30_000_000_000, 48_844_800, draft_tokens=0, max_running=64) == (
         289, 290 * 48_844_800)
@@ -261,7 +265,7 @@ def test_sglang_0517_hicache_pool_equals_what_the_h200_server_allocated():
     "Allocating kv hierarchical KV host pool: 162816 tokens, 24.01 GB host memory". Qwen3-8B:
     36 layers x K,V x 8 heads x 128 x 2 B = 147,456 B per token; 24e9 B / 147,456 = 162,760.4
     tokens, which SGLang takes up to whole 64-token pages: 2,544 x 64 = 162,816 tokens."""
-    plan = plan_job(make_job(**QWEN3_8B_H200_SGLANG))
+    plan = budget_plan(make_job(**QWEN3_8B_H200_SGLANG))
     [pool] = plan.host_pools
     assert pool.units == plan.host_kv_tokens == 162_816
     assert pool.bytes_per_rank == 162_816 * 147_456 == 24_008_196_096
@@ -270,8 +274,8 @@ def test_sglang_0517_hicache_pool_equals_what_the_h200_server_allocated():
 def test_the_fa3_hicache_rewrite_warning_stops_at_0513():
     # ServerArgs rewrote HiCache + FA3 decode up to 0.5.13; 0.5.14+ keeps the backends as given
     warned = "Hopper: kernel io with the default FA3 decode backend"
-    old = plan_job(make_job(**{**QWEN3_8B_H200_SGLANG, "image": "lmsysorg/sglang:v0.5.13"}))
-    new = plan_job(make_job(**QWEN3_8B_H200_SGLANG))
+    old = budget_plan(make_job(**{**QWEN3_8B_H200_SGLANG, "image": "lmsysorg/sglang:v0.5.13"}))
+    new = budget_plan(make_job(**QWEN3_8B_H200_SGLANG))
     assert any(warned in w for w in old.warnings)
     assert not any(warned in w for w in new.warnings)
 
@@ -297,6 +301,6 @@ def test_weights_kept_in_host_memory_come_out_of_the_host_budget():
     assert plan.projected_host_bytes == 8 * sum(pools.values()) <= 1731 * GB
     assert plan.within_budget
     # HBM holds the weights less the offloaded 26 GiB
-    full = plan_job(make_job(**{**MINIMAX_H100, "runner": "h200"}, **{"kv-offloading": "none"}))
+    full = budget_plan(make_job(**{**MINIMAX_H100, "runner": "h200"}, **{"kv-offloading": "none"}))
     assert "less 26 GiB in host memory" in plan.arithmetic[0]
     assert "less" not in full.arithmetic[0]

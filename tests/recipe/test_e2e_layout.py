@@ -158,8 +158,46 @@ def test_validate_names_each_non_recipe_and_passes(e2e_checkout, capsys, monkeyp
     assert "ok  configs/nvidia-master.yaml (master config)" in out
     assert "ok  configs/runners.yaml (runners file)" in out
     assert out.rstrip().endswith("10 config keys valid")
-    # the retired CONFIG_FILE= spelling: one warning per config key, the entry still valid
-    assert err.count("CONFIG_FILE= selects a launch recipe") == 7
+    # this checkout has no validation module refusing CONFIG_FILE=: nothing retired, no warning
+    assert "selects a launch recipe" not in err
+
+
+RETIRING = '"""Stands for a checkout validation that refuses launch-recipe settings."""\n' \
+    'RECIPE_SETTINGS = {"CONFIG_FILE": "srt-recipe", "EVAL_CONFIG_FILE": "eval-srt-recipe"}\n'
+KEEPING = '"""Stands for a checkout validation that does not look at worker settings."""\n' \
+    'FIELDS = {"srt-recipe": "srt-recipe"}\n'
+
+
+@pytest.mark.parametrize("module,warnings", [(RETIRING, 7), (KEEPING, 0)])
+def test_retired_recipe_setting_warning_follows_the_checkouts_validation(
+        e2e_checkout, capsys, monkeypatch, module, warnings):
+    """The CONFIG_FILE= spelling is retired where the checkout's own validation module rules
+    on it (InferenceX from 07db303e): one warning per config key, the entry still valid."""
+    infx = e2e_checkout / "inferencex-e2e" / "infx" / "matrix"
+    infx.mkdir(parents=True)
+    (infx / "validation.py").write_text(module)
+    monkeypatch.chdir(e2e_checkout / "inferencex-e2e")
+    main(["validate", "configs/nvidia-master.yaml", "configs/runners.yaml"])
+    out, err = capsys.readouterr()
+    assert out.rstrip().endswith("10 config keys valid")
+    assert err.count("CONFIG_FILE= selects a launch recipe") == warnings
+    if warnings:
+        assert "infx/matrix/validation.py) refuses" in err
+
+
+def test_classic_checkout_keeps_config_file(tmp_path, capsys, monkeypatch):
+    """843c6254f selects every srt-slurm recipe with CONFIG_FILE= and its validation
+    (utils/matrix_logic/validation.py) never names it: the 82 keys doing so get no warning."""
+    (tmp_path / "configs").mkdir()
+    for name in ("amd-master.yaml", "nvidia-master.yaml", "runners.yaml"):
+        shutil.copy(DATA / "inferencex" / name, tmp_path / "configs" / name)
+    (tmp_path / "utils" / "matrix_logic").mkdir(parents=True)
+    (tmp_path / "utils" / "matrix_logic" / "validation.py").write_text(KEEPING)
+    monkeypatch.chdir(tmp_path)
+    main(["validate"])
+    out, err = capsys.readouterr()
+    assert out.rstrip().endswith("208 config keys valid")
+    assert "selects a launch recipe" not in err
 
 
 def test_validate_without_files_finds_the_checkout(e2e_checkout, capsys, monkeypatch):

@@ -128,19 +128,24 @@ def test_connection_refused_is_recorded_and_bounded(tmp_path):
     assert summary["requests"]["errors_by_kind"] == {"connect": 2}
 
 
-def test_sampled_start_replays_earlier_turns_as_warmup(tmp_path):
+def test_sampled_start_sends_one_warm_up_request_per_lane(tmp_path):
+    """Sessions without recorded times split by turn count as agentx-harness 1.0.12 does
+    (trajectory_source.py `_build_trajectory_for_lane`): turn k is the lane's warm-up request,
+    with its history and one output token, and the profiled turns follow it."""
     server = Scripted("one_frame")
     summary, recs = asyncio.run(_run(server, tmp_path, concurrency=3, start="sampled",
                                      warmup_requests=0, seed=5))
-    # no bound: every session once; a lane's first session begins at a sampled turn
     warm = [r for r in recs if r["is_warmup"]]
-    assert warm
-    assert summary["requests"]["warmup"] == len(warm)
-    for r in warm:
-        later = [x for x in recs if x["session_id"] == r["session_id"] and not x["is_warmup"]]
-        assert all(x["turn"] > r["turn"] for x in later)
+    assert len(warm) == 3 and summary["requests"]["warmup"] == 3
+    assert {r["max_tokens"] for r in warm} == {1}
     sessions = generate_sessions(SyntheticSpec(num_sessions=3, scale=0.002, max_turns=4))
-    assert len(recs) == sum(s.num_turns for s in sessions)  # every turn was sent once
+    for r in warm:
+        later = [x["turn"] for x in recs if x["session_id"] == r["session_id"]
+                 and not x["is_warmup"]]
+        n = next(s.num_turns for s in sessions if s.session_id == r["session_id"])
+        assert later == list(range(r["turn"] + 1, n))  # every turn after it, once
+    assert summary["run"]["warmup_s"] > 0
+    assert summary["run"]["profiling_started_ns"] > max(r["t_send_ns"] for r in warm)
 
 
 def test_a_huge_sse_line_needs_no_buffer_tuning(tmp_path):

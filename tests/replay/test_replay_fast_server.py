@@ -110,9 +110,11 @@ def _render_and_send_times(sse_server, tmp_path, monkeypatch, **cfg_over):
         if not self.prompts.missing(turn, namespace):
             rendered.setdefault((namespace, id(turn)), perf_counter_ns())
 
-    async def one(self, lane, key, k, turn, namespace, target, is_warmup, conn):
+    async def one(self, lane, key, k, turn, namespace, target, is_warmup, conn,
+                  max_tokens=None):
         sent.append(((namespace, id(turn)), target))
-        return await real_one(self, lane, key, k, turn, namespace, target, is_warmup, conn)
+        return await real_one(self, lane, key, k, turn, namespace, target, is_warmup, conn,
+                              max_tokens)
 
     monkeypatch.setattr(Lanes, "_warm", warm)
     monkeypatch.setattr(Lanes, "_one", one)

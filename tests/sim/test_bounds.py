@@ -130,3 +130,28 @@ def test_simulate_cli_refuses_bounds_in_open_loop(capsys) -> None:
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--max-requests: workload bounds apply to closed-loop lanes" in err
+
+
+def test_agentx_trees_and_warm_up_are_the_same_requests_in_both(tmp_path) -> None:
+    """Subagent trees and the AgentX warm-up (each lane's first tree at t*, its t* requests,
+    then 3 one-token requests per lane) run the same requests through the replay and the
+    simulator."""
+    from conftest import TRACES
+
+    from kvbench.workload import load_trace
+
+    global SESSIONS
+    kept, SESSIONS = SESSIONS, load_trace(TRACES / "agentx-small")
+    try:
+        kw = dict(concurrency=2, start="sampled", start_ratio=(0.25, 0.75), seed=42,
+                  warmup_per_lane=3, think_time_cap_s=None, max_tokens_cap=3)
+        records = asyncio.run(_replay(kw, tmp_path))
+        sim, summary = _simulated(WorkloadBounds(**kw))
+    finally:
+        SESSIONS = kept
+    assert all(r["status"] == "ok" for r in records)
+    assert sim == _replayed(records)
+    warm = [r for r in records if r["is_warmup"]]
+    assert len(warm) == summary["warmup_requests"] >= 2 + 2 * 3
+    assert {r["max_tokens"] for r in warm} == {1}
+    assert summary["inflight"]["lanes"] == 2 and summary["phase"]["profiling_start_s"] > 0

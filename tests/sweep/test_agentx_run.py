@@ -26,15 +26,21 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
         result = json.loads(path.read_text())
         sub = result["validity"]["submission"]
         assert sub["profile"] == "agentx-v1" and sub["submission_valid"] is False
-        # a short smoke run: a request bound, not AgentX's profiling duration
-        assert sub["reasons"] == ["duration: a request-count bound, not a profiling duration; "
-                                  "AgentX profiles for a duration >= 900 s"]
+        # a short smoke run: a request bound, not AgentX's profiling duration; and the
+        # bundled traces are no AgentX corpus
+        assert sub["reasons"][0] == ("duration: a request-count bound, not a profiling "
+                                     "duration; AgentX profiles for a duration >= 900 s")
+        assert [r.split(":")[0] for r in sub["reasons"]] == ["duration", "corpus"]
         reuse = result["cache_reuse"]  # InferenceX's cache-reuse view, per concurrency
         assert reuse["source"] == "engine tier counters" and reuse["agrees"] is True
         assert reuse["gpu"] + reuse["host"] + reuse["external"] + reuse["recomputed"] == \
             pytest.approx(1.0)
         summary = json.loads((path.parent / "summary.json").read_text())
-        assert summary["run"]["warmup_requests"] == 20  # 10 per lane at conc 2
+        # the harness's warm-up: a t* request per lane, then 10 one-token requests per lane
+        assert summary["run"]["warmup_per_lane"] == 10 and summary["run"]["seed"] == 42
+        assert summary["requests"]["warmup"] >= 10 * result["conc"]
+        assert result["workload"]["corpus"]["agentx"] is False
+        assert result["workload"]["inflight"]["lanes"] == result["conc"]
         assert summary["profile"]["checks"]["fresh_server"]["passed"] is True
     compare = subprocess.run([sys.executable, "-m", "kvbench", "compare", str(tmp_path)],
                              capture_output=True, text=True, env=env, cwd=REPO)

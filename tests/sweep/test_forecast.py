@@ -68,10 +68,12 @@ def test_the_job_and_the_forecast_take_one_workload_from_the_options():
     assert RunOptions(max_requests=20).replay_workload(4, 600.0)["duration_s"] is None
     assert RunOptions(duration_s=50).replay_workload(4, 600.0)["duration_s"] == 50
     assert RunOptions().replay_workload(4, 0.0)["duration_s"] is None
-    # AgentX: 10 warm-up requests per lane, the first profiled turn drawn from 25-75 % of a
-    # trace; an explicit duration wins over the profile's 3,600 s
+    # AgentX: each lane's first tree at t* in 25-75 % of its trace, then 10 one-token warm-up
+    # requests per lane, seed 42; an explicit duration wins over the profile's 3,600 s
     profiled = RunOptions(profile="agentx", duration_s=50).replay_workload(4, 600.0)
     assert profiled["start"] == "sampled" and profiled["start_ratio"] == (0.25, 0.75)
     assert profiled["fresh_server"] is True and profiled["profile"] == "agentx"
-    assert profiled["duration_s"] == 50 and profiled["warmup_requests"] == 40
+    assert profiled["duration_s"] == 50 and profiled["warmup_per_lane"] == 10
+    assert profiled["seed"] == 42 and profiled["think_time_cap_s"] is None
+    assert RunOptions(profile="agentx", seed=7).replay_workload(4, 600.0)["seed"] == 7
     assert RunOptions(profile="agentx").replay_workload(4, 600.0)["duration_s"] == 600.0

@@ -24,16 +24,10 @@ set -u
 [ $# -gt 0 ] || { echo "usage: run.sh STEP..." >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
-OUT=${OUT:-/tmp/kvb-out}
-W=/tmp/kvb
-mkdir -p "$OUT" "$W/results-sglang"
-export PYTHONPATH=/tmp/sgsite:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-# sglang's JIT kernels (tvm-ffi + nvcc) and triton's: built once per machine, kept across jobs
-export TVM_FFI_CACHE_DIR=/tmp/sgjit TRITON_CACHE_DIR=/tmp/sgjit/triton
+source "$here/env.sh"
+mkdir -p "$W/results-sglang"
 M=/tmp/model
 [ -f $M/config.json ] || python3 -m kvbench dummy-model $M --model qwen3-8b > /dev/null
-DEADLINE=${DEADLINE:-$(( $(date +%s) + ${BUDGET_S:-560} ))}
-left_s() { echo $(( DEADLINE - $(date +%s) )); }
 C_ARGS=(--config-files "$here/${RECIPE:-recipe.yaml}"
         --runner-config "${RUNNERS:-benchmarks/gpu/vllm/runners.yaml}")
 KEY=${KEY:-qwen3-8b-bf16-h200-sglang-agentic-}

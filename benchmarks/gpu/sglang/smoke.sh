@@ -3,8 +3,12 @@
 # /tmp/stage/sg-part-NN, and optionally /tmp/stage/sg-fa3-part-NN) into /tmp/sgsite, then import
 # the modules `python3 -m sglang.launch_server` loads for a Qwen3 dense model with HiCache, on
 # the GPU, and print the versions. Takes well under a minute, so a broken bundle costs little.
-#   [SMOKE_JIT=1] bash benchmarks/gpu/sglang/smoke.sh     (from the repository root)
+#   [SMOKE_JIT=1] [QWEN35=1] bash benchmarks/gpu/sglang/smoke.sh     (from the repository root)
 # SMOKE_JIT=1 also builds one of sglang's JIT kernels (nvcc through tvm-ffi) and times it.
+# QWEN35=1 also imports the Qwen3.5 path (issue 37): the hybrid GDN model and its MTP draft,
+# the GDN attention backend and its Triton (FLA) kernels, the MoE layer, the EAGLE v2 worker,
+# the hybrid HiCache pools, and checks the sgl_kernel ops they call (causal_conv1d, MoE
+# routing, speculative tree ops).
 set -u
 S=/tmp/sgsite
 if [ ! -f $S/sglang/__init__.py ]; then
@@ -35,7 +39,18 @@ for name in [
     "sglang.srt.models.qwen3", "sglang.srt.layers.sampler",
     "sglang.srt.layers.attention.triton_backend", "sglang.srt.mem_cache.hiradix_cache",
     "sglang.srt.mem_cache.pool_host.mha", "sglang.srt.managers.cache_controller",
-]:
+] + ([
+    "sglang.srt.models.qwen3_5", "sglang.srt.models.qwen3_5_mtp",
+    "sglang.srt.layers.attention.hybrid_linear_attn_backend",
+    "sglang.srt.layers.attention.linear.gdn_backend",
+    "sglang.srt.layers.attention.mamba.causal_conv1d",
+    "sglang.kernels.ops.attention.fla.chunk", "sglang.kernels.ops.attention.fla.fused_recurrent",
+    "sglang.kernels.ops.mamba.causal_conv1d_triton",
+    "sglang.srt.layers.moe.fused_moe_triton.layer", "sglang.srt.speculative.eagle_worker_v2",
+    "sglang.srt.mem_cache.unified_radix_cache",
+    "sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler",
+    "sglang.srt.mem_cache.memory_pool_host", "sglang.srt.multimodal.processors.qwen_vl",
+] if os.environ.get("QWEN35") == "1" else []):
     t = time.time()
     try:
         m = importlib.import_module(name)
@@ -55,6 +70,13 @@ ops = [o for o in ("transfer_kv_per_layer_pf_lf", "transfer_kv_all_layer_lf_pf",
        if not hasattr(torch.ops.sgl_kernel, o)]
 print("sgl_kernel hicache io ops:", "ok" if not ops else f"MISSING {ops}")
 failed += ops
+if os.environ.get("QWEN35") == "1":
+    q = [o for o in ("causal_conv1d_fwd", "causal_conv1d_update", "topk_softmax",
+                     "moe_align_block_size", "moe_sum_reduce", "build_tree_kernel_efficient",
+                     "verify_tree_greedy", "gemma_rmsnorm", "gemma_fused_add_rmsnorm")
+         if not hasattr(torch.ops.sgl_kernel, o)]
+    print("sgl_kernel qwen3.5 ops:", "ok" if not q else f"MISSING {q}")
+    failed += q
 if os.environ.get("SMOKE_JIT") == "1":
     # one tvm-ffi + nvcc build, as the first server start does for every JIT kernel
     from sglang.kernels.ops.kvcache.hicache import can_use_hicache_jit_kernel

@@ -137,7 +137,8 @@ def _plan_twin(key: str, raw: dict[str, Any], block: dict[str, Any], twin: dict[
         if size is not None:  # planning only: the row written carries no size
             row = {**row, KV_OFFLOAD_BACKEND: {**row[KV_OFFLOAD_BACKEND],
                                                "size-gb-per-rank": size}}
-        plan = plan_job(Job(key, row, "agentic-coding"), runners)
+        # a twin is a new arm no launcher sizes: the planner's budget sizing
+        plan = plan_job(Job(key, row, "agentic-coding"), runners, sizing="budget")
         out.names.append(plan.exp_name)
         inside = sum(p.bytes_per_rank for p in plan.host_pools if p.inside_configured_size)
         out.sizes.append(round(inside / GB, 2))

@@ -1,7 +1,8 @@
 """What a mirrored offload twin carries beyond its resident row, where the key's launcher or the
 seed pull requests practise it (data/twin_practice.yaml): a cap on the host pool per rank and
-the engine-image patches the twin's image needs, both written into the launcher's offload
-branch (authoring/launcher.py), never into the master config. Read by `mirror`."""
+the image modifications the twin's image needs (edits of plan/data/image.yaml), both written
+into the launcher's offload branch (authoring/launcher.py), never into the master config.
+Read by `mirror`."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from kvbench import yamldoc
 from kvbench.errors import KvbenchError, RecipeError
 from kvbench.hardware import load_hardware
+from kvbench.plan.image import all_mods, mod
 from kvbench.plan.version import image_version
-from kvbench.recipe.patches import EnginePatch
 
 DATA = Path(__file__).parent / "data" / "twin_practice.yaml"
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
@@ -50,7 +51,6 @@ class _Practice(BaseModel):
 class _File(BaseModel):
     model_config = _STRICT
     practices: list[_Practice]
-    patches: dict[str, EnginePatch]
 
 
 @dataclass(slots=True)
@@ -69,9 +69,11 @@ def _file() -> _File:
         parsed = _File.model_validate(yamldoc.load_file(DATA, "twin practice file", RecipeError))
     except ValueError as e:
         raise RecipeError(f"invalid twin practice file {DATA}: {e}") from None
-    unknown = {p for rule in parsed.practices for p in rule.patches} - set(parsed.patches)
+    edits = {i for i, m in all_mods().items() if m["kind"] == "edit"}
+    unknown = {p for rule in parsed.practices for p in rule.patches} - edits
     if unknown:
-        raise RecipeError(f"{DATA}: practices name patches {sorted(unknown)} not under patches:")
+        raise RecipeError(f"{DATA}: practices name patches {sorted(unknown)} that are no edit "
+                          "of plan/data/image.yaml")
     return parsed
 
 
@@ -100,6 +102,5 @@ def twin_practice(entry: dict[str, Any], backend: str) -> Practice:
             out.max_size_source = rule.source
         for pid in rule.patches:
             if pid not in {p["id"] for p in out.patches}:
-                out.patches.append(data.patches[pid].model_dump(by_alias=True,
-                                                                exclude_none=True))
+                out.patches.append(mod(pid))
     return out

@@ -110,7 +110,9 @@ def _plan(job: Any, row: dict, runners: Any):
     from kvbench.matrix import Job
     from kvbench.plan import plan_job
 
-    return plan_job(Job(config_key=job.config_key, row=row, scenario=job.scenario), runners)
+    # capacity proposes pools for new arms: the planner's budget sizing, not a launcher's
+    return plan_job(Job(config_key=job.config_key, row=row, scenario=job.scenario), runners,
+                    sizing="budget")
 
 
 def _accepted(job: Any, runners: Any, host_gb: float) -> bool:

@@ -1,148 +1,81 @@
-"""The change rules: append-only, history immutable, new entries well-formed.
+"""The gate: whether InferenceX's CI accepts a change of the changelog, and what it runs.
 
-A change is a (base, head) pair of the whole file. Only a pr-link placeholder of a historical
-entry may be corrected, and such a correction is its own change (never mixed with additions)."""
+CI's `check-changelog` job runs utils/validate_perf_changelog.py (InferenceX 843c6254f
+.github/workflows/run-sweep.yml:107-124), whose `main` checks two things only
+(utils/validate_perf_changelog.py:342-363): the head file ends with a newline, and
+utils/process_changelog.py accepts the diff and prints valid JSON. So a change passes here
+exactly when it ends with a newline and its job document can be built (jobs.py); kvbench's
+layout rules (style.py) come back as named warnings, refused only with `strict`."""
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Collection, Sequence
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvbench.changelog.entry import (
-    PR_LINK_PLACEHOLDER_ID,
-    ChangelogEntry,
-    pr_link_is_canonical,
-    pr_link_problem,
-)
-from kvbench.changelog.keys import default_config_files, key_problem, known_config_keys
-from kvbench.changelog.parse import ENTRY_START, ParsedChangelog, changelog_error, parse_changelog
+from kvbench.changelog.diff import AddedText
+from kvbench.changelog.jobs import JobFlags, Revision, search_space
+from kvbench.changelog.parse import changelog_error
+from kvbench.changelog.search_space import SearchSpace
+from kvbench.changelog.style import ChangeReport, StyleWarning, style_report
 from kvbench.errors import ChangelogError
 
 
 @dataclass(slots=True)
-class ChangeReport:
-    """What a valid change does: entries it appends and historical pr-links it corrects."""
+class GateReport:
+    """An accepted change: its job document and the layout rules it breaks."""
 
-    base_count: int
-    new_entries: list[ChangelogEntry] = field(default_factory=list)
-    new_start_lines: list[int] = field(default_factory=list)
-    corrections: list[int] = field(default_factory=list)  # indexes of corrected entries
+    search_space: SearchSpace
+    warnings: list[StyleWarning] = field(default_factory=list)
 
     def to_json(self) -> dict:
+        doc = self.search_space
+        buckets = {name: sum(len(rows) for rows in getattr(doc, name).values())
+                   for name in ("single_node", "multi_node")}
+        buckets |= {name: len(getattr(doc, name)) for name in
+                    ("evals", "agentic_evals", "multinode_evals", "multinode_agentic_evals")}
         return {
-            "base-entries": self.base_count,
+            "accepted": True,
             "new-entries": [e.model_dump(by_alias=True, exclude_defaults=True)
-                            for e in self.new_entries],
-            "new-entry-lines": self.new_start_lines,
-            "pr-link-corrections": self.corrections,
+                            for e in doc.changelog_metadata.entries],
+            "rows": buckets,
+            "warnings": [{"name": w.name, "message": w.message} for w in self.warnings],
         }
 
 
-def _history_problems(base: ParsedChangelog, head: ParsedChangelog) -> tuple[list[str], list[int]]:
-    problems: list[str] = []
-    corrections: list[int] = []
-    if len(head.raw_entries) < len(base.raw_entries):
-        problems.append(f"head has {len(head.raw_entries)} entries, base has "
-                        f"{len(base.raw_entries)}: entries were deleted (the file is append-only)")
-    for i, (old, new) in enumerate(zip(base.raw_entries, head.raw_entries, strict=False)):
-        if old == new:
-            continue
-        line = head.start_lines[i]
-        changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-        if changed == ["pr-link"]:
-            if pr_link_is_canonical(old["pr-link"]):
-                problems.append(f"head:{line}: entry {i} pr-link changed from the canonical "
-                                f"{old['pr-link']!r} to {new['pr-link']!r}; only a placeholder "
-                                f"or malformed link may be corrected")
-            elif not pr_link_is_canonical(str(new["pr-link"])):
-                problems.append(f"head:{line}: entry {i} pr-link corrected to "
-                                f"{new['pr-link']!r}, which is not canonical either")
-            else:
-                corrections.append(i)
-            continue
-        problems.append(f"head:{line}: historical entry {i} was modified ({', '.join(changed)}); "
-                        f"entries are immutable once merged, append a new entry instead")
-    return problems, corrections
+def gate(head_raw: bytes, added: AddedText, head: Revision,
+         base: Callable[[], Revision] | None, *, base_ref: str, head_ref: str,
+         flags: JobFlags = JobFlags(), layout: str = "classic",
+         style: Callable[[], ChangeReport] | None = None, strict: bool = False) -> GateReport:
+    """CI's verdict on a change (ChangelogError when it refuses), with the style warnings
+    `style` computes (none when it is None)."""
+    if not head_raw.endswith(b"\n"):
+        raise ChangelogError("the head changelog does not end with a newline (CI's gate, "
+                             "validate_perf_changelog.py:352, refuses it)",
+                             hint="end the file with '\\n'")
+    doc = search_space(added, head, base, base_ref=base_ref, head_ref=head_ref, flags=flags,
+                       layout=layout)
+    warnings = style().warnings if style is not None else []
+    if strict and warnings:
+        raise changelog_error("the change breaks kvbench's layout rules (--strict)",
+                              [str(w) for w in warnings])
+    return GateReport(doc, warnings)
 
 
-def _raw_problems(base: ParsedChangelog, head: ParsedChangelog,
-                  corrections: list[int]) -> list[str]:
-    """Byte-level append-only check, and the blank-line layout of the appended text."""
-    base_lines, head_lines = base.lines[:-1], head.lines[:-1]  # both end with '\n'
-    corrected_lines = set()
-    for i in corrections:
-        stop = head.start_lines[i + 1] - 1 if i + 1 < len(head.start_lines) else len(head_lines)
-        for n in range(head.start_lines[i] - 1, stop):
-            if head_lines[n].lstrip().startswith("pr-link:"):
-                corrected_lines.add(n)
-    for n, old in enumerate(base_lines):
-        if n >= len(head_lines) or (head_lines[n] != old and n not in corrected_lines):
-            return [f"head:{n + 1}: the head does not start with the base file byte for byte "
-                    f"(first difference on this line: {old!r}); only append to the file"]
-    added = head_lines[len(base_lines):]
-    if not added:
-        return []
-    problems = []
-    first = len(base_lines) + 1
-    trailing_blank = bool(base_lines) and base_lines[-1] == ""
-    blank_run = 1 if trailing_blank else 0
-    for k, line in enumerate(added):
-        lineno = first + k
-        if line == "":
-            blank_run += 1
-            continue
-        if not line.strip():
-            problems.append(f"head:{lineno}: whitespace-only line; a separator line must be empty")
-            blank_run += 1
-            continue
-        is_start = bool(ENTRY_START.match(line))
-        if is_start and base_lines and blank_run != 1:
-            problems.append(f"head:{lineno}: {blank_run} blank lines before this entry; "
-                            f"separate entries with exactly one blank line")
-        elif not is_start and blank_run:
-            problems.append(f"head:{lineno}: blank line inside an entry; blank lines only "
-                            f"separate entries")
-        elif not is_start and k == 0 and not base_lines:
-            problems.append(f"head:{lineno}: the file must start with '- config-keys:'")
-        blank_run = 0
-    return problems
-
-
-def check_change(base_raw: bytes, head_raw: bytes, known_keys: Collection[str], *,
+def check_change(base_raw: bytes, head_raw: bytes, known_keys, *,
                  pr_number: int | None = None) -> ChangeReport:
-    """Validate a change of the changelog; raise ChangelogError listing every violation."""
-    problems: list[str] = []
-    try:
-        base = parse_changelog(base_raw, "base")
-    except ChangelogError as e:
-        raise changelog_error("the base changelog is itself invalid", e.errors[1:]) from None
-    head = parse_changelog(head_raw, "head")
-    history, corrections = _history_problems(base, head)
-    problems += history
-    n = len(base.raw_entries)
-    report = ChangeReport(base_count=n, corrections=corrections,
-                          new_entries=head.entries[n:], new_start_lines=head.start_lines[n:])
-    if not history:
-        problems += _raw_problems(base, head, corrections)
-    if corrections and report.new_entries:
-        problems.append(f"a pr-link correction (entries {corrections}) cannot be combined with "
-                        f"new entries; make two separate changes")
-    for entry, line in zip(report.new_entries, report.new_start_lines, strict=True):
-        if problem := pr_link_problem(entry.pr_link):
-            problems.append(f"head:{line}: {problem}")
-        elif pr_number is not None and entry.pr_link.rsplit("/", 1)[-1] not in (
-                str(pr_number), PR_LINK_PLACEHOLDER_ID):
-            problems.append(f"head:{line}: pr-link {entry.pr_link!r} must name this PR "
-                            f"({pr_number}) or the placeholder {PR_LINK_PLACEHOLDER_ID}")
-        for pattern in entry.config_keys:
-            if problem := key_problem(pattern, known_keys):
-                problems.append(f"head:{line}: {problem}")
-        if problem := entry.eval_mode_problem():
-            problems.append(f"head:{line}: {problem}")
-    if problems:
-        raise changelog_error("the changelog change is invalid", problems)
+    """The layout rules alone, strictly: raise ChangelogError listing every broken rule.
+    For writers of the file (`recipe mirror`), whose changes must pass them all."""
+    if not head_raw.endswith(b"\n"):
+        raise changelog_error("the changelog change is invalid",
+                              ["head: no final newline; end the file with exactly one '\\n'"])
+    report = style_report(base_raw, head_raw, known_keys, pr_number=pr_number)
+    if report.warnings:
+        raise changelog_error("the changelog change is invalid", [str(w) for w in
+                                                                  report.warnings])
     return report
 
 
@@ -150,6 +83,8 @@ def check_files(base_file: Path | None, head_file: Path,
                 config_files: Sequence[Path] | None = None, *,
                 pr_number: int | None = None) -> ChangeReport:
     """`check_change` on two files; a missing base means the file is new."""
+    from kvbench.changelog.keys import default_config_files, known_config_keys
+
     base_raw = base_file.read_bytes() if base_file is not None else b""
     keys = known_config_keys(config_files or default_config_files(head_file))
     return check_change(base_raw, head_file.read_bytes(), keys, pr_number=pr_number)
@@ -172,10 +107,28 @@ def read_at_ref(ref: str, path: str, repo: Path) -> bytes:
     return out.stdout
 
 
-def check_refs(base_ref: str, head_ref: str, path: str = "perf-changelog.yaml", *,
-               repo: Path = Path("."), config_files: Sequence[Path] | None = None,
-               pr_number: int | None = None) -> ChangeReport:
-    """`check_change` on the file as it is at two git refs of `repo`."""
-    keys = known_config_keys(config_files or default_config_files(repo / path))
-    return check_change(read_at_ref(base_ref, path, repo), read_at_ref(head_ref, path, repo),
-                        keys, pr_number=pr_number)
+@contextmanager
+def revision_at_ref(ref: str, repo: Path, files: Sequence[Path], runner_config: Path):
+    """The master configs and runners file as they are at `ref`, written to a temporary
+    folder (process_changelog.py:159-206 does the same for an append-only base)."""
+    with tempfile.TemporaryDirectory(prefix="kvbench-base-") as tmp:
+        root = repo.resolve()
+        copies = []
+        for path in [*files, runner_config]:
+            try:
+                rel = Path(path).resolve().relative_to(root).as_posix()
+            except ValueError:
+                raise ChangelogError(f"{path} is not in the repository {repo}, so its version "
+                                     f"at {ref} cannot be read for the append-only entries",
+                                     hint="pass --base-config-files and --base-runner-config"
+                                     ) from None
+            raw = read_at_ref(ref, rel, repo)
+            if not raw:
+                raise ChangelogError(f"{rel} does not exist at {ref}: the base revision lacks "
+                                     f"a generator input an append-only entry needs")
+            copy = Path(tmp) / rel
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(raw)
+            copies.append(copy)
+        yield Revision(tuple(copies[:-1]), copies[-1])
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PR_LINK_PREFIX = "https://github.com/SemiAnalysisAI/InferenceX/pull/"
 PR_LINK_PATTERN = re.compile(r"https://github\.com/SemiAnalysisAI/InferenceX/pull/(\d+)")
@@ -20,6 +20,11 @@ SCENARIO_TYPES: tuple[str, ...] = ("fixed-seq-len", "agentic-coding")
 
 
 class ChangelogEntry(BaseModel):
+    """One entry as the classic gate validates it (InferenceX 843c6254f
+    utils/matrix_logic/validation.py:890-928): unknown fields refused, `append-only` never with
+    an eval selection. Field order is the order process_changelog.py writes the entries back in
+    its `changelog_metadata`."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     config_keys: list[str] = Field(alias="config-keys", min_length=1)
@@ -27,29 +32,51 @@ class ChangelogEntry(BaseModel):
     pr_link: str = Field(alias="pr-link")
     evals_only: bool = Field(False, alias="evals-only")
     all_evals: bool = Field(False, alias="all-evals")
-    # newer layout (inferencex-e2e/perf-changelog.yaml): run the points without any eval
-    no_evals: bool = Field(False, alias="no-evals")
     append_only: bool = Field(False, alias="append-only")
     eval_min_prefill_ep: int | None = Field(None, alias="eval-min-prefill-ep", ge=1)
     scenario_type: list[ScenarioType] | None = Field(None, alias="scenario-type", min_length=1)
 
+    @model_validator(mode="after")
+    def _append_only_selects_no_evals(self) -> ChangelogEntry:
+        if problem := self.eval_mode_problem():
+            raise ValueError(problem)
+        return self
 
-    def eval_mode_problem(self) -> str | None:
-        """Why the entry's eval flags contradict each other, or None. Eval selection
-        contradicts both no-evals and append-only (the reference's ChangelogEntry,
-        inferencex-e2e/infx/matrix/validation.py @07db303e); checked on new entries only,
-        as history is immutable."""
-        selecting = [name for name, on in (
+    def _eval_selection(self) -> list[str]:
+        return [name for name, on in (
             ("evals-only", self.evals_only), ("all-evals", self.all_evals),
             ("eval-min-prefill-ep", self.eval_min_prefill_ep is not None)) if on]
-        for flag, on in (("no-evals", self.no_evals), ("append-only", self.append_only)):
-            if on and selecting:
-                return f"{flag} cannot be combined with {', '.join(selecting)}"
+
+    def eval_mode_problem(self) -> str | None:
+        """Why the entry's eval flags contradict each other, or None."""
+        selecting = self._eval_selection()
+        if self.append_only and selecting:
+            return f"append-only cannot be combined with {', '.join(selecting)}"
         return None
 
     def scenarios(self) -> tuple[str, ...]:
         """The scenarios this entry runs: its own list, or every scenario."""
         return tuple(self.scenario_type) if self.scenario_type else SCENARIO_TYPES
+
+
+class E2eChangelogEntry(ChangelogEntry):
+    """The newer layout's entry (inferencex-e2e/perf-changelog.yaml, InferenceX 07db303e
+    infx/matrix/validation.py): also `no-evals`, run the points without any eval, which
+    contradicts an eval selection as append-only does."""
+
+    no_evals: bool = Field(False, alias="no-evals")
+
+    def eval_mode_problem(self) -> str | None:
+        selecting = self._eval_selection()
+        for flag, on in (("no-evals", self.no_evals), ("append-only", self.append_only)):
+            if on and selecting:
+                return f"{flag} cannot be combined with {', '.join(selecting)}"
+        return None
+
+
+def entry_model(layout: str) -> type[ChangelogEntry]:
+    """The entry model of a checkout layout ("classic" or "e2e")."""
+    return E2eChangelogEntry if layout == "e2e" else ChangelogEntry
 
 
 def pr_link_is_canonical(link: str) -> bool:

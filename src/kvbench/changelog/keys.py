@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-import fnmatch
+import re
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
@@ -42,26 +42,34 @@ def known_config_keys(paths: Sequence[Path]) -> set[str]:
     return set(load_master_configs([Path(p) for p in paths]))
 
 
+def matching_keys(pattern: str, available: Sequence[str]) -> list[str]:
+    """The config keys `pattern` names, as CI resolves it (InferenceX 843c6254f
+    utils/process_changelog.py:138-156): `*` is the one wildcard and the pattern must match a
+    whole key; any other character, `?` and `[` included, is literal. Master-config order."""
+    if "*" not in pattern:
+        return [pattern] if pattern in available else []
+    rx = re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+    return [k for k in available if rx.fullmatch(k)]
+
+
 def key_problem(pattern: str, known: Collection[str]) -> str | None:
-    """Why `pattern` names no config key, or None when it is a key or a glob matching one."""
-    if pattern in known or fnmatch.filter(known, pattern):
+    """Why `pattern` names no config key, or None when it names one."""
+    if matching_keys(pattern, list(known)):
         return None
     close = difflib.get_close_matches(pattern, sorted(known), n=3, cutoff=0.6)
     also = f"; close: {', '.join(close)}" if close else ""
-    kind = "glob" if any(c in pattern for c in "*?[") else "config key"
-    return f"{kind} {pattern!r} matches no config key in the master configs{also}"
+    kind = "pattern" if "*" in pattern else "config key"
+    return (f"{kind} {pattern!r} matches no config key in the master configs ('*' is the only "
+            f"wildcard){also}")
 
 
-def expand_keys(patterns: Iterable[str], known: Collection[str]) -> list[str]:
-    """Config keys named by `patterns` (exact keys or fnmatch globs), sorted, de-duplicated."""
-    out: set[str] = set()
-    problems = []
+def expand_keys(patterns: Iterable[str], available: Sequence[str]) -> list[str]:
+    """Config keys named by `patterns`, in the order named (a pattern's matches in
+    master-config order), each once; ChangelogError on the first that names none."""
+    out: dict[str, None] = {}
     for pattern in patterns:
-        if problem := key_problem(pattern, known):
-            problems.append(problem)
-        out.update(fnmatch.filter(known, pattern))
-    if problems:
-        err = ChangelogError(problems[0])
-        err.errors = problems
-        raise err
-    return sorted(out)
+        matches = matching_keys(pattern, available)
+        if not matches:
+            raise ChangelogError(key_problem(pattern, available) or pattern)
+        out.update(dict.fromkeys(matches))
+    return list(out)

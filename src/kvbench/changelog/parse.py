@@ -63,7 +63,7 @@ def changelog_error(message: str, errors: list[str], hint: str | None = None) ->
     return err
 
 
-def _byte_problems(raw: bytes, source: str) -> tuple[str, list[str]]:
+def _decoded(raw: bytes, source: str) -> tuple[str, list[str]]:
     problems: list[str] = []
     try:
         text = raw.decode("utf-8")
@@ -81,9 +81,20 @@ def _byte_problems(raw: bytes, source: str) -> tuple[str, list[str]]:
     return text, problems
 
 
-def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml") -> ParsedChangelog:
-    """Parse and validate a whole changelog; raise ChangelogError listing every problem."""
-    text, problems = _byte_problems(raw, source)
+def byte_problems(raw: bytes, source: str) -> list[str]:
+    """The byte-level rules the file breaks: UTF-8, no CR, tab or NUL, one final newline."""
+    return _decoded(raw, source)[1]
+
+
+def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml", *, byte_rules: bool = True,
+                    model: type[ChangelogEntry] = ChangelogEntry, first_line: int = 1,
+                    first_entry: int = 0) -> ParsedChangelog:
+    """Parse and validate a whole changelog; raise ChangelogError listing every problem
+    (`byte_rules` off: only what stops it from being read). `raw` may be the tail of a file
+    whose first line is `first_line` and first entry `first_entry` (for the messages)."""
+    text, problems = _decoded(raw, source)
+    if not byte_rules and text:
+        problems = []
     if problems and not text:
         raise changelog_error(f"{source} cannot be read", problems)
     parsed = ParsedChangelog(text=text)
@@ -100,7 +111,7 @@ def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml") -> ParsedCh
             loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
+        where = f"{source}:{mark.line + first_line}" if mark else source
         problem = getattr(e, "problem", None) or str(e)
         raise changelog_error(f"{source} is not valid YAML",
                               [*problems, f"{where}: {problem}"]) from None
@@ -108,8 +119,8 @@ def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml") -> ParsedCh
         raise changelog_error(f"{source} is invalid",
                               [*problems, f"{source}: the root must be a list of entries, "
                                           f"got {type(data).__name__}"])
-    for i, (item, item_node) in enumerate(zip(data, node.value, strict=True)):
-        line = item_node.start_mark.line + 1
+    for i, (item, item_node) in enumerate(zip(data, node.value, strict=True), first_entry):
+        line = item_node.start_mark.line + first_line
         parsed.start_lines.append(line)
         if not isinstance(item, dict):
             problems.append(f"{source}:{line}: entry {i} must be a mapping, got "
@@ -117,7 +128,7 @@ def parse_changelog(raw: bytes, source: str = "perf-changelog.yaml") -> ParsedCh
             continue
         parsed.raw_entries.append(item)
         try:
-            parsed.entries.append(ChangelogEntry.model_validate(item))
+            parsed.entries.append(model.model_validate(item))
         except ValidationError as e:
             for err in e.errors():
                 loc = ".".join(str(p) for p in err["loc"])

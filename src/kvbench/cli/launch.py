@@ -62,12 +62,16 @@ def launch(
     follow_log: Annotated[bool, typer.Option(
         "--follow-log", help="Echo the server log while waiting.")] = False,
     sizing: Annotated[str, typer.Option(
-        "--sizing", help="Host pools: budget (default, sized from the row's DRAM budget) or "
-        "launcher (the InferenceX launcher's own arithmetic; refused when it oversubscribes, "
-        "unless --force).")] = "budget",
+        "--sizing", help="Host pools: launcher (default: the InferenceX launcher's own "
+        "arithmetic, refused only where it oversubscribes the row's DRAM budget, unless "
+        "--force) or budget (sized from the row's DRAM budget less kvbench's headroom).")
+    ] = "launcher",
     force: Annotated[bool, typer.Option(
-        "--force", help="--sizing launcher: start the launcher's size even where the planner "
-        "refuses it.")] = False,
+        "--force", help="Launcher sizing: start the launcher's size even where it "
+        "oversubscribes the budget.")] = False,
+    skip_image_mod: Annotated[list[str] | None, typer.Option(
+        "--skip-image-mod", help="An image modification (id, see --dry-run) the image "
+        "already carries: not applied, recorded as skipped-by-user. Repeatable.")] = None,
 ) -> None:
     """Build each selected job's server command line from its row and plan; with --dry-run
     print it, otherwise start the one selected job's server and keep it up until Ctrl-C."""
@@ -116,12 +120,16 @@ def launch(
     if refused:
         from kvbench.errors import PlanError
 
+        launcher = built[0].plan_json.get("sizing") == "launcher"
         raise PlanError(f"{built[0].job.exp_name}: the plan refuses this job: {refused[0]}",
-                        hint="kvbench plan --details shows the arithmetic; lower the row's "
-                        "dram-utilization or change its offload backend")
+                        hint="kvbench plan --details shows the arithmetic; " + (
+                            "--force starts the launcher's size anyway, --sizing budget "
+                            "sizes the pools from the budget" if launcher else
+                            "lower the row's dram-utilization or change its offload "
+                            "backend"))
     try:
         run_server(built[0], ready_timeout_s=ready_timeout, grace_s=grace,
-                   follow_log=follow_log)
+                   follow_log=follow_log, skip_image_mods=_known_mods(built[0], skip_image_mod))
     except KeyboardInterrupt:
         # The server tree is already down (ServerProcess.__exit__). typer turns a
         # KeyboardInterrupt into a *returned* 130 in non-standalone mode, which main()
@@ -151,3 +159,17 @@ def split_engine_args(args: list[str] | None) -> list[str]:
                               hint="quote the whole flag and value once, e.g. "
                               "--engine-arg '--chat-template \"x y\"'") from None
     return out
+
+
+def _known_mods(built: object, ids: list[str] | None) -> tuple[str, ...]:
+    """--skip-image-mod ids, each one the row gets (a typo would skip nothing, silently)."""
+    from kvbench.errors import EngineError
+
+    spec = built.spec  # type: ignore[attr-defined]
+    have = {m["id"] for m in spec.image_mods} | {m["id"] for w in spec.workers
+                                                 for m in w.image_mods}
+    bad = [i for i in ids or () if i not in have]
+    if bad:
+        raise EngineError(f"--skip-image-mod {', '.join(bad)}: not a modification of this row "
+                          f"(allowed: {', '.join(sorted(have)) or 'none'})")
+    return tuple(ids or ())

@@ -20,6 +20,7 @@ from kvbench.files import path_part, write_atomic, write_json_atomic
 from kvbench.launch import REDACTED, ServerProcess, redact_argv, redact_env
 from kvbench.matrix import Job, select_jobs
 from kvbench.matrix.selection import Selection
+from kvbench.plan.image import describe
 from kvbench.recipe.layout import srt_recipe_path
 
 
@@ -36,7 +37,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
               port: int, host: str, model_path: str | None, overrides: list[str],
               env_overrides: dict[str, str], engine_version: str | None,
               accuracy: bool | None, work_dir: Path | None, dummy_weights: bool = False,
-              sizing: str = "budget", force: bool = False
+              sizing: str = "launcher", force: bool = False
               ) -> tuple[list[Built], list[tuple[Job, str]]]:
     from kvbench.matrix.generate import selection_runners
     from kvbench.plan import plan_job
@@ -54,7 +55,7 @@ def build_all(selection: Selection, *, engine: str | None, exp_names: list[str] 
     for job in jobs:
         try:
             adapter = get_adapter(engine or job.framework, multinode=job.is_multinode)
-            plan = plan_job(job, runners, sizing=sizing, force=force)
+            plan = plan_job(job, runners, sizing=sizing, force=force, engine_args=overrides)
             job_dir = (work_dir or Path("kvbench-launch") / path_part(job.exp_name)).absolute()
             spec = adapter.build(job, plan, port=port, host=host, model_path=model_path,
                                  work_dir=job_dir, overrides=overrides,
@@ -155,6 +156,12 @@ def print_text(built: list[Built], skipped: list[tuple[Job, str]], explain: bool
         out.print(f"[bold]client[/] {spec.base_url}  [bold]metrics[/] {spec.metrics_url}"
                   + (f"  [bold]session header[/] {spec.correlation_header}"
                      if spec.correlation_header else ""))
+        for owner, mods in [("", spec.image_mods)] + [(f"{w.role} {w.index}: ", w.image_mods)
+                                                       for w in spec.workers[:1]]:
+            for m in mods:  # the workers of a recipe share its modifications: the first's
+                out.print(f"[bold]image mod[/] {escape(owner)}{escape(m['id'])}: "
+                          f"{escape(describe(m))} -> {escape(m['action'])} "
+                          f"[dim]({escape(m['source'])})[/]")
         if b.srt_recipe is not None:
             out.print(f"[bold]srt-recipe[/] {escape(_srt_line(b.srt_recipe))}")
         for w in spec.warnings:
@@ -190,7 +197,8 @@ def _sources_table(spec: LaunchSpec) -> Table:
     return table
 
 
-def run_server(b: Built, *, ready_timeout_s: float, grace_s: float, follow_log: bool) -> None:
+def run_server(b: Built, *, ready_timeout_s: float, grace_s: float, follow_log: bool,
+               skip_image_mods: tuple[str, ...] = ()) -> None:
     """Start one job's server (and router), print its URLs, keep it up until Ctrl-C."""
     err = Console(stderr=True, highlight=False)
     b.work_dir.mkdir(parents=True, exist_ok=True)
@@ -204,9 +212,11 @@ def run_server(b: Built, *, ready_timeout_s: float, grace_s: float, follow_log: 
     err.print(f"starting {spec.engine} for {b.job.exp_name}; log {log}")
     with ServerProcess.for_spec(spec, log_path=log, ready_timeout_s=ready_timeout_s,
                                 cwd=b.work_dir, grace_s=grace_s, on_log_line=echo,
-                                patches=b.job.row.get("patches") or ()) as server:
+                                patches=spec.image_mods,
+                                skip_patches=skip_image_mods) as server:
         for patch in server.patch_outcomes:
-            print(f"patch {patch['id']}: {patch['status']} ({patch['file']})", flush=True)
+            print(f"image mod {patch['id']} ({patch['kind']}): {patch['status']}"
+                  + (f" ({patch['file']})" if patch.get("file") else ""), flush=True)
         took = server.wait_ready()
         print(f"ready after {took:.1f} s", flush=True)
         print(f"  base url:    {spec.base_url}")

@@ -13,8 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvbench.bounds import OPTION_RANGES
-from kvbench.cli.flags import SELECTION_FLAGS, selection_from, spread_multi_values
+from kvbench.bounds import option_range
+from kvbench.cli.flags import (
+    BOTH_SCENARIOS,
+    SELECTION_FLAGS,
+    selection_from,
+    spread_multi_values,
+)
 from kvbench.matrix.selection import Selection
 
 _BY_FLAG = {"--" + name.replace("_", "-"): (name, kind) for name, kind, _, _ in SELECTION_FLAGS}
@@ -47,12 +52,21 @@ def parse(args: list[str]) -> dict[str, Any] | None:
             return None
         if kind in ("paths", "strs"):
             values[name] = [*(values[name] or []), Path(value) if kind == "paths" else value]
+        elif kind == "ints":
+            try:
+                number = int(value)
+            except ValueError:
+                return None
+            bound = option_range("matrix", flag)
+            if bound is not None and bound.problem(number) is not None:
+                return None  # typer's usage line names the range
+            values[name] = [*(values[name] or []), number]
         elif kind in ("int", "int?"):
             try:
                 values[name] = int(value)
             except ValueError:
                 return None
-            bound = OPTION_RANGES.get(flag)
+            bound = option_range("matrix", flag)
             if bound is not None and bound.problem(values[name]) is not None:
                 return None  # typer's usage line names the range
         else:
@@ -68,7 +82,7 @@ def try_matrix(argv: list[str]) -> bool:
     if values is None:
         return False
     fmt, output = values.pop("format"), values.pop("output")
-    run_matrix(selection_from(values), fmt, output)
+    run_matrix(selection_from(values, scenarios=BOTH_SCENARIOS), fmt, output)
     return True
 
 

@@ -14,7 +14,8 @@ from kvbench.cli.app import app
 def dummy_model(
     out: Annotated[Path, typer.Argument(help="Directory to write (config.json + tokenizer).")],
     model: Annotated[str, typer.Option(
-        "--model", help="A shipped architecture (qwen3-8b).")] = "qwen3-8b",
+        "--model", help="A shipped architecture (qwen3-8b, qwen3.5-397b-a17b-scaled).")
+    ] = "qwen3-8b",
     config: Annotated[Path | None, typer.Option(
         "--config", help="A model's config.json instead of a shipped one.")] = None,
     max_position_embeddings: Annotated[int | None, typer.Option(
@@ -27,7 +28,7 @@ def dummy_model(
     import json
 
     from kvbench.errors import ModelError
-    from kvbench.models.dummy import build_dummy_model, shipped_config
+    from kvbench.models.dummy import build_dummy_model, shipped_config, shipped_processor
 
     if config is not None:
         try:
@@ -37,5 +38,6 @@ def dummy_model(
     else:
         cfg, source = shipped_config(model), f"kvbench shipped config {model}"
     path = build_dummy_model(out, cfg, max_position_embeddings=max_position_embeddings,
-                             source=source)
+                             source=source,
+                             extra_files=shipped_processor(model) if config is None else None)
     print(path)

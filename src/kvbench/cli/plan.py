@@ -28,6 +28,15 @@ def _verdict(plan) -> str:
     return "ok" if plan.accepted else "[bold red]REFUSED[/]"
 
 
+def _other_sizing(plan) -> str:
+    """The projected node bytes of the sizing that did not run: `budget 1,161`."""
+    other = plan.budget_sizing if plan.sizing == "launcher" else plan.launcher_sizing
+    if not other:
+        return "-"
+    name = "budget" if plan.sizing == "launcher" else "launcher"
+    return f"{name} {other['projected-host-bytes'] / _GB:,.0f}"
+
+
 def _print_table(jobs: list, plans: list, details: bool) -> None:
     from rich.table import Table
 
@@ -36,24 +45,21 @@ def _print_table(jobs: list, plans: list, details: bool) -> None:
         title=f"{len(plans)} plans, {len(refused)} refused "
         "(host pools in GB per rank; * = outside the configured size)"
     )
-    # exp-names repeat across config keys and runners: the id and key tell rows apart
-    # --sizing launcher: the launcher's size, and beside it what the budget sizing projects
-    launcher = any(p.sizing == "launcher" for p in plans)
-    for column in ("id", "config key", "exp-name", "hw", "backend", "budget GB", "host pools",
-                   "projected GB", *(("budget-sized GB",) if launcher else ()), "headroom GB",
-                   "verdict"):
+    # exp-names repeat across config keys and runners: the id and key tell rows apart;
+    # beside the sizing that ran, what the other one projects (launcher vs budget)
+    for column in ("id", "config key", "exp-name", "hw", "backend", "budget GB", "sizing",
+                   "host pools", "projected GB", "other sizing GB", "headroom GB", "verdict"):
         table.add_column(column, justify="right" if "GB" in column else "left")
     for job, p in zip(jobs, plans, strict=True):
         offload = p.backend is not None
-        budget_sized = (f"{p.budget_sizing['projected-host-bytes'] / _GB:,.0f}"
-                        if p.budget_sizing else "-")
         table.add_row(
             job.short_id, p.config_key, p.exp_name, p.hardware,
             p.backend or "none",
             f"{p.budget_gb:,}" if offload else "-",
+            p.sizing or "-",
             _pools_cell(p),
             f"{p.projected_host_bytes / _GB:,.0f}" if offload else "-",
-            *((budget_sized,) if launcher else ()),
+            _other_sizing(p),
             f"{p.headroom_bytes / _GB:,.0f}" if offload else "-",
             _verdict(p),
         )
@@ -109,12 +115,13 @@ def plan(
                  "installs (refused otherwise).")
     ] = False,
     sizing: Annotated[str, typer.Option(
-        "--sizing", help="budget (default): the largest pools the row's DRAM budget holds; "
-        "launcher: the InferenceX launcher's own host-pool arithmetic, with the planner's "
-        "verdict beside it (refused when it oversubscribes, unless --force).")] = "budget",
+        "--sizing", help="launcher (default): the InferenceX launcher's own host-pool "
+        "arithmetic for the row, refused only where it oversubscribes the row's DRAM budget "
+        "(a row no launcher sizes is budget-sized); budget: the largest pools the budget "
+        "holds less kvbench's host headroom. Each plan shows the other's bytes.")] = "launcher",
     force: Annotated[bool, typer.Option(
-        "--force", help="--sizing launcher: accept a launcher size the planner refuses (the "
-        "verdict stays in the warnings).")] = False,
+        "--force", help="Launcher sizing: accept a launcher size that oversubscribes the "
+        "budget (the verdict stays in the warnings).")] = False,
     predict: Annotated[bool, typer.Option(
         "--predict", help="Rank rows by the simulator's predicted offload benefit instead.",
         rich_help_panel=_PREDICT)] = False,
@@ -131,7 +138,8 @@ def plan(
         help="--predict: print the CI matrix of the kept rows: github-matrix.",
         rich_help_panel=_PREDICT)] = None,
 ) -> None:
-    """Size the host KV pools of each selected job from its DRAM budget, or refuse it."""
+    """Size the host KV pools of each selected job as its InferenceX launcher does (or from
+    its DRAM budget), or refuse it."""
     import json
 
     if predict:
@@ -166,10 +174,6 @@ def plan(
     if plans and not any(p.accepted for p in plans):
         # printed in full above; the exit status says that nothing here can run
         raise PlanError(f"every one of the {len(plans)} selected plans is refused",
-                        hint="--details shows each one's arithmetic")
-    refused = [p for p in plans if p.sizing == "launcher" and not p.accepted]
-    if refused:
-        # a launcher's size is asked for by name: any refusal is the answer
-        raise PlanError(f"{len(refused)} of the {len(plans)} selected plans refuse the "
-                        f"launcher's size; first: {refused[0].exp_name}: {refused[0].errors[0]}",
-                        hint="pass --force to run the launchers' sizes anyway")
+                        hint="--details shows each one's arithmetic"
+                        + ("; --force runs a launcher's size anyway"
+                           if any(p.sizing == "launcher" for p in plans) else ""))

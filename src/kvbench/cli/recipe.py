@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kvbench.cli.app import app
+from kvbench.cli.flags import BOTH_SCENARIOS
 from kvbench.cli.selection import SelectionCommand, with_selection
 from kvbench.errors import RecipeError
 from kvbench.matrix.selection import Selection
@@ -104,7 +105,8 @@ def validate(
              "checkout's, in either layout).")] = None,
 ) -> None:
     """Check master configs and runners files; print every error of every file at once."""
-    from kvbench.recipe.legacy import recipe_setting_warnings
+    from kvbench.recipe.layout import find_checkout
+    from kvbench.recipe.legacy import recipe_setting_warnings, retiring_validation
     from kvbench.recipe.loader import master_config_errors, runners_errors
 
     files = _recipe_files(list(files) if files else _default_files())
@@ -121,7 +123,9 @@ def validate(
         if beside.is_file():
             runners, found = runners_errors(beside)
             errors.extend(found)
-    for warning in recipe_setting_warnings(entries):
+    checkout = find_checkout(config_files[0].absolute().parent) if config_files else None
+    retired_by = retiring_validation(checkout.base) if checkout is not None else None
+    for warning in recipe_setting_warnings(entries, retired_by) if retired_by else []:
         print(f"warning: {warning}", file=sys.stderr)
     if runners is not None:
         errors.extend(_budget_errors(entries, runners))
@@ -146,7 +150,7 @@ def validate(
 
 
 @app.command(cls=SelectionCommand)
-@with_selection
+@with_selection(scenarios=BOTH_SCENARIOS)
 def matrix(
     selection: Selection,
     format: Annotated[
@@ -159,7 +163,9 @@ def matrix(
         typer.Option(help="Also write the JSON rows to this file (atomically), e.g. jobs.json."),
     ] = None,
 ) -> None:
-    """Expand recipes into job rows, exactly like the InferenceX generator's full-sweep."""
+    """Expand recipes into job rows, exactly like the InferenceX generator: its full-sweep, or
+    with --config-keys its test-config. Both scenarios unless --scenario-type says (the
+    commands that plan or run jobs default to agentic-coding)."""
     from kvbench.cli.matrix_fast import run_matrix
 
     run_matrix(selection, format, output)

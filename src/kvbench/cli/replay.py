@@ -52,16 +52,34 @@ def replay_cmd(
     duration: Annotated[float | None, typer.Option(help="seconds to keep sending")] = None,
     max_requests: Annotated[int | None, typer.Option(help="profiled requests to send")] = None,
     warmup_requests: Annotated[int | None, typer.Option(
-        help="first requests excluded (default 0; agentx: 10 per lane)")] = None,
+        help="first requests sent counted as warm-up (default 0)")] = None,
+    warmup_per_lane: Annotated[int | None, typer.Option(
+        help="one-token requests per lane, with no idle delay, after the t* warm-up and "
+             "before the profiling phase (default none; agentx: 10)")] = None,
+    warmup_grace: Annotated[float | None, typer.Option(
+        help="seconds the warm-up may take to drain before the run ends (agentx: 1800)")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="model name (default: /v1/models)")] = None,
     endpoint: Annotated[str, typer.Option(help="chat | completions")] = "chat",
     tokenizer: Annotated[str | None, typer.Option(help="tokenizer for exact prompts")] = None,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int | None, typer.Option(help="default 0; agentx: 42")] = None,
     sessions: Annotated[int, typer.Option(help="synthetic sessions")] = 64,
     start: Annotated[str | None, typer.Option(
-        help="beginning | sampled (default beginning; agentx: sampled in 25-75%)")] = None,
+        help="beginning | sampled: each lane's first session at an instant of its recording, "
+             "its live requests before it sent as warm-up (default beginning; agentx: "
+             "sampled in 25-75%)")] = None,
     think_time_cap: Annotated[float | None, typer.Option(
-        help="longest think time, s (default 60; agentx: 300)")] = None,
+        help="longest think time, s (default 60; agentx: none, the tree's idle cap)")] = None,
+    tree_idle_cap: Annotated[float | None, typer.Option(
+        help="when none of a session tree's requests is in flight, its pending think times "
+             "shift so its next request leaves within this many seconds (default off; "
+             "agentx: 300)")] = None,
+    max_context_length: Annotated[int | None, typer.Option(
+        help="the server's context length: whole traces whose peak prompt + output exceeds "
+             "it are left out before the run (InferenceX's --max-context-length)")] = None,
+    corpus: Annotated[str | None, typer.Option(
+        help="the corpus the traces are (an AgentX one, e.g. "
+             "semianalysis_cc_traces_weka_062126): its fingerprint is checked")] = None,
     think_time_scale: Annotated[float, typer.Option()] = 1.0,
     system_idle_cap: Annotated[float | None, typer.Option(
         help="when nothing is in flight anywhere, pending think times shift so the next "
@@ -120,7 +138,9 @@ def replay_cmd(
         raise ReplayOptionError(f"--max-failed-ratio {max_failed_ratio} must be within 0..1")
     synthetic = trace == "synthetic"
     given = {"duration_s": duration, "warmup_requests": warmup_requests, "start": start,
-             "think_time_cap_s": think_time_cap, "system_idle_cap_s": system_idle_cap}
+             "think_time_cap_s": think_time_cap, "system_idle_cap_s": system_idle_cap,
+             "warmup_per_lane": warmup_per_lane, "warmup_grace_s": warmup_grace,
+             "tree_idle_cap_s": tree_idle_cap, "seed": seed}
     lanes = concurrency if concurrency is not None else (
         1 if session_rate is None else OPEN_LOOP_CAP)
     settings: dict = {}
@@ -128,16 +148,22 @@ def replay_cmd(
         from kvbench.replay.profile import profile_named, replay_settings
 
         settings = replay_settings(profile_named(profile), lanes, given)
-    chosen = {**{"warmup_requests": 0, "start": "beginning", "think_time_cap_s": 60.0},
+    chosen = {**{"warmup_requests": 0, "start": "beginning", "think_time_cap_s": 60.0,
+                 "seed": 0},
               **{k: v for k, v in given.items() if v is not None}, **settings}
     try:
         cfg = ReplayConfig(
             url=url, model=model or "", endpoint=endpoint,
             trace=None if synthetic else [Path(trace)],
-            synthetic=SyntheticSpec(num_sessions=sessions, seed=seed) if synthetic else None,
+            synthetic=(SyntheticSpec(num_sessions=sessions, seed=chosen["seed"]) if synthetic
+                       else None),
             concurrency=lanes, workers=workers, session_rate=session_rate, arrival=arrival,
             duration_s=chosen.get("duration_s"), max_requests=max_requests,
-            warmup_requests=chosen["warmup_requests"], seed=seed,
+            warmup_requests=chosen["warmup_requests"], seed=chosen["seed"],
+            warmup_per_lane=chosen.get("warmup_per_lane"),
+            warmup_grace_s=chosen.get("warmup_grace_s"),
+            tree_idle_cap_s=chosen.get("tree_idle_cap_s"),
+            max_context_tokens=max_context_length, corpus=corpus,
             correlation_header=correlation_header or None, output_dir=output,
             tokenizer=tokenizer, num_gpus=num_gpus, max_tokens_cap=max_tokens_cap,
             think_time_cap_s=chosen["think_time_cap_s"], think_time_scale=think_time_scale,

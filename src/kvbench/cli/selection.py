@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand
 
-from kvbench.cli.flags import SELECTION_FLAGS, selection_from, spread_multi_values
+from kvbench.cli.flags import AGENTIC_ONLY, SELECTION_FLAGS, selection_from, spread_multi_values
 from kvbench.matrix.selection import Selection
 
 __all__ = ["SelectionCommand", "selected_jobs", "spread_multi_values", "with_selection"]
@@ -22,7 +22,8 @@ __all__ = ["SelectionCommand", "selected_jobs", "spread_multi_values", "with_sel
 _PANEL = "Selection (as the reference generator's full-sweep)"
 
 
-_ANNOTATIONS = {"paths": list[Path], "path?": Path | None, "strs": list[str], "int": int,
+_ANNOTATIONS = {"paths": list[Path], "path?": Path | None, "strs": list[str],
+                "ints": list[int], "int": int,
                 "int?": int | None, "str?": str | None, "bool": bool}
 
 
@@ -49,8 +50,11 @@ class SelectionCommand(TyperCommand):
         return super().parse_args(ctx, spread_multi_values(list(args)))
 
 
-def with_selection(fn):
-    """Decorate a command whose signature has a `selection: Selection` parameter."""
+def with_selection(fn=None, *, scenarios: tuple[str, ...] = AGENTIC_ONLY):
+    """Decorate a command whose signature has a `selection: Selection` parameter; without
+    --scenario-type it selects `scenarios`."""
+    if fn is None:
+        return functools.partial(with_selection, scenarios=scenarios)
     params = _selection_params()
     names = [p.name for p in params]
 
@@ -58,7 +62,8 @@ def with_selection(fn):
     def wrapper(*args, **kwargs):
         raw = {n: kwargs.pop(n) for n in names}
         # `kvbench run RECIPE...` names its recipes: the checkout's are not added to them
-        kwargs["selection"] = selection_from(raw, discover=not kwargs.get("recipes"))
+        kwargs["selection"] = selection_from(raw, discover=not kwargs.get("recipes"),
+                                             scenarios=scenarios)
         return fn(*args, **kwargs)
 
     sig = inspect.signature(fn)

@@ -42,11 +42,23 @@ MaxRequestsOpt = Annotated[int | None, typer.Option(
     help="Closed loop: profiled requests to send, as replay --max-requests.")]
 WarmupOpt = Annotated[int, typer.Option(help="Closed loop: first requests excluded.")]
 MaxTokensCapOpt = Annotated[int | None, typer.Option(help="Cap on output tokens per request.")]
-ThinkCapOpt = Annotated[float, typer.Option(help="Closed loop: longest think time, s.")]
+ThinkCapOpt = Annotated[float | None, typer.Option(
+    help="Closed loop: longest think time, s (default 60; agentx: none).")]
 ThinkScaleOpt = Annotated[float, typer.Option(help="Closed loop: think times times this.")]
 StartOpt = Annotated[str, typer.Option(
-    help="beginning | sampled (a lane's first session starts at a random turn).")]
-SeedOpt = Annotated[int, typer.Option(help="Seed of the sampled start and synthetic sessions.")]
+    help="beginning | sampled (a lane's first session starts at an instant of its "
+         "recording, its live requests before it sent as warm-up).")]
+WarmupPerLaneOpt = Annotated[int | None, typer.Option(
+    help="Closed loop: one-token requests per lane after the t* warm-up, as replay "
+         "--warmup-per-lane (agentx: 10).")]
+MaxContextOpt = Annotated[int | None, typer.Option(
+    help="Sessions whose peak prompt + output exceeds this are left out (the server's "
+         "context length).")]
+ProfileOpt = Annotated[str | None, typer.Option(
+    help="agentx: the replay's AgentX v1.0 settings where none is given (start at t*, "
+         "10 one-token warm-up requests per lane, a 3600 s phase, seed 42, no per-delay cap).")]
+SeedOpt = Annotated[int | None, typer.Option(
+    help="Seed of the sampled start and synthetic sessions (default 0; agentx: 42).")]
 BlockTokensOpt = Annotated[int | None, typer.Option(
     help="Tokens per hash block instead of the trace's (scales prompts).")]
 MaxInputOpt = Annotated[int | None, typer.Option(help="Turns with more input tokens are skipped.")]
@@ -112,15 +124,28 @@ def _context(context_tokens: int | None, model: str) -> int | None:
     return context_tokens if context_tokens is not None else model_context_tokens(model)
 
 
-def _bounds(concurrency: int | None, **opts):
+def _bounds(concurrency: int | None, profile: str | None = None, **opts):
     """The replay's workload bounds for a closed-loop run; None for open loop (which takes
-    no bounds: every request at its trace time)."""
+    no bounds: every request at its trace time). A validity profile (replay/profile.py)
+    gives its settings where the command gives none, as `kvbench replay --profile` does."""
     from kvbench.workload.bounds import WorkloadBounds
 
     defaults = {"duration": None, "max_requests": None, "warmup_requests": 0,
                 "max_tokens_cap": None, "think_time_cap": 60.0, "think_time_scale": 1.0,
-                "start": "beginning", "seed": 0, "block_tokens": None, "max_input_tokens": None}
-    opts = {**defaults, **opts}
+                "start": "beginning", "seed": 0, "block_tokens": None, "max_input_tokens": None,
+                "warmup_per_lane": None, "max_context_tokens": None, "start_ratio": (0.0, 1.0)}
+    given = {k: v for k, v in opts.items() if v is not None}
+    if profile is not None and concurrency is not None:
+        from kvbench.replay.profile import profile_named, replay_settings
+
+        names = {"duration_s": "duration", "think_time_cap_s": "think_time_cap"}
+        mine = {names.get(k, k): v for k, v in replay_settings(
+            profile_named(profile), concurrency,
+            {"duration_s": opts.get("duration"), "think_time_cap_s": opts.get("think_time_cap"),
+             **{k: opts.get(k) for k in ("start", "seed", "warmup_per_lane")}}).items()
+            if names.get(k, k) in defaults}
+        given = {**mine, **given}
+    opts = {**defaults, **given}
     if concurrency is None:
         given = [k for k, v in opts.items() if v != defaults[k]]
         if given:
@@ -132,8 +157,9 @@ def _bounds(concurrency: int | None, **opts):
         concurrency=concurrency, duration_s=opts["duration"], max_requests=opts["max_requests"],
         warmup_requests=opts["warmup_requests"], max_tokens_cap=opts["max_tokens_cap"],
         think_time_cap_s=opts["think_time_cap"], think_time_scale=opts["think_time_scale"],
-        start=opts["start"], seed=opts["seed"], block_tokens=opts["block_tokens"],
-        max_input_tokens=opts["max_input_tokens"])
+        start=opts["start"], start_ratio=opts["start_ratio"], seed=opts["seed"],
+        block_tokens=opts["block_tokens"], max_input_tokens=opts["max_input_tokens"],
+        warmup_per_lane=opts["warmup_per_lane"], max_context_tokens=opts["max_context_tokens"])
 
 
 def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
@@ -196,6 +222,9 @@ def serve_sim(
     max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
     chars_per_token: Annotated[int, typer.Option(
         help="Characters per pseudo-token of a text prompt; 0 = one token per word.")] = 0,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="Count and key text prompts with this HuggingFace tokenizer (name or "
+             "directory) instead of words.")] = None,
     engine_profile: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "sglang",
 ) -> None:
     """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
@@ -215,7 +244,7 @@ def serve_sim(
         host_tokens=_host_tokens(None, host_cache_gb, costs), page_tokens=page_size,
         write_policy=_policy(write_policy), time_scale=time_scale, seed=seed,
         max_running_requests=max_running_requests, chars_per_token=chars_per_token,
-        context_tokens=_context(context_tokens, model))
+        tokenizer=tokenizer, context_tokens=_context(context_tokens, model))
     sock = _listen(host, port)  # a bad address is a clean error before anything starts
     quiet_logging()
     server = SimServer(config, costs)
@@ -287,12 +316,15 @@ def simulate(
     max_requests: MaxRequestsOpt = None,
     warmup_requests: WarmupOpt = 0,
     max_tokens_cap: MaxTokensCapOpt = None,
-    think_time_cap: ThinkCapOpt = 60.0,
+    think_time_cap: ThinkCapOpt = None,
     think_time_scale: ThinkScaleOpt = 1.0,
-    start: StartOpt = "beginning",
-    seed: SeedOpt = 0,
+    start: StartOpt = None,
+    seed: SeedOpt = None,
     block_tokens: BlockTokensOpt = None,
     max_input_tokens: MaxInputOpt = None,
+    warmup_per_lane: WarmupPerLaneOpt = None,
+    max_context_length: MaxContextOpt = None,
+    profile: ProfileOpt = None,
     sessions: SessionsOpt = 64,
     dp: Annotated[int, typer.Option(
         help="DP-attention ranks, each with its own GPU and host tier (closed loop).")] = 1,
@@ -313,16 +345,20 @@ def simulate(
     costs = _speculate(resolve_costs(model, hardware, tp, precision, engine=engine_profile),
                        spec_accept_length, spec_verify_tokens)
     concurrency = loop_mode(concurrency, open_loop, arrival_scale)
-    bounds = _bounds(concurrency, duration=duration, max_requests=max_requests,
+    bounds = _bounds(concurrency, profile, duration=duration, max_requests=max_requests,
                      warmup_requests=warmup_requests, max_tokens_cap=max_tokens_cap,
                      think_time_cap=think_time_cap, think_time_scale=think_time_scale,
                      start=start, seed=seed, block_tokens=block_tokens,
-                     max_input_tokens=max_input_tokens)
+                     max_input_tokens=max_input_tokens, warmup_per_lane=warmup_per_lane,
+                     max_context_tokens=max_context_length)
+    if profile is not None and bounds is None:
+        raise SimError("--profile: a validity profile applies to closed-loop lanes",
+                       hint="drop --open-loop")
     synthetic = [str(p) for p in trace] == ["synthetic"]
     if synthetic and bounds is None:
         raise SimError("--trace synthetic needs closed-loop lanes, not --open-loop")
     traces = [] if bounds is not None else load_traces(trace)
-    workload = None if bounds is None else _sessions(trace, synthetic, sessions, seed)
+    workload = None if bounds is None else _sessions(trace, synthetic, sessions, bounds.seed)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")

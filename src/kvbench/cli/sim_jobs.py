@@ -103,7 +103,8 @@ def nic_input(hw) -> dict:
             "bytes-per-s": hw.kv_transfer_bandwidth, "source": line.source}
 
 
-def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
+def simulate_job(job, sessions, bounds_for, write_policy: str, sizing: str = "launcher"
+                 ) -> dict:
     """One output entry: the job, its plan's tiers and, when it can be modelled, the
     resident and offload arms; otherwise `skipped` says why."""
     from kvbench.plan import plan_job
@@ -114,11 +115,12 @@ def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
         "exp-name": job.exp_name, "config-key": job.config_key, "conc": job.conc,
         "multinode": job.is_multinode, "engine-profile": engine_of(job.framework) or "sglang"}
     try:
-        plan = plan_job(job)
+        plan = plan_job(job, sizing=sizing)
     except KvbenchError as e:
         entry["skipped"] = f"plan failed: {e.message}"
         return entry
-    entry.update({"hw": plan.hardware, "backend": plan.backend, "gpu-kv-tokens": plan.gpu_kv_tokens,
+    entry.update({"hw": plan.hardware, "backend": plan.backend, "sizing": plan.sizing,
+                  "gpu-kv-tokens": plan.gpu_kv_tokens,
                   "host-kv-tokens": plan.host_kv_tokens, "errors": list(plan.errors)})
     if plan.errors or not plan.within_budget:
         entry["skipped"] = "plan refused: " + ("; ".join(plan.errors) or "over the DRAM budget")
@@ -155,10 +157,11 @@ def simulate_job(job, sessions, bounds_for, write_policy: str) -> dict:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(trace: list, bounds: dict, write_policy: str) -> None:
+def _init_worker(trace: list, bounds: dict, write_policy: str, sizing: str) -> None:
     from kvbench.workload import load_trace
 
-    _WORKER.update(sessions=load_trace(trace), bounds=bounds, policy=write_policy)
+    _WORKER.update(sessions=load_trace(trace), bounds=bounds, policy=write_policy,
+                   sizing=sizing)
 
 
 def _bounds_for(bounds: dict):
@@ -169,21 +172,22 @@ def _bounds_for(bounds: dict):
 
 def _run_one(job) -> dict:
     return simulate_job(job, _WORKER["sessions"], _bounds_for(_WORKER["bounds"]),
-                        _WORKER["policy"])
+                        _WORKER["policy"], _WORKER["sizing"])
 
 
 def simulate_jobs(jobs: list, trace: list, bounds: dict, write_policy: str, workers: int,
-                  progress: Callable[[Iterable, int], Iterable] = lambda it, _n: it
-                  ) -> list[dict]:
+                  progress: Callable[[Iterable, int], Iterable] = lambda it, _n: it,
+                  sizing: str = "launcher") -> list[dict]:
     """Every job's entry, in order; `workers` > 1 spreads the jobs over processes.
-    `progress(entries, total)` wraps the entries as they complete (a progress bar)."""
+    `progress(entries, total)` wraps the entries as they complete (a progress bar);
+    `sizing`: the host pools' (plan/launcher_sizing.py: launcher or budget)."""
     if workers <= 1 or len(jobs) < 2:
-        _init_worker(trace, bounds, write_policy)
+        _init_worker(trace, bounds, write_policy, sizing)
         return list(progress((_run_one(j) for j in jobs), len(jobs)))
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(workers, initializer=_init_worker,
-                             initargs=(trace, bounds, write_policy)) as pool:
+                             initargs=(trace, bounds, write_policy, sizing)) as pool:
         return list(progress(pool.map(_run_one, jobs, chunksize=4), len(jobs)))
 
 

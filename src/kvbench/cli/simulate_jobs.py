@@ -58,6 +58,10 @@ def simulate_jobs(
         "offload benefit is within --noise or above --threshold.")] = False,
     noise: Annotated[float, typer.Option(help="--prune: |benefit| at most this.")] = 0.05,
     threshold: Annotated[float, typer.Option(help="--prune: benefit at least this.")] = 0.2,
+    sizing: Annotated[str, typer.Option(
+        "--sizing", help="Host pools: launcher (default: the InferenceX launcher's; a row "
+        "whose size oversubscribes its budget is listed as refused) or budget (the planner's "
+        "own).")] = "launcher",
 ) -> None:
     """Simulate recipe rows: each selected job's plan (GPU and host KV tokens per rank, model,
     GPU, tp, precision) runs the trace with its concurrency as session lanes, GPU-resident
@@ -75,6 +79,9 @@ def simulate_jobs(
                        emit="github-matrix", output_format=output_format)
         return
     check_format(output_format, ("json", "table"), SimError)
+    from kvbench.plan.launcher_sizing import check_mode
+
+    check_mode(sizing)
     if workers < 0:
         raise SimError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
     policy = _policy(write_policy)
@@ -89,7 +96,8 @@ def simulate_jobs(
     bounds = {"duration_s": duration, "max_requests": max_requests,
               "max_tokens_cap": max_tokens_cap, "think_time_cap_s": think_time_cap}
     out = sim_jobs.simulate_jobs(jobs, list(trace), bounds, policy,
-                                 workers or sim_jobs.default_workers(), progress=_progress)
+                                 workers or sim_jobs.default_workers(), progress=_progress,
+                                 sizing=sizing)
     if output_format == "json":
         print(json.dumps(out, indent=1))
     else:

@@ -82,12 +82,15 @@ def run(
                                      "dummy-model`).", _WORK)] = "auto",
     compress: Annotated[bool, _opt("Write records.jsonl.gz and scrape.jsonl.gz (long runs; "
                                    "compare, report and rescore read either).", _WORK)] = False,
-    sizing: Annotated[str, _opt("Host pools: budget (default: sized from the row's DRAM "
-                                "budget) or launcher (the InferenceX launcher's arithmetic; "
-                                "refused when it oversubscribes, unless --force).",
-                                _WORK)] = "budget",
-    force: Annotated[bool, _opt("--sizing launcher: run the launcher's size even where the "
-                                "planner refuses it.", _WORK)] = False,
+    sizing: Annotated[str, _opt("Host pools: launcher (default: the InferenceX launcher's "
+                                "arithmetic, refused only where it oversubscribes the row's "
+                                "DRAM budget, unless --force) or budget (sized from the "
+                                "budget less kvbench's headroom).", _WORK)] = "launcher",
+    force: Annotated[bool, _opt("Launcher sizing: run the launcher's size even where it "
+                                "oversubscribes the budget.", _WORK)] = False,
+    skip_image_mod: Annotated[list[str] | None, _opt(
+        "An image modification (id, see kvbench launch --dry-run) the image already carries: "
+        "not applied, recorded as skipped-by-user. Repeatable.", _WORK)] = None,
     replay_workers: Annotated[int, _opt("Processes each job's replay shards its lanes over "
                                         "(at most its concurrency): past ~1,000 paced "
                                         "streams one event loop falls behind.", _WORK)] = 1,
@@ -109,6 +112,8 @@ def run(
         "Multi-node rows of the embedded engine: a node per worker (default: all on one "
         "node; GPU workers always get nodes of their own).", _SLURM)] = False,
     format: Annotated[str, _opt("Final report: table or json (outcomes on stdout).")] = "table",
+    exp_name: Annotated[list[str] | None, _opt(
+        "Keep only jobs with these exp-names (one arm of a config key).")] = None,
 ) -> None:
     """Run a sweep: for each selected job plan, launch, replay with scraping, stop, and write
     result.json. Rerunning the same command resumes: finished jobs are skipped."""
@@ -155,6 +160,7 @@ def run(
             max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens,
             think_time_scale=think_time_scale, engine_args=engine_args, model_path=model_path,
             load_format=load_format, compress_raw=compress, sizing=sizing, force=force,
+            skip_image_mods=tuple(skip_image_mod or ()),
             replay_workers=replay_workers,
             stand_in=stand_in,
             timeouts=PhaseTimeouts(ready_s=ready_timeout, replay_s=replay_timeout),
@@ -164,7 +170,7 @@ def run(
     with _interruptible("rerun the same command to resume"):
         run_sweep(selection, options, results=results, executor=executor, emit=emit,
                   repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
-                  dashboard=dashboard, format=format,
+                  dashboard=dashboard, format=format, exp_names=exp_name,
                   slurm={"partition": partition, "account": account, "time_limit": time_limit,
                          "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or []),
                          "spread_cpu_workers": spread_workers})
@@ -191,7 +197,7 @@ def _option_error(e) -> SweepOptionError:
 def run_sweep(selection: Selection, options, *, results: Path, executor: str = "local",
               emit: str | None = None, repeat: int = 1, continue_on_error: bool = False,
               rerun_failed: bool = True, dashboard: bool = True, format: str = "table",
-              slurm: dict | None = None) -> list:
+              slurm: dict | None = None, exp_names: list[str] | None = None) -> list:
     """The body of `kvbench run` (also used by `kvbench quickstart`)."""
     import orjson
 
@@ -204,6 +210,12 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         raise SweepOptionError(f"--emit {emit!r} is not one of github-matrix")
     check_format(format, ("table", "json"), SweepOptionError)
     jobs = selected_jobs(selection, SweepError)
+    if exp_names:
+        missing = sorted(set(exp_names) - {j.exp_name for j in jobs})
+        if missing:
+            raise SweepOptionError(f"--exp-name {', '.join(missing)}: not in the selection",
+                                   hint="kvbench plan lists the selected exp-names")
+        jobs = [j for j in jobs if j.exp_name in exp_names]
     real = sorted({j.framework for j in jobs if j.framework != "sim"})
     if options.stand_in is not None:
         from kvbench.sweep.multinode import STAND_IN_FRAMEWORKS

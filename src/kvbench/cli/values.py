@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvbench.bounds import OPTION_RANGES
+from kvbench.bounds import option_range
 
 
 def _bad_parameter() -> type:
@@ -51,12 +51,13 @@ def _finite_callback(own: Any, bound: Any = None) -> Any:
 
 def harden(command: Any) -> Any:
     """Give every parameter of `command` and its subcommands the finite-value check."""
-    stack = [command]
+    stack = [("", command)]
     while stack:
-        cmd = stack.pop()
+        path, cmd = stack.pop()
         for param in getattr(cmd, "params", ()):
             if not getattr(param.callback, "kvbench_finite", False):
                 long = max(getattr(param, "opts", None) or [""], key=len)
-                param.callback = _finite_callback(param.callback, OPTION_RANGES.get(long))
-        stack.extend(getattr(cmd, "commands", {}).values())
+                param.callback = _finite_callback(param.callback, option_range(path, long))
+        stack.extend((f"{path} {name}".strip(), sub)
+                     for name, sub in getattr(cmd, "commands", {}).items())
     return command

@@ -89,7 +89,7 @@ class EngineAdapter:
             self._apply_rule(rule, ctx, args, env, config, config_sources)
         self.plan_args(ctx, args, env, config, config_sources, warnings)
         if o.dummy_weights:
-            self._dummy_weights(args)
+            self._dummy_weights(ctx, args)
         if o.overrides:
             args.set_tokens(list(o.overrides), "override", "--engine-arg")
         for k, v in (o.env_overrides or {}).items():
@@ -129,15 +129,20 @@ class EngineAdapter:
             sources=sources,
             warnings=(([f"plan refused: {e}" for e in plan.errors] + list(plan.warnings))
                       if plan is not None else []) + warnings,
+            image_mods=list(plan.image_mods) if plan is not None else [],
         )
 
-    def _dummy_weights(self, args: Settings) -> None:
+    def _dummy_weights(self, ctx: BuildContext, args: Settings) -> None:
         flags = self.data.dummy_weights
         if flags is None:
             raise EngineError(f"engine {self.name!r} cannot serve dummy weights",
                               hint="--load-format dummy is for vllm and sglang rows")
         for flag, value in flags.items():
             args.set(flag, value, "override", "--load-format dummy")
+        tok = self.data.tokenizer_flag
+        if tok is not None and args.get(tok) not in (None, False, ctx.model_path):
+            args.set(tok, ctx.model_path, "override",
+                     "--load-format dummy: the model directory's own tokenizer")
 
     # -- hooks ---------------------------------------------------------------------------
     def job_args(self, ctx: BuildContext, args: Settings) -> None:

@@ -101,7 +101,8 @@ class SGLangDisaggAdapter(EngineAdapter):
                 gpus=-(-gpus // len(wp.nodes)), argv=spec.argv,
                 program_len=spec.program_len, env=spec.env, files=spec.files, url=url,
                 metrics_url=url + self.data.metrics_path, health_url=url + self.data.health_path,
-                plan=wp.plan.to_json(), sources=spec.sources, warnings=spec.warnings))
+                plan=wp.plan.to_json(), sources=spec.sources, warnings=spec.warnings,
+                image_mods=spec.image_mods))
         return self._router_spec(job, workers, len(planned.nodes), list(planned.errors),
                                  port=o.port, host=o.host)
 

@@ -43,7 +43,7 @@ from kvbench.engines.base import BuildOptions, EngineAdapter
 from kvbench.engines.disaggregation import router_worker_args
 from kvbench.engines.rules import DATA_DIR
 from kvbench.engines.spec import LaunchSpec, ServiceSpec, WorkerSpec
-from kvbench.engines.srt_recipe import Recipe, config_file_of, recipe_of
+from kvbench.engines.srt_recipe import Recipe, config_file_of, recipe_image_mods, recipe_of
 from kvbench.errors import EngineError, shown
 from kvbench.expr import expand
 
@@ -523,7 +523,7 @@ class DynamoAdapter(EngineAdapter):
         config_file = config_file_of(job.row)
         if config_file is None:
             raise EngineError(no_recipe_reason(job))
-        recipe = recipe_of(job, config_file)
+        recipe = recipe_of(job, config_file, o.runners)
         for section, names in facts().rejected_fields.items():
             bad = sorted(set(names) & set(getattr(recipe, section)))
             if bad:
@@ -544,6 +544,7 @@ class DynamoAdapter(EngineAdapter):
         plans = {wp.role: wp.plan for wp in planned.workers}
         be = worker_program(recipe)
         procs = processes(recipe, allocate(recipe, workers_ranks))
+        mods = recipe_image_mods(recipe, config_file, job.row)
         leaders = {(p.endpoint.mode, p.endpoint.index): p for p in procs if p.rank == 0}
         workers = []
         for proc in procs:
@@ -564,7 +565,8 @@ class DynamoAdapter(EngineAdapter):
                 argv=argv, program_len=program_len, env=env,
                 files=worker_files(recipe, mode, infra) if proc.rank == 0 else {},
                 url=url, metrics_url=f"{url}/metrics", health_url=f"{url}/health",
-                plan=worker_plan.to_json() if worker_plan is not None else None))
+                plan=worker_plan.to_json() if worker_plan is not None else None,
+                image_mods=mods))
         warnings = [f"plan refused: {e}" for e in planned.errors] + unread_pin_warnings(job)
         return self._frontend_spec(job, recipe, fe, workers, procs, nodes, infra, warnings,
                                    port=o.port, host=o.host)

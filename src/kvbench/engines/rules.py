@@ -106,6 +106,10 @@ class EngineData(BaseModel):
     # Flags that serve the model's shape with random weights (no checkpoint read); None: the
     # engine cannot.
     dummy_weights: dict[str, Any] | None = Field(None, alias="dummy-weights")
+    # The flag naming the tokenizer when a rule sets it apart from the model (the qwen3.5
+    # launchers read it from the HF id): with dummy weights it names the model directory,
+    # which carries the only tokenizer there is (`kvbench dummy-model`).
+    tokenizer_flag: str | None = Field(None, alias="tokenizer-flag")
     # The flag with which the engine reports per-request cached tokens and leaves the usage's
     # prompt_tokens_details out when none were cached (absent then means 0, not unknown).
     cache_report_omits_zero: str | None = Field(None, alias="cache-report-omits-zero")

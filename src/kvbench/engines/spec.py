@@ -54,6 +54,8 @@ class WorkerSpec(BaseModel):
     plan: dict | None = None
     sources: list[ArgSource] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    # what its recipe changes in the image before it starts (plan/image.py)
+    image_mods: list[dict] = Field(default_factory=list)
 
     @property
     def engine_args(self) -> list[str]:
@@ -64,7 +66,8 @@ class WorkerSpec(BaseModel):
                 "gpus": self.gpus, "argv": self.argv,
                 "env": self.env, "files": self.files, "url": self.url,
                 "metrics-url": self.metrics_url, "health-url": self.health_url,
-                "plan": self.plan, "warnings": self.warnings}
+                "plan": self.plan, "warnings": self.warnings,
+                "image-mods": self.image_mods}
 
 
 class LaunchSpec(BaseModel):
@@ -93,6 +96,10 @@ class LaunchSpec(BaseModel):
     # starts when every worker is ready) and the node count of its allocation.
     workers: list[WorkerSpec] = Field(default_factory=list)
     nodes: int = 1
+    # what the launcher changes in the engine image before the server starts (plan/image.py),
+    # applied or refused by name at launch (launch/patcher.py); a multi-node row's are its
+    # workers'
+    image_mods: list[dict] = Field(default_factory=list)
 
     @property
     def engine_args(self) -> list[str]:
@@ -125,6 +132,7 @@ class LaunchSpec(BaseModel):
             "served-model-name": self.served_model_name,
             "correlation-header": self.correlation_header,
             "warnings": self.warnings,
+            "image-mods": self.image_mods,
             **({"nodes": self.nodes, "workers": [w.to_json() for w in self.workers]}
                if self.workers else {}),
         }

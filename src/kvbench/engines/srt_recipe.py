@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kvbench import bounds, yamldoc
+from kvbench.engines.srt_source import CLONES_ENV, read_recipe, source_for
 from kvbench.errors import EngineError, shown, validation_message
+from kvbench.plan.image import dynamo_mods, image_mods, resolved
 from kvbench.recipe.layout import benchmark_folder, multinode_recipe_path
 
 if TYPE_CHECKING:
@@ -69,14 +71,18 @@ class Resources(BaseModel):
 
 
 class Recipe(BaseModel):
-    """The top level of a recipe; the engine sections stay the free-form dicts srtctl turns
-    into flags and environment."""
+    """The top level of a recipe (srtctl core/schema.py `SrtConfig`, the union of its fields
+    over the srt-slurm refs InferenceX's runners pin: sa-submission-q2-2026, v1.0.38-v1.0.50,
+    a98738de, c180328b); the engine sections stay the free-form dicts srtctl turns into flags
+    and environment."""
 
     model_config = _FORBID
     name: str
     model: dict[str, Any]
     resources: Resources
-    backend: dict[str, Any]
+    # srtctl defaults a missing backend, and a backend without `type`, to SGLang
+    # (schema.py BackendConfigField._deserialize: `value.get("type", "sglang")`)
+    backend: dict[str, Any] = Field(default_factory=dict)
     frontend: dict[str, Any] = Field(default_factory=dict)
     benchmark: dict[str, Any] = Field(default_factory=dict)
     health_check: dict[str, Any] = Field(default_factory=dict)
@@ -88,13 +94,21 @@ class Recipe(BaseModel):
     identity: dict[str, Any] = Field(default_factory=dict)
     environment: dict[str, str] = Field(default_factory=dict)
     setup_script: str | None = None
+    profiling: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    observability: dict[str, Any] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    reporting: dict[str, Any] = Field(default_factory=dict)
+    container_mounts: dict[str, Any] = Field(default_factory=dict)
+    extra_mount: list[str] | None = None
+    enable_config_dump: bool | None = None
 
     @model_validator(mode="after")
     def _read_shapes(self) -> Recipe:
         """What kvbench reads out of the free-form sections has the shape srtctl gives it
         (core/schema.py): a string backend type, mappings where it reads mappings, and a
         count of extra frontends within bounds."""
-        kind = self.backend.get("type")
+        kind = self.backend.get("type", "sglang")  # srtctl's default (backend_type)
         if not isinstance(kind, str):
             raise ValueError(f"backend.type {shown(kind)} must be a string (a backend name)")
         section = self.backend.get(f"{kind}_config")
@@ -115,7 +129,7 @@ class Recipe(BaseModel):
 
     @property
     def backend_type(self) -> str:
-        return str(self.backend["type"])
+        return str(self.backend.get("type") or "sglang")
 
     @property
     def frontend_type(self) -> str:
@@ -131,6 +145,50 @@ class Recipe(BaseModel):
         return {k: str(v) for k, v in (self.backend.get(key) or {}).items()}
 
 
+# srt-slurm src/srtctl/core/schema.py DynamoConfig (v1.0.45..v1.0.50): a recipe naming no
+# version, hash or wheel installs this one
+DYNAMO_DEFAULT_VERSION = "0.8.0"
+# runners/launch_gb200-nv.sh:735-738 at InferenceX 843c6254f: every dynamo-sglang row is
+# applied with `--setup-script install-torchao.sh`, which the job script exports as
+# SRTCTL_SETUP_SCRIPT and srtctl prefers to the recipe's own (cli/do_sweep.py, v1.0.45:784-788)
+RUNNER_SETUP_SCRIPTS = {("gb200-nv", "dynamo-sglang"): ("install-torchao.sh",
+                                                         "runners/launch_gb200-nv.sh:735-736")}
+
+
+def setup_script_of(recipe: Recipe, row: dict[str, Any]) -> tuple[str | None, str]:
+    """The setup script the workers run first (srt-slurm cli/mixins/worker_stage.py
+    _build_worker_preamble), and where it comes from: the runner's override, else the
+    recipe's `setup_script`."""
+    cluster = str(row.get("runner", "")).rsplit(":", 1)[-1]
+    override = RUNNER_SETUP_SCRIPTS.get((cluster, str(row.get("framework"))))
+    if override is not None:
+        return override
+    return recipe.setup_script, "the recipe's setup_script"
+
+
+def recipe_image_mods(recipe: Recipe, config_file: str, row: dict[str, Any]
+                      ) -> list[dict[str, Any]]:
+    """What a recipe's workers change in the image before they start, in srtctl's order: the
+    setup script (plan/data/image.yaml `setup-script` rules; one no rule knows is refused by
+    name), then the Dynamo it installs where the frontend is Dynamo's (schema.py
+    installs_dynamo: frontend.type dynamo and dynamo.install)."""
+    out: list[dict[str, Any]] = []
+    script, where = setup_script_of(recipe, row)
+    if script:
+        known = image_mods({}, multinode=True, setup_script=script)
+        out += [{**m, "setup-script": script} for m in known] or [{
+            "id": f"setup-script-{script}", "kind": "build", "setup-script": script,
+            "source": f"{where} ({config_file})",
+            "what": f"srt-slurm setup script {script}, which plan/data/image.yaml does not "
+                    "describe"}]
+    if recipe.frontend_type == "dynamo":
+        dynamo = dict(recipe.dynamo)
+        if not any(dynamo.get(k) for k in ("version", "hash", "wheel", "top_of_tree")):
+            dynamo["version"] = DYNAMO_DEFAULT_VERSION
+        out += dynamo_mods(dynamo, f"recipe {config_file}")
+    return resolved(out, None)
+
+
 def recipe_path(config_file: str, config_source: Path | None) -> tuple[Path, str | None]:
     """(the file, its selector) of a row's CONFIG_FILE value, in the checkout of the master
     config the row comes from (`config_source`)."""
@@ -142,11 +200,30 @@ def recipe_path(config_file: str, config_source: Path | None) -> tuple[Path, str
     return multinode_recipe_path(name, benchmark_folder(config_source)), selector or None
 
 
-def recipe_of(job: Job, config_file: str) -> Recipe:
-    """The srt-slurm recipe `config_file` (the row's CONFIG_FILE value) names, from the
-    checkout of the job's master config."""
+def recipe_of(job: Job, config_file: str, runners: Any | None = None) -> Recipe:
+    """The srt-slurm recipe `config_file` (the row's CONFIG_FILE value) names, found as
+    InferenceX's runner finds it: in the checkout of the job's master config (the folders the
+    runner copies over its srt-slurm clone), else in that clone, at the ref the runner checks
+    out for the row (srt_source.py; `runners`: the runners file, to tell the runner script)."""
     path, selector = recipe_path(config_file, job.config_file)
-    return load_recipe(path, selector, config_file)
+    if path.is_file():
+        return load_recipe(path, selector, config_file)
+    source = source_for(job.row, config_file, runners)
+    if source is None:
+        raise EngineError(f"CONFIG_FILE {config_file}: no srt-slurm recipe at {path} (the "
+                          "runner copies the checkout's benchmarks/multi_node/srt-slurm-recipes/"
+                          " onto srt-slurm's recipes/; without the file `srtctl apply -f` has "
+                          "nothing to render and the runner exits 1)")
+    found = read_recipe(source, config_file.partition(":")[0])
+    if found is None:
+        raise EngineError(
+            f"CONFIG_FILE {config_file}: not in the checkout ({path}); InferenceX's runner "
+            f"reads it from its srt-slurm clone, {source.where}",
+            hint=f"set {CLONES_ENV} to a clone of https://github.com/{source.repo}.git "
+                 f"holding {source.ref or 'its default branch'}")
+    text, where = found
+    raw = yamldoc.load_text(text, f"srt-slurm recipe {config_file} ({where})", EngineError)
+    return _validated(raw, selector, config_file, where)
 
 
 @cache
@@ -154,17 +231,20 @@ def load_recipe(path: Path, selector: str | None, config_file: str) -> Recipe:
     """The recipe at `path` (with its zip_override `selector`), named `config_file` in
     messages; a missing file is a one-line refusal naming the path searched."""
     if not path.is_file():
-        raise EngineError(f"CONFIG_FILE {config_file}: no srt-slurm recipe at {path} (the "
-                          "runner copies the checkout's benchmarks/multi_node/srt-slurm-recipes/"
-                          " onto srt-slurm's recipes/; without the file `srtctl apply -f` has "
-                          "nothing to render and the runner exits 1)")
+        raise EngineError(f"CONFIG_FILE {config_file}: no srt-slurm recipe at {path}")
     raw = yamldoc.load_file(path, "srt-slurm recipe", EngineError)
+    return _validated(raw, selector, config_file, str(path))
+
+
+def _validated(raw: Any, selector: str | None, config_file: str, where: str) -> Recipe:
+    if not isinstance(raw, dict):
+        raise EngineError(f"recipe {config_file} ({where}): not a mapping of srtctl fields")
     if selector is not None:
         raw = _select(raw, selector, config_file)
     try:
         return Recipe.model_validate(raw)
     except ValidationError as e:
-        raise EngineError(validation_message(e, f"recipe {config_file} ({path})")) from None
+        raise EngineError(validation_message(e, f"recipe {config_file} ({where})")) from None
 
 
 def _select(raw: dict[str, Any], selector: str, where: str) -> dict[str, Any]:

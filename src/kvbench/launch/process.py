@@ -107,6 +107,7 @@ class ServerProcess:
         name: str = "server",
         patches: Sequence[Mapping[str, object]] = (),
         patch_roots: Mapping[str, Path] | None = None,
+        skip_patches: Sequence[str] = (),
     ) -> None:
         if not argv:
             raise LaunchError("empty server command line")
@@ -129,6 +130,7 @@ class ServerProcess:
         self.ready_after_s: float | None = None
         self.patches = list(patches)
         self.patch_roots = patch_roots
+        self.skip_patches = tuple(skip_patches)
         self.patch_outcomes: list[dict] = []
 
     @classmethod
@@ -156,8 +158,8 @@ class ServerProcess:
             raise LaunchError(f"{self.name} already started")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cwd = self.cwd or Path.cwd()
-        # Patch the engine image before the engine imports it (launch/patcher.py).
-        self.patch_outcomes = apply_patches(self.patches, self.patch_roots)
+        # Modify the engine image before the engine imports it (launch/patcher.py).
+        self.patch_outcomes = apply_patches(self.patches, self.patch_roots, self.skip_patches)
         write_command(self.log_path.with_name("command.json"), self.argv, self.env, cwd,
                       self.ready_url, self.patch_outcomes)
         write_env(self.log_path.with_name("env.json"), self.env)

@@ -28,6 +28,17 @@ class Match:
 # before the generic ones (a model that is missing also makes NCCL workers fail later).
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
+        # SGLang <= 0.5.17 configures a Qwen3.5 MTP draft with num_nextn_predict_layers set on
+        # hf_config only (srt/configs/model_config.py:675-676), so the draft's ModelConfig
+        # reads None from the nested text_config (line 1033); the seeds' HiCache + MTP arms
+        # then died in the scheduler with this line (seed 000). Fixed by sgl-project/sglang
+        # #34560 (0.5.18).
+        "hybrid_pool_layer_num", "SGLang Qwen3.5 MTP draft config (sglang#34560)",
+        "apply the sglang-34560 patch to the HiCache arms (`kvbench recipe mirror` adds it, "
+        "authoring/data/twin_practice.yaml) or run SGLang >= 0.5.18",
+        re.compile(r"'HybridLinearKVPool' object has no attribute 'layer_num'"),
+    ),
+    Signature(
         "port_in_use", "port already in use",
         "another server is listening on that port: pick another --port or stop it",
         re.compile(r"address already in use|EADDRINUSE|port \d+ is (?:already )?in use"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvbench.errors import KvbenchError, MatrixError
 from kvbench.matrix.budget import agentic_budget_gb
-from kvbench.matrix.concurrency import filter_plain, written
+from kvbench.matrix.concurrency import filter_plain, only, written
 from kvbench.matrix.entry import EntryContext, plain_copy, srt_recipe, worker_pair
 from kvbench.matrix.names import agentic_exp_name, multinode_agentic_exp_name
 from kvbench.matrix.selection import Selection
@@ -31,7 +31,8 @@ def agentic_rows(ctx: EntryContext, sel: Selection, runners: RunnerFacts) -> Ite
                 raise MatrixError(
                     f"{ctx.key}.agentic-coding[{b}].search-space[{r}]: {e.message}", hint=e.hint
                 ) from None
-            values = filter_plain(written(row, sel.step_size), sel.min_conc, sel.max_conc)
+            values = only(filter_plain(written(row, sel.step_size), sel.min_conc,
+                                       sel.max_conc), sel.concs)
             if not values:
                 continue
             if ctx.is_multinode:

@@ -68,3 +68,8 @@ def filter_plain(values: list[int], min_conc: int | None, max_conc: int | None) 
     if max_conc is not None:
         values = [c for c in values if c <= max_conc]
     return values
+
+
+def only(values: list[int], concs: tuple[int, ...]) -> list[int]:
+    """test-config's --conc: the values among `concs`, order kept (all when none given)."""
+    return [c for c in values if c in concs] if concs else values

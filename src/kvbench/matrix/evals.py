@@ -33,16 +33,17 @@ VENDOR_EVALS = {
 Keyed = list[tuple[str, dict[str, Any]]]
 
 
-def _freeze(value: Any) -> Any:
+def frozen(value: Any) -> Any:
+    """A JSON-shaped value as a hashable one (mapping keys sorted)."""
     if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
     if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
+        return tuple(frozen(v) for v in value)
     return value
 
 
 def topology_key(row: dict[str, Any]) -> tuple:
-    return tuple(sorted((k, _freeze(v)) for k, v in row.items() if k not in _NOT_TOPOLOGY))
+    return tuple(sorted((k, frozen(v)) for k, v in row.items() if k not in _NOT_TOPOLOGY))
 
 
 def _eligible(row: dict[str, Any]) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from kvbench.matrix.concurrency import filter_list, filter_range, geometric, written
+from kvbench.matrix.concurrency import filter_list, filter_range, geometric, only, written
 from kvbench.matrix.entry import EntryContext, plain_copy, srt_recipe, worker_pair
 from kvbench.matrix.names import fixed_exp_name
 from kvbench.matrix.selection import Selection
@@ -35,7 +35,7 @@ def _multinode(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: int,
     else:
         values = geometric(row["conc-start"], row["conc-end"], sel.step_size)
     values = filter_list(values, sel.min_conc, sel.max_conc)
-    if values is None:
+    if values is None or not (values := only(values, sel.concs)):
         return
     prefill, decode = worker_pair(row)
     for runner in ctx.runners:
@@ -73,7 +73,7 @@ def _single_node(ctx: EntryContext, sel: Selection, row: dict, isl: int, osl: in
     else:
         values = filter_range(row["conc-start"], row["conc-end"], sel.step_size,
                               sel.min_conc, sel.max_conc)
-    if values is None:
+    if values is None or not (values := only(values, sel.concs)):
         return
     dp_attn = row.get("dp-attn")
     for conc in values:

@@ -13,8 +13,9 @@ from kvbench.matrix.agentic import agentic_rows
 from kvbench.matrix.entry import EntryContext
 from kvbench.matrix.evals import Keyed, mark_all_evals, mark_evals
 from kvbench.matrix.fixed import fixed_rows
-from kvbench.matrix.names import SEQ_LENS
+from kvbench.matrix.names import SEQ_LENS, only_exp_names
 from kvbench.matrix.selection import Selection
+from kvbench.matrix.trim import smoke, trim_conc
 from kvbench.recipe.cache import load_recipes
 from kvbench.recipe.facts import RunnerFacts
 from kvbench.recipe.fields import SCENARIO_TYPES
@@ -101,6 +102,12 @@ def _check(selection: Selection, runners: RunnerFacts) -> None:
                           hint="give neither for both kinds of rows")
     if selection.no_evals and (selection.evals_only or selection.all_evals):
         raise MatrixError("--no-evals cannot be combined with --evals-only or --all-evals")
+    if selection.smoke and (selection.trim_conc or selection.no_evals or selection.evals_only
+                            or selection.all_evals):
+        raise MatrixError("--smoke cannot be combined with --trim-conc, --no-evals, "
+                          "--evals-only or --all-evals (it picks its own points and evals)")
+    if bad := [c for c in selection.concs if c < 1]:
+        raise MatrixError(f"--conc {bad[0]} selects nothing; allowed: integers >= 1")
 
 
 def _check_values(flag: str, given: tuple[str, ...], known: set[str]) -> None:
@@ -159,7 +166,12 @@ def keyed_rows_and_sources(selection: Selection) -> tuple[Keyed, dict[str, Path]
             continue
         runner_values: tuple[str, ...] = (raw["runner"],)
         if node_filter:
-            runner_values = tuple(n for n in runners.nodes_for(raw["runner"]) if node_filter in n)
+            nodes = list(runners.nodes_for(raw["runner"]))
+            if keys is not None and node_filter in raw["runner"]:
+                # test-config keeps a label that itself contains the filter, then its nodes,
+                # each once (InferenceX 843c6254f generate_sweep_configs.py:910-924)
+                nodes = list(dict.fromkeys([raw["runner"], *nodes]))
+            runner_values = tuple(n for n in nodes if node_filter in n)
             if not runner_values:
                 continue
         ctx = EntryContext(key=key, raw=raw, runners=runner_values, inventory=runners,
@@ -170,12 +182,18 @@ def keyed_rows_and_sources(selection: Selection) -> tuple[Keyed, dict[str, Path]
             out.extend((key, row) for row in fixed_rows(ctx, selection, seq_filter))
         if "agentic-coding" in scenarios:
             out.extend((key, row) for row in agentic_rows(ctx, selection, runners))
+    if selection.exp_names:
+        out = only_exp_names(out, selection.exp_names)
     e2e = layout == "e2e"
     if not selection.no_evals:
-        out = mark_evals(out, include_agentic=selection.evals_only or selection.all_evals,
-                         e2e=e2e)
+        out = mark_evals(out, include_agentic=selection.evals_only or selection.all_evals
+                         or selection.smoke, e2e=e2e)
         if selection.all_evals:
             out = mark_all_evals(out, e2e=e2e)
+    if selection.smoke:
+        out = smoke(out)
+    elif selection.trim_conc:
+        out = trim_conc(out)
     if selection.evals_only or selection.all_evals:
         out = [(k, r) for k, r in out if r.get("run-eval", False)]
         for _, row in out:

@@ -49,3 +49,25 @@ def multinode_agentic_exp_name(prefix: str, prefill: dict[str, Any], decode: dic
         f"{prefix}_{_worker_tag(prefill, 'p')}_{_worker_tag(decode, 'd')}"
         f"_conc{'x'.join(str(c) for c in concs)}{suffix}"
     )
+
+
+def only_exp_names(rows: list, names: tuple[str, ...]) -> list:
+    """The (key, row) pairs whose exp-name is one of `names`; each name must match exactly
+    one row (the newer generator's --exp-names, inferencex-e2e/infx/matrix/generate.py
+    `filter_exp_names` @fabe70b7)."""
+    from collections import Counter
+
+    from kvbench.errors import MatrixError
+
+    if len(set(names)) != len(names):
+        raise MatrixError(f"--exp-names repeats a name: {sorted(names)}")
+    wanted = set(names)
+    counts = Counter(row.get("exp-name") for _, row in rows if row.get("exp-name") in wanted)
+    if missing := sorted(n for n in names if not counts[n]):
+        raise MatrixError(f"--exp-names: no row is named {', '.join(missing)}",
+                          hint="`kvbench matrix --format json` lists the rows' exp-name")
+    if ambiguous := sorted(n for n in names if counts[n] > 1):
+        raise MatrixError(f"--exp-names: several rows are named {', '.join(ambiguous)} (an "
+                          f"exp-name omits the runner, ep and dp-attn)",
+                          hint="narrow with --config-keys or --runner-type")
+    return [(key, row) for key, row in rows if row.get("exp-name") in wanted]

@@ -29,3 +29,12 @@ class Selection:
     evals_only: bool = False
     all_evals: bool = False
     runner_node_filter: str | None = None
+    # test-config's --conc (InferenceX 843c6254f generate_sweep_configs.py:1405-1411): only
+    # these concurrencies, a row with none of them dropped
+    concs: tuple[int, ...] = ()
+    # the newer generator's (inferencex-e2e/infx/matrix/generate.py @fabe70b7, main):
+    # --exp-names keeps those rows, --trim-conc the lowest concurrency per curve, --smoke one
+    # trimmed benchmark and one trimmed eval row per curve
+    exp_names: tuple[str, ...] = ()
+    trim_conc: bool = False
+    smoke: bool = False

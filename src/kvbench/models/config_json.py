@@ -21,11 +21,28 @@ def _text(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, **inner} if isinstance(inner, dict) else cfg
 
 
-def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int) -> tuple[int, int]:
-    """(total, active) parameters estimated from matrix shapes."""
+def _gdn_params(c: dict[str, Any]) -> int:
+    """One Gated DeltaNet layer's projections (sglang 0.5.17 models/qwen3_5.py
+    Qwen3_5GatedDeltaNet: in_proj_qkvz, in_proj_ba, conv1d, out_proj)."""
+    h = c["hidden_size"]
+    key_dim = c["linear_num_key_heads"] * c["linear_key_head_dim"]
+    value_dim = c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    conv = (2 * key_dim + value_dim) * c.get("linear_conv_kernel_dim", 4)
+    return h * (2 * key_dim + 2 * value_dim) + h * 2 * c["linear_num_value_heads"] + conv \
+        + value_dim * h
+
+
+def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int,
+            linear_layers: int = 0, mtp_layers: int = 0) -> tuple[int, int]:
+    """(total, active) parameters estimated from matrix shapes; linear-attention layers
+    count their own projections, MTP draft layers one attention layer, one MoE block and
+    the 2h -> h fusion each."""
     h = c["hidden_size"]
     embed = c["vocab_size"] * h * (1 if c.get("tie_word_embeddings") else 2)
-    attn = layers * (h * q_dim * 2 + h * kv_dim * 2)
+    per_attn = h * q_dim * 2 + h * kv_dim * 2
+    attn = (layers - linear_layers) * per_attn + linear_layers * (
+        _gdn_params(c) if linear_layers else 0) + mtp_layers * (per_attn + 2 * h * h)
+    blocks = layers + mtp_layers
     experts = c.get("num_experts") or c.get("n_routed_experts") or c.get("num_local_experts") or 0
     top_k = c.get("num_experts_per_tok") or c.get("num_experts_per_token") or 0
     if experts:
@@ -33,14 +50,14 @@ def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int) -> tuple[in
         shared = (c.get("n_shared_experts") or c.get("num_shared_experts") or 0) * moe_inter
         shared = c.get("shared_expert_intermediate_size") or shared
         per_expert = 3 * h * moe_inter
-        total = embed + attn + layers * (experts * per_expert + 3 * h * shared)
-        active = embed + attn + layers * (top_k * per_expert + 3 * h * shared)
+        total = embed + attn + blocks * (experts * per_expert + 3 * h * shared)
+        active = embed + attn + blocks * (top_k * per_expert + 3 * h * shared)
         return int(total), int(active)
-    dense = embed + attn + layers * 3 * h * c["intermediate_size"]
+    dense = embed + attn + blocks * 3 * h * c["intermediate_size"]
     return int(dense), int(dense)
 
 
-def profile_from_config(path: Path) -> ModelProfile:
+def profile_from_config(path: Path, name: str | None = None) -> ModelProfile:
     # a real config.json is a few KB; a device or FIFO named as one ends at once
     text = read_bounded(path, 16 << 20, "config.json", ModelError)
     try:
@@ -52,7 +69,7 @@ def profile_from_config(path: Path) -> ModelProfile:
                          "not an object")
     c = _text(raw)
     try:
-        return _build(c, path)
+        return _build(c, path, name)
     except KeyError as e:
         raise ModelError(
             f"{path}: config.json lacks field {e.args[0]!r} needed for the KV profile",
@@ -62,13 +79,13 @@ def profile_from_config(path: Path) -> ModelProfile:
         raise ModelError(validation_message(e, f"{path}: cannot build a profile")) from None
 
 
-def _build(c: dict[str, Any], path: Path) -> ModelProfile:
+def _build(c: dict[str, Any], path: Path, name: str | None = None) -> ModelProfile:
     layers = c["num_hidden_layers"]
     heads = c["num_attention_heads"]
     kv_heads = c.get("num_key_value_heads") or heads
     head_dim = c.get("head_dim") or c["hidden_size"] // heads
     fields: dict[str, Any] = {
-        "name": c.get("_name_or_path") or path.parent.name,
+        "name": name or c.get("_name_or_path") or path.parent.name,
         "model_type": c.get("model_type", "unknown"),
         "hf_ids": [],
         "num_layers": layers,
@@ -116,9 +133,16 @@ def _build(c: dict[str, Any], path: Path) -> ModelProfile:
         sliding = sum(t == "sliding_attention" for t in layer_types)
         fields["sliding_layers"], fields["full_layers"] = sliding, layers - sliding
         fields["sliding_window"] = c["sliding_window"]
+    experts = c.get("num_experts") or c.get("n_routed_experts") or c.get("num_local_experts")
+    top_k = c.get("num_experts_per_tok") or c.get("num_experts_per_token")
+    if experts and top_k:
+        fields["num_experts"], fields["experts_per_token"] = experts, top_k
+    if isinstance(c.get("max_position_embeddings"), int):
+        fields["native_context_tokens"] = c["max_position_embeddings"]
     q_dim = heads * head_dim
     kv_dim = 2 * kv_heads * head_dim
-    total, active = _params(c, layers, q_dim, kv_dim)
+    linear = fields.get("linear_layers", 0) if "linear_num_value_heads" in c else 0
+    total, active = _params(c, layers, q_dim, kv_dim, linear, fields["mtp_layers"])
     fields["total_params"], fields["active_params"] = total, active
     src = f"local config.json {path}"
     descriptive = {"name", "model_type", "hf_ids"}

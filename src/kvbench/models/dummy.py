@@ -48,25 +48,45 @@ def shipped_config(shape: str) -> dict:
     return json.loads((root / f"{shape}.json").read_text())
 
 
+def shipped_processor(shape: str) -> dict[str, dict]:
+    """A multimodal shape's processor files (file name -> JSON), which the engine loads at
+    start even for text: SGLang builds the model's processor whenever the architecture is
+    multimodal (sglang 0.5.17 managers/tokenizer_manager.py:464-484, and --enable-multimodal
+    has no off switch), and transformers refuses a directory without preprocessor_config.json.
+    {} for a text-only shape."""
+    path = resources.files("kvbench.models") / "data" / "hf-config" / "processor" / f"{shape}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def build_dummy_model(out: Path, config: dict, *, max_position_embeddings: int | None = None,
-                      source: str = "") -> Path:
-    """Write config.json, the tokenizer and a provenance note into `out`; returns `out`."""
+                      source: str = "", extra_files: dict[str, dict] | None = None) -> Path:
+    """Write config.json, the tokenizer, `extra_files` (a multimodal shape's processor
+    configs) and a provenance note into `out`; returns `out`."""
     vocab_size = config.get("text_config", config).get("vocab_size")
     if not isinstance(vocab_size, int) or vocab_size < 512:
         raise ModelError(f"config.json vocab_size {vocab_size!r} is not an integer >= 512")
     out.mkdir(parents=True, exist_ok=True)
     cfg = dict(config)
+    # a multimodal checkpoint (Qwen3.5) keeps the language model's fields in text_config,
+    # where the engines read them (sglang 0.5.17 configs/model_config.py get_hf_text_config)
+    text = cfg
+    if isinstance(cfg.get("text_config"), dict):
+        text = cfg["text_config"] = dict(cfg["text_config"])
     if max_position_embeddings is not None:
-        cfg["max_position_embeddings"] = max_position_embeddings
+        text["max_position_embeddings"] = max_position_embeddings
     tok = _tokenizer(vocab_size)
     # the engine stops on eos; ids must name tokens of this tokenizer
-    cfg["bos_token_id"] = tok.convert_tokens_to_ids("<|endoftext|>")
-    cfg["eos_token_id"] = tok.convert_tokens_to_ids("<|im_end|>")
+    ids = {"bos_token_id": tok.convert_tokens_to_ids("<|endoftext|>"),
+           "eos_token_id": tok.convert_tokens_to_ids("<|im_end|>")}
+    cfg.update(ids)
+    text.update(ids)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    for name, body in (extra_files or {}).items():
+        (out / name).write_text(json.dumps(body, indent=2) + "\n")
     tok.save_pretrained(out)
     (out / PROVENANCE_FILE).write_text(json.dumps({
         "source": source, "vocab_size": vocab_size, "weights": "none (serve with --load-format "
-        "dummy)", "max_position_embeddings": cfg.get("max_position_embeddings"),
+        "dummy)", "max_position_embeddings": text.get("max_position_embeddings"),
     }, indent=2) + "\n")
     return out
 

@@ -46,8 +46,25 @@ def _index() -> dict[str, str]:
     return index
 
 
+@cache
+def _shipped_shapes() -> frozenset[str]:
+    """The architectures `kvbench dummy-model` ships as config.json (data/hf-config/)."""
+    return frozenset(p.stem for p in (DATA_DIR / "hf-config").glob("*.json"))
+
+
+@cache
+def _shipped_profile(shape: str) -> ModelProfile:
+    """A shipped config.json that no profile YAML describes (a scaled-down architecture
+    served with dummy weights): its profile is read from the file itself, named by the shape
+    (a recipe names it `kvbench/<shape>`, the served model name)."""
+    from kvbench.models.config_json import profile_from_config
+
+    return profile_from_config(DATA_DIR / "hf-config" / f"{shape}.json", name=shape)
+
+
 def model_names() -> list[str]:
-    return sorted(p.name for p in _profiles().values())
+    return sorted([*(p.name for p in _profiles().values()),
+                   *(s for s in _shipped_shapes() if s not in _profiles())])
 
 
 def load_model(name_or_path: str) -> ModelProfile:
@@ -63,6 +80,8 @@ def load_model(name_or_path: str) -> ModelProfile:
         raise ModelError(f"model config {str(path)!r} does not exist")
     index = _index()
     stem = index.get(name_or_path.lower()) or index.get(_key(name_or_path))
+    if stem is None and _key(name_or_path) in _shipped_shapes():
+        return _shipped_profile(_key(name_or_path))
     if stem is None:
         raise ModelError(
             f"no model profile for {name_or_path!r}; known: {', '.join(model_names())}",

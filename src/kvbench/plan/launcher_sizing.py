@@ -1,7 +1,8 @@
-"""`--sizing launcher`: the host pool an InferenceX agentic launcher would give a row, from
-its own shell arithmetic (data/launcher_sizing.yaml, one rule per launcher with its source
-line), so a user can reproduce an InferenceX point and see why kvbench's budget sizing
-differs. The planner sizes the engine's pools at this value and gives its verdict beside it.
+"""Launcher sizing (the default; `--sizing budget` is the planner's own): the host pool an
+InferenceX agentic launcher gives a row, from its own shell arithmetic
+(data/launcher_sizing.yaml, one rule per launcher with its source line), so a row with an
+InferenceX exp-name runs the experiment InferenceX published under it. The planner sizes the
+engine's pools at this value and gives its verdict, with the budget sizing beside it.
 
 What the engine makes of each launcher knob (`KNOBS`) is engine semantics, cited there; the
 launchers' numbers are data."""
@@ -14,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench import yamldoc
 from kvbench.errors import EngineError, PlanError
@@ -23,7 +24,7 @@ from kvbench.plan.settings import When
 from kvbench.units import GB, GiB
 
 DATA = Path(__file__).parent / "data" / "launcher_sizing.yaml"
-SIZING_MODES = ("budget", "launcher")
+SIZING_MODES = ("launcher", "budget")
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 
 
@@ -65,6 +66,28 @@ KNOBS: dict[str, Knob] = {
 }
 
 
+class _Point(BaseModel):
+    """One shape the launcher measured: `tp` / `dp-attn` (absent: any), and what it saw:
+    the host memory pinned on the node and/or the engine's device pool per rank."""
+
+    model_config = _STRICT
+    tp: int | None = None
+    dp_attn: bool | None = Field(None, alias="dp-attn")
+    host_gb_on_node: float | None = Field(None, alias="host-gb-on-node", gt=0)
+    device_gb_per_rank: float | None = Field(None, alias="device-gb-per-rank", gt=0)
+    host_kv_tokens: int | None = Field(None, alias="host-kv-tokens", gt=0)
+
+
+class _Measured(BaseModel):
+    """What the launcher's comment says it measured at this knob (a ratio's real size
+    depends on the engine's device pool, which kvbench only estimates)."""
+
+    model_config = _STRICT
+    source: str
+    says: str
+    points: list[_Point]
+
+
 class _Rule(BaseModel):
     model_config = _STRICT
     source: str
@@ -73,6 +96,35 @@ class _Rule(BaseModel):
     formula: str
     value: str | int | float
     unrecorded: str | None = None
+    measured: _Measured | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """The launcher's measurement for a row: `applies` when the point's shape is the row's
+    (then the verdict uses it), else shown beside the estimate only."""
+
+    source: str
+    says: str
+    applies: bool
+    host_bytes_on_node: int | None = None
+    device_bytes_per_rank: int | None = None
+    host_kv_tokens: int | None = None
+
+    @property
+    def line(self) -> str:
+        what = []
+        if self.device_bytes_per_rank:
+            what.append(f"device pool {self.device_bytes_per_rank / GB:,.1f} GB per rank")
+        if self.host_kv_tokens:
+            what.append(f"{self.host_kv_tokens:,} host KV token slots per rank")
+        if self.host_bytes_on_node:
+            what.append(f"{self.host_bytes_on_node / GB:,.0f} GB pinned on the node")
+        head = f"launcher's measurement ({self.source}): \"{self.says}\""
+        if not self.applies:
+            return head + " (another shape than this row's: shown, not used)"
+        return head + (f" -> {', '.join(what)}" if what else " (no figure: the verdict keeps "
+                                                                "the estimate)")
 
 
 class _File(BaseModel):
@@ -89,6 +141,7 @@ class LauncherSize:
     value: int | float
     formula: str
     names: dict[str, Any]  # the row's values the formula read
+    measured: Measurement | None = None
 
     @property
     def spec(self) -> Knob:
@@ -152,8 +205,24 @@ def launcher_size(facts: dict[str, Any], names: dict[str, Any]) -> LauncherSize 
             read = {n.id for n in ast.walk(ast.parse(rule.value, mode="eval"))
                     if isinstance(n, ast.Name)}
             used = {k: v for k, v in names.items() if k in read}
-        return LauncherSize(rule.source, rule.knob, value, rule.formula, used)
+        return LauncherSize(rule.source, rule.knob, value, rule.formula, used,
+                            _measurement(rule.measured, facts))
     return None
+
+
+def _measurement(measured: _Measured | None, facts: dict[str, Any]) -> Measurement | None:
+    if measured is None:
+        return None
+    for point in measured.points:
+        if point.tp not in (None, facts.get("tp")) or \
+                point.dp_attn not in (None, facts.get("dp_attn")):
+            continue
+        return Measurement(
+            measured.source, measured.says, True,
+            int(point.host_gb_on_node * GB) if point.host_gb_on_node else None,
+            int(point.device_gb_per_rank * GB) if point.device_gb_per_rank else None,
+            point.host_kv_tokens)
+    return Measurement(measured.source, measured.says, False)
 
 
 def check_mode(sizing: str, force: bool = False) -> str:
@@ -162,6 +231,6 @@ def check_mode(sizing: str, force: bool = False) -> str:
         raise PlanError(f"--sizing {sizing!r} is not allowed (allowed: "
                         f"{', '.join(SIZING_MODES)})")
     if force and sizing != "launcher":
-        raise PlanError("--force applies to --sizing launcher only",
-                        hint="the budget sizing never oversubscribes; add --sizing launcher")
+        raise PlanError("--force applies to launcher sizing only",
+                        hint="the budget sizing never oversubscribes; drop --sizing budget")
     return sizing

@@ -43,6 +43,8 @@ class Plan(BaseModel):
     page_size_tokens: int
     mem_fraction_static: float
     gpu_kv_tokens: int
+    # a hybrid model's device state pool (SGLang's Mamba slots); 0 for a model without one
+    gpu_state_slots: int = 0
     host_kv_tokens: int = 0
     host_pools: list[HostPool] = Field(default_factory=list)
     projected_host_bytes: int = 0
@@ -62,12 +64,18 @@ class Plan(BaseModel):
     # value the engine resolves, passed as no flag. `settings_sources`: the launchers read.
     engine_defaults: list[str] = Field(default_factory=list)
     settings_sources: list[str] = Field(default_factory=list)
-    # --sizing launcher: the launcher's knob (source, formula, value) and the budget plan's
-    # size beside it; `forced`: over the budget and run anyway (--force)
-    sizing: str = "budget"
+    # Which sizing gave the host pools (None: no host pool): `launcher` (the InferenceX
+    # launcher's arithmetic: its knob, source, formula, value, measurement in `launcher`, the
+    # budget plan's size in `budget_sizing`) or `budget` (the launcher's size, where one
+    # sizes the row, in `launcher_sizing`); `forced`: over the budget and run anyway
+    sizing: str | None = "budget"
     launcher: dict[str, Any] | None = None
     budget_sizing: dict[str, Any] | None = None
+    launcher_sizing: dict[str, Any] | None = None
     forced: bool = False
+    # what the launcher changes in the engine image before the server starts (plan/image.py:
+    # id, kind, source and the kind's fields), applied or refused by the launch stage
+    image_mods: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def hicache_write_policy(self) -> str | None:
@@ -103,6 +111,7 @@ class Plan(BaseModel):
             "page-size-tokens": self.page_size_tokens,
             "mem-fraction-static": self.mem_fraction_static,
             "gpu-kv-tokens": self.gpu_kv_tokens,
+            **({"gpu-state-slots": self.gpu_state_slots} if self.gpu_state_slots else {}),
             "host-kv-tokens": self.host_kv_tokens,
             "semantics": self.semantics,
             "engine-defaults": list(self.engine_defaults),
@@ -129,8 +138,29 @@ class Plan(BaseModel):
             "warnings": list(self.warnings),
             "errors": list(self.errors),
             "arithmetic": list(self.arithmetic),
-            # only under --sizing launcher: the default plan.json stays as it was
-            **({"sizing": self.sizing, "launcher": self.launcher,
-                "budget-sizing": self.budget_sizing, "forced": self.forced}
-               if self.sizing == "launcher" else {}),
+            "sizing": self.sizing,
+            "image-mods": [dict(m) for m in self.image_mods],
+            **({"launcher": self.launcher, "budget-sizing": self.budget_sizing,
+                "forced": self.forced} if self.sizing == "launcher" else {}),
+            **({"launcher-sizing": self.launcher_sizing} if self.launcher_sizing else {}),
         }
+
+
+def sizing_summary(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Which sizing gave a plan.json its host pools, its node bytes, and the other sizing's
+    bytes beside it (result.json `host_sizing`, the dashboard); None without a host pool."""
+    if not plan or not plan.get("sizing"):
+        return None
+    launcher = plan["sizing"] == "launcher"
+    other = plan.get("budget-sizing") if launcher else plan.get("launcher-sizing")
+    return {
+        "sizing": plan["sizing"],
+        "projected-host-bytes": plan.get("projected-host-bytes"),
+        "within-budget": plan.get("within-budget"),
+        "source": (plan.get("launcher") or {}).get("source") if launcher else None,
+        "other": None if not other else {
+            "sizing": "budget" if launcher else "launcher",
+            "projected-host-bytes": other.get("projected-host-bytes"),
+            "within-budget": other.get("within-budget")},
+    }
+

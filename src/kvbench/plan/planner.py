@@ -7,6 +7,7 @@ planning a whole matrix always finishes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -15,13 +16,15 @@ from kvbench.errors import KvbenchError, PlanError
 from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
-from kvbench.plan.gpu import GpuEstimate, estimate_gpu
+from kvbench.plan.gpu import GpuEstimate, engine_caps, estimate_gpu
+from kvbench.plan.image import image_mods, recipe_patch_mods, resolved
 from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
 from kvbench.plan.settings import RecipeSettings, recipe_settings
 from kvbench.plan.sizers import SIZERS, SizingContext
 from kvbench.plan.topology import JobLike, Topology, topology_of
 from kvbench.plan.version import image_version
+from kvbench.recipe.layout import benchmark_folder
 from kvbench.units import GB, GiB
 
 
@@ -73,12 +76,17 @@ def _headroom_gb(host_headroom_gb: float | None, ranks: int) -> float:
 
 def plan_job(job: JobLike, runners: Any | None = None, *,
              host_headroom_gb: float | None = None, trust_runner_dram: bool = False,
-             sizing: str = "budget", force: bool = False) -> Plan:
+             sizing: str = "launcher", force: bool = False,
+             engine_args: Sequence[str] = ()) -> Plan:
     """`host_headroom_gb`: host memory per node kept free of pools (default 1 GB per rank);
     `trust_runner_dram`: accept a runners.yaml that claims more DRAM than the hardware
-    profile installs (otherwise the plan is refused). `sizing`: `budget` (the largest pools
-    the row's DRAM budget holds) or `launcher` (the InferenceX launcher's own arithmetic,
-    plan/launcher_sizing.py), refused when it oversubscribes the budget unless `force`."""
+    profile installs (otherwise the plan is refused). `sizing`: `launcher` (the default: the
+    InferenceX launcher's own arithmetic for the row, plan/launcher_sizing.py, refused only
+    where it oversubscribes the row's DRAM budget unless `force`; a row no launcher sizes is
+    budget-sized, with a warning) or `budget` (the largest pools the row's DRAM budget holds
+    less kvbench's host headroom). Either way the other sizing's bytes stand beside it.
+    `engine_args`: the user's extra engine flags (--engine-arg); SGLang's device-pool caps
+    among them size the GPU pools (and so a hybrid model's HiCache split) as the engine will."""
     row = job.row
     base: dict[str, Any] = {
         "exp_name": row.get("exp-name", job.config_key),
@@ -89,17 +97,33 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
         "budget_gb": int(row.get("total-cpu-dram-gb", 0)),
     }
     try:
-        check_mode(sizing)
-        plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram)
-        # the launcher's size stands beside a budget plan that sized (fitting or not); a
-        # row refused before sizing (unknown runner claim, wrong engine) stays refused
-        if sizing == "launcher" and plan.backend is not None and (plan.host_pools
-                                                                  or not plan.is_refused):
-            return _launcher_plan(job, runners, plan, host_headroom_gb, trust_runner_dram,
-                                  force)
+        check_mode(sizing, force)
+        caps = engine_caps(engine_args)
+        plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, caps=caps)
+        if plan.backend is None or (not plan.host_pools and plan.is_refused):
+            # no host pool to size (a resident row), or refused before sizing (an unknown
+            # runner claim, the wrong engine): no sizing ran
+            return plan.model_copy(update={"sizing": None}) if not plan.host_pools else plan
+        size = _launcher_size(job, plan)
+        explicit = topology_of(job).size_gb_per_rank
+        if sizing == "launcher" and size is not None and explicit is not None:
+            # kvbench's own recipe extension names the size: the user's choice stands
+            return plan.model_copy(update={"warnings": [
+                *plan.warnings, f"kv-offload-backend.size-gb-per-rank {explicit:g} is the "
+                f"row's own size: the launcher's {size.spelled} ({size.source}) is not used"]})
+        if sizing == "launcher" and size is not None:
+            return _launcher_plan(job, runners, plan, size, host_headroom_gb,
+                                  trust_runner_dram, force, caps)
+        if sizing == "launcher":
+            why = _no_launcher(job, plan)
+            return plan.model_copy(update={"warnings": [*plan.warnings, why]})
+        if size is not None:  # the launcher's bytes beside the budget plan
+            other = _launcher_plan(job, runners, plan, size, host_headroom_gb,
+                                   trust_runner_dram, force=False, caps=caps)
+            return plan.model_copy(update={"launcher_sizing": _summary(other, size)})
         return plan
     except KvbenchError as e:
-        return _refused(base, [e.message + (f" ({e.hint})" if e.hint else "")])
+        return _refused(base, [e.message + (f" ({e.hint})" if e.hint else "")], sizing=None)
 
 
 def _refused(base: dict[str, Any], errors: list[str], **extra: Any) -> Plan:
@@ -135,7 +159,7 @@ def _runner_dram_error(topo: Topology, runners: Any | None, hardware: Any) -> st
 
 def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
           host_headroom_gb: float | None, trust_runner_dram: bool,
-          launcher: LauncherSize | None = None) -> Plan:
+          launcher: LauncherSize | None = None, caps: dict[str, int] | None = None) -> Plan:
     topo = topology_of(job)
     model = _model(topo.model)
     _check_heads_split(topo, model)
@@ -153,22 +177,27 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
     pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype,
                                         state_dtype=settings.mamba_ssm_dtype), topo)
+    page = settings.page_size_tokens or page_size_tokens(topo.engine, model)
+    caps = caps if topo.engine == "sglang" else None
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
                        hicache=offload and topo.backend == "hicache",
                        recipe_fraction=settings.mem_fraction,
-                       weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB)
+                       weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB,
+                       caps=caps, page_tokens=page)
     common = dict(
         base,
         model=model.name,
         hardware=hardware.name,
         gpus=topo.engine_gpus,
         kv_dtype=kv_dtype,
-        page_size_tokens=settings.page_size_tokens or page_size_tokens(topo.engine, model),
+        page_size_tokens=page,
         mem_fraction_static=gpu.mem_fraction,
         gpu_kv_tokens=gpu.kv_tokens,
+        gpu_state_slots=gpu.state_slots if any(p.name == "mamba" for p in pools) else 0,
         ranks_on_node=ranks,
         engine_defaults=list(settings.unset),
         settings_sources=list(settings.sources),
+        image_mods=_image_mods(job, topo, hardware.name, offload),
     )
     warnings = [*gpu.notes, *_row_warnings(topo, model)]
     gpn = _gpus_per_node(topo, runners, hardware.gpus_per_node)
@@ -177,6 +206,11 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
         warnings.append(f"budget {topo.budget_gb:,} GB exceeds this node share's installed DRAM "
                         f"({host_share / GB:,.0f} GB, {hardware.name} profile)")
     arithmetic = [_gpu_line(gpu, model, topo, settings.weights_offload_gib)]
+    if caps:
+        arithmetic.append("engine caps (--engine-arg): " + ", ".join(
+            f"{k} {v:,}" for k, v in sorted(caps.items())) + f" -> {gpu.kv_tokens:,} KV tokens"
+            + (f", {gpu.state_slots:,} state slots" if gpu.state_slots and any(
+                p.name == "mamba" for p in pools) else ""))
     if gpu.kv_tokens <= 0 and not topo.is_multinode:
         # no token of KV fits beside the weights: the engine cannot serve one request (vLLM
         # 0.33.0 v1/core/kv_cache_planning.py:58 "No available memory for the cache blocks",
@@ -222,7 +256,14 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     errors = list(sizing.errors)
     if projected > usable and not errors:
         errors.append(OVER_BUDGET)
-    verdict = "<=" if projected <= usable else ">"
+    node = f"node: {per_rank / GB:,.2f} GB x {ranks} rank(s) = {projected / GB:,.0f} GB "
+    if launcher is None:
+        node += (f"{'<=' if projected <= usable else '>'} {usable / GB:,.0f} GB usable of the "
+                 f"{topo.budget_gb:,} GB budget (headroom {(budget - projected) / GB:,.2f} GB)")
+    else:  # the launcher's size is judged against the budget; kvbench's headroom warns
+        node += (f"{'<=' if projected <= budget else '>'} the {topo.budget_gb:,} GB budget "
+                 f"({(budget - projected) / GB:,.2f} GB free; kvbench's host headroom "
+                 f"{headroom / GB:,.2f} GB)")
     arithmetic += [
         f"budget: {topo.budget_gb:,} GB (row total-cpu-dram-gb) - host headroom "
         f"{headroom / GB:,.2f} GB (engine processes, weight page cache) "
@@ -230,9 +271,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
            f"({weights_pools[0].note}) " if weights_pools else "")
         + f"over {ranks} rank(s) on the node = {ctx.per_rank_budget_bytes / GB:,.2f} GB per rank",
         *sizing.arithmetic,
-        f"node: {per_rank / GB:,.2f} GB x {ranks} rank(s) = {projected / GB:,.0f} GB {verdict} "
-        f"{usable / GB:,.0f} GB usable of the {topo.budget_gb:,} GB budget (headroom "
-        f"{(budget - projected) / GB:,.2f} GB)",
+        node,
     ]
     return Plan(
         **common,
@@ -256,58 +295,84 @@ def _launcher_facts(job: JobLike, plan: Plan) -> tuple[dict[str, Any], dict[str,
     topo = topology_of(job)
     facts = {"engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
              "hardware": plan.hardware, "precision": topo.precision, "offload": topo.backend,
-             "dp_attn": topo.dp_attention, "tp": topo.tp, "conc": topo.conc}
+             "dp_attn": topo.dp_attention, "tp": topo.tp, "conc": topo.conc,
+             "spec_decoding": topo.spec_decoding}
     names = {"total_cpu_dram_gb": topo.budget_gb, "tp": topo.tp, "ep": topo.ep,
              "pcp": topo.pcp, "conc": topo.conc, "dp_attn": topo.dp_attention}
     return facts, names
 
 
-def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan,
+def _launcher_size(job: JobLike, plan: Plan) -> LauncherSize | None:
+    """The single-node launcher's size for the row; None for a row no launcher of the pinned
+    commit sizes (a multi-node row's workers are sized by their srt-slurm recipe, the
+    embedded engine has no launcher)."""
+    topo = topology_of(job)
+    if topo.is_multinode or job.row.get("disagg-role") or topo.framework == "sim":
+        return None
+    return launcher_size(*_launcher_facts(job, plan))
+
+
+def _no_launcher(job: JobLike, plan: Plan) -> str:
+    facts, _ = _launcher_facts(job, plan)
+    return (f"no InferenceX launcher at 843c6254f sizes a {facts['engine']} "
+            f"{facts['model_prefix']} {facts['hardware']} {facts['offload']} row "
+            "(plan/data/launcher_sizing.yaml; multi-node rows are sized by their srt-slurm "
+            "recipe): its host pool is kvbench's budget sizing")
+
+
+def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan, size: LauncherSize,
                    host_headroom_gb: float | None, trust_runner_dram: bool,
-                   force: bool) -> Plan:
-    """The plan at the launcher's size, with the budget plan's size beside it; refused when
-    the planner would not run it (oversubscribed, or a size the engine rejects) unless
-    `force`, which keeps the verdict as warnings."""
-    facts, names = _launcher_facts(job, budget)
-    size = launcher_size(facts, names)
-    if size is None:
-        return budget.model_copy(update={"sizing": "launcher", "within_budget": False,
-                                         "errors": [
-            f"--sizing launcher: no InferenceX launcher at 843c6254f sizes a "
-            f"{facts['engine']} {facts['model_prefix']} {facts['hardware']} row with "
-            f"{facts['offload']} (plan/data/launcher_sizing.yaml); use --sizing budget"]})
+                   force: bool, caps: dict[str, int] | None = None) -> Plan:
+    """The plan at the launcher's size, with the budget plan's size beside it. Refused only
+    where the projected node footprint exceeds the row's DRAM budget (unless `force`, which
+    keeps the verdict as warnings) or the engine would reject the size; kvbench's own host
+    headroom is a warning."""
     base = {"exp_name": budget.exp_name, "config_key": budget.config_key,
             "framework": budget.framework, "backend": budget.backend, "model": budget.model,
             "budget_gb": budget.budget_gb}
-    plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, launcher=size)
-    budget_args = " ".join(a for a in budget.engine_args if not a.startswith("--enable"))
-    budget_line = (f"kvbench budget sizing (the default, --sizing budget): "
-                   f"{_knob_text(budget) or budget_args} -> "
+    plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, launcher=size,
+                 caps=caps)
+    budget_line = (f"kvbench budget sizing (--sizing budget): {_knob_text(budget)} -> "
                    f"{budget.projected_host_bytes / GB:,.0f} GB projected on the node "
                    f"({'fits' if budget.within_budget else 'refused'})")
+    ranks = max(1, plan.ranks_on_node)
+    budget_bytes = plan.budget_gb * GB
+    over = plan.projected_host_bytes > budget_bytes
     errors = [e for e in plan.errors if e != OVER_BUDGET]
     warnings = list(plan.warnings)
-    if not plan.within_budget:
-        ranks = max(1, plan.ranks_on_node)
-        usable = plan.budget_gb * GB - _headroom_gb(host_headroom_gb, ranks) * GB
+    per_rank = plan.projected_host_bytes / ranks / GB
+    if over:
         errors.append(
             f"launcher sizing oversubscribes: {size.spelled} ({size.source}) = "
-            f"{plan.projected_host_bytes / ranks / GB:,.2f} GB/rank x {ranks} rank(s) = "
-            f"{plan.projected_host_bytes / GB:,.0f} GB > {usable / GB:,.0f} GB usable of the "
-            f"{plan.budget_gb:,} GB DRAM budget (total-cpu-dram-gb less host headroom); "
-            f"kvbench's budget sizing: {_knob_text(budget) or budget_args} = "
+            f"{per_rank:,.2f} GB/rank x {ranks} rank(s) = "
+            f"{plan.projected_host_bytes / GB:,.0f} GB > the {plan.budget_gb:,} GB DRAM budget "
+            f"(total-cpu-dram-gb); kvbench's budget sizing: {_knob_text(budget)} = "
             f"{budget.projected_host_bytes / GB:,.0f} GB")
+    elif OVER_BUDGET in plan.errors:
+        headroom = _headroom_gb(host_headroom_gb, ranks)
+        warnings.append(
+            f"launcher sizing leaves {(budget_bytes - plan.projected_host_bytes) / GB:,.2f} GB "
+            f"of the {plan.budget_gb:,} GB budget free, less than kvbench's host headroom of "
+            f"{headroom:g} GB (engine processes, weight page cache): {size.spelled} "
+            f"({size.source}) = {per_rank:,.2f} GB/rank x {ranks} rank(s) = "
+            f"{plan.projected_host_bytes / GB:,.0f} GB")
     if errors and force:
         warnings += [f"--force: {e}" for e in errors]
         errors = []
     elif errors:
         errors.append("the launcher's size is refused; pass --force to run it anyway")
     return plan.model_copy(update={
-        "sizing": "launcher", "forced": force and not plan.within_budget,
+        "sizing": "launcher", "forced": force and over,
+        "within_budget": not over,
+        "headroom_bytes": budget_bytes - plan.projected_host_bytes,
         "errors": errors, "warnings": warnings,
         "arithmetic": [*plan.arithmetic, budget_line],
         "launcher": {"source": size.source, "knob": size.knob, "value": size.value,
-                     "spelled": size.spelled, "formula": size.formula},
+                     "spelled": size.spelled, "formula": size.formula,
+                     **({"measured": {"source": size.measured.source,
+                                      "says": size.measured.says,
+                                      "applies": size.measured.applies}}
+                        if size.measured else {})},
         "budget_sizing": {"engine-args": list(budget.engine_args),
                           "engine-config": budget.engine_config,
                           "projected-host-bytes": budget.projected_host_bytes,
@@ -315,8 +380,16 @@ def _launcher_plan(job: JobLike, runners: Any | None, budget: Plan,
     })
 
 
+def _summary(plan: Plan, size: LauncherSize) -> dict[str, Any]:
+    """The launcher plan's size, beside a budget plan."""
+    return {"source": size.source, "spelled": size.spelled,
+            "engine-args": list(plan.engine_args), "engine-config": plan.engine_config,
+            "projected-host-bytes": plan.projected_host_bytes,
+            "within-budget": plan.within_budget, "errors": list(plan.errors)}
+
+
 def _knob_text(plan: Plan) -> str:
-    """The budget plan's knob as a flag, for the comparison line."""
+    """A plan's host-pool knob as a flag, for the comparison line."""
     args = plan.engine_args
     for flag in ("--hicache-size", "--hicache-ratio", "--kv-offloading-size"):
         if flag in args:
@@ -328,8 +401,15 @@ def _knob_text(plan: Plan) -> str:
                 return f"{name} {p.bytes_per_rank:,} B per rank"
     if "LMCACHE_MAX_LOCAL_CPU_SIZE" in plan.engine_env:
         return f"LMCACHE_MAX_LOCAL_CPU_SIZE={plan.engine_env['LMCACHE_MAX_LOCAL_CPU_SIZE']}"
+    extra = (plan.engine_config.get("kv-transfer-config") or {}).get(
+        "kv_connector_extra_config") or {}
+    for key in ("cpu_bytes_to_use", "cpu_bytes_to_use_per_rank"):
+        if key in extra:
+            return f"{key} {extra[key]:,}"
     mp = plan.engine_config.get("lmcache-mp")
-    return f"lmcache server --l1-size-gb {mp['l1_size_gb']}" if mp else ""
+    if mp:
+        return f"lmcache server --l1-size-gb {mp['l1_size_gb']}"
+    return " ".join(a for a in args if not a.startswith("--enable"))
 
 
 def _weights_offload(settings: RecipeSettings, topo: Topology
@@ -359,6 +439,25 @@ def _settings(job: JobLike, topo: Topology, hardware: str, offload: bool) -> Rec
         # a disaggregated row's worker row names its role (plan/workers.py ROLE_KEY)
         "tp": topo.tp, "conc": topo.conc, "role": job.row.get("disagg-role"),
     })
+
+
+def _image_mods(job: JobLike, topo: Topology, hardware: str, offload: bool
+                ) -> list[dict[str, Any]]:
+    """What the row's launcher changes in the image (plan/image.py), then the recipe's own
+    `patches:` (a kvbench extension, kept readable). A multi-node row's workers get their
+    srt-slurm recipe's (engines/srt_recipe.py); the embedded engine runs no launcher."""
+    release = image_version(topo.image).release
+    mods = [] if topo.is_multinode or topo.framework == "sim" else image_mods({
+        "engine": topo.engine, "model_prefix": job.row.get("model-prefix"),
+        "hardware": hardware, "precision": topo.precision,
+        "offload": topo.backend if offload else "none", "dp_attn": topo.dp_attention,
+        "tp": topo.tp, "conc": topo.conc, "spec_decoding": topo.spec_decoding,
+        "role": job.row.get("disagg-role"),
+        "image_version": ".".join(map(str, release)) if release else None})
+    mods += [m for m in recipe_patch_mods(job.row.get("patches"), job.config_key)
+             if all(m["id"] != have["id"] for have in mods)]
+    config_file = getattr(job, "config_file", None)
+    return resolved(mods, benchmark_folder(config_file) if config_file else None)
 
 
 def _hicache_options(launcher: dict[str, str], topo: Topology) -> dict[str, str]:

@@ -39,6 +39,8 @@ class When(BaseModel):
     conc_min: int | None = Field(None, alias="conc-min")
     # the worker's role in a prefill/decode-disaggregated row; absent: any row
     role: Scalar | list[Scalar] | None = None
+    # the row's spec-decoding (launcher_sizing.yaml: the runner picks a launcher by it)
+    spec_decoding: Scalar | list[Scalar] | None = Field(None, alias="spec-decoding")
 
     def matches(self, facts: dict[str, Any]) -> bool:
         if self.conc_min is not None and facts["conc"] < self.conc_min:

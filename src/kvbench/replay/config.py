@@ -36,12 +36,26 @@ class ReplayConfig(BaseModel):
     num_gpus: int = Field(1, ge=1)
     max_tokens_cap: int | None = Field(None, ge=1)
     # additions beyond the cross-area contract
-    think_time_cap_s: float = Field(60.0, ge=0, description="longest idle gap between turns")
+    think_time_cap_s: float | None = Field(
+        60.0, ge=0, description="longest idle gap before one turn (None: uncapped)")
     think_time_scale: float = Field(1.0, ge=0)
     # When no lane has a request in flight or one ready to send, the pending think times
     # shift together so that the next request leaves within this (server-clock) time:
     # AgentX's system idle cap (replay/idle.py). None: think times as they are.
     system_idle_cap_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # ... and within one session tree: when none of its requests is in flight, its pending
+    # timers shift so that its next request leaves within this (AgentX's trace idle cap, 300)
+    tree_idle_cap_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # one-token requests each lane sends after its t* warm-up requests, with no idle delay,
+    # before the profiling phase (replay/warmup.py; AgentX: 10)
+    warmup_per_lane: int | None = Field(None, ge=0)
+    # the warm-up must drain within this (server seconds); past it the run ends (AgentX 1800)
+    warmup_grace_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # whole sessions whose peak prompt + output exceeds this are left out (the server's
+    # context length: InferenceX's --max-context-length)
+    max_context_tokens: int | None = Field(None, ge=1)
+    # the corpus the traces are, by name (workload/identity.py checks its fingerprint)
+    corpus: str | None = None
     # a session ends at its first context overflow (every later turn is longer still)
     end_session_on_context_overflow: bool = False
     # The embedded engine's --time-scale: its clock runs this many times faster than wall time.
@@ -105,7 +119,8 @@ class ReplayConfig(BaseModel):
             think_time_scale=self.think_time_scale, start=self.start,
             start_ratio=self.start_ratio, seed=self.seed,
             block_tokens=self.block_tokens, max_input_tokens=self.max_input_tokens,
-            grace_s=self.grace_s)
+            grace_s=self.grace_s, warmup_per_lane=self.warmup_per_lane,
+            max_context_tokens=self.max_context_tokens)
 
     @property
     def path(self) -> str:

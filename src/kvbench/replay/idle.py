@@ -1,72 +1,100 @@
-"""The system idle cap: when no lane has a request in flight or one ready to send (every live
-lane is waiting out a think time), all pending think times shift together so that the next
-request leaves within the cap. A recorded hour-long pause then costs the run at most the cap
-when nothing else is going on, while the order and spacing of the pending sends is kept.
-This is InferenceX AgentX's `--system-idle-gap-cap-seconds 10` ("Pending request timers
-shift uniformly only when no request is active": SemiAnalysisAI/agentx-harness
-src/aiperf/common/scenario/base.py `system_idle_gap_cap_seconds`, 6f666ba0)."""
+"""Idle caps: when nothing in a scope has a request in flight or one ready to send (every
+task of it is waiting out a think time), all of the scope's pending timers shift together so
+that the next request leaves within the cap. A recorded hour-long pause then costs the run at
+most the cap, while the order and spacing of the pending sends is kept.
+
+Two scopes, as InferenceX AgentX runs them (SemiAnalysisAI/agentx-harness 1.0.12):
+- the whole run, `--system-idle-gap-cap-seconds 10` ("Pending request timers shift uniformly
+  only when no request is active": aiperf/timing/strategies/agentic_replay.py
+  `enforce_system_idle_cap`);
+- each session tree, `--trace-idle-gap-cap-seconds 300` (InferenceX 843c6254f
+  benchmarks/benchmark_lib.sh `build_replay_cmd`: "Limit observed end-to-start idle time
+  across each complete trajectory tree, including root and subagent streams ... advances that
+  tree's pending timers uniformly").
+
+A task belongs to one or more scopes: it is awake (sending, reading a response) or asleep
+until a target; a sleeper is due at its target less every shift made, in any of its scopes,
+since it fell asleep."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
+from collections.abc import Sequence
 from time import perf_counter_ns
 
 
-class SystemIdleCap:
-    """Shared by the lanes of one replay: each lane is awake (sending, rendering, reading a
-    response) or asleep until a target time; `shift_ns` is how far every target has moved."""
+class _Sleeper:
+    __slots__ = ("bases", "caps", "target_ns", "woken")
 
-    __slots__ = ("_awake", "_ids", "_sleeping", "_wake", "cap_ns", "shift_ns", "shifts")
+    def __init__(self, target_ns: int, caps: Sequence[IdleCap]) -> None:
+        self.target_ns = target_ns
+        self.caps = caps
+        self.bases = [c.shift_ns for c in caps]  # each scope's shifts before it slept
+        self.woken = asyncio.Event()
+
+    def due_ns(self) -> int:
+        return self.target_ns - sum(c.shift_ns - b for c, b in zip(self.caps, self.bases,
+                                                                    strict=True))
+
+
+class IdleCap:
+    """One scope; `shift_ns` is how far its timers have moved in all."""
+
+    __slots__ = ("_sleepers", "awake", "cap_ns", "shift_ns", "shifts")
 
     def __init__(self, cap_s: float) -> None:
         self.cap_ns = int(cap_s * 1e9)
-        # every shift so far, in total: a timer set when the total was b is due at its
-        # target less (shift_ns - b); timers set after a shift are not moved by it
         self.shift_ns = 0
         self.shifts = 0
-        self._awake = 0
-        self._sleeping: dict[int, int] = {}  # sleeper id -> target + shift_ns when it slept
-        self._ids = itertools.count()
-        self._wake = asyncio.Event()
-
-    def lane_started(self) -> None:
-        self._awake += 1
-
-    def lane_ended(self) -> None:
-        self._awake -= 1
-        self._maybe_shift()
-
-    async def sleep_until(self, target_ns: int, deadline_ns: int | None) -> int:
-        """Sleep until `target_ns` (less the shifts made meanwhile) or the deadline; returns
-        the target as it finally stood, the time the send was due."""
-        me = next(self._ids)
-        anchor = target_ns + self.shift_ns
-        self._sleeping[me] = anchor
-        self._awake -= 1
-        try:
-            self._maybe_shift()
-            while True:
-                now = perf_counter_ns()
-                due = anchor - self.shift_ns
-                end = due if deadline_ns is None else min(due, deadline_ns)
-                if end <= now:
-                    return due
-                with contextlib.suppress(TimeoutError):  # the due time, or a shift woke it
-                    await asyncio.wait_for(self._wake.wait(), (end - now) / 1e9)
-        finally:
-            del self._sleeping[me]
-            self._awake += 1
+        self.awake = 0
+        self._sleepers: set[_Sleeper] = set()
 
     def _maybe_shift(self) -> None:
-        if self._awake > 0 or not self._sleeping:
+        if self.awake > 0 or not self._sleepers:
             return
         now = perf_counter_ns()
-        soonest = min(self._sleeping.values()) - self.shift_ns
-        gap = soonest - now - self.cap_ns
+        gap = min(s.due_ns() for s in self._sleepers) - now - self.cap_ns
         if gap > 0:
             self.shift_ns += gap
             self.shifts += 1
-            self._wake.set()  # every sleeper recomputes its due time
-            self._wake = asyncio.Event()
+            for s in self._sleepers:
+                s.woken.set()  # every sleeper recomputes its due time
+
+
+def enter(caps: Sequence[IdleCap]) -> None:
+    """A task of these scopes starts (it is awake)."""
+    for c in caps:
+        c.awake += 1
+
+
+def leave(caps: Sequence[IdleCap]) -> None:
+    """A task of these scopes ends."""
+    for c in caps:
+        c.awake -= 1
+        c._maybe_shift()
+
+
+async def sleep_until(caps: Sequence[IdleCap], target_ns: int, deadline_ns: int | None) -> int:
+    """Sleep until `target_ns`, less the shifts made meanwhile, or the deadline; returns the
+    target as it finally stood (when the send was due)."""
+    me = _Sleeper(target_ns, caps)
+    for c in caps:
+        c._sleepers.add(me)
+        c.awake -= 1
+    try:
+        for c in caps:
+            c._maybe_shift()
+        while True:
+            due = me.due_ns()
+            end = due if deadline_ns is None else min(due, deadline_ns)
+            now = perf_counter_ns()
+            if end <= now:
+                return due
+            me.woken.clear()
+            with contextlib.suppress(TimeoutError):  # the due time, or a shift woke it
+                await asyncio.wait_for(me.woken.wait(), (end - now) / 1e9)
+    finally:
+        for c in caps:
+            c._sleepers.discard(me)
+            c.awake += 1

@@ -1,8 +1,11 @@
-"""Closed-loop session lanes: concurrency is the number of live sessions. Each lane replays a
-session turn by turn (the next turn is sent when the previous ended plus its think time,
-capped), then takes the next session; sessions are recycled while a bound (duration or request
-count) remains, each pass in a fresh hash namespace so a recycled session cannot hit the cache
-its previous pass filled."""
+"""Closed-loop session lanes: concurrency is the number of live session trees. Each lane
+replays a session tree (workload/tree.py: its root and its subagents, the subagents running
+alongside their parent, so more requests can be in flight than there are lanes), then takes
+the next session; sessions are recycled while a bound (duration or request count) remains,
+each pass in a fresh hash namespace so a recycled session cannot hit the cache its previous
+pass filled. A lane holds its slot until its whole tree is done (agentx-harness 1.0.12
+aiperf/timing/strategies/agentic_replay.py: "a lane recycles only once its entire tree
+drains")."""
 
 from __future__ import annotations
 
@@ -16,19 +19,22 @@ from time import perf_counter_ns
 
 from kvbench.errors import ReplayOptionError
 from kvbench.redaction import redact_text, remember_secret
+from kvbench.replay import idle
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
 from kvbench.replay.http import Connection, Endpoint, Response, open_connection
 from kvbench.replay.ideal import IdealCache
-from kvbench.replay.idle import SystemIdleCap
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
 from kvbench.workload.prompt import PromptBuilder
 from kvbench.workload.session import Session, Turn
+from kvbench.workload.tree import Ready, TreeRun
 
 RECONNECT_BACKOFF_S = 0.5
 WARM_SLICE_BLOCKS = 32
+# agentic_replay.py `_WARMUP_MAX_TOKENS`: every warm-up request asks for one output token
+WARMUP_MAX_TOKENS = 1
 # The server is gone when nothing answered for `server_gone_s` (wall time, default 10 s) and
 # at least this many requests in a row, across lanes, found no server: connections refused or
 # reset before a response byte. The run then stops instead of recording refusals for the rest
@@ -91,6 +97,8 @@ class Counters:
     out_tokens: int = 0
     in_tokens: int = 0
     inflight: int = 0
+    max_inflight: int = 0  # the most requests in flight at once (profiled or not)
+    max_inflight_profiled: int = 0  # ... counted at the send of a profiled request
     connections_opened: int = 0
     resent_unanswered: int = 0  # reused connection closed by the server before answering
     reopened_idle: int = 0  # reused connection idle past the server's keep-alive
@@ -103,6 +111,31 @@ class Counters:
     def connections(self) -> dict[str, int]:
         return {"opened": self.connections_opened, "resent_unanswered": self.resent_unanswered,
                 "reopened_idle": self.reopened_idle}
+
+
+@dataclass(slots=True)
+class Tree:
+    """One pass of a session tree on a lane: its request order (`run`), its idle scope, and
+    the tasks sending its streams' turns."""
+
+    lane: int
+    session: Session
+    pass_no: int
+    run: TreeRun
+    cap: idle.IdleCap | None
+    warm: bool = False  # its requests are warm-up: one output token each
+    tasks: set[asyncio.Task] = field(default_factory=set)
+    drained: asyncio.Event = field(default_factory=asyncio.Event)
+    # each stream's next turn, rendered while the stream's request is in flight
+    ahead: dict[int, asyncio.Task] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return pass_key(self.session, self.pass_no)
+
+    @property
+    def namespace(self) -> str:
+        return pass_namespace(self.session, self.pass_no)
 
 
 class Lanes:
@@ -133,10 +166,29 @@ class Lanes:
         self.lane_offset = 0  # this shard's first lane (and open-loop session) number
         # closed loop only: an open loop's arrivals are its own clock, not think times. With
         # --workers each shard caps its own lanes' idleness (replay/idle.py)
-        self.idle = (SystemIdleCap(cfg.system_idle_cap_s / (cfg.time_scale or 1.0))
+        self.idle = (idle.IdleCap(cfg.system_idle_cap_s / (cfg.time_scale or 1.0))
                      if cfg.system_idle_cap_s is not None and cfg.session_rate is None
                      else None)
-        self._overflowed: set[str] = set()  # sessions a context overflow ended
+        self.t0_ns = perf_counter_ns()  # the trees' clock: trace seconds since then
+        self.warming = False  # the warm-up phase: idle caps off, one-token requests
+        self.quota: dict[int, int] = {}  # warm-up requests each lane may still send
+        self.first_trees: dict[int, tuple[Tree, list[Ready]]] = {}  # after the warm-up
+        self.failed_warmup: list[str] = []  # root requests of the warm-up that failed
+        self._conns: dict[int, list[Connection]] = {}  # each lane's idle connections
+        self.tree_shifts = 0  # shifts of the trees' idle caps, in all
+        self.tree_shifted_ns = 0
+        self.stream_tasks: set[asyncio.Task] = set()  # every tree's, to cancel at the end
+        self.error: BaseException | None = None  # a stream task's own failure
+        # the profiling phase on the records' clock: after the warm-up, for the duration
+        self.profiling_started_ns: int | None = None
+        self.profiling_ended_ns: int | None = None
+
+    def now_s(self) -> float:
+        """The trees' clock: the server's seconds since the run began."""
+        return (perf_counter_ns() - self.t0_ns) / 1e9 * self.cfg.time_scale
+
+    def at_ns(self, at_s: float) -> int:
+        return self.t0_ns + int(at_s / self.cfg.time_scale * 1e9)
 
     def _answered(self, resp: Response | None) -> None:
         """Count requests that found no server (connect refused, closed before any byte);
@@ -172,25 +224,172 @@ class Lanes:
             return False
         return True
 
-    async def run_lane(self, lane: int) -> None:
-        conn: Connection | None = None
-        if self.idle is not None:
-            self.idle.lane_started()
+    # -- trees -----------------------------------------------------------------------------
+    def make_run(self, session: Session, zero_delay: bool = False) -> TreeRun:
+        return TreeRun(session, self.bounds.shaped, self.bounds.think_s, zero_delay=zero_delay,
+                       delay_scale=self.bounds.think_time_scale)
+
+    def new_tree(self, lane: int, session: Session, pass_no: int, *,
+                 zero_delay: bool = False, run: TreeRun | None = None) -> Tree:
+        cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / self.cfg.time_scale)
+               if self.cfg.tree_idle_cap_s is not None else None)
+        return Tree(lane, session, pass_no, run or self.make_run(session, zero_delay), cap,
+                    warm=zero_delay)
+
+    def next_tree(self, lane: int, *, zero_delay: bool = False
+                  ) -> tuple[Tree, list[Ready]] | None:
+        """The lane's next session from the pool, from its first turn."""
+        if self.stopping or (got := self.pool.take()) is None:
+            return None
+        tree = self.new_tree(lane, *got, zero_delay=zero_delay)
+        return tree, tree.run.start(self.now_s())
+
+    async def drive(self, tree: Tree, ready: list[Ready]) -> None:
+        """Send the tree's turns as they become due, until it is done or nothing more may be
+        sent (the run's end, the warm-up's quota: its pending turns are left as they are)."""
+        tree.drained.clear()
+        self._schedule(tree, ready, first=True)
         try:
-            while (got := self.pool.take(lane)) is not None:
-                session, pass_no, start = got
-                conn = await self._replay_session(lane, session, pass_no, start, conn)
+            if tree.tasks:
+                await tree.drained.wait()
+        except asyncio.CancelledError:
+            for t in tree.tasks:  # the lane is cancelled: its streams with it
+                t.cancel()
+            raise
+        finally:
+            for t in tree.ahead.values():  # renderings no turn will wait for
+                t.cancel()
+            tree.ahead.clear()
+        if tree.cap is not None:
+            self.tree_shifts += tree.cap.shifts
+            self.tree_shifted_ns += tree.cap.shift_ns
+            tree.cap.shifts = 0
+            tree.cap.shift_ns = 0
+
+    def _schedule(self, tree: Tree, ready: list[Ready], first: bool = False) -> None:
+        now = self.now_s()
+        for r in ready:
+            # a tree's own first request has no schedule to be late against
+            timed = not (first and r.at_s <= now)
+            task = asyncio.create_task(self._stream_turn(tree, r, timed))
+            tree.tasks.add(task)
+            self.stream_tasks.add(task)
+            task.add_done_callback(lambda t, tree=tree: self._task_done(tree, t))
+            if tree.cap is not None:
+                idle.enter([tree.cap])
+            if self.idle is not None:
+                idle.enter([self.idle])
+
+    def _task_done(self, tree: Tree, task: asyncio.Task) -> None:
+        tree.tasks.discard(task)
+        self.stream_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self.error is None:
+            # a bug, not a request's failure (those are records): the run ends with it
+            self.error = task.exception()
+            self.halt(f"a session stream failed: {self.error!r}")
+        if tree.cap is not None:
+            idle.leave([tree.cap])
+        if self.idle is not None:
+            idle.leave([self.idle])
+        if not tree.tasks:
+            tree.drained.set()
+
+    def _caps(self, tree: Tree) -> list[idle.IdleCap]:
+        if self.warming:
+            return []  # warm-up requests go back to back: no idle to cap
+        return [c for c in (self.idle, tree.cap) if c is not None]
+
+    async def _stream_turn(self, tree: Tree, r: Ready, timed: bool) -> None:
+        turn = tree.run.turns[r.k]
+        assert turn is not None  # the tree holds kept turns only
+        namespace = tree.namespace
+        target = self.at_ns(r.at_s)
+        if (ahead := tree.ahead.pop(r.stream, None)) is not None:
+            await ahead
+        if perf_counter_ns() < target:
+            # rendered while the agent "thinks": lateness is then the client failing the
+            # schedule, not text synthesis the schedule leaves time for
+            await self._warm(turn, namespace)
+            caps = self._caps(tree)
+            if caps:
+                target = await idle.sleep_until(caps, target, self.deadline_ns)
+            else:
+                wait = (target - perf_counter_ns()) / 1e9
+                if self.deadline_ns is not None:
+                    wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            if self.deadline_ns is not None and target >= self.deadline_ns:
+                # due after the run's end (the loop may wake a timer a clock tick early)
+                self.stopping = True
+                return
+        is_warmup = tree.warm or self.bounds.is_warmup(False, self.c.sent)
+        if not self._may_send(is_warmup):
+            return
+        if tree.warm:
+            left = self.quota.get(tree.lane)
+            if left is not None:
+                if left <= 0:
+                    return  # the lane's warm-up is spent: the turn waits for the handoff
+                self.quota[tree.lane] = left - 1
+        tree.run.sent(r.k)
+        if (ahead := self._prefetch(tree, r)) is not None:
+            tree.ahead[r.stream] = ahead
+        ok, overflow = await self._send(tree, r, turn, target if timed else None, is_warmup)
+        if tree.warm and not ok and r.stream == 0:
+            # the harness aborts on a terminal warm-up failure of a root conversation, at once
+            # (agentic_replay.py `report_warmup_failures`)
+            self.failed_warmup.append(tree.key)
+            self.halt(f"warm-up failed: a request of {tree.key} (turn {r.k}) failed")
+        stop = overflow and self.cfg.end_session_on_context_overflow
+        self._schedule(tree, tree.run.finished(r.k, self.now_s(), stop=stop))
+
+    def _prefetch(self, tree: Tree, r: Ready) -> asyncio.Task | None:
+        """Render the stream's next turn while this one is in flight: with no think time
+        (the quickstart's) a 68K-token context took 29 ms to render between the previous
+        turn's end and the send, which the send lateness check counted against the client."""
+        st = tree.run.streams[r.stream]
+        nxt = st.pos + 1
+        if nxt >= len(st.turns):
+            return None
+        turn = tree.run.turns[st.turns[nxt]]
+        return asyncio.create_task(self._warm(turn, tree.namespace)) if turn else None
+
+    async def _send(self, tree: Tree, r: Ready, turn: Turn, target: int | None,
+                    is_warmup: bool, max_tokens: int | None = None) -> tuple[bool, bool]:
+        """One request on a connection of the lane's; (answered in full, context overflow)."""
+        conns = self._conns.setdefault(tree.lane, [])
+        conn = conns.pop() if conns else None
+        if tree.warm:
+            max_tokens = WARMUP_MAX_TOKENS
+        conn, ok, overflow = await self._one(tree.lane, tree.key, r.k, turn, tree.namespace,
+                                             target, is_warmup, conn, max_tokens)
+        if conn is not None:
+            conns.append(conn)
+        return ok, overflow
+
+    def close_lane(self, lane: int) -> None:
+        for conn in self._conns.pop(lane, []):
+            conn.close()
+
+    async def run_lane(self, lane: int) -> None:
+        try:
+            got = self.first_trees.pop(lane, None)
+            while True:
+                if got is None:
+                    got = self.next_tree(lane)
+                if got is None:
+                    break
+                await self.drive(*got)
+                got = None
                 if self.stopping:
                     break
         finally:
-            if self.idle is not None:
-                self.idle.lane_ended()
-            if conn is not None:
-                conn.close()
+            self.close_lane(lane)
 
     async def run_open(self, rate_per_s: float, poisson: bool, seed: int) -> None:
         """Open loop: sessions arrive at `rate_per_s` (of the server's clock; Poisson or evenly
-        spaced), each replayed turn by turn as a lane would, whatever the server's progress;
+        spaced), each replayed as a lane would, whatever the server's progress;
         `concurrency` caps the live sessions: an arrival beyond it waits for one to end and is
         counted in `arrivals_delayed` (a session's first turn has no target to be late to)."""
         rng = random.Random(seed)
@@ -212,7 +411,7 @@ class Lanes:
                 if cap.locked():
                     self.c.arrivals_delayed += 1
                 await cap.acquire()
-                got = self.pool.take(sid)
+                got = self.next_tree(sid)
                 if got is None:
                     cap.release()
                     break
@@ -228,79 +427,13 @@ class Lanes:
                     t.cancel()
                 await asyncio.wait(set(live), timeout=0.2)
 
-    async def _open_session(self, sid: int, got: tuple[Session, int, int],
+    async def _open_session(self, sid: int, got: tuple[Tree, list[Ready]],
                             cap: asyncio.Semaphore) -> None:
-        conn = None
         try:
-            conn = await self._replay_session(sid, *got, None)
+            await self.drive(*got)
         finally:
             cap.release()
-            if conn is not None:
-                conn.close()
-
-    async def _replay_session(self, lane: int, session: Session, pass_no: int, start: int,
-                              conn: Connection | None) -> Connection | None:
-        namespace, key = pass_namespace(session, pass_no), pass_key(session, pass_no)
-        prev_end: int | None = None
-        turns = [(k, t) for k, raw in enumerate(session.turns)
-                 if (t := self.bounds.shaped(raw)) is not None]
-        ahead: asyncio.Task | None = None
-        try:
-            for i, (k, turn) in enumerate(turns):
-                if ahead is not None:
-                    await ahead
-                # The next turn's first-seen blocks are rendered while this one is in flight:
-                # with no think time (the quickstart's) a 68K-token context took 29 ms to
-                # render between the previous turn's end and the send, which the send
-                # lateness check counted against the client (1.5 s of a 50x server's clock)
-                ahead = (asyncio.create_task(self._warm(turns[i + 1][1], namespace))
-                         if i + 1 < len(turns) else None)
-                conn, prev_end, go_on = await self._turn(lane, key, k, turn, k < start,
-                                                         namespace, prev_end, conn)
-                if not go_on:
-                    return conn
-        finally:
-            if ahead is not None and not ahead.done():
-                ahead.cancel()
-        return conn
-
-    async def _turn(self, lane: int, key: str, k: int, turn: Turn, warm_turn: bool,
-                    namespace: str, prev_end: int | None,
-                    conn: Connection | None) -> tuple[Connection | None, int | None, bool]:
-        """One turn of a session: wait out its think time, send it; returns the connection,
-        when the turn ended, and whether the session goes on."""
-        cfg, bounds = self.cfg, self.bounds
-        # A session's first turn has no schedule to be late against: only turns that follow
-        # a predecessor by a think time carry a target, so lateness measures the client.
-        target: int | None = None
-        if prev_end is not None and not warm_turn:
-            think = bounds.think_s(turn) / cfg.time_scale
-            target = prev_end + int(think * 1e9)
-            # what the prefetch has not rendered yet is rendered while the user "thinks", as
-            # an agent has its prompt ready when it sends: lateness is then the client
-            # failing the schedule, not text synthesis the schedule leaves time for
-            await self._warm(turn, namespace)
-            if self.idle is not None:
-                target = await self.idle.sleep_until(target, self.deadline_ns)
-            else:
-                wait = (target - perf_counter_ns()) / 1e9
-                if self.deadline_ns is not None:
-                    wait = min(wait, (self.deadline_ns - perf_counter_ns()) / 1e9)
-                if wait > 0:
-                    await asyncio.sleep(wait)
-            if self.deadline_ns is not None and target >= self.deadline_ns:
-                # due after the run's end: the sleep ended at the deadline (the loop may wake
-                # a timer a clock tick early, when _may_send would still pass)
-                self.stopping = True
-                return conn, prev_end, False
-        is_warmup = bounds.is_warmup(warm_turn, self.c.sent)
-        if not self._may_send(is_warmup):
-            return conn, prev_end, False
-        conn = await self._one(lane, key, k, turn, namespace, target, is_warmup, conn)
-        if key in self._overflowed:  # every later turn is longer: the session ends here
-            self._overflowed.discard(key)
-            return conn, perf_counter_ns(), False
-        return conn, perf_counter_ns(), True
+            self.close_lane(sid)
 
     async def _warm(self, turn: Turn, namespace: str) -> None:
         """Render the turn's first-seen blocks in slices, yielding between them: a new
@@ -311,23 +444,30 @@ class Lanes:
             await asyncio.sleep(0)
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
-                   target: int | None, is_warmup: bool,
-                   conn: Connection | None) -> Connection | None:
+                   target: int | None, is_warmup: bool, conn: Connection | None,
+                   max_tokens: int | None = None) -> tuple[Connection | None, bool, bool]:
+        """Send one request and hand its response to the digest; (the connection to reuse,
+        answered in full, a context overflow)."""
         cfg = self.cfg
         self._seq += self._seq_step
         self.c.sent += 1
         if not is_warmup:
             self.c.profiled_sent += 1
-        max_tokens = self.bounds.max_tokens(turn)
+        max_tokens = max_tokens or self.bounds.max_tokens(turn)
         # turns that follow no think time (a session's first, warm-up turns): render now
         await self._warm(turn, namespace)
         prompt = self.prompts.build(turn, namespace, (key, k))
+        self.c.inflight += 1
+        inflight = self.c.inflight
+        self.c.max_inflight = max(self.c.max_inflight, inflight)
+        if not is_warmup:
+            self.c.max_inflight_profiled = max(self.c.max_inflight_profiled, inflight)
         base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
+                "inflight": inflight,
                 "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
         body = self.factory.body(prompt, max_tokens)
-        self.c.inflight += 1
         t_send, err = perf_counter_ns(), None
         resp: Response | None = None
         try:
@@ -370,9 +510,9 @@ class Lanes:
             self.c.inflight -= 1
         if resp is not None:
             self._answered(resp)
-            if (cfg.end_session_on_context_overflow and resp.status not in (0, 200)
-                    and is_context_overflow(resp.body()[:2000].decode("utf-8", "replace"))):
-                self._overflowed.add(key)
+            overflow = resp.status not in (0, 200) and is_context_overflow(
+                resp.body()[:2000].decode("utf-8", "replace"))
+            ok = resp.status == 200 and resp.complete and not resp.error
             # the lane goes on to its next turn now; the record is built by the digest task
             if (resp.status != 200 or not resp.complete) and conn is not None:
                 conn.close()
@@ -380,17 +520,17 @@ class Lanes:
             self.digest.submit(resp, lambda rec: self._finish(base, t_send, rec))
             wait_s = retry_after_s(resp.status, resp.headers)
             if wait_s:
-                # an overloaded server (429/503) said when to come back: this lane waits
+                # an overloaded server (429/503) said when to come back: this stream waits
                 self.c.notes.append(f"HTTP {resp.status} with Retry-After: the lane waited")
                 await asyncio.sleep(wait_s)
-            return conn
+            return conn, ok, overflow
         if conn is not None:
             conn.close()
             conn = None
         self._finish(base, t_send, rec)
         if err is not None:
             await asyncio.sleep(RECONNECT_BACKOFF_S)
-        return conn
+        return conn, False, False
 
     async def _connection(self, conn: Connection | None) -> Connection:
         """The lane's connection, fresh when it is closed or sat idle past keep-alive."""

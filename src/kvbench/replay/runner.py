@@ -29,6 +29,7 @@ from kvbench.replay.health import LoopMonitor
 from kvbench.replay.http import Endpoint
 from kvbench.replay.lanes import Counters, Lanes
 from kvbench.replay.stats import summarize
+from kvbench.replay.warmup import warm_up
 from kvbench.workload import (
     PromptBuilder,
     Session,
@@ -38,6 +39,7 @@ from kvbench.workload import (
     generate_sessions,
     load_trace,
 )
+from kvbench.workload.identity import identify
 
 Progress = Callable[[Counters, float], None]
 # what a run leaves in its output directory (results/store.py names the same summary)
@@ -78,6 +80,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     vocab = Vocabulary(cfg.tokenizer, token_ids=token_ids)
     prompts = PromptBuilder(vocab, marker, token_ids=token_ids)
     pool = SessionPool.for_bounds(sessions, cfg.bounds)
+    corpus = identify(cfg.trace, sessions, cfg.corpus)
 
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -114,14 +117,20 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         summary["run"] = {
             "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
             "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",
-            "sessions": len(sessions), "concurrency": cfg.concurrency,
+            "corpus": corpus, "sessions": len(sessions),
+            "max_context_tokens": cfg.max_context_tokens,
+            "sessions_over_context": pool.dropped, "concurrency": cfg.concurrency,
             "duration_s": cfg.duration_s, "max_requests": cfg.max_requests,
             "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
             "start": cfg.start, "start_ratio": list(cfg.start_ratio),
+            "warmup_per_lane": cfg.warmup_per_lane, "warmup_grace_s": cfg.warmup_grace_s,
             "think_time_cap_s": cfg.think_time_cap_s, "think_time_scale": cfg.think_time_scale,
             "system_idle_cap_s": cfg.system_idle_cap_s,
             "idle_shifts": lanes.idle.shifts if lanes.idle else 0,
             "idle_shifted_s": lanes.idle.shift_ns / 1e9 if lanes.idle else 0.0,
+            "tree_idle_cap_s": cfg.tree_idle_cap_s, "tree_idle_shifts": lanes.tree_shifts,
+            "tree_idle_shifted_s": lanes.tree_shifted_ns / 1e9,
+            **phases(lanes, t0),
             "max_input_tokens": cfg.max_input_tokens, "ignore_eos": cfg.ignore_eos,
             "dropped_fields": sorted(lanes.factory.dropped),
             "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
@@ -156,36 +165,72 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
 
 async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
                on_progress: Progress | None, t0: int) -> None:
-    """The lanes from start to end, then everything they left (cancelled lanes, responses
-    still to parse) settled."""
-    if cfg.duration_s is not None:
-        lanes.deadline_ns = t0 + int(cfg.duration_s * 1e9)
+    """The warm-up, then the profiling phase for its duration (counted from its own start),
+    then everything they left (cancelled lanes, responses still to parse) settled."""
     # What exists now (traces, vocabulary, earlier jobs' results in a sweep) lives all run:
     # out of the collector's reach, so no full collection walks it mid-replay (one took
     # 48-60 ms in the quickstart, the loop lag that flagged its runs saturated)
     gc.freeze()
     monitor.start()
     lanes.digest.start()
-    if cfg.session_rate is not None:
-        tasks = [asyncio.create_task(lanes.run_open(cfg.session_rate,
-                                                    cfg.arrival == "poisson", cfg.seed))]
-    else:
-        tasks = [asyncio.create_task(lanes.run_lane(lanes.lane_offset + i))
-                 for i in range(cfg.concurrency)]
+    lanes.t0_ns = t0
+    tasks: list[asyncio.Task] = []
     ticker = None
     if on_progress is not None:
         ticker = asyncio.create_task(_tick(on_progress, lanes.c, t0))
     try:
-        await _wait(tasks, cfg, lanes)
+        lane_ids = [lanes.lane_offset + i for i in range(cfg.concurrency)]
+        if cfg.session_rate is None and (cfg.start == "sampled" or cfg.warmup_per_lane):
+            warm = asyncio.create_task(warm_up(lanes, lane_ids))
+            await _first(_done_event(warm), lanes.halted, None)
+            if not warm.done():
+                warm.cancel()
+            await _cancel_all([warm, *lanes.stream_tasks])
+            if not warm.cancelled() and warm.exception() is not None:
+                raise ReplayError(f"the warm-up failed: {warm.exception()!r}"
+                                  ) from warm.exception()
+            if lanes.error is not None:
+                raise ReplayError(f"a session stream failed: {lanes.error!r}"
+                                  ) from lanes.error
+        lanes.profiling_started_ns = perf_counter_ns()
+        if cfg.duration_s is not None:
+            lanes.deadline_ns = lanes.profiling_started_ns + int(cfg.duration_s * 1e9)
+        if not lanes.stopping:
+            if cfg.session_rate is not None:
+                tasks = [asyncio.create_task(lanes.run_open(
+                    cfg.session_rate, cfg.arrival == "poisson", cfg.seed))]
+            else:
+                tasks = [asyncio.create_task(lanes.run_lane(i)) for i in lane_ids]
+            await _wait(tasks, cfg, lanes)
     finally:
         lanes.stopping = True
         await _cancel_all(tasks)
+        await _cancel_all(list(lanes.stream_tasks))
+        lanes.profiling_ended_ns = perf_counter_ns()
         if ticker is not None:
             ticker.cancel()
             on_progress(lanes.c, (perf_counter_ns() - t0) / 1e9)  # type: ignore[misc]
         await lanes.digest.drain()
         await monitor.stop()
         gc.unfreeze()
+
+
+def _done_event(task: asyncio.Task) -> asyncio.Event:
+    done = asyncio.Event()
+    task.add_done_callback(lambda _: done.set())
+    return done
+
+
+def phases(lanes: Lanes, t0: int) -> dict:
+    """When the profiling phase ran, on the records' clock (perf_counter_ns), the warm-up
+    before it, and the most requests in flight at once."""
+    start, end = lanes.profiling_started_ns, lanes.profiling_ended_ns
+    c = lanes.c
+    return {"profiling_started_ns": start, "profiling_ended_ns": end,
+            "deadline_ns": lanes.deadline_ns,
+            "warmup_s": (start - t0) / 1e9 if start else None,
+            "inflight": {"max": c.max_inflight, "max_profiled": c.max_inflight_profiled,
+                         "lanes": lanes.cfg.concurrency}}
 
 
 async def _cancel_all(tasks: list[asyncio.Task]) -> None:
@@ -259,6 +304,8 @@ async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> N
     for t in tasks:
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise ReplayError(f"a session lane failed: {t.exception()!r}") from t.exception()
+    if lanes.error is not None:
+        raise ReplayError(f"a session stream failed: {lanes.error!r}") from lanes.error
 
 
 async def _first(a: asyncio.Event, b: asyncio.Event, timeout_s: float | None) -> None:

@@ -316,6 +316,19 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
         # each shard caps its own lanes' idleness: shifts add up, the clock moved by the most
         "idle_shifts": sum(r["idle_shifts"] for r in runs),
         "idle_shifted_s": max(r["idle_shifted_s"] for r in runs),
+        "tree_idle_shifts": sum(r["tree_idle_shifts"] for r in runs),
+        "tree_idle_shifted_s": sum(r["tree_idle_shifted_s"] for r in runs),
+        # each shard warms up its own lanes, then profiles for the duration: the phase runs
+        # from the first shard's start to the last one's end
+        "profiling_started_ns": min((r["profiling_started_ns"] for r in runs
+                                     if r.get("profiling_started_ns")), default=None),
+        "profiling_ended_ns": max((r["profiling_ended_ns"] or 0 for r in runs), default=None),
+        "deadline_ns": max((r["deadline_ns"] or 0 for r in runs), default=None) or None,
+        "warmup_s": max((r["warmup_s"] or 0.0 for r in runs), default=None),
+        # each shard's most at once, added up: at most what was in flight together
+        "inflight": {"max": sum(r["inflight"]["max"] for r in runs),
+                     "max_profiled": sum(r["inflight"]["max_profiled"] for r in runs),
+                     "lanes": cfg.concurrency, "summed_over_workers": cfg.workers},
         "dropped_fields": sorted({f for r in runs for f in r["dropped_fields"]}),
         "loop": (runs[0]["loop"] if cfg.session_rate is None else {
             **runs[0]["loop"], "session_rate_per_s": cfg.session_rate,

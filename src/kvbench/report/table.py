@@ -29,7 +29,20 @@ COLUMNS = ["status", "run / arm", "conc", "TTFT p50 ms", "E2E p50 ms", "tok/s/us
            "errors", "warnings"]
 
 
-def _plan_cell(plan: dict | None) -> str:
+def _sizing_note(sizing: dict | None) -> str:
+    """Which sizing ran (launcher: the InferenceX launcher's arithmetic; budget: kvbench's)
+    and the other's node GB beside it."""
+    if not sizing:
+        return ""
+    other = sizing.get("other")
+    beside = (f", {other['sizing']} {_fmt(other.get('projected-host-bytes'), ',.0f', 1e-9)}"
+              if other else "")
+    title = esc(sizing.get("source") or "")
+    return (f"<div class='muted' title='{title}'>{esc(sizing['sizing'])} sizing"
+            f"{esc(beside)}</div>")
+
+
+def _plan_cell(plan: dict | None, sizing: dict | None = None) -> str:
     if not plan:
         return "–"
     gb = plan.get("projected-host-gb", plan.get("projected_host_gb"))
@@ -43,7 +56,7 @@ def _plan_cell(plan: dict | None) -> str:
     summary = f"{_fmt(gb, '.0f')} / {_fmt(budget, '.0f')}"
     mark = "" if ok in (None, True) else " <span class='bad'>over budget</span>"
     detail = esc(" ".join(map(str, args))) or "no offload flags"
-    return f"<span title='{detail}'>{summary}</span>{mark}"
+    return f"<span title='{detail}'>{summary}</span>{mark}{_sizing_note(sizing)}"
 
 
 def _inferencex_cell(r: Result) -> str:
@@ -123,7 +136,7 @@ def run_rows(results: list[Result]) -> str:
             _fmt(_get(rm, "latency", "e2e_ms", "p50"), ".0f"),
             _fmt(_get(rm, "latency", "interactivity_tok_s", "p50")),
             _fmt(_get(rm, "throughput", "output_tok_s_per_gpu")),
-            hits, _inferencex_cell(r), _plan_cell(r.plan),
+            hits, _inferencex_cell(r), _plan_cell(r.plan, r.host_sizing),
             _fmt(_get(r.energy, "j_per_output_token"), ".2f"),
             str(errors), _warnings_cell(r),
         ]

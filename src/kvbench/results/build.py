@@ -9,6 +9,7 @@ from typing import Any
 from kvbench import __version__
 from kvbench.errors import ResultError
 from kvbench.metrics.inferencex import cache_share
+from kvbench.plan.plan import sizing_summary
 from kvbench.results.accounting import request_accounting, request_metrics
 from kvbench.results.reuse import cache_reuse
 from kvbench.results.schema import STATUSES, Result
@@ -137,6 +138,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         router=row.get("router") if isinstance(row.get("router"), dict) else None,
         duration_s=_duration_s(row, summary),
         plan=plan,
+        host_sizing=sizing_summary(plan),
         engine_patches=list(engine_patches) if engine_patches is not None else None,
         num_requests_total=accounting["records_total"],
         num_requests_successful=accounting["records_successful"],
@@ -147,6 +149,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         validation=check, validity=stamp, warnings=all_warnings, options_id=options_id,
         cache_reuse=cache_reuse(server, summary) if status == "ok" else None,
         inferencex_cache=_inferencex_cache(server, summary, row) if status == "ok" else None,
+        workload=_workload(summary),
     )
 
 
@@ -158,3 +161,15 @@ def _inferencex_cache(server: dict, summary: dict | None, row: dict) -> dict | N
     ideal = ((summary or {}).get("cache") or {}).get("ideal_hit_rate")
     return {**reading, "share": cache_share(reading.get("cache"), row.get("framework"),
                                             row.get("kv-offloading"), ideal)}
+
+
+def _workload(summary: dict | None) -> dict | None:
+    run = (summary or {}).get("run") or {}
+    if not run:
+        return None
+    keys = ("corpus", "inflight", "warmup_s", "warmup_per_lane", "max_context_tokens",
+            "sessions_over_context", "seed")
+    out = {k: run.get(k) for k in keys}
+    start, end = run.get("profiling_started_ns"), run.get("profiling_ended_ns")
+    out["profiling_s"] = (end - start) / 1e9 if start and end else None
+    return out

@@ -55,6 +55,10 @@ class Result(BaseModel):
     duration_s: float | None = None
 
     plan: dict[str, Any] | None = None
+    # which sizing gave the host pools (launcher: the InferenceX launcher's arithmetic, or
+    # budget) and the other's node bytes beside it (plan/plan.py sizing_summary; absent in
+    # results written before it)
+    host_sizing: dict[str, Any] | None = None
     num_requests_total: int = 0
     num_requests_successful: int = 0
     request_accounting: dict[str, Any]
@@ -74,6 +78,10 @@ class Result(BaseModel):
     # results written before it)
     inferencex_cache: dict[str, Any] | None = None
     warnings: list[str] = []
+    # what the replay ran: the corpus (name, content fingerprint, whether an AgentX one), the
+    # most requests in flight (subagents run alongside their parent), the warm-up and the
+    # profiling phase after it (replay/runner.py `phases`). None: written before it.
+    workload: dict[str, Any] | None = None
     # engine-image patches checked at server start and what each did (launch/patcher.py)
     engine_patches: list[dict[str, Any]] | None = None
     # Digest of the run options that change what was measured (traces by content, workload

@@ -1,24 +1,31 @@
 """Closed-loop session lanes in virtual time, by the same workload bounds as `kvbench replay`
-(`kvbench.workload.bounds`): the same sessions per lane, the same turns, caps, warm-up and
-stop rules, so a simulation and a replay of one command line are of the same requests.
+(`kvbench.workload.bounds`) and the same session trees (`kvbench.workload.tree`): the same
+sessions per lane, subagents alongside their parent, the same caps, warm-up and stop rules,
+so a simulation and a replay of one command line are of the same requests.
 
-A lane submits its next turn when the previous one finishes (plus the capped think time);
+A tree's stream submits its next turn when the previous one finishes plus its think time;
 whether it is sent at all, and whether it is warm-up, is decided when it arrives (in arrival
 order, as the replay decides at send time): a send at or past the deadline, or past the
-request cap, stops every lane. Requests still running `grace_s` after the deadline are
-cancelled (not in the summary), as the replay cancels them."""
+request cap, stops every lane. With `start="sampled"` or `warmup_per_lane` the warm-up of
+replay/warmup.py runs first, in virtual time: each lane's first tree placed at t*, its t*
+requests (one output token, spread on t*), then `warmup_per_lane` one-token requests per lane
+with no idle delay, then the profiling phase for `duration_s` from its own start, each stream
+resuming at its recorded offset. Requests still running `grace_s` after the deadline are
+cancelled (not in the summary), as the replay cancels them. The idle caps of the replay
+(replay/idle.py) are not modelled: a recorded pause passes in virtual time as recorded."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvbench.errors import SimError
 from kvbench.sim.engine import Engine
 from kvbench.sim.request import SimRequest
 from kvbench.workload.bounds import SessionPool, WorkloadBounds, pass_key, pass_namespace
 from kvbench.workload.session import Session
+from kvbench.workload.tree import ROOT, Ready, Resume, TreeRun, phase_start, place_first
 
 # Page keys are (namespace index, hash id) packed into one int: hash ids of one namespace
 # stay below this, so keys of different namespaces never collide.
@@ -28,24 +35,28 @@ _KEY_SPAN = 1 << 64
 # request is refused still advances in virtual time (with zero think time it would
 # otherwise refuse, recycle and resend forever at one instant: issue 26's property test).
 REFUSAL_ROUND_TRIP_S = 1e-3
+WARMUP_MAX_TOKENS = 1  # agentic_replay.py `_WARMUP_MAX_TOKENS`
 
 
 @dataclass(slots=True)
 class _Lane:
     index: int
     session: Session | None = None
+    run: TreeRun | None = None
     key: str = ""
     ns_base: int = 0
-    start: int = 0
-    turn: int = 0  # next turn index to consider
-    sent_one: bool = False  # a turn of this session was sent (the next one waits think time)
+    pass_no: int = 0
+    origin_s: float = 0.0  # the recorded instant its handoff offsets count from
+    resume: Resume | None = None  # where its tree picks up in the profiling phase
+    warm: list = field(default_factory=list)  # its t* requests
 
 
 class LaneDriver:
     """Feeds an `Engine` closed-loop by `bounds`; `done` receives finished requests."""
 
     def __init__(self, sessions: list[Session], bounds: WorkloadBounds,
-                 make_engine: Callable[..., Engine], done: list[SimRequest]) -> None:
+                 make_engine: Callable[..., Engine], done: list[SimRequest],
+                 lead_cap_s: float | None = 10.0) -> None:
         if bounds.concurrency < 1:
             raise SimError(f"concurrency must be >= 1, got {bounds.concurrency}")
         if not sessions:
@@ -53,75 +64,133 @@ class LaneDriver:
         self.bounds = bounds
         self.pool = SessionPool.for_bounds(sessions, bounds)
         self.done = done
+        self.lead_cap_s = lead_cap_s
         self.namespaces: dict[str, int] = {}
         self.sent = self.profiled_sent = 0
         self.stopping = False
         self.rid = 0
+        self.phase = "profiling"
+        self.deadline_s: float | None = None
+        self.profiling_start_s = 0.0
+        self.quota: dict[int, int] = {}
+        self.failed_warmup: list[str] = []
         self._lanes: list[_Lane] = []
         self.engine = make_engine(on_finish=self._on_finish, on_arrival=self._on_arrival)
 
     def run(self) -> Engine:
-        self._lanes = [_Lane(i) for i in range(self.bounds.concurrency)]
-        for lane in self._lanes:
-            if not self._next_session(lane):
-                break
-            self._submit_next(lane, 0.0)
-        d = self.bounds.duration_s
-        self.engine.run_until(math.inf if d is None else d + self.bounds.grace_s)
+        b = self.bounds
+        self._lanes = [_Lane(i) for i in range(b.concurrency)]
+        if b.start == "sampled" or b.warmup_per_lane:
+            self._warm_up()
+        if not self.stopping:
+            self._profile()
         return self.engine
 
+    # -- phases ----------------------------------------------------------------------------
+    def _warm_up(self) -> None:
+        b, engine = self.bounds, self.engine
+        for lane in self._lanes:
+            self._place(lane)
+        self.phase = "primers"
+        leads = [w.lead_s for lane in self._lanes for w in lane.warm if w.lead_s is not None]
+        max_lead = max(leads, default=0.0)
+        for lane in self._lanes:
+            for w in lane.warm:
+                at = engine.now_s + ((max_lead - w.lead_s) if w.lead_s is not None else 0.0)
+                self._submit(lane, Ready(w.stream, w.k, at), warm=True, primer=True)
+        engine.run_until()
+        if self.failed_warmup:
+            self.stopping = True
+            return
+        if b.warmup_per_lane:
+            self.phase = "pressure"
+            for lane in self._lanes:
+                if lane.session is None:
+                    continue
+                self.quota[lane.index] = b.warmup_per_lane
+                lane.run = self._tree(lane.session, zero_delay=True)
+                for r in lane.run.resume(lane.resume, engine.now_s):
+                    self._submit(lane, r, warm=True)
+            engine.run_until()
+            for lane in self._lanes:
+                if lane.run is not None:
+                    lane.resume = lane.run.handoff(lane.origin_s)
+        if self.failed_warmup:
+            self.stopping = True
+
+    def _profile(self) -> None:
+        b, engine = self.bounds, self.engine
+        self.phase = "profiling"
+        self.profiling_start_s = engine.now_s
+        if b.duration_s is not None:
+            self.deadline_s = self.profiling_start_s + b.duration_s
+        placed = [lane for lane in self._lanes if lane.resume is not None]
+        for lane, resume in zip(placed, phase_start([(x.run, x.resume) for x in placed]),
+                                strict=True):
+            lane.run = self._tree(lane.session)
+            for r in lane.run.resume(resume, engine.now_s):
+                self._submit(lane, r)
+        for lane in self._lanes:
+            if lane.resume is None and not self._start_next(lane, engine.now_s, False):
+                break
+        d = self.deadline_s
+        engine.run_until(math.inf if d is None else d + b.grace_s)
+
     # -- lanes -----------------------------------------------------------------------------
-    def _next_session(self, lane: _Lane) -> bool:
-        got = None if self.stopping else self.pool.take(lane.index)
-        if got is None:
-            lane.session = None
-            return False
-        session, pass_no, start = got
+    def _tree(self, session: Session, zero_delay: bool = False) -> TreeRun:
+        b = self.bounds
+        return TreeRun(session, b.shaped, b.think_s, zero_delay=zero_delay,
+                       delay_scale=b.think_time_scale)
+
+    def _bind(self, lane: _Lane, session: Session, pass_no: int) -> None:
         ns = pass_namespace(session, pass_no)
         idx = self.namespaces.setdefault(ns, len(self.namespaces))
-        lane.session, lane.key, lane.ns_base = session, pass_key(session, pass_no), idx * _KEY_SPAN
-        lane.start, lane.turn, lane.sent_one = start, 0, False
+        lane.session, lane.pass_no = session, pass_no
+        lane.key, lane.ns_base = pass_key(session, pass_no), idx * _KEY_SPAN
+
+    def _place(self, lane: _Lane) -> None:
+        """The lane's first tree at t* (replay/warmup.py, workload/tree.py `place_first`)."""
+        p = place_first(self.pool, self.bounds, lane.index, self.lead_cap_s, self._tree)
+        if p is None:
+            return
+        self._bind(lane, p.session, p.pass_no)
+        lane.run, lane.resume, lane.warm, lane.origin_s = p.run, p.resume, p.warm, p.origin_s
+
+    def _next_session(self, lane: _Lane, zero_delay: bool = False) -> bool:
+        got = None if self.stopping else self.pool.take()
+        if got is None:
+            lane.session = lane.run = None
+            return False
+        self._bind(lane, *got)
+        lane.run = self._tree(lane.session, zero_delay)
+        lane.origin_s = lane.run.origin_s()
         return True
 
-    def _submit_next(self, lane: _Lane, now_s: float) -> None:
-        """Submit the lane's next sendable turn (taking new sessions as needed)."""
-        bounds = self.bounds
-        # a whole pass over the pool without a sendable turn (every prompt over
-        # max_input_tokens): none will ever be sent, the lane ends instead of recycling forever
-        tries = len(self.pool.sessions) + 1
-        while lane.session is not None:
-            turns = lane.session.turns
-            while lane.turn < len(turns):
-                k = lane.turn
-                lane.turn += 1
-                turn = bounds.shaped(turns[k])
-                if turn is None:
-                    continue
-                warm_turn = k < lane.start
-                at_s = now_s
-                if lane.sent_one and not warm_turn:
-                    at_s += bounds.think_s(turn)
-                lane.sent_one = True
-                page = turn.block_tokens
-                base = lane.ns_base
-                keys = [base + h for h in turn.hash_ids[: -(-turn.input_tokens // page)]]
-                req = SimRequest(rid=self.rid, arrival_s=at_s, input_tokens=turn.input_tokens,
-                                 output_tokens=bounds.max_tokens(turn), keys=keys,
-                                 page_tokens=page, session=lane.index)
-                req.meta = {"session_id": lane.key, "turn": k, "lane": lane.index,
-                            "warm_turn": warm_turn}
-                self.rid += 1
-                self.engine.submit(req, at_s)
+    def _submit(self, lane: _Lane, r: Ready, warm: bool = False, primer: bool = False) -> None:
+        """Submit one ready turn (a quota-spent lane's warm-up turn waits for the handoff)."""
+        if self.phase == "pressure":
+            left = self.quota.get(lane.index, 0)
+            if left <= 0:
                 return
-            tries -= 1
-            if not tries or not self._next_session(lane):
-                lane.session = None
-                return
+            self.quota[lane.index] = left - 1
+        turn = lane.run.turns[r.k]
+        page = turn.block_tokens
+        keys = [lane.ns_base + h for h in turn.hash_ids[: -(-turn.input_tokens // page)]]
+        out = WARMUP_MAX_TOKENS if warm else self.bounds.max_tokens(turn)
+        req = SimRequest(rid=self.rid, arrival_s=r.at_s, input_tokens=turn.input_tokens,
+                         output_tokens=out, keys=keys, page_tokens=page, session=lane.index)
+        req.meta = {"session_id": lane.key, "turn": r.k, "lane": lane.index,
+                    "warm_turn": warm, "stream": r.stream, "primer": primer,
+                    "agent": turn.agent}
+        self.rid += 1
+        if not primer:
+            lane.run.sent(r.k)
+        self.engine.submit(req, r.at_s)
 
     def _on_arrival(self, req: SimRequest) -> bool:
         """The replay's send-time decision: False drops the request and stops the run."""
         bounds, meta = self.bounds, req.meta
-        d = bounds.duration_s
+        d = self.deadline_s
         if self.stopping or (d is not None and req.arrival_s >= d):
             self.stopping = True
             return False
@@ -137,6 +206,31 @@ class LaneDriver:
 
     def _on_finish(self, req: SimRequest) -> None:
         self.done.append(req)
-        if not self.stopping:
-            now = self.engine.now_s + (REFUSAL_ROUND_TRIP_S if req.error is not None else 0.0)
-            self._submit_next(self._lanes[req.session], now)
+        meta = req.meta
+        lane = self._lanes[req.session]
+        if meta.get("warm_turn") and req.error is not None and meta["stream"] == ROOT:
+            self.failed_warmup.append(meta["session_id"])  # the harness aborts the run
+        if meta.get("primer") or self.stopping or lane.run is None:
+            return
+        now = self.engine.now_s + (REFUSAL_ROUND_TRIP_S if req.error is not None else 0.0)
+        ready = lane.run.finished(meta["turn"], now)
+        warm = self.phase == "pressure"
+        for r in ready:
+            self._submit(lane, r, warm=warm)
+        # the lane takes its next session once its whole tree is done
+        if lane.run.done and not (warm and self.quota.get(lane.index, 0) <= 0):
+            self._start_next(lane, now, warm)
+
+    def _start_next(self, lane: _Lane, now: float, warm: bool) -> bool:
+        """The lane's next session from its first turn; a whole pass over the pool without a
+        sendable turn (every prompt over max_input_tokens) ends the lane."""
+        for _ in range(len(self.pool.sessions) + 1):
+            if not self._next_session(lane, zero_delay=warm):
+                return False
+            ready = lane.run.start(now)
+            for r in ready:
+                self._submit(lane, r, warm=warm)
+            if ready:
+                return True
+        return False
+

@@ -47,6 +47,9 @@ class ServerConfig:
     max_running_requests: int = 256
     chunked_prefill_tokens: int = 8192
     chars_per_token: int = 0  # 0: word tokens (see tokens.py)
+    # a HuggingFace tokenizer (name or directory) that counts and keys prompts as the
+    # engine would: two clients synthesising prompts with it are then measured alike
+    tokenizer: str | None = None
     default_max_tokens: int = 128
     context_tokens: int | None = None  # max_model_len: longer prompt + max_tokens -> 400
     extra: dict = field(default_factory=dict)
@@ -93,6 +96,12 @@ class SimServer:
         self.failure: str | None = None
         self.cancelled = 0  # requests whose client disconnected
         self._transports: set[asyncio.Transport] = set()
+        self._hf_tokenizer = None
+        if config.tokenizer is not None:
+            # loaded before the first request, whose time it would otherwise take
+            from transformers import AutoTokenizer
+
+            self._hf_tokenizer = AutoTokenizer.from_pretrained(config.tokenizer)
 
     # -- simulated clock and the engine task -----------------------------------------------
     def now_s(self) -> float:
@@ -156,6 +165,9 @@ class SimServer:
 
     def _text_prompt(self, text: str) -> Prompt:
         cfg = self.config
+        if cfg.tokenizer is not None:
+            return token_prompt(self._hf_tokenizer.encode(text, add_special_tokens=False),
+                                cfg.page_tokens)
         if cfg.chars_per_token > 0:
             return text_prompt(text, cfg.page_tokens, cfg.chars_per_token)
         return self.prompt_tokens.prompt(text, cfg.page_tokens)

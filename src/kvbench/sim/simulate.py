@@ -123,6 +123,13 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
             for mine in [[r for r in profiled if r.meta.get("rank") == i]]]
     summary["warmup_requests"] = len(done) - len(profiled)
     summary["cancelled"] = driver.sent - len(done)
+    # the warm-up before the profiling phase, and subagents alongside their parents: the
+    # most profiled requests in flight at once, beside the lanes
+    summary["phase"] = {"warmup_s": driver.profiling_start_s,
+                        "profiling_start_s": driver.profiling_start_s,
+                        "deadline_s": driver.deadline_s,
+                        "warmup_failed": driver.failed_warmup[:5]}
+    summary["inflight"] = {"max": _peak_inflight(profiled), "lanes": bounds.concurrency}
     summary = _finish_summary(summary, wall_s, len(done), costs, setup)
     summary["setup"]["concurrency"] = bounds.concurrency
     summary["setup"]["bounds"] = {f: getattr(bounds, f) for f in bounds.__slots__}
@@ -140,6 +147,15 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
         summary["kv_transfer_ms"] = _percentiles(
             [r.meta["kv_transfer_s"] for r in profiled if "kv_transfer_s" in r.meta], 1e3)
     return summary
+
+
+def _peak_inflight(reqs: list[SimRequest]) -> int:
+    events = sorted([(r.arrival_s, 1) for r in reqs] + [(r.finish_s, -1) for r in reqs])
+    peak = now = 0
+    for _, d in events:
+        now += d
+        peak = max(peak, now)
+    return peak
 
 
 def _sum_caches(parts: list[dict]) -> dict:

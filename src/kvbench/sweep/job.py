@@ -107,7 +107,8 @@ class _Run:
 
             runners = load_runners(Path(self.spec.runner_config))
         options = self.spec.options
-        plan = plan_job(self.spec.job(), runners, sizing=options.sizing, force=options.force)
+        plan = plan_job(self.spec.job(), runners, sizing=options.sizing, force=options.force,
+                        engine_args=options.engine_args)
         self.plan_json = plan.to_json()
         write_json_atomic(self.job_dir / layout.PLAN_FILE, self.plan_json)
         if not plan.accepted:
@@ -281,7 +282,8 @@ def run_job(spec: JobSpec, results_dir: Path, events: JobEvents | None = None) -
                                ready_url=launch.health_url,
                                ready_timeout_s=spec.options.timeouts.ready_s, cwd=job_dir,
                                poll_interval_s=_ready_poll_s(spec.row),
-                               patches=spec.row.get("patches") or ())
+                               patches=launch.image_mods,
+                               skip_patches=spec.options.skip_image_mods)
         with server:
             run.patches = server.patch_outcomes
             phase = "ready"

@@ -159,15 +159,17 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
             prefix = alloc.prefix(node, w, 0 if cpu_only else w.gpus)
             argv = [*prefix, *launch.argv, *ROLE_ARGS.get(adapter.name, {}).get(w.role, []),
                     *opts.engine_args]
-            patches = list(w.row.get("patches") or ())
+            patches = list(launch.image_mods)
+            skip = opts.skip_image_mods
             remote = alloc.srun and node.name != os.environ.get("SLURMD_NODENAME")
-            outcomes = _patch_remote(prefix, patches) if remote and patches else None
+            outcomes = _patch_remote(prefix, patches, skip) if remote and patches else None
             base = _at(launch.base_url, node.addr)
             server = ServerProcess(argv, env=server_env({**launch.env, **w.env}),
                                    log_path=wdir / "server.log",
                                    ready_url=_at(launch.health_url, node.addr),
                                    ready_timeout_s=opts.timeouts.ready_s, cwd=wdir,
-                                   patches=() if remote else patches, name=w.name)
+                                   patches=() if remote else patches, skip_patches=skip,
+                                   name=w.name)
             stack.enter_context(server)
             servers.append(server)
             urls[w.role].append(base)
@@ -403,11 +405,14 @@ def _at(url: str, addr: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{addr}:{parts.port}"))
 
 
-def _patch_remote(prefix: list[str], patches: list[dict]) -> list[dict]:
-    """Apply a worker's engine patches on its own node (one srun step), before its start."""
+def _patch_remote(prefix: list[str], patches: list[dict], skip: tuple[str, ...] = ()
+                  ) -> list[dict]:
+    """Apply a worker's image modifications on its own node (one srun step), before its
+    start."""
     import json
 
-    argv = [*prefix, sys.executable, "-m", "kvbench.launch.patcher", json.dumps(patches)]
+    argv = [*prefix, sys.executable, "-m", "kvbench.launch.patcher", json.dumps(patches),
+            json.dumps(list(skip))]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         lines = (out.stderr or out.stdout).strip().splitlines()

@@ -57,10 +57,14 @@ class RunOptions(BaseModel):
     # records.jsonl.gz and scrape.jsonl.gz (long runs, committed results): how the raw files
     # are stored, not what is measured
     compress_raw: bool = False
-    # host pools: `budget` (the planner's) or `launcher` (the InferenceX launcher's size,
-    # plan/launcher_sizing.py); `force` runs a launcher size the planner refuses
-    sizing: Literal["budget", "launcher"] = "budget"
+    # host pools: `launcher` (the default: the InferenceX launcher's size,
+    # plan/launcher_sizing.py) or `budget` (the planner's); `force` runs a launcher size that
+    # oversubscribes the row's budget
+    sizing: Literal["launcher", "budget"] = "launcher"
     force: bool = False
+    # image modifications (plan/image.py) the user says the image already carries: not
+    # applied, recorded as skipped-by-user (part of the identity: the image may differ)
+    skip_image_mods: tuple[str, ...] = ()
     # processes each job's replay shards its lanes over (at most the job's concurrency;
     # replay/workers.py): how the client runs, not what is measured
     replay_workers: int = Field(1, ge=1, le=MAX_REPLAY_WORKERS)
@@ -81,13 +85,15 @@ class RunOptions(BaseModel):
                                                          "profile"})
         paths = self.trace_paths()
         identity["trace"] = None if paths is None else _trace_digests(paths)
-        # the default sizing leaves the identity of results measured before it existed as is
+        # results measured before launcher sizing existed were budget-sized and carry no key
         if identity["sizing"] == "budget":
             del identity["sizing"]
         if not identity["force"]:
             del identity["force"]
         if identity["stand_in"] is None:
             del identity["stand_in"]
+        if not identity["skip_image_mods"]:
+            del identity["skip_image_mods"]
         return identity
 
     def options_id(self) -> str:
@@ -113,8 +119,10 @@ class RunOptions(BaseModel):
             from kvbench.replay.profile import profile_named, replay_settings
 
             # every job starts its own server: a fresh deployment per concurrency point
+            # a --seed given on the command line wins; the default 0 takes the profile's 42
             out.update(replay_settings(profile_named(self.profile), concurrency, {
-                "duration_s": duration, "warmup_requests": self.warmup_requests or None}))
+                "duration_s": duration, "warmup_requests": self.warmup_requests or None,
+                "seed": self.seed or None}))
             out.update(profile=self.profile, fresh_server=True)
         return out
 

@@ -104,6 +104,15 @@ class JobSpec(BaseModel):
     # the master config the row comes from (its checkout holds the recipes the row names)
     config_file: str | None = None
     options: RunOptions = Field(default_factory=RunOptions)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _sized_before_launcher_sizing(cls, v: Any) -> Any:
+        """A job.json written before launcher sizing was the default has no `sizing`: its
+        job was budget-sized (plan/launcher_sizing.py), and its identity says so."""
+        if isinstance(v, dict) and "sizing" not in v:
+            return {**v, "sizing": "budget"}
+        return v
     schema_version: int = SCHEMA_VERSION
 
     @field_validator("dir_name")

@@ -4,17 +4,20 @@ measurement and a prediction of the same requests.
 
 Lanes take sessions in order (lane i's first session is session i, later ones go to whichever
 lane frees first); with a duration or request bound, sessions are recycled, each pass in a
-fresh hash namespace (a recycled session cannot hit what its previous pass cached). With
-`start="sampled"` a lane's first session starts at a random turn, the turns before it sent
-back to back as warm-up (they prime the cache, as if the run had been going). Per turn: the
-trace's blocks rescaled to `block_tokens`, turns above `max_input_tokens` skipped, output
-capped at `max_tokens_cap`, think time scaled then capped. The first `warmup_requests`
-requests sent are warm-up too; `max_requests` counts profiled requests only."""
+fresh hash namespace (a recycled session cannot hit what its previous pass cached). Sessions
+whose peak context (prompt plus requested output) exceeds `max_context_tokens` are dropped
+whole before the run, as InferenceX drops them (`--max-context-length`). With
+`start="sampled"` a lane's first session starts at an instant t* of its recording, its live
+streams' previous requests sent as warm-up (workload/tree.py `first_start`); with
+`warmup_per_lane` each lane then sends that many more one-token requests with no idle delay
+before the profiling phase (the harness's cache-pressure warm-up). Per turn: the trace's
+blocks rescaled to `block_tokens`, turns above `max_input_tokens` skipped, output capped at
+`max_tokens_cap`, think time scaled then capped. The first `warmup_requests` requests sent are
+warm-up too; `max_requests` counts profiled requests only."""
 
 from __future__ import annotations
 
 import dataclasses
-import random
 from dataclasses import dataclass
 
 from kvbench.bounds import CONTEXT_TOKENS
@@ -32,7 +35,7 @@ class WorkloadBounds:
     max_requests: int | None = None
     warmup_requests: int = 0
     max_tokens_cap: int | None = None
-    think_time_cap_s: float = 60.0
+    think_time_cap_s: float | None = 60.0  # None: no cap on one gap (AgentX forbids one)
     think_time_scale: float = 1.0
     start: str = "beginning"
     # with start="sampled": the share of each trace the first profiled turn is drawn from
@@ -43,6 +46,10 @@ class WorkloadBounds:
     max_input_tokens: int | None = None
     # in-flight requests at the deadline may finish within this; the rest are cancelled
     grace_s: float = 30.0
+    # one-token requests per lane after the t* warm-up requests (AgentX: 10)
+    warmup_per_lane: int | None = None
+    # whole sessions whose peak prompt + output exceeds this are dropped before the run
+    max_context_tokens: int | None = None
 
     def __post_init__(self) -> None:
         checks = (
@@ -55,7 +62,8 @@ class WorkloadBounds:
             ("warmup_requests", self.warmup_requests, self.warmup_requests >= 0, ">= 0"),
             ("max_tokens_cap", self.max_tokens_cap,
              self.max_tokens_cap is None or self.max_tokens_cap >= 1, ">= 1"),
-            ("think_time_cap_s", self.think_time_cap_s, self.think_time_cap_s >= 0, ">= 0"),
+            ("think_time_cap_s", self.think_time_cap_s,
+             self.think_time_cap_s is None or self.think_time_cap_s >= 0, ">= 0"),
             ("think_time_scale", self.think_time_scale, self.think_time_scale >= 0, ">= 0"),
             ("start", self.start, self.start in START_MODES, " | ".join(START_MODES)),
             ("block_tokens", self.block_tokens,
@@ -65,6 +73,10 @@ class WorkloadBounds:
             ("grace_s", self.grace_s, self.grace_s >= 0, ">= 0"),
             ("start_ratio", self.start_ratio,
              0 <= self.start_ratio[0] <= self.start_ratio[1] <= 1, "0 <= low <= high <= 1"),
+            ("warmup_per_lane", self.warmup_per_lane,
+             self.warmup_per_lane is None or self.warmup_per_lane >= 0, ">= 0"),
+            ("max_context_tokens", self.max_context_tokens,
+             self.max_context_tokens is None or self.max_context_tokens >= 1, ">= 1"),
         )
         for name, value, ok, allowed in checks:
             # `not ok` also catches NaN, which fails every comparison
@@ -93,7 +105,8 @@ class WorkloadBounds:
     def think_s(self, turn: Turn) -> float:
         """Idle gap before `turn` after its predecessor ended (trace time, before any
         time-scale of the server's clock)."""
-        return min(turn.think_time_s * self.think_time_scale, self.think_time_cap_s)
+        gap = turn.think_time_s * self.think_time_scale
+        return gap if self.think_time_cap_s is None else min(gap, self.think_time_cap_s)
 
     def is_warmup(self, warm_turn: bool, sent_before: int) -> bool:
         return warm_turn or sent_before < self.warmup_requests
@@ -115,23 +128,28 @@ def pass_key(session: Session, pass_no: int) -> str:
 class SessionPool:
     """Hands sessions to lanes in order, cycling when recycling is on."""
 
-    def __init__(self, sessions: list[Session], recycle: bool, start: str, seed: int,
-                 start_ratio: tuple[float, float] = (0.0, 1.0)) -> None:
+    def __init__(self, sessions: list[Session], recycle: bool, dropped: int = 0) -> None:
         self.sessions = sessions
-        self.start_ratio = start_ratio
         self.recycle = recycle
-        self.sampled = start == "sampled"
-        self.rng = random.Random(seed)
+        self.dropped = dropped  # sessions over the context limit, left out
         self.next_index = 0
-        self.started_lanes: set[int] = set()
 
     @classmethod
     def for_bounds(cls, sessions: list[Session], bounds: WorkloadBounds) -> SessionPool:
-        """The pool; refused when `max_input_tokens` skips every turn (recycling lanes would
-        otherwise look for a turn to send until the deadline, or forever), and when a turn as
-        sent (its blocks rescaled) is longer than any model's context: the memory a request
-        needs is bounded before any prompt is built."""
-        sent = (t for s in sessions for x in s.turns if (t := bounds.shaped(x)) is not None)
+        """The pool, without the sessions over `max_context_tokens`; refused when nothing is
+        left to send (recycling lanes would otherwise look for a turn until the deadline, or
+        forever), and when a turn as sent (its blocks rescaled) is longer than any model's
+        context: the memory a request needs is bounded before any prompt is built."""
+        limit = bounds.max_context_tokens
+        kept = sessions if limit is None else [
+            s for s in sessions if s.peak_context_tokens() <= limit]
+        if sessions and not kept:
+            smallest = min(s.peak_context_tokens() for s in sessions)
+            raise WorkloadError(
+                f"--max-context-length {limit} drops every session (the smallest peak "
+                f"prompt + output is {smallest:,} tokens): nothing to send",
+                hint="the server's context length is below every trace")
+        sent = (t for s in kept for x in s.turns if (t := bounds.shaped(x)) is not None)
         longest = max((t.input_tokens for t in sent), default=0)
         if longest > CONTEXT_TOKENS.hi:
             scaled = (f" (--block-tokens {bounds.block_tokens} rescales the trace's blocks)"
@@ -140,34 +158,20 @@ class SessionPool:
                 f"a turn of {longest:,} tokens as sent{scaled} is longer than any model's "
                 f"context (allowed: {CONTEXT_TOKENS.allowed()}: {CONTEXT_TOKENS.why})",
                 hint="--max-input-tokens skips such turns")
-        if bounds.max_input_tokens is not None and sessions and not any(
-                bounds.shaped(t) is not None for s in sessions for t in s.turns):
+        if bounds.max_input_tokens is not None and kept and not any(
+                bounds.shaped(t) is not None for s in kept for t in s.turns):
             unbounded = dataclasses.replace(bounds, max_input_tokens=None)
-            smallest = min(unbounded.shaped(t).input_tokens for s in sessions for t in s.turns)
+            smallest = min(unbounded.shaped(t).input_tokens for s in kept for t in s.turns)
             raise WorkloadError(
                 f"--max-input-tokens {bounds.max_input_tokens} is below every turn's prompt "
                 f"(the shortest is {smallest:,} tokens): nothing to send",
                 hint="raise --max-input-tokens or leave it out")
-        return cls(sessions, bounds.recycle, bounds.start, bounds.seed, bounds.start_ratio)
+        return cls(kept, bounds.recycle, len(sessions) - len(kept))
 
-    def take(self, lane: int) -> tuple[Session, int, int] | None:
-        """(session, pass number, first profiled turn) or None when every session is used."""
+    def take(self) -> tuple[Session, int] | None:
+        """(session, pass number) or None when every session is used."""
         i = self.next_index
-        if i >= len(self.sessions) and not self.recycle:
+        if not self.sessions or (i >= len(self.sessions) and not self.recycle):
             return None
         self.next_index += 1
-        session = self.sessions[i % len(self.sessions)]
-        start = 0
-        if self.sampled and lane not in self.started_lanes:
-            # a lane's first session starts at a random position, as if the run had been going
-            start = self._sampled_start(session.num_turns)
-        self.started_lanes.add(lane)
-        return session, i // len(self.sessions), start
-
-    def _sampled_start(self, num_turns: int) -> int:
-        lo_ratio, hi_ratio = self.start_ratio
-        if (lo_ratio, hi_ratio) == (0.0, 1.0):
-            return self.rng.randrange(num_turns)
-        lo = min(num_turns - 1, int(lo_ratio * num_turns))
-        hi = min(num_turns - 1, max(lo, int(hi_ratio * num_turns)))
-        return self.rng.randint(lo, hi)
+        return self.sessions[i % len(self.sessions)], i // len(self.sessions)

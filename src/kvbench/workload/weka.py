@@ -1,20 +1,31 @@
 """The kv-cache-tester / weka session format (Claude Code traces): one JSON object per session,
 `{id, block_size, hash_id_scope, requests: [...]}`, requests of type "n"/"s" and "subagent"
-(with nested requests). Subagent requests are replayed inline, in the parent's lane, at the
-subagent's position: the parent waits for a foreground subagent, and its hash ids live in the
-parent's scope, so prefix reuse between parent and subagent is kept."""
+(with nested requests). A subagent becomes a `Branch` as agentx-harness 1.0.12 builds its
+SPAWN/JOIN (aiperf/dataset/loader/weka_trace.py `_reconstruct_serial`): spawned by the last
+root request before it, joined by the first later root request that starts at or after the
+subagent's recorded end (`_sa_end_seconds`: t + duration_ms, else its last request's end),
+in the background when none does, dropped when no root request precedes it; subagents with
+the same spawn and join share one start (the earliest), each one's first request at its
+recorded offset from it. Inner `t` before the spawn marker is relative to it
+(`_subagent_request_absolute_t`). The gap before a request is its stream's end-to-start
+idle time, `t - (t_prev + api_time_prev)` (`_end_to_start_delay_ms`), where the trace has
+both times, else its `think_time`. Hash ids live in the session's scope, subagents
+included, so prefix reuse between parent and subagent is kept."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from kvbench import bounds
 from kvbench.errors import WorkloadError, shown
-from kvbench.workload.session import Session, Turn
+from kvbench.workload.session import Branch, Session, Turn
 
 REQUEST_TYPES = ("n", "s", "subagent")
 MAX_BLOCK = 1 << 20  # tokens per hash block; real traces use 64 (Mooncake: 512)
+# weka_trace.py `_JOIN_EPSILON_SECONDS`: a root request this close after a subagent's end joins it
+JOIN_EPSILON_S = 1e-6
 
 
 def _need(obj: dict, key: str, kinds: tuple[type, ...], where: str, path: str) -> Any:
@@ -28,8 +39,8 @@ def _need(obj: dict, key: str, kinds: tuple[type, ...], where: str, path: str) -
 
 
 # each time field within its physical range (kvbench/bounds.py)
-_TIMES = {"t": bounds.TRACE_TIME_S, "think_time": bounds.IDLE_S,
-          "api_time": bounds.SERVER_TIME_S}
+_TIMES = {"t": (bounds.TRACE_TIME_S, 1), "think_time": (bounds.IDLE_S, 1),
+          "api_time": (bounds.SERVER_TIME_S, 1), "duration_ms": (bounds.TRACE_TIME_S, 1000)}
 
 
 def _opt_float(obj: dict, key: str, where: str, path: str) -> float | None:
@@ -40,11 +51,26 @@ def _opt_float(obj: dict, key: str, where: str, path: str) -> float | None:
             or not math.isfinite(value) or value < 0):
         raise WorkloadError(f"{where}: field {path}.{key} = {shown(value)} must be a finite "
                             "number >= 0")
-    _TIMES[key].check(value, f"{where}: field {path}.{key}", WorkloadError)
+    rng, per_s = _TIMES[key]
+    rng.check(value / per_s, f"{where}: field {path}.{key}" + (" (in seconds)" if per_s != 1
+                                                                else ""), WorkloadError)
     return float(value)
 
 
-def _turn(req: dict, block: int, where: str, path: str, agent: str | None) -> Turn:
+@dataclass(frozen=True, slots=True)
+class _Subagent:
+    after: int  # position among the root's requests of the last one before it (-1: none)
+    agent: str
+    first: int  # its first turn in the session's turns
+    count: int
+    spawn_t: float
+    end_t: float
+
+
+def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
+          offset_s: float = 0.0) -> Turn:
+    """One request; `offset_s` is added to a `t` recorded before it (a subagent's inner
+    request relative to its spawn marker)."""
     n_in = _need(req, "in", (int,), where, path)
     n_out = _need(req, "out", (int,), where, path)
     ids = _need(req, "hash_ids", (list,), where, path)
@@ -64,12 +90,28 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None) -> Tu
             f"{where}: field {path}.hash_ids has {len(ids)} blocks of {block} tokens, "
             f"more than in = {n_in} tokens can fill"
         )
+    t = _opt_float(req, "t", where, path)
+    if t is not None and t + JOIN_EPSILON_S < offset_s:
+        t += offset_s
     return Turn(
         input_tokens=n_in, output_tokens=max(1, n_out), hash_ids=tuple(ids), block_tokens=block,
         think_time_s=_opt_float(req, "think_time", where, path) or 0.0,
         api_time_s=_opt_float(req, "api_time", where, path),
-        t_s=_opt_float(req, "t", where, path) or 0.0, agent=agent,
+        t_s=t if t is not None else 0.0, agent=agent,
     )
+
+
+def _stream_gaps(turns: list[Turn], timed: list[bool]) -> list[Turn]:
+    """Each turn's gap after the previous one of its stream ended: from the recorded times
+    where both have them (the harness's end-to-start delay), else the trace's think_time."""
+    out = []
+    for k, turn in enumerate(turns):
+        if k and timed[k] and timed[k - 1]:
+            prev = turns[k - 1]
+            gap = max(0.0, turn.t_s - prev.t_s - (prev.api_time_s or 0.0))
+            turn = Turn(**{**_asdict(turn), "think_time_s": round(gap, 6)})
+        out.append(turn)
+    return out
 
 
 def parse_session(obj: Any, where: str) -> Session:
@@ -87,6 +129,9 @@ def parse_session(obj: Any, where: str) -> Session:
             f"{where}: field hash_id_scope = {shown(scope)}; allowed: local, global")
     reqs = _need(obj, "requests", (list,), where, "session")
     turns: list[Turn] = []
+    roots: list[int] = []  # indexes into turns of the root's requests
+    roots_timed: list[bool] = []
+    subagents: list[_Subagent] = []
     for i, req in enumerate(reqs):
         path = f"requests[{i}]"
         if not isinstance(req, dict):
@@ -97,23 +142,72 @@ def parse_session(obj: Any, where: str) -> Session:
                 f"{where}: field {path}.type = {shown(kind)}; allowed: {', '.join(REQUEST_TYPES)}"
             )
         if kind != "subagent":
+            roots.append(len(turns))
+            roots_timed.append(req.get("t") is not None)
             turns.append(_turn(req, block, where, path, None))
             continue
         agent = str(req.get("agent_id") or f"subagent_{i:03d}")
+        spawn_t = _opt_float(req, "t", where, path) or 0.0
         inner = _need(req, "requests", (list,), where, path)
+        own: list[Turn] = []
+        timed: list[bool] = []
         for j, sub in enumerate(inner):
             if not isinstance(sub, dict):
                 raise WorkloadError(f"{where}: field {path}.requests[{j}] must be an object")
-            turn = _turn(sub, block, where, f"{path}.requests[{j}]", agent)
-            if j == 0 and turn.think_time_s == 0.0:
-                # the spawn happens after the parent's previous turn; inherit the subagent's gap
-                gap = _opt_float(req, "think_time", where, path) or 0.0
-                turn = Turn(**{**_asdict(turn), "think_time_s": gap})
-            turns.append(turn)
+            own.append(_turn(sub, block, where, f"{path}.requests[{j}]", agent, spawn_t))
+            timed.append(sub.get("t") is not None)
+        if own and own[0].think_time_s == 0.0:
+            # the spawn happens after the parent's previous turn; inherit the subagent's gap
+            gap = _opt_float(req, "think_time", where, path) or 0.0
+            own[0] = Turn(**{**_asdict(own[0]), "think_time_s": gap})
+        own = _stream_gaps(own, timed)
+        if own:
+            end_t = _subagent_end_s(req, own, where, path, spawn_t)
+            subagents.append(_Subagent(len(roots) - 1, agent, len(turns), len(own), spawn_t,
+                                       end_t))
+            turns.extend(own)
     if not turns:
         raise WorkloadError(f"{where}: field requests is empty: a session needs at least one turn")
+    for k, turn in zip(roots, _stream_gaps([turns[k] for k in roots], roots_timed),
+                       strict=True):
+        turns[k] = turn
     namespace = sid if scope == "local" else "global"
-    return Session(sid, turns, namespace, where, {"format": "weka", "block_size": block})
+    # every request has its recorded time: the tree can be placed at an instant of it
+    timed = all(roots_timed) and all(
+        sub.get("t") is not None for r in reqs if r.get("type") == "subagent"
+        for sub in r["requests"])
+    return Session(sid, turns, namespace, where,
+                   {"format": "weka", "block_size": block, "timed": timed},
+                   _branches(turns, roots, subagents))
+
+
+def _subagent_end_s(req: dict, own: list[Turn], where: str, path: str, spawn_t: float) -> float:
+    """weka_trace.py `_sa_end_seconds`: t + duration_ms (a negative one is 0), else the end
+    of its last request, else its start."""
+    duration_ms = _opt_float(req, "duration_ms", where, path)
+    if duration_ms is not None:
+        return spawn_t + duration_ms / 1000.0
+    return max(t.t_s + (t.api_time_s or 0.0) for t in own)
+
+
+def _branches(turns: list[Turn], roots: list[int],
+              subagents: list[_Subagent]) -> tuple[Branch, ...]:
+    """SPAWN/JOIN from the recorded times (module docstring)."""
+    placed = []
+    for sa in subagents:
+        if sa.after < 0:
+            continue  # no root request before it: nothing spawns it
+        join = next((roots[r] for r in range(sa.after + 1, len(roots))
+                     if turns[roots[r]].t_s + JOIN_EPSILON_S >= sa.end_t), None)
+        placed.append((roots[sa.after], join, sa))
+    group_start: dict[tuple[int, int | None], float] = {}
+    for spawn, join, sa in placed:
+        key = (spawn, join)
+        group_start[key] = min(group_start.get(key, sa.spawn_t), sa.spawn_t)
+    return tuple(
+        Branch(sa.agent, sa.first, sa.count, spawn, join,
+               round(max(0.0, turns[sa.first].t_s - group_start[(spawn, join)]), 6))
+        for spawn, join, sa in placed)
 
 
 def _asdict(turn: Turn) -> dict:

@@ -159,32 +159,82 @@ class HiCacheSizer:
         )
 
     # -- ratio (DeepSeek-V4: --hicache-size is rejected) ------------------------------------
+    def _device_pools(self, ctx: SizingContext) -> tuple[dict[str, int], list[str]]:
+        """The device pools a ratio multiplies, per rank, as SGLang sizes them from the memory
+        the fraction leaves after the weights (GpuEstimate): SGLang mirrors each device pool
+        page for page, host pages = device pages x ratio (sglang 0.5.17 mem_cache/
+        hybrid_cache/hybrid_pool_assembler.py:280-302, 0.5.23 :647-676 for DeepSeek-V4;
+        HostKVCache for the others). For DeepSeek-V4 with MTP the target's pools give up the
+        draft worker's share: bytes per full token x (T + 1) / T (0.5.17 model_executor/
+        pool_configurator.py:670-677, 0.5.23 :1250-1257)."""
+        gpu = ctx.gpu
+        device = {name: b for name, b in gpu.device_bytes.items() if b}
+        lines = [f"device pools (estimate): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - "
+                 f"weights {gpu.weights_per_rank_bytes / GB:.1f} GB = "
+                 f"{sum(device.values()) / GB:.2f} GB per rank"]
+        if ctx.model.compressed is not None and ctx.topo.spec_decoding == "mtp":
+            layers = ctx.model.num_layers
+            device = {n: b * layers // (layers + 1) for n, b in device.items()}
+            lines.append(f"less the MTP draft worker's share (SGLang DSV4PoolConfigurator: "
+                         f"x {layers}/{layers + 1}) = {sum(device.values()) / GB:.2f} GB per rank")
+        return device, lines
+
+    def _ratio_pools(self, ctx: SizingContext, sem: HiCacheSemantics, device: dict[str, int],
+                     ratio: float, scale: float) -> list[HostPool]:
+        """The host pools of `ratio` x the device pools (x `scale`, a measurement over the
+        estimate). A token-pool model gets the KV pool's token slots x ratio, and the
+        sidecars mirror that token count as with a fixed size (_pools); DeepSeek-V4's pools
+        are taken page for page."""
+        how = "the launcher's measurement" if scale != 1.0 else "the device-pool estimate"
+        kv = ctx.pool("kv")
+        if ctx.model.compressed is None and kv is not None and ctx.gpu.kv_tokens:
+            anchor = kv.bytes_per_token_per_rank
+            draft = ctx.pool("draft_kv") if ctx.has_draft else None
+            if sem.draft_packed and draft is not None:
+                anchor += draft.bytes_per_token_per_rank
+            tokens = int(ctx.gpu.kv_tokens * ratio * scale)
+            return [p.model_copy(update={
+                "configured_gb": None,
+                "note": f"ratio {ratio:g} x {ctx.gpu.kv_tokens:,} device tokens ({how}): "
+                        f"{p.note}"}) for p in self._pools(ctx, sem, tokens * anchor / GB)]
+        return [
+            HostPool(name=name, bytes_per_rank=int(b * ratio * scale),
+                     inside_configured_size=True,
+                     note=f"ratio {ratio:g} x this pool's device bytes ({how})")
+            for name, b in device.items()
+        ] or [HostPool(name="kv", bytes_per_rank=0, inside_configured_size=True,
+                       note=f"ratio {ratio:g} x no device pool (estimate)")]
+
     def _ratio(self, ctx: SizingContext, sem: HiCacheSemantics,
                forced: float | None = None) -> Sizing:
-        """Host pools = device pools x ratio, and the device pools are only estimated. The ratio
-        is therefore taken against an upper bound of the device pools (the memory fraction less
-        80% of the estimated weights), so an optimistic weight estimate cannot over-fill.
-        `forced` (--sizing launcher): the launcher's ratio, for any model."""
-        gpu = ctx.gpu
-        fraction_bytes = int(gpu.hbm_bytes * gpu.mem_fraction)
-        bound = fraction_bytes - int(0.8 * gpu.weights_per_rank_bytes)
-        if bound <= 0:
-            bound = fraction_bytes
+        """Host pools = device pools x ratio. The device pools are kvbench's estimate of
+        SGLang's arithmetic, or (--sizing launcher) what the launcher measured at this shape,
+        shown beside the estimate. `forced`: the launcher's ratio, for any model."""
+        device, notes = self._device_pools(ctx)
+        device_total = sum(device.values())
         if forced is None:
-            ratio = math.floor(ctx.per_rank_budget_bytes / bound * 10) / 10
+            ratio = math.floor(ctx.per_rank_budget_bytes / max(1, device_total) * 10) / 10
             chosen = (f"ratio = floor10({ctx.per_rank_budget_bytes / GB:.2f} / "
-                      f"{bound / GB:.2f}) = {ratio}")
+                      f"{device_total / GB:.2f}) = {ratio}")
         else:
             ratio = forced
             chosen = f"launcher: --hicache-ratio {ratio:g}"
-        notes = [
-            "DeepSeek-V4 HiCache accepts only --hicache-ratio: host pools = device pools x ratio"
-            if ctx.model.compressed is not None else
-            "--hicache-ratio: host pools = device pools x ratio",
-            f"device pools <= {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - 0.8 x weights "
-            f"{gpu.weights_per_rank_bytes / GB:.1f} GB = {bound / GB:.2f} GB per rank (bound)",
-            chosen,
-        ]
+        notes.insert(0, "DeepSeek-V4 HiCache accepts only --hicache-ratio: host pools = "
+                     "device pools x ratio" if ctx.model.compressed is not None else
+                     "--hicache-ratio: host pools = device pools x ratio")
+        notes.append(chosen)
+        est = self._ratio_pools(ctx, sem, device, ratio, 1.0)
+        est_total = sum(p.bytes_per_rank for p in est)
+        scale, measured = 1.0, ctx.launcher.measured if ctx.launcher is not None else None
+        if measured is not None:
+            notes.append(measured.line)
+            if measured.applies and est_total:
+                if measured.host_bytes_on_node:
+                    scale = measured.host_bytes_on_node / (ctx.ranks_on_node * est_total)
+                elif measured.device_bytes_per_rank:
+                    scale = measured.device_bytes_per_rank / device_total
+                elif measured.host_kv_tokens and ctx.gpu.kv_tokens:
+                    scale = measured.host_kv_tokens / (ratio * ctx.gpu.kv_tokens)
         warnings = ["host pools scale with the engine's real device pool: compare "
                     "max_total_num_tokens in the server log with the estimate"]
         if ctx.topo.size_gb_per_rank is not None and forced is None:
@@ -194,26 +244,14 @@ class HiCacheSizer:
             errors.append(f"the budget allows only --hicache-ratio {ratio}, and this SGLang "
                           "needs a ratio above 1 (G1 asserts host > device)" if sem.is_g1 else
                           f"the budget allows no host pool (--hicache-ratio {ratio})")
-        device_total = sum(gpu.device_bytes.values())
-        host_total = int(bound * ratio)
-        pools = [
-            HostPool(name=name, bytes_per_rank=host_total * b // device_total,
-                     inside_configured_size=True,
-                     note=f"ratio {ratio} x this pool's share of the device bound")
-            for name, b in gpu.device_bytes.items() if b and device_total
-        ] or [HostPool(name="kv", bytes_per_rank=host_total, inside_configured_size=True,
-                       note=f"ratio {ratio} x device bound")]
+        pools = est if scale == 1.0 else self._ratio_pools(ctx, sem, device, ratio, scale)
+        if scale != 1.0:
+            notes.append(f"at the device-pool estimate: {ratio:g} x the device pools = "
+                         f"{est_total / GB:.2f} GB per rank, "
+                         f"{est_total * ctx.ranks_on_node / GB:,.0f} GB on the node; the "
+                         f"verdict uses the measurement ({scale:.2f} x the estimate)")
         notes.append(_sum_line(pools, sem.pin_policy))
-        if forced is not None and device_total:
-            # the launcher's ratio is judged on the bound, as kvbench sizes; the estimate
-            # shows what the engine would more likely allocate
-            est = int(device_total * ratio)
-            notes.append(f"at the device-pool estimate instead of the bound: {ratio:g} x "
-                         f"{device_total / GB:.2f} GB = {est / GB:.2f} GB per rank, "
-                         f"{est * ctx.ranks_on_node / GB:,.0f} GB on the node (the verdict "
-                         "uses the bound)")
-        tokens_bound = bound // max(1, ctx.kv_bytes_per_token)
-        return Sizing(pools=pools, host_kv_tokens=int(min(gpu.kv_tokens, tokens_bound) * ratio),
+        return Sizing(pools=pools, host_kv_tokens=int(ctx.gpu.kv_tokens * ratio * scale),
                       engine_args=["--hicache-ratio", f"{ratio:g}"], errors=errors,
                       arithmetic=notes, warnings=warnings)
 

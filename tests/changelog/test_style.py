@@ -1,15 +1,18 @@
-"""The changelog rules on the real InferenceX file and on mutations of it."""
+"""kvbench's layout rules (named warnings; `check_change` refuses them) on the real InferenceX
+file and on mutations of it. CI's gate itself is tested against its recordings
+(test_ci_gate.py)."""
 
 from __future__ import annotations
 
 import pytest
 from changelog.conftest import NEW_ENTRY, append, split_at
 
-from kvbench.changelog import check_change, parse_changelog
+from kvbench.changelog import check_change, parse_changelog, style_report
 from kvbench.errors import ChangelogError
 
 
 def problems(base: bytes, head: bytes, keys: set[str], **kw) -> list[str]:
+    """Every rule broken, as 'name: message' (as `check_change` lists them when it refuses)."""
     with pytest.raises(ChangelogError) as exc:
         check_change(base, head, keys, **kw)
     return exc.value.errors[1:]
@@ -40,9 +43,10 @@ def test_real_whitespace_separator_of_pr_2663_is_caught(real_raw, known_keys):
     # PR 2663 really appended a whitespace-only line and two separators; the reference
     # pipeline's main() did not check the layout, so it slipped in.
     found = problems(split_at(real_raw, 769), real_raw, known_keys)
-    assert found == ["head:6352: whitespace-only line; a separator line must be empty",
-                     "head:6354: 2 blank lines before this entry; separate entries with exactly "
-                     "one blank line"]
+    assert found == ["whitespace-separator: head:6352: whitespace-only line; a separator line "
+                     "must be empty",
+                     "separator-blank-lines: head:6354: 2 blank lines before this entry; "
+                     "separate entries with exactly one empty line"]
 
 
 def test_unchanged_file_has_no_new_entries(real_raw, known_keys):
@@ -62,13 +66,13 @@ def test_appended_entry_with_glob(real_raw, known_keys):
 
 def test_deleted_entry(base_raw, known_keys):
     shorter = split_at(base_raw, 700)
-    one_problem(base_raw, shorter, known_keys, "entries were deleted")
+    one_problem(base_raw, shorter, known_keys, "entries-deleted: head has 700 entries")
 
 
 def test_modified_historical_description(real_raw, known_keys):
     head = real_raw.replace(b"6-7% uplift for llama", b"7-8% uplift for llama", 1)
     msg = one_problem(real_raw, head, known_keys, "historical entry 0 was modified")
-    assert "description" in msg and "head:1:" in msg
+    assert msg.startswith("history-modified: ") and "description" in msg and "head:1:" in msg
 
 
 def test_placeholder_pr_link_correction(real_raw, known_keys):
@@ -80,7 +84,7 @@ def test_placeholder_pr_link_correction(real_raw, known_keys):
 
 def test_correction_mixed_with_addition(real_raw, known_keys):
     head = append(real_raw.replace(b"/pull/XXX", b"/pull/2390", 1))
-    one_problem(real_raw, head, known_keys, "cannot be combined with new entries")
+    one_problem(real_raw, head, known_keys, "is mixed with new entries")
 
 
 def test_canonical_pr_link_is_immutable(real_raw, known_keys):
@@ -120,7 +124,7 @@ def test_unknown_config_key_names_close_ones(real_raw, known_keys):
 
 def test_glob_matching_nothing(real_raw, known_keys):
     entry = NEW_ENTRY.replace("dsv4-fp4-b200-vllm-agentic-mtp", "llama-*")
-    one_problem(real_raw, append(real_raw, entry), known_keys, "glob 'llama-*' matches no")
+    one_problem(real_raw, append(real_raw, entry), known_keys, "pattern 'llama-*' matches no")
 
 
 @pytest.mark.parametrize(("sep", "needle"), [
@@ -184,13 +188,15 @@ def test_entry_must_start_with_config_keys(real_raw, known_keys):
     assert any("must start with '- config-keys:'" in p for p in found), found
 
 
-def test_insertion_in_the_middle_is_not_append(real_raw, known_keys):
+def test_insertion_in_the_middle_is_named_as_such(real_raw, known_keys):
     parsed = parse_changelog(real_raw)
     lines = real_raw.split(b"\n")
     at = parsed.start_lines[5] - 1
     head = b"\n".join([*lines[:at], NEW_ENTRY.encode().rstrip(b"\n"), b"", *lines[at:]])
-    found = problems(real_raw, head, known_keys)
-    assert any("historical entry 5 was modified" in p for p in found), found
+    msg = one_problem(real_raw, head, known_keys, "new entry 5 sits between historical entries")
+    assert msg.startswith(f"inserted-mid-file: head:{at + 1}:")
+    assert [e.pr_link[-4:] for e in style_report(real_raw, head, known_keys).new_entries] == [
+        "2800"]
 
 
 def test_comment_edit_is_not_append(real_raw, known_keys):
@@ -203,9 +209,9 @@ def test_append_only_with_evals(real_raw, known_keys):
     one_problem(real_raw, append(real_raw, entry), known_keys, "append-only cannot be combined")
 
 
-def test_invalid_base_is_reported_as_base(real_raw, known_keys):
-    with pytest.raises(ChangelogError, match="base changelog is itself invalid"):
-        check_change(real_raw[:-1], real_raw, known_keys)
+def test_a_base_without_its_final_newline_is_not_the_changes_fault(real_raw, known_keys):
+    report = style_report(real_raw[:-1], real_raw, known_keys)
+    assert report.warnings == [] and report.new_entries == []
 
 
 def test_all_problems_reported_at_once(real_raw, known_keys):

@@ -1,0 +1,353 @@
+"""agentx-harness 1.0.12 as the oracle of `kvbench replay --profile agentx`: both replay the
+same Weka-format traces against the same kind of server, each run on a fresh one, and their
+requests are compared.
+
+For each repeat a fresh server is started (`kvbench serve-sim`, counting prompts with the
+given tokenizer, as both clients synthesise them with it), the harness runs once
+(`aiperf profile --scenario agentx`, InferenceX's flags: benchmarks/benchmark_lib.sh
+`build_replay_cmd` at 843c6254f; `--unsafe-override` as the traces are local and the phase
+short), then, on another fresh server, kvbench (`kvbench replay --profile agentx` with the
+same concurrency, duration and warm-up). Compared per repeat: the requests each sent per
+session stream and turn in the warm-up and the profiling phase, the most requests in flight
+at once, the profiling window, the verdict; over the repeats: TTFT p50 and throughput, agreeing
+when their difference is within the run-to-run noise (two standard errors of the
+difference of the means).
+
+    python3 benchmarks/agentx_oracle.py --traces tests/data/traces/agentx-small \\
+        --tokenizer DIR --concurrency 2 --duration 30 --warmup-per-lane 3 --repeats 3 \\
+        --out /tmp/agentx-oracle [--url URL --model NAME: a running server instead]
+
+The harness lives in its own virtual environment (it pins packages the global one does not
+have): `--harness-venv`, default $KVBENCH_AGENTX_VENV or ~/.cache/kvbench/agentx-harness-1.0.12
+(.ci/install creates it). The JSON written to OUT/oracle.json is what
+tests/replay/test_agentx_oracle.py checks and docs/performance.md tabulates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_VENV = Path(os.environ.get("KVBENCH_AGENTX_VENV") or
+                    Path.home() / ".cache" / "kvbench" / "agentx-harness-1.0.12")
+
+
+def harness_venv(path: Path | None = None) -> Path:
+    venv = Path(path or DEFAULT_VENV)
+    if not (venv / "bin" / "aiperf").exists():
+        raise SystemExit(f"agentx-harness is not installed at {venv} (bin/aiperf missing): "
+                         "run .ci/install or set KVBENCH_AGENTX_VENV")
+    return venv
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SimServer:
+    """A fresh `kvbench serve-sim` for one run, stopped after it."""
+
+    def __init__(self, tokenizer: str, log: Path) -> None:
+        self.port = _free_port()
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        self.log = open(log, "wb")  # noqa: SIM115 (the server writes it until stopped)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kvbench", "serve-sim", "--port", str(self.port),
+             "--tokenizer", tokenizer, "--time-scale", "1"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"serve-sim exited: see {log}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/v1/models", timeout=2) as r:
+                    self.model = json.load(r)["data"][0]["id"]
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit(f"serve-sim did not answer within 60 s: see {log}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+# -- the two clients -------------------------------------------------------------------------
+def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
+    cmd = [str(venv / "bin" / "aiperf"), "profile", "--scenario", "agentx", "--unsafe-override",
+           "--url", url, "--endpoint", "/v1/chat/completions", "--endpoint-type", "chat",
+           "--streaming", "--model", model, "--tokenizer", a.tokenizer,
+           "--concurrency", str(a.concurrency), "--benchmark-duration", str(a.duration),
+           "--random-seed", "42", "--trajectory-start-min-ratio", "0.25",
+           "--trajectory-start-max-ratio", "0.75",
+           "--warmup-requests-per-lane", str(a.warmup_per_lane),
+           "--trace-idle-gap-cap-seconds", "300", "--use-server-token-count",
+           "--custom-dataset-type", "weka_trace", "--input-file", str(a.traces),
+           "--output-artifact-dir", str(out), "--ui", "none"]
+    if a.max_context_length:
+        cmd += ["--max-context-length", str(a.max_context_length)]
+    if a.lean:  # fewer of its service processes: a CI run's start-up, not its requests
+        cmd += ["--workers-max", "1", "--record-processors", "1", "--no-server-metrics"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    (out / "harness.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"the harness failed (exit {proc.returncode}): see {out}/harness.log")
+    records = []
+    for line in (out / "profile_export.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        m, x = r["metadata"], r.get("metrics") or {}
+
+        def val(name: str, x=x):
+            return (x.get(name) or {}).get("value")
+
+        records.append({
+            "phase": "warmup" if m["benchmark_phase"] == "warmup" else "profiling",
+            "stream": m["conversation_id"], "turn": m["turn_index"],
+            "start_ns": m["request_start_ns"], "end_ns": m["request_end_ns"],
+            "ttft_ms": val("time_to_first_token"),
+            "out_tokens": val("usage_completion_tokens") or val("output_token_count"),
+            "prompt_tokens": val("usage_prompt_tokens"),
+            "cached_tokens": val("usage_prompt_cache_read_tokens"),
+            "ok": not r.get("error") and not m.get("was_cancelled")})
+    agg = json.loads((out / "profile_export_aiperf.json").read_text())
+    meta = agg.get("metadata") or {}
+
+    def avg(name: str) -> float:
+        return float((agg.get(name) or {}).get("avg") or 0.0)
+
+    ok, errors = avg("request_count"), avg("error_request_count")
+    # a context overflow is in neither count nor in profile_export.jsonl: the harness keeps
+    # it apart (record_processor_service.py:339-351, records_manager.py:831-846)
+    return {"records": records, "wall_s": wall,
+            "overflows": int(avg("skipped_context_overflow_count")),
+            "verdict": {"submission_valid": bool(meta.get("submission_valid")),
+                        "reasons": list(meta.get("submission_invalid_reasons") or []),
+                        # InferenceX utils/agentic/validation/validate_agentic_result.py
+                        "failed_ratio": errors / (ok + errors) if ok + errors else None}}
+
+
+def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
+    cmd = [sys.executable, "-m", "kvbench", "replay", "--url", url, "--model", model,
+           "--trace", str(a.traces), "--output", str(out), "--tokenizer", a.tokenizer,
+           "--concurrency", str(a.concurrency), "--duration", str(a.duration),
+           "--warmup-per-lane", str(a.warmup_per_lane), "--profile", "agentx",
+           "--format", "json"]
+    if a.max_context_length:
+        cmd += ["--max-context-length", str(a.max_context_length)]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    if proc.returncode == 3 and proc.stdout.strip():
+        pass  # the run stopped early (a failed warm-up): its summary still says why
+    elif proc.returncode != 0:
+        (out / "kvbench.log").write_text(proc.stderr)
+        raise SystemExit(f"kvbench failed (exit {proc.returncode}): see {out}/kvbench.log")
+    wall = time.monotonic() - t0
+    (out / "kvbench.log").write_text(proc.stderr)
+    summary = json.loads(proc.stdout)
+    streams = _stream_names(a.traces)
+    records, overflows = [], 0
+    for line in (out / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["error_kind"] == "context_overflow":  # apart, as the harness exports them
+            overflows += not r["is_warmup"]
+            continue
+        stream, turn = streams[r["session_id"].split("#")[0]][r["turn"]]
+        records.append({
+            "phase": "warmup" if r["is_warmup"] else "profiling", "stream": stream,
+            "turn": turn, "start_ns": r["t_send_ns"], "end_ns": r["t_last_ns"] or r["t_send_ns"],
+            "ttft_ms": (r["t_first_ns"] - r["t_send_ns"]) / 1e6 if r["t_first_ns"] else None,
+            "out_tokens": r["completion_tokens"], "prompt_tokens": r["prompt_tokens"],
+            "cached_tokens": r["cached_tokens"], "ok": r["status"] == "ok"})
+    v = summary["profile"]
+    return {"records": records, "wall_s": wall, "summary_inflight": summary["run"]["inflight"],
+            "overflows": overflows,
+            "verdict": {"submission_valid": v["submission_valid"], "reasons": v["reasons"],
+                        "failed_ratio": v["checks"]["failed_ratio"]["value"]}}
+
+
+def _stream_names(traces: Path) -> dict[str, list[tuple[str, int]]]:
+    """Each session's turns as the harness names them: the root by its trace id, a subagent
+    `<id>::sa:<agent>`, each with its index in its own stream."""
+    sys.path.insert(0, str(REPO / "src"))
+    from kvbench.workload.loader import load_trace
+
+    out = {}
+    for s in load_trace(traces):
+        names: list[tuple[str, int]] = []
+        owner = {k: b for b in s.tree() for k in range(b.first, b.end)}
+        counts: dict[str, int] = {}
+        for k in range(len(s.turns)):
+            b = owner.get(k)
+            name = s.session_id if b is None else f"{s.session_id}::sa:{b.agent}"
+            names.append((name, counts.get(name, 0)))
+            counts[name] = counts.get(name, 0) + 1
+        out[s.session_id] = names
+    return out
+
+
+# -- what a run did --------------------------------------------------------------------------
+def describe(run: dict) -> dict:
+    recs = run["records"]
+    warm = [r for r in recs if r["phase"] == "warmup"]
+    prof = [r for r in recs if r["phase"] == "profiling"]
+    ok = [r for r in prof if r["ok"]]
+    events = sorted([(r["start_ns"], 1) for r in prof] + [(r["end_ns"], -1) for r in prof])
+    inflight = peak = 0
+    for _, d in events:
+        inflight += d
+        peak = max(peak, inflight)
+    start = min((r["start_ns"] for r in prof), default=0)
+    end = max((r["end_ns"] for r in prof), default=0)
+    window_s = (end - start) / 1e9
+    ttft = sorted(r["ttft_ms"] for r in ok if r["ttft_ms"] is not None)
+    by_stream: dict[str, list[int]] = {}
+    for r in sorted(prof, key=lambda r: r["start_ns"]):
+        by_stream.setdefault(r["stream"], []).append(r["turn"])
+    warm_end = max((r["end_ns"] for r in warm), default=start)
+    return {
+        "warmup": sorted((r["stream"], r["turn"]) for r in warm),
+        "profiling": by_stream, "profiled_requests": len(prof),
+        "max_inflight": peak, "window_s": window_s,
+        "warmup_s": (warm_end - min((r["start_ns"] for r in warm), default=warm_end)) / 1e9,
+        "ttft_p50_ms": statistics.median(ttft) if ttft else None,
+        "requests_s": len(ok) / window_s if window_s else None,
+        "output_tok_s": sum(r["out_tokens"] or 0 for r in ok) / window_s if window_s else None,
+        "verdict": run["verdict"], "wall_s": run["wall_s"], "overflows": run["overflows"],
+    }
+
+
+def compare(h: dict, k: dict) -> dict:
+    """Request agreement of one repeat: the warm-up sets equal, and every stream's profiled
+    turns the same, counted as a multiset (two lanes replaying one trace interleave its
+    turns) but for one (the window's end may cut a stream a request earlier in one run)."""
+    from collections import Counter
+
+    streams = set(h["profiling"]) | set(k["profiling"])
+    same, differ, cut = 0, [], 0
+    for s in sorted(streams):
+        a, b = Counter(h["profiling"].get(s, [])), Counter(k["profiling"].get(s, []))
+        extra = sum(((a - b) + (b - a)).values())
+        if extra <= 1:
+            same += 1
+            cut += extra
+        else:
+            differ.append({"stream": s, "harness": h["profiling"].get(s, []),
+                           "kvbench": k["profiling"].get(s, [])})
+    return {"warmup_equal": h["warmup"] == k["warmup"], "streams": len(streams),
+            "streams_equal": same, "streams_differing": differ, "cut_at_window_end": cut,
+            "inflight_equal": h["max_inflight"] == k["max_inflight"],
+            "overflows_equal": h["overflows"] == k["overflows"],
+            "failed_ratio_equal": h["verdict"]["failed_ratio"] == k["verdict"]["failed_ratio"],
+            "verdict_equal": h["verdict"]["submission_valid"] ==
+            k["verdict"]["submission_valid"]}
+
+
+def noise(values_h: list[float], values_k: list[float]) -> dict:
+    mh, mk = statistics.mean(values_h), statistics.mean(values_k)
+    n = min(len(values_h), len(values_k))
+    if n < 2:
+        return {"harness": mh, "kvbench": mk, "delta": mk - mh, "within_noise": None}
+    se = (statistics.variance(values_h) / len(values_h)
+          + statistics.variance(values_k) / len(values_k)) ** 0.5
+    return {"harness": mh, "kvbench": mk, "harness_sd": statistics.stdev(values_h),
+            "kvbench_sd": statistics.stdev(values_k), "delta": mk - mh,
+            "two_se": 2 * se, "within_noise": abs(mk - mh) <= 2 * se}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--traces", type=Path, required=True)
+    p.add_argument("--tokenizer", required=True, help="HF tokenizer name or directory")
+    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--duration", type=float, default=30)
+    p.add_argument("--warmup-per-lane", type=int, default=3)
+    p.add_argument("--max-context-length", type=int, default=None)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--url", default=None, help="a running server (default: serve-sim per run)")
+    p.add_argument("--model", default=None)
+    p.add_argument("--harness-venv", type=Path, default=None)
+    p.add_argument("--lean", action="store_true",
+                   help="one harness worker and record processor, no server metrics")
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args()
+    venv = harness_venv(a.harness_venv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for i in range(a.repeats):
+        pair = {}
+        for tool in ("harness", "kvbench"):
+            out = a.out / f"{tool}-{i}"
+            out.mkdir(parents=True, exist_ok=True)
+            server = None if a.url else SimServer(a.tokenizer, out / "server.log")
+            url, model = (a.url, a.model) if a.url else (server.url, server.model)
+            try:
+                run = (run_harness(venv, url, model, a, out) if tool == "harness"
+                       else run_kvbench(url, model, a, out))
+            finally:
+                if server is not None:
+                    server.stop()
+            pair[tool] = describe(run)
+        pair["agreement"] = compare(pair["harness"], pair["kvbench"])
+        runs.append(pair)
+    result = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
+              "runs": runs}
+    for metric in ("ttft_p50_ms", "requests_s", "output_tok_s", "max_inflight", "window_s"):
+        result[metric] = noise([r["harness"][metric] for r in runs],
+                               [r["kvbench"][metric] for r in runs])
+    (a.out / "oracle.json").write_text(json.dumps(result, indent=1))
+    print(table(result))
+
+
+def table(result: dict) -> str:
+    rows = ["| | agentx-harness 1.0.12 | kvbench replay --profile agentx | agree |",
+            "|---|---|---|---|"]
+    runs = result["runs"]
+    for i, r in enumerate(runs):
+        h, k, ag = r["harness"], r["kvbench"], r["agreement"]
+        rows.append(f"| run {i}: warm-up requests | {len(h['warmup'])} | {len(k['warmup'])} "
+                    f"| {'same (stream, turn)s' if ag['warmup_equal'] else 'DIFFER'} |")
+        rows.append(f"| run {i}: profiled requests | {h['profiled_requests']} | "
+                    f"{k['profiled_requests']} | {ag['streams_equal']}/{ag['streams']} "
+                    f"streams send the same turns ({ag['cut_at_window_end']} cut by the "
+                    "window's end) |")
+        rows.append(f"| run {i}: most requests in flight ({result['settings']['concurrency']} "
+                    f"lanes) | {h['max_inflight']} | {k['max_inflight']} | "
+                    f"{'yes' if ag['inflight_equal'] else 'no'} |")
+        rows.append(f"| run {i}: submission valid | {h['verdict']['submission_valid']} "
+                    f"({', '.join(h['verdict']['reasons'])}) | "
+                    f"{k['verdict']['submission_valid']} ({len(k['verdict']['reasons'])} "
+                    f"reasons) | {'yes' if ag['verdict_equal'] else 'no'} |")
+    for metric, label in (("ttft_p50_ms", "TTFT p50 (ms)"), ("requests_s", "requests/s"),
+                          ("output_tok_s", "output tokens/s"),
+                          ("window_s", "profiling window (s)")):
+        m = result[metric]
+        sd_h = f" ±{m['harness_sd']:.2f}" if "harness_sd" in m else ""
+        sd_k = f" ±{m['kvbench_sd']:.2f}" if "kvbench_sd" in m else ""
+        verdict = {None: "one repeat: no noise estimate", True: "within noise",
+                   False: "NOT within noise"}[m["within_noise"]]
+        rows.append(f"| {label}, mean of {len(runs)} | {m['harness']:.2f}{sd_h} | "
+                    f"{m['kvbench']:.2f}{sd_k} | {verdict} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    main()

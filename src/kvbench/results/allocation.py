@@ -1,0 +1,150 @@
+"""What an SGLang server allocated, read from its log, beside the plan of the same job.
+
+The planner projects every pool a job's engine allocates: the device KV pool and a hybrid
+model's state slots (`plan.json` gpu-kv-tokens, gpu-state-slots) and each host pool of HiCache
+(host-pools: the target KV, the Mamba/GDN states, the MTP draft's sidecar). SGLang logs each
+of them once at start-up; `engine_allocation` reads those lines, `plan_vs_allocated` sets them
+beside the plan, pool by pool, with the difference. Log formats are SGLang 0.5.17's:
+
+- scheduler: `max_total_num_tokens=N, ..., max_running_requests=R, ...`
+  (srt/managers/scheduler.py:1068-1076)
+- device KV: `KV Cache is allocated. dtype: D, #tokens: N, K size: X GB, V size: Y GB`
+  (srt/mem_cache/memory_pool.py:1656-1676; the target's pool first, an MTP draft's after it)
+- device states: `Mamba Cache is allocated. max_mamba_cache_size: S, conv_state size: XGB,
+  ssm_state size: YGB [intermediate_ssm_state_cache size: ZGB intermediate_conv_window_cache
+  size: WGB]` (memory_pool.py:788-814)
+- host KV: `Allocating kv|draft hierarchical KV host pool: N tokens, X GB host memory.`
+  (srt/mem_cache/pool_host/base.py:153-158)
+- host states: `Allocating X GB host memory for hierarchical Mamba cache (layout=L).`
+  (srt/mem_cache/memory_pool_host.py:134-138; SGLang prints no slot count, so the state pool
+  is compared in bytes at the log's 10 MB resolution)"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_SCHED = re.compile(r"max_total_num_tokens=(\d+),.*?max_running_requests=(\d+)")
+_KV = re.compile(r"KV Cache is allocated\. dtype: (\S+), #tokens: (\d+), "
+                 r"K size: ([\d.]+) GB, V size: ([\d.]+) GB")
+_MAMBA = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), "
+                    r"conv_state size: ([\d.]+)GB, ssm_state size: ([\d.]+)GB"
+                    r"(?: intermediate_ssm_state_cache size: ([\d.]+)GB)?"
+                    r"(?: intermediate_conv_window_cache size: ([\d.]+)GB)?")
+_HOST_KV = re.compile(r"Allocating (\w+) hierarchical KV host pool: (\d+) tokens, "
+                      r"([\d.]+) GB host memory")
+_HOST_MAMBA = re.compile(r"Allocating ([\d.]+) GB host memory for hierarchical Mamba cache")
+GB = 1e9  # SGLang prints decimal GB (x / 1e9) for the host pools and GiB-free GB on device
+_LOG_GB = 0.005  # the host pools' GB are printed with two decimals
+
+
+@dataclass(slots=True)
+class EngineAllocation:
+    """Pools SGLang logged at start-up (None: the line was not in the log)."""
+
+    device_kv_tokens: int | None = None
+    max_running_requests: int | None = None
+    # every `KV Cache is allocated` line: (tokens, K + V GB as printed), target first
+    device_kv: list[tuple[int, float]] = field(default_factory=list)
+    state_slots: int | None = None
+    state_device_gb: dict[str, float] = field(default_factory=dict)
+    # host pools: name -> (tokens or None, GB as printed)
+    host: dict[str, tuple[int | None, float]] = field(default_factory=dict)
+
+
+def engine_allocation(log_text: str) -> EngineAllocation:
+    out = EngineAllocation()
+    for line in log_text.splitlines():
+        if m := _SCHED.search(line):
+            out.device_kv_tokens, out.max_running_requests = int(m[1]), int(m[2])
+        elif m := _KV.search(line):
+            out.device_kv.append((int(m[2]), float(m[3]) + float(m[4])))
+        elif m := _MAMBA.search(line):
+            out.state_slots = int(m[1])
+            out.state_device_gb = {k: float(v) for k, v in zip(
+                ("conv", "ssm", "intermediate_ssm", "intermediate_conv_window"),
+                m.groups()[1:], strict=True) if v is not None}
+        elif m := _HOST_KV.search(line):
+            out.host["draft_kv" if m[1] == "draft" else m[1]] = (int(m[2]), float(m[3]))
+        elif m := _HOST_MAMBA.search(line):
+            out.host["mamba"] = (None, float(m[1]))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRow:
+    pool: str
+    unit: str
+    planned: float
+    allocated: float
+    tolerance: float = 0.0  # the log's own rounding, in the row's unit
+
+    @property
+    def diff(self) -> float:
+        return self.allocated - self.planned
+
+    @property
+    def diff_pct(self) -> float | None:
+        return 100.0 * self.diff / self.planned if self.planned else None
+
+    @property
+    def within(self) -> float:
+        """|difference| beyond the log's rounding, as a fraction of the plan."""
+        excess = max(0.0, abs(self.diff) - self.tolerance)
+        return excess / self.planned if self.planned else float(excess > 0)
+
+
+def plan_vs_allocated(plan: dict[str, Any], alloc: EngineAllocation) -> list[PoolRow]:
+    """One row per pool both sides know: device KV tokens and state slots, then each host
+    pool (tokens where SGLang prints them, else decimal GB)."""
+    rows: list[PoolRow] = []
+    if alloc.device_kv_tokens is not None and plan.get("gpu-kv-tokens"):
+        rows.append(PoolRow("device kv", "tokens", plan["gpu-kv-tokens"],
+                            alloc.device_kv_tokens))
+    if alloc.state_slots is not None and plan.get("gpu-state-slots"):
+        rows.append(PoolRow("device mamba", "slots", plan["gpu-state-slots"], alloc.state_slots))
+    for pool in plan.get("host-pools", []):
+        got = alloc.host.get(pool["name"])
+        if got is None:
+            continue
+        tokens, gb = got
+        if tokens is not None and pool.get("units"):
+            rows.append(PoolRow(f"host {pool['name']}", "tokens", pool["units"], tokens))
+        else:
+            rows.append(PoolRow(f"host {pool['name']}", "GB", pool["bytes-per-rank"] / GB, gb,
+                                tolerance=_LOG_GB))
+    return rows
+
+
+def format_rows(rows: list[PoolRow]) -> list[str]:
+    out = [f"{'pool':<16} {'unit':<7} {'planned':>16} {'allocated':>16} {'diff':>14} "
+           f"{'diff %':>8}"]
+    for r in rows:
+        pct = "" if r.diff_pct is None else f"{r.diff_pct:+.2f}"
+        fmt = (lambda v: f"{v:,.0f}") if r.unit != "GB" else (lambda v: f"{v:,.2f}")
+        out.append(f"{r.pool:<16} {r.unit:<7} {fmt(r.planned):>16} {fmt(r.allocated):>16} "
+                   f"{fmt(r.diff):>14} {pct:>8}")
+    return out
+
+
+SCHEDULER_COMM = "sglang::schedul"  # the scheduler's process name as /proc truncates it
+
+
+def peak_rss_bytes(samples: list[dict[str, Any]], comm: str = SCHEDULER_COMM) -> int | None:
+    """The largest VmRSS of the processes named `comm` in a host-memory sampler's records
+    (benchmarks/gpu/vllm/memory.py: one JSON object per sample, `procs` with VmRSS in KiB)."""
+    peaks = [p["VmRSS"] for s in samples for p in s.get("procs", [])
+             if p.get("comm") == comm and p.get("VmRSS") is not None]
+    return max(peaks) * 1024 if peaks else None
+
+
+def rss_growth_row(plan: dict[str, Any], offload: list[dict[str, Any]],
+                   resident: list[dict[str, Any]]) -> PoolRow | None:
+    """The scheduler's peak RSS with the host pools less the resident arm's, against the
+    plan's projected host footprint (the pinned pools), in decimal GB."""
+    with_pools, without = peak_rss_bytes(offload), peak_rss_bytes(resident)
+    if with_pools is None or without is None or not plan.get("projected-host-bytes"):
+        return None
+    return PoolRow("scheduler RSS", "GB", plan["projected-host-bytes"] / GB,
+                   (with_pools - without) / GB)

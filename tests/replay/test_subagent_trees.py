@@ -1,0 +1,214 @@
+"""Subagent trees (issue 34 item 3): a weka trace's subagents become SPAWN/JOIN branches as
+agentx-harness 1.0.12 builds them (weka_trace.py `_reconstruct_serial`), run alongside their
+parent (workload/tree.py), so a lane of one tree puts several requests in flight, measured
+by a real aiohttp server; a lane holds its slot until its whole tree is done."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from fixtures.servers import free_port, script
+from fixtures.transformers_server import wait_http
+
+from kvbench.files import read_jsonl
+from kvbench.replay import ReplayConfig, run_replay
+from kvbench.workload.bounds import WorkloadBounds
+from kvbench.workload.tree import ROOT, TreeRun
+from kvbench.workload.weka import parse_session
+
+
+def _req(t: float, n_in: int, api: float = 1.0, blocks: int | None = None) -> dict:
+    return {"t": t, "type": "n", "in": n_in, "out": 4, "api_time": api,
+            "hash_ids": list(range(1, (blocks or n_in // 64) + 1))}
+
+
+def _sub(agent: str, t: float, turns: int, duration_s: float) -> dict:
+    return {"t": t, "type": "subagent", "agent_id": agent, "duration_ms": duration_s * 1000,
+            "requests": [_req(t + 0.5 + 2 * j, 300 + 64 * j, 1.0) for j in range(turns)]}
+
+
+def _trace() -> dict:
+    """Root turns at t = 0, 10, 20, 30, 40; after turn 0 three subagents (A ends at 6, B at
+    15, C at 25); after turn 3 a subagent D that outlives the root (background)."""
+    return {"id": "tree", "block_size": 64, "hash_id_scope": "local", "requests": [
+        _req(0, 640), _sub("A", 1.0, 2, 5.0), _sub("B", 1.2, 3, 13.8), _sub("C", 1.5, 3, 23.5),
+        _req(10, 704), _req(20, 768), _req(30, 832), _sub("D", 31.5, 2, 40.0),
+        _req(40, 896)]}
+
+
+def test_subagents_spawn_and_join_by_their_recorded_times():
+    """`_reconstruct_serial`: a subagent is spawned by the root request before it and joined
+    by the first later root request that starts at or after its end, in the background when
+    none does; siblings of one spawn and join share the earliest start."""
+    s = parse_session(_trace(), "tree.json:1")
+    by_agent = {b.agent: b for b in s.tree()}
+    assert by_agent["A"].spawn == 0 and by_agent["A"].join == 9  # t=10 >= 6
+    assert by_agent["B"].join == 10  # t=10 < 15 <= t=20
+    assert by_agent["C"].join == 11  # t=30
+    assert by_agent["D"].spawn == 11 and by_agent["D"].join is None  # t=40 < 71.5
+    # inner times as recorded (absolute), the gap between a stream's turns end-to-start
+    a = s.turns[by_agent["A"].first + 1]
+    assert a.t_s == 3.5 and a.think_time_s == 1.0  # 3.5 - (1.5 + 1.0)
+    assert s.turns[9].think_time_s == 9.0  # root: 10 - (0 + 1)
+    assert s.meta["timed"] is True
+
+
+def _drive(run: TreeRun, request_s: float = 1.0) -> list[tuple[float, int, int, int]]:
+    """Every request of a pass, each taking `request_s`: (send time, stream, turn,
+    in flight at send)."""
+    import heapq
+
+    queue = [(r.at_s, r.k, r.stream) for r in run.start(0.0)]
+    heapq.heapify(queue)
+    running: list[float] = []
+    out = []
+    while queue:
+        at, k, stream = heapq.heappop(queue)
+        running = [e for e in running if e > at]
+        running.append(at + request_s)
+        out.append((at, stream, k, len(running)))
+        run.sent(k)
+        for r in run.finished(k, at + request_s):
+            heapq.heappush(queue, (r.at_s, r.k, r.stream))
+    return out
+
+
+def test_children_run_alongside_their_parent_and_a_join_waits_for_them():
+    s = parse_session(_trace(), "tree.json:1")
+    bounds = WorkloadBounds(think_time_cap_s=None)
+    run = TreeRun(s, bounds.shaped, bounds.think_s)
+    sends = _drive(run)
+    assert run.done and len(sends) == len(s.turns)  # every turn once
+    assert max(n for *_, n in sends) >= 3  # A, B and C together after root turn 0
+    when = {k: at for at, _, k, _ in sends}
+    by_agent = {b.agent: b for b in s.tree()}
+    # the root's turn 9 waits for A; turn 10 for B (its own think time is shorter)
+    a_end = when[by_agent["A"].end - 1] + 1.0
+    assert when[9] >= a_end and when[9] == max(a_end, when[0] + 1.0 + 9.0)
+    b_end = when[by_agent["B"].end - 1] + 1.0
+    assert when[10] == max(b_end, when[9] + 1.0 + s.turns[10].think_time_s)
+    # D is spawned by root turn 11 and nothing waits for it: the root's last turn goes on
+    assert when[12] < when[by_agent["D"].end - 1]
+    assert run.streams[ROOT].state == "done"
+
+
+def test_a_context_overflow_ends_only_its_stream():
+    s = parse_session(_trace(), "tree.json:1")
+    bounds = WorkloadBounds(think_time_cap_s=None)
+    run = TreeRun(s, bounds.shaped, bounds.think_s)
+    ready = run.start(0.0)
+    run.sent(0)
+    spawned = run.finished(0, 1.0)
+    assert {r.stream for r in spawned} == {1, 2, 3} and ready
+    assert run.streams[ROOT].state == "blocked"  # its next turn joins A
+    a_first = next(r for r in spawned if r.stream == 1)
+    run.sent(a_first.k)
+    # A ends at its overflow, which releases the root's join (after its own think time)
+    released = run.finished(a_first.k, 2.0, stop=True)
+    assert run.streams[1].state == "done"
+    assert [(r.stream, r.k, r.at_s) for r in released] == [(ROOT, 9, 1.0 + 9.0)]
+
+
+COUNTING_SERVER = """
+import asyncio, json, sys
+from aiohttp import web
+port = int(sys.argv[1])
+state = {"now": 0, "max": 0, "seen": 0}
+
+async def health(_):
+    return web.Response(text="ok")
+
+async def models(_):
+    return web.json_response({"data": [{"id": "m"}]})
+
+async def stats(_):
+    return web.json_response(state)
+
+async def chat(request):
+    body = await request.json()
+    state["now"] += 1
+    state["seen"] += 1
+    state["max"] = max(state["max"], state["now"])
+    try:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await asyncio.sleep(0.15)  # long enough for siblings to overlap
+        n = body.get("max_tokens", 4)
+        for _ in range(n):
+            await resp.write(b'data: {"choices":[{"delta":{"content":" w"}}]}\\n\\n')
+        usage = {"prompt_tokens": 10, "completion_tokens": n}
+        await resp.write(("data: " + json.dumps({"choices": [], "usage": usage})
+                          + "\\n\\ndata: [DONE]\\n\\n").encode())
+        await resp.write_eof()
+        return resp
+    finally:
+        state["now"] -= 1
+
+app = web.Application()
+app.router.add_get("/health", health)
+app.router.add_get("/v1/models", models)
+app.router.add_get("/stats", stats)
+app.router.add_post("/v1/chat/completions", chat)
+web.run_app(app, host="127.0.0.1", port=port, print=None)
+"""
+
+
+def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
+    """One lane, one tree: the root's first turn spawns three subagents that run together,
+    so the server sees three requests at once (counted by the server itself); the run's
+    summary records the same, and the lane takes no second session before its tree is
+    done."""
+    trace = tmp_path / "tree.json"
+    trace.write_text(json.dumps(_trace()))
+    port = free_port()
+    proc = subprocess.Popen([*script(tmp_path, "counting", COUNTING_SERVER), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_http(f"{url}/health", 30, proc)
+        cfg = ReplayConfig(url=url, model="m", trace=[trace], concurrency=1,
+                           output_dir=tmp_path / "out", think_time_scale=0.01,
+                           think_time_cap_s=None, max_tokens_cap=4)
+        t0 = time.monotonic()
+        summary = run_replay(cfg)
+        assert time.monotonic() - t0 < 30
+        import urllib.request
+
+        with urllib.request.urlopen(f"{url}/stats") as r:
+            server = json.load(r)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    recs = read_jsonl(tmp_path / "out" / "records.jsonl")
+    assert server["seen"] == len(recs) == 15 and all(r["status"] == "ok" for r in recs)
+    assert server["max"] >= 3 > cfg.concurrency  # the tree's fan-out, one lane
+    assert summary["run"]["inflight"]["max"] == server["max"]
+    assert max(r["inflight"] for r in recs) == server["max"]
+    agents = {r["agent"] for r in recs if r["inflight"] >= 3}
+    assert agents <= {"A", "B", "C", None}
+
+
+def test_the_simulator_replays_the_same_trees():
+    """`kvbench simulate`'s closed loop drives the same `TreeRun`: three subagents spawned
+    together are in flight together on one lane, in virtual time."""
+    import math
+
+    from kvbench.hardware import load_hardware
+    from kvbench.sim.costs import CostModel
+    from kvbench.sim.simulate import SimSetup, run_sessions
+
+    trace = _trace()
+    for sub in trace["requests"][1:4]:  # A, B and C spawned at one instant
+        sub["t"] = 1.0
+        for j, r in enumerate(sub["requests"]):
+            r["t"] = 1.0 + 2 * j
+    s = parse_session(trace, "tree.json:1")
+    done: list = []
+    summary = run_sessions([s], CostModel.reference(load_hardware("h200")),
+                           SimSetup(math.inf), WorkloadBounds(concurrency=1,
+                                                              think_time_cap_s=None),
+                           requests=done)
+    assert len(done) == len(s.turns) and summary["requests"] == len(s.turns)
+    assert summary["inflight"] == {"max": 3, "lanes": 1}
