@@ -179,6 +179,17 @@ BENEFIT = Range(0, 100, "", "a relative change of 100x (10,000%) is past any off
 SCALE = Range(0, 1_000, "x", "a multiplier of token counts; 1,000x turns a 100K-token "
               "session into one past every context", lo_open=True)
 
+# ---- measurements read back (result files, summaries) ---------------------------------------
+MEASURED_MS = Range(0, _DAY_S * 1_000, "ms", "a latency of a day is a hung request, not a "
+                    "measurement")
+MEASURED_S = Range(0, 7 * _DAY_S, "s", "a week is longer than any benchmark run")
+TOKEN_RATE = Range(0, 1e9, "tokens/s", "a billion tokens a second is past any deployment's "
+                   "throughput (the largest serve a few million)")
+REQUEST_RATE = Range(0, 1e7, "requests/s", "ten million requests a second is past any "
+                     "deployment")
+TOKEN_TOTAL = Range(0, 2 ** 53, "tokens", "a run's token counts stay exact in a double; 2^53 "
+                    "is 10^15 tokens, years of any deployment's output")
+
 # ---- recipe and runners fields -------------------------------------------------------------
 WORKER_COUNT = Range(0, 1_024, "workers", "a role has at most one worker per GPU of the largest "
                      "deployment (the real multi-node rows have at most 15)", integer=True)
