@@ -8,10 +8,11 @@ import contextlib
 import time
 from pathlib import Path
 
+from kvbench.bounds import MAX_LABEL_CHARS
 from kvbench.errors import MetricsError
 from kvbench.files import JsonlWriter
 from kvbench.metrics.adapter import load_adapter
-from kvbench.metrics.exposition import parse_exposition
+from kvbench.metrics.exposition import MAX_EXPOSITION_BYTES, parse_exposition
 from kvbench.redaction import REDACTED, is_secret_name, redact_text
 
 REQUEST_TIMEOUT_S = 5.0
@@ -79,9 +80,12 @@ class Scraper:
                         "samples": {}}
         try:
             async with self._session.get(self.metrics_url) as resp:
-                text = await resp.text()
                 if resp.status != 200:
                     raise MetricsError(f"HTTP {resp.status}")
+                raw = await resp.content.read(MAX_EXPOSITION_BYTES + 1)
+                if len(raw) > MAX_EXPOSITION_BYTES:
+                    raise MetricsError(f"/metrics answer past {MAX_EXPOSITION_BYTES:,} bytes")
+                text = raw.decode(resp.get_encoding() if resp.charset else "utf-8", "replace")
             keep = None if phase in ("pre", "post") else self._keep
             # labels are the server's text (a launch argument, a URL): redacted like a log
             record["samples"] = _redacted(parse_exposition(text, keep))
@@ -110,5 +114,8 @@ def _redacted(samples: dict) -> dict:
         for sample in series:
             labels = sample[0] if sample and isinstance(sample[0], dict) else None
             for name, value in (labels or {}).items():
-                labels[name] = REDACTED if is_secret_name(name) else redact_text(value)
+                value = REDACTED if is_secret_name(name) else redact_text(value)
+                if len(value) > MAX_LABEL_CHARS:  # kept bounded (kvbench/bounds.py)
+                    value = value[:MAX_LABEL_CHARS] + f"... ({len(value):,} characters)"
+                labels[name] = value
     return samples

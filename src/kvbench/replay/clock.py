@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import urllib.request
 
-from kvbench.errors import ReplayOptionError
+from kvbench.bounds import TIME_SCALE
+from kvbench.errors import ReplayError, ReplayOptionError
 
 # sim/server.py sends the same name (a test ties the two)
 TIME_SCALE_HEADER = "X-Kvbench-Time-Scale"
@@ -32,8 +33,11 @@ def advertised_time_scale(base_url: str) -> float | None:
 
 
 def resolve_time_scale(given: float | None, advertised: float | None) -> tuple[float, str]:
-    """(scale, source): the server's when it advertises one, else the user's, else 1."""
+    """(scale, source): the server's when it advertises one, else the user's, else 1. An
+    advertised scale outside bounds.TIME_SCALE makes the server unusable: a clock of 1e-300
+    turns every think time into a sleep no lane wakes from."""
     if advertised is not None:
+        TIME_SCALE.check(advertised, f"the server's clock ({TIME_SCALE_HEADER})", ReplayError)
         if given is not None and not math.isclose(given, advertised, rel_tol=1e-6):
             raise ReplayOptionError(
                 f"--time-scale {given:g} contradicts the server, whose clock runs "

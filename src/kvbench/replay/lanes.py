@@ -22,7 +22,14 @@ from kvbench.redaction import redact_text, remember_secret
 from kvbench.replay import idle
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
-from kvbench.replay.http import Connection, Endpoint, Response, open_connection
+from kvbench.replay.http import (
+    KEEPALIVE_ONLY_S,
+    STALLED,
+    Connection,
+    Endpoint,
+    Response,
+    open_connection,
+)
 from kvbench.replay.ideal import IdealCache
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
@@ -107,6 +114,8 @@ class Counters:
     # requests in a row that found no server, and when the first of them did
     unreachable: int = 0
     unreachable_since_ns: int = 0
+    # requests in a row whose stream sent keep-alives and no event (replay/http.py)
+    stalled: int = 0
 
     def connections(self) -> dict[str, int]:
         return {"opened": self.connections_opened, "resent_unanswered": self.resent_unanswered,
@@ -556,6 +565,11 @@ class Lanes:
         self.c.done += 1
         if out["status"] == "error":
             self.c.errors += 1
+        self.c.stalled = self.c.stalled + 1 if out.get("error_kind") == STALLED else 0
+        if self.c.stalled >= SERVER_GONE_FAILURES:
+            # every stream stalls: the run would wait KEEPALIVE_ONLY_S per request to the end
+            self.halt(f"the server sent keep-alives and no token to {self.c.stalled} requests "
+                      f"in a row ({KEEPALIVE_ONLY_S:g} s each)")
         self.c.out_tokens += out.get("completion_tokens") or 0
         self.c.in_tokens += out.get("prompt_tokens") or out["sent_prompt_tokens"]
         self.write(out)
