@@ -13,7 +13,6 @@ import typer
 from kvbench.cli.app import app
 from kvbench.errors import ReplayError, ReplayOptionError, shown
 
-
 # A /v1/models answer lists a few models in a few KB; read at most this much, within this
 # time (urllib's timeout is per read: a server dripping bytes would never trip it)
 MODELS_MAX_BYTES = 1 << 20
