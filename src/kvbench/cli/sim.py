@@ -381,6 +381,12 @@ def simulate(
     if concurrency is None:
         for summary in results.values():
             judge_open_loop(summary, traces, arrival_scale)
+    for name, summary in results.items():
+        if not summary.get("requests"):
+            # no latency, rate or hit rate means anything over no request (0/0 printed as 0%)
+            raise SimError(f"the simulation ({name}) completed no request: its bounds ended it "
+                           "before any finished", hint="a longer --duration, more "
+                           "--max-requests, or fewer --warmup-requests")
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
         import orjson

@@ -39,6 +39,7 @@ class Scraper:
         self._task: asyncio.Task | None = None
         self.num_ok = 0
         self.num_failed = 0
+        self.write_error: str | None = None
 
     async def start(self) -> None:
         import aiohttp
@@ -63,7 +64,10 @@ class Scraper:
                 await self._session.close()
                 self._session = None
             if self._writer is not None:
-                self._writer.close()
+                try:
+                    self._writer.close()
+                except OSError as e:
+                    self.write_error = self.write_error or f"{e.strerror or e}"
                 self._writer = None
 
     async def _loop(self) -> None:
@@ -96,7 +100,11 @@ class Scraper:
             self.num_failed += 1
         record["fetch_ms"] = (time.time_ns() - t_ns) / 1e6
         if self._writer is not None:
-            self._writer.write(record)
+            try:
+                self._writer.write(record)
+            except OSError as e:  # a full disk: stop writing snapshots, never the run
+                self.write_error = self.write_error or f"{e.strerror or e}"
+                self._writer = None
         return record
 
     async def __aenter__(self) -> Scraper:

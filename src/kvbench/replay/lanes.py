@@ -158,6 +158,7 @@ class Lanes:
         self.pool = pool
         self.prompts = prompts
         self.write = write
+        self.write_error: OSError | None = None  # the records could not be written (disk full)
         self.c = counters
         self.factory = RequestFactory(cfg, ep)
         self.digest = Digest(chat=self.factory.chat, keep_text=cfg.keep_text)
@@ -572,4 +573,11 @@ class Lanes:
                       f"in a row ({KEEPALIVE_ONLY_S:g} s each)")
         self.c.out_tokens += out.get("completion_tokens") or 0
         self.c.in_tokens += out.get("prompt_tokens") or out["sent_prompt_tokens"]
-        self.write(out)
+        try:
+            self.write(out)
+        except OSError as e:
+            # a full disk: every later record would be lost too, so the run stops now
+            # (it once ran on past its duration, its digest task dead)
+            self.write_error = self.write_error or e
+            self.closed = True
+            self.halt(f"cannot write the records: {e.strerror or e}")
