@@ -310,3 +310,49 @@ def path_part(name: str, limit: int = 200) -> str:
 def inside(path: str | Path, root: str | Path) -> bool:
     """Whether `path` resolves to `root` or below it (symlinks followed)."""
     return Path(path).resolve().is_relative_to(Path(root).resolve())
+
+
+class EditLock:
+    """Exclusive locks on the directories of user files edited in place (`recipe mirror`: a
+    master config, its launcher, the changelog): two runs editing one file at once each read
+    it before the other wrote, and one edit was lost. The lock is `flock` on the directory
+    itself, so nothing is created beside the user's files; the kernel drops it when the
+    holder dies. A directory is locked once however many of its files are edited (a second
+    flock from this process would wait on itself). Use as a context manager."""
+
+    def __init__(self, timeout_s: float = 120.0) -> None:
+        self.timeout_s = timeout_s
+        self._fds: dict[str, int] = {}
+
+    def hold(self, path: str | Path) -> Path:
+        """Lock `path`'s directory (waiting up to `timeout_s` for another holder); `path`."""
+        import fcntl
+        import time
+
+        from kvbench.errors import OutputError
+
+        folder = os.path.realpath(Path(path).parent)
+        if folder in self._fds:
+            return Path(path)
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise OutputError(f"{folder}: another kvbench has been editing files here "
+                                      f"for {self.timeout_s:g} s", hint="rerun when it ends") from None
+                time.sleep(0.05)
+        self._fds[folder] = fd
+        return Path(path)
+
+    def __enter__(self) -> EditLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
