@@ -343,8 +343,9 @@ class EditLock:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    raise OutputError(f"{folder}: another kvbench has been editing files here "
-                                      f"for {self.timeout_s:g} s", hint="rerun when it ends") from None
+                    raise OutputError(
+                        f"{folder}: another kvbench has been editing files here for "
+                        f"{self.timeout_s:g} s", hint="rerun when it ends") from None
                 time.sleep(0.05)
         self._fds[folder] = fd
         return Path(path)
