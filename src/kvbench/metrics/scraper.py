@@ -86,10 +86,13 @@ class Scraper:
             async with self._session.get(self.metrics_url) as resp:
                 if resp.status != 200:
                     raise MetricsError(f"HTTP {resp.status}")
-                raw = await resp.content.read(MAX_EXPOSITION_BYTES + 1)
-                if len(raw) > MAX_EXPOSITION_BYTES:
-                    raise MetricsError(f"/metrics answer past {MAX_EXPOSITION_BYTES:,} bytes")
-                text = raw.decode(resp.get_encoding() if resp.charset else "utf-8", "replace")
+                raw = bytearray()
+                async for piece in resp.content.iter_chunked(1 << 16):
+                    raw += piece
+                    if len(raw) > MAX_EXPOSITION_BYTES:
+                        raise MetricsError(f"/metrics answer past {MAX_EXPOSITION_BYTES:,} "
+                                           "bytes")
+                text = bytes(raw).decode(resp.charset or "utf-8", "replace")
             keep = None if phase in ("pre", "post") else self._keep
             # labels are the server's text (a launch argument, a URL): redacted like a log
             record["samples"] = _redacted(parse_exposition(text, keep))
