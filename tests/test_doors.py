@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,8 +108,8 @@ def test_a_single_node_row_with_no_kv_room_is_refused(tmp_path, capsys):
     entry["scenarios"]["agentic-coding"][0]["search-space"] = [
         {"tp": 1, "ep": 1, "conc-list": [4], "kv-offloading": "none", "spec-decoding": "mtp"}]
     (tmp_path / "m.yaml").write_text(yaml.safe_dump({"dsv4": entry}))
-    code, err = run(capsys, ["plan", "--config-files", tmp_path / "m.yaml", "--runner-config",
-                             INFERENCEX / "runners.yaml", "--format", "json"])
+    code, _ = run(capsys, ["plan", "--config-files", tmp_path / "m.yaml", "--runner-config",
+                           INFERENCEX / "runners.yaml", "--format", "json"])
     assert code == 2 and "no KV cache fits on the GPU" in json.loads(_last_out)[0]["errors"][0]
 
 
@@ -131,7 +132,7 @@ def test_srt_recipe_shapes_and_counts(tmp_path, edit, problem):
     edit(raw)
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(KvbenchError, match=problem):
+    with pytest.raises(KvbenchError, match=re.escape(problem)):
         load_recipe(path, None, "r")
 
 
@@ -141,7 +142,7 @@ def test_srt_backend_type_must_be_one_srtctl_renders(tmp_path):
 
     text = (INFERENCEX / SRT).read_text().replace("type: vllm", "type: 'tape'", 1)
     (tmp_path / "r.yaml").write_text(text)
-    with pytest.raises(KvbenchError, match="backend.type 'tape' is not a backend srtctl"):
+    with pytest.raises(KvbenchError, match=re.escape("backend.type 'tape' is not a backend")):
         worker_program(load_recipe(tmp_path / "r.yaml", None, "r"))
 
 
@@ -216,8 +217,7 @@ def test_trace_fields_are_held_to_their_range(tmp_path, doc, problem):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(doc) + "\n")
     for load in (load_trace, sim_load):
-        with pytest.raises(WorkloadError, match=problem.replace("(", r"\(").replace(
-                ")", r"\)").replace("[", r"\[").replace("]", r"\]").replace("+", r"\+")):
+        with pytest.raises(WorkloadError, match=re.escape(problem)):
             load(path)
 
 
