@@ -171,6 +171,17 @@ def redact_text(text: str) -> str:
     return _KEYED.sub(_keyed, text)
 
 
+def redacted_id(text: str) -> str:
+    """`text` as an identifier kvbench writes in every record (a trace's session or agent
+    id, a trace file's name): itself, or when it holds a credential by shape, a stable id
+    derived from it (`redacted-<12 hex>`), still unique per value, never the value."""
+    if redact_text(text) == text:
+        return text
+    import hashlib
+
+    return f"redacted-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of `env` with secret-named or secret-looking values replaced (the values hidden
     by name are remembered: an engine echoing one in its log is redacted too)."""

@@ -12,6 +12,7 @@ import orjson
 
 from kvbench.errors import WorkloadError, shown
 from kvbench.files import read_bounded
+from kvbench.redaction import redacted_id
 from kvbench.units import GiB
 from kvbench.workload import mooncake, weka
 from kvbench.workload.session import Session, Turn
@@ -146,5 +147,5 @@ def load_trace(paths: Sequence[Path | str] | Path | str) -> list[Session]:
         sessions.extend(trace.sessions)
         earlier.update(s.session_id for s in trace.sessions)
         if trace.rows:
-            sessions.extend(mooncake.chain_sessions(trace.rows, path.name))
+            sessions.extend(mooncake.chain_sessions(trace.rows, redacted_id(path.name)))
     return sessions

@@ -20,6 +20,7 @@ from typing import Any
 
 from kvbench import bounds
 from kvbench.errors import WorkloadError, shown
+from kvbench.redaction import redacted_id
 from kvbench.workload.session import Branch, Session, Turn
 
 REQUEST_TYPES = ("n", "s", "subagent")
@@ -118,7 +119,9 @@ def parse_session(obj: Any, where: str) -> Session:
     """Validate one session object; `where` is "file:line" for error messages."""
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: a session must be a JSON object, got {type(obj).__name__}")
-    sid = str(obj.get("id", where))
+    # ids reach every record and the correlation header: one shaped like a credential is
+    # written as a stable id of its own (redaction.redacted_id), never as itself
+    sid = redacted_id(str(obj.get("id", where)))
     block = obj.get("block_size", 64)
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_BLOCK:
         raise WorkloadError(f"{where}: field block_size = {shown(block)} must be an integer "
@@ -146,7 +149,7 @@ def parse_session(obj: Any, where: str) -> Session:
             roots_timed.append(req.get("t") is not None)
             turns.append(_turn(req, block, where, path, None))
             continue
-        agent = str(req.get("agent_id") or f"subagent_{i:03d}")
+        agent = redacted_id(str(req.get("agent_id") or f"subagent_{i:03d}"))
         spawn_t = _opt_float(req, "t", where, path) or 0.0
         inner = _need(req, "requests", (list,), where, path)
         own: list[Turn] = []
