@@ -71,9 +71,10 @@ class Range:
         return int(value) if self.integer else value
 
     def validator(self) -> Any:
-        """A pydantic AfterValidator for `Annotated[int, RANGE.validator()]` fields: the
-        same message through the model's field path."""
-        from pydantic import AfterValidator
+        """A pydantic validator for `Annotated[int, RANGE.validator()]` fields: the same
+        message through the model's field path. It sees the value as given, before pydantic's
+        lax conversion would read `true` as 1 or "5" as 5 (neither is a count)."""
+        from pydantic import BeforeValidator
 
         def check(value: Any) -> Any:
             if value is None:
@@ -83,7 +84,7 @@ class Range:
                 raise ValueError(problem)
             return value
 
-        return AfterValidator(check)
+        return BeforeValidator(check)
 
 
 def _num(x: float) -> str:

@@ -189,8 +189,10 @@ def _kind(v: Any) -> str:
 def _impossible(value: Any, path: str, rng: bounds.Range | None = None) -> str | None:
     """The first number under `value` that is NaN, infinite, negative or outside the range
     of its unit (`rng`, from its name), as `path: value`."""
-    if isinstance(value, bool) or value is None:
+    if value is None:
         return None
+    if isinstance(value, bool):  # a flag, unless its name gives it a unit
+        return None if rng is None else f"{path} is {value!r}: {rng.problem(value)}"
     if isinstance(value, int | float):
         if not math.isfinite(value) or value < 0:
             return f"{path} is {value!r}: a metric is a finite number >= 0"
