@@ -1096,7 +1096,7 @@ def raw_server():
     loop.close()
 
 
-@settings(SETTINGS, max_examples=600)
+@settings(SETTINGS, max_examples=400)
 @given(data=st.data())
 def test_generated_server_responses(data, raw_server):
     """A generated stream, served by the bad server byte for byte, read by replay's own
