@@ -406,12 +406,9 @@ def test_option_values(data, stage_dir, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def results_root(tmp_path_factory):
-    from fixtures.results_data import make_job
+    from fixtures.results_data import make_pair
 
-    root = tmp_path_factory.mktemp("results")
-    make_job(root, "sim", 4, False)
-    make_job(root, "sim", 4, True)
-    return root
+    return make_pair(tmp_path_factory.mktemp("results"))
 
 
 def _json_leaves(doc) -> list[tuple]:

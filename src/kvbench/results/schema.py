@@ -28,7 +28,7 @@ class Result(BaseModel):
     fingerprint: str
     config_key: str
     exp_name: str
-    repeat: int = 0
+    repeat: Annotated[int, bounds.REPEAT_INDEX.validator()] = 0
     job_row: dict[str, Any]
 
     # job identity and topology (reference names)
@@ -100,13 +100,6 @@ class Result(BaseModel):
     def _status(cls, v: str) -> str:
         if v not in STATUSES:
             raise ValueError(f"status {v!r} is not one of {', '.join(STATUSES)}")
-        return v
-
-    @field_validator("repeat")
-    @classmethod
-    def _repeat(cls, v: int) -> int:
-        if (problem := bounds.REPEATS.problem(v + 1)) is not None:
-            raise ValueError(f"repeat {v} is repeat number {v + 1:,}: {problem}")
         return v
 
     @field_validator("cache_reuse")

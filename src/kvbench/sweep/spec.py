@@ -7,7 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -97,7 +97,7 @@ class JobSpec(BaseModel):
     config_key: str
     scenario: str
     row: dict[str, Any]
-    repeat: int = Field(0, ge=0)  # 0-based: at most bounds.REPEATS repeats
+    repeat: Annotated[int, bounds.REPEAT_INDEX.validator()] = 0
     fingerprint: str
     dir_name: str
     runner_config: str | None = None
@@ -123,13 +123,6 @@ class JobSpec(BaseModel):
             raise ValueError(f"dir_name {name!r} is not a plain directory name (allowed: "
                              "letters, digits and ._+=@,-; no path separators, no leading dot)")
         return name
-
-    @field_validator("repeat")
-    @classmethod
-    def _repeats_in_range(cls, repeat: int) -> int:
-        if (problem := bounds.REPEATS.problem(repeat + 1)) is not None:
-            raise ValueError(f"repeat {repeat} is repeat number {repeat + 1:,}: {problem}")
-        return repeat
 
     @field_validator("row")
     @classmethod
