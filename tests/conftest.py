@@ -3,6 +3,7 @@ fixtures shared across areas live in tests/fixtures/<name>.py (importable as `fi
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,13 @@ INFERENCEX = DATA / "inferencex"
 TRACES = DATA / "traces"
 FAST_SSE_SERVER = DATA / "bench" / "fast_sse_server.py"
 ARTIFACTS = REPO / "test-artifacts"
+
+# A suite started from a background job (`pytest ... &` in a non-interactive shell) inherits
+# SIGINT ignored (POSIX), and so would every kvbench it starts: Python then installs no
+# KeyboardInterrupt handler and the Ctrl-C tests wait in vain (issue 39). The suite takes
+# SIGINT back, so the processes it starts begin with the default disposition, either way.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -128,7 +128,10 @@ def test_changelog_found_in_the_newer_layout(e2e_root, capsys, monkeypatch):
 
 def test_run_with_recipe_files_does_not_add_the_checkouts(classic_root, capsys, monkeypatch):
     monkeypatch.chdir(classic_root)
-    recipe = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
-    main(["run", str(recipe), "--emit", "github-matrix", "--max-conc", "2"])
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    (classic_root / "mine").mkdir()
+    for name in ("quickstart.yaml", "runners.yaml"):  # inside the checkout, as CI needs them
+        (classic_root / "mine" / name).write_text((examples / name).read_text())
+    main(["run", "mine/quickstart.yaml", "--emit", "github-matrix", "--max-conc", "3"])
     jobs = json.loads(capsys.readouterr().out)["include"]
     assert jobs and {j["job"]["row"]["framework"] for j in jobs} == {"sim"}

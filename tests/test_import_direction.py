@@ -31,9 +31,10 @@ ALLOWED: dict[str, set[str]] = {
     "authoring": {"recipe", "matrix", "models", "hardware", "plan"},
     "sim": {"models", "hardware", "workload"},
     "calibrate": {"models", "hardware"},
-    # capacity runs the simulator in-process (virtual time) and a server through replay
-    "capacity": {"recipe", "matrix", "models", "hardware", "plan", "workload", "replay",
-                 "metrics", "results", "sim"},
+    # capacity runs the simulator in-process (virtual time) and a server through replay; a
+    # row's simulated engine settings are what its adapter starts it with (engines)
+    "capacity": {"recipe", "matrix", "models", "hardware", "plan", "engines", "workload",
+                 "replay", "metrics", "results", "sim"},
     # sweep forecasts the embedded engine's replays with the simulator in virtual time
     "sweep": {"recipe", "matrix", "models", "hardware", "plan", "engines", "launch", "workload",
               "replay", "metrics", "telemetry", "results", "report", "changelog", "sim"},

@@ -35,7 +35,10 @@ def _sent_subset(trace_dir: Path, records: list[dict], out: Path) -> dict[str, i
     for sid, turn in last.items():
         with gzip.open(trace_dir / f"{sid}.json.gz", "rt") as f:
             doc = json.load(f)
-        doc["requests"] = doc["requests"][: turn + 1]
+        # as the session-1 replays slept: the recorded think_time (the loader takes the
+        # end-to-start gap from the recorded t where there is one, as agentx-harness does)
+        doc["requests"] = [{k: v for k, v in r.items() if k != "t"}
+                           for r in doc["requests"][: turn + 1]]
         with gzip.open(out / f"{sid}.json.gz", "wt") as f:
             json.dump(doc, f)
     return {sid: t + 1 for sid, t in last.items()}

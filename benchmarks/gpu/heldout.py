@@ -84,9 +84,7 @@ def _sim_rows(done: list) -> tuple[list[dict], float]:
 def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
              engine_profile: str | None = None) -> list[dict]:
     v = _validate_module()
-    from kvbench.workload import load_trace
-
-    sessions = load_trace([v.TRACES])
+    sessions = v.sessions_as_sent()
     sims: dict[tuple, tuple[list, float]] = {}
     groups: dict[tuple[str, int, str], list[tuple[dict, dict]]] = defaultdict(list)
     for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):

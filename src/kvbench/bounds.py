@@ -214,7 +214,8 @@ OPTION_RANGES: dict[str, Range] = {
     "--head-dim": MODEL_HEADS, "--hidden-size": MODEL_DIM, "--host-cache-gb": HOST_GB,
     "--host-gb": HOST_GB, "--host-headroom-gb": HOST_GB_PER_RANK, "--host-tokens": POOL_TOKENS,
     "--interactivity": INTERACTIVITY, "--intermediate-size": MODEL_DIM,
-    "--itl-p99-ms": LATENCY_MS, "--max-conc": LANES, "--max-ep": PARALLELISM,
+    "--itl-p99-ms": LATENCY_MS, "--max-conc": LANES, "--max-context-length": CONTEXT_TOKENS,
+    "--max-ep": PARALLELISM,
     "--max-failed-ratio": RATIO, "--max-input-tokens": CONTEXT_TOKENS, "--max-jobs": JOBS,
     "--max-parallel": ARRAY_TASKS, "--max-position-embeddings": CONTEXT_TOKENS,
     "--max-requests": REQUESTS, "--max-running-requests": RUNNING_REQUESTS,
@@ -231,11 +232,13 @@ OPTION_RANGES: dict[str, Range] = {
     "--step-size": LANES, "--synthetic-scale": SCALE, "--synthetic-sessions": SESSIONS,
     "--system-idle-cap": IDLE_S, "--think-time-cap": IDLE_S, "--think-time-scale": RATE_SCALE,
     "--threshold": BENEFIT, "--time-scale": TIME_SCALE, "--tp": PARALLELISM,
-    "--ttft-p90-ms": LATENCY_MS, "--warmup-requests": WARMUP_REQUESTS, "--workers": WORKERS,
-    "--max-context-length": CONTEXT_TOKENS, "--tree-idle-cap": IDLE_S,
-    "--warmup-grace": GRACE_S, "--warmup-per-lane": WARMUP_REQUESTS,
+    "--tree-idle-cap": IDLE_S,
+    "--ttft-p90-ms": LATENCY_MS, "--warmup-grace": TIMEOUT_S,
+    "--warmup-per-lane": WARMUP_REQUESTS, "--warmup-requests": WARMUP_REQUESTS,
+    "--workers": WORKERS,
     # an option whose meaning differs in one command: "<command> <option>" wins
-    "simulate-jobs --workers": WORKERS_OR_AUTO,
+    "simulate-jobs --workers": WORKERS_OR_AUTO, "capacity --workers": WORKERS_OR_AUTO,
+    "plan --workers": WORKERS_OR_AUTO,
 }
 
 

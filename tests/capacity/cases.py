@@ -18,7 +18,9 @@ def write_sessions(directory: Path, sessions: int, turns: int = 20, think_s: flo
     context (`context_pages` pages of 64 tokens) stays cached."""
     directory.mkdir(parents=True, exist_ok=True)
     for s in range(sessions):
-        requests = [{"t": 0.0, "in": PAGE * context_pages, "out": out_tokens,
+        # no recorded `t`: the loader takes each gap from think_time (a recorded t would
+        # define it, as the harness does: workload/weka.py _stream_gaps)
+        requests = [{"in": PAGE * context_pages, "out": out_tokens,
                      "hash_ids": list(range(context_pages)),
                      "think_time": think_s if k else 0.0} for k in range(turns)]
         (directory / f"session_{s:03d}.json").write_text(

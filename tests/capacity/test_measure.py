@@ -99,7 +99,8 @@ def test_measured_maximum_is_within_one_step_of_the_simulated(tmp_path, capsys):
     try:
         _wait_ready(url, proc)
         out = tmp_path / "out"
-        main(["capacity", "--trace", str(traces), "--model", "reference-8b", "--hardware",
+        main(["capacity", "--trace", str(traces), "--bounds", "once", "--model", "reference-8b",
+              "--hardware",
               "h200", "--gpu-tokens", gpu_tokens, "--budget-gb", host_gb, "--host-gb", "0",
               "--host-gb", host_gb, "--ttft-p90-ms", "1500", "--url", url,
               "--time-scale", TIME_SCALE, "--output", str(out)])
@@ -131,7 +132,8 @@ def test_a_server_counting_other_prompt_tokens_stops_after_the_first_step(
     counts other tokens than the client's: every prompt word (one token of the client's
     tokenizer, or of the default word vocabulary) is 3 or more characters."""
     traces = write_sessions(tmp_path / "t", sessions=2, turns=2, think_s=0.0, context_pages=16)
-    common = ["capacity", "--trace", str(traces), "--model", "reference-8b", "--gpu-tokens",
+    common = ["capacity", "--trace", str(traces), "--bounds", "once", "--model", "reference-8b",
+              "--gpu-tokens",
               "100000", "--budget-gb", "1", "--host-gb", "1", "--time-scale", TIME_SCALE]
     hints = {None: "hint: pass the served model's --tokenizer (a model directory or name)",
              str(tokenizer_dir): f"hint: the server does not count as --tokenizer "
@@ -155,9 +157,10 @@ def test_a_server_counting_other_prompt_tokens_stops_after_the_first_step(
             assert summary["run"]["tokenizer"] == tok
             assert read_result(step / "result.json").validity["checks"]["prompt_size"][
                 "passed"] is False
-            # before them: the prediction's progress lines (and a working-set warning)
+            # before them: the workload line, the prediction's progress lines (and a
+            # working-set warning)
             [line, hint_line] = [x for x in err.strip().splitlines()
-                                 if not x.startswith(("capacity ", "warning: "))]
+                                 if not x.startswith(("capacity ", "warning: ", "workload: "))]
             assert line == (f"error: the server counted {prompt['server_tokens']:,} prompt "
                             f"tokens for 4,096 sent ({prompt['deviation']:+.1%}) at {step}: "
                             "the steps would not replay the predicted requests")
@@ -176,7 +179,8 @@ def test_a_recipe_rows_steps_are_its_engines_and_scraped_with_its_adapter(
     out = tmp_path / "out"
     with serve_sim("--model", "qwen3-8b", "--gpu-tokens", "43680", "--host-cache-gb",
                    "24") as url:
-        main(["capacity", *VLLM_ROW, "--gpu-tokens", "43680", "--trace", str(traces),
+        main(["capacity", *VLLM_ROW, "--gpu-tokens", "43680", "--trace", str(traces), "--bounds",
+              "once",
               "--host-gb", "24", "--url", url, "--served-model", "Qwen/Qwen3-8B",
               "--tokenizer", str(tokenizer_dir), "--time-scale", TIME_SCALE,
               "--output", str(out)])

@@ -90,7 +90,8 @@ def test_gpu_tokens_replace_the_device_pool_in_every_tier_and_plan_json(job_and_
 
 
 def test_capacity_cli_predicts_on_the_capped_pool_up_to_24_gb(tmp_path, capsys):
-    main(["capacity", *ROW, "--gpu-tokens", str(CAPPED_GPU_TOKENS), "--synthetic-sessions", "4",
+    main(["capacity", *ROW, "--gpu-tokens", str(CAPPED_GPU_TOKENS), "--bounds", "once",
+          "--synthetic-sessions", "4",
           "--synthetic-scale", "0.1", "--points", "2", "--format", "json",
           "--output", str(tmp_path)])
     doc = json.loads(capsys.readouterr().out)

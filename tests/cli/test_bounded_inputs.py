@@ -182,7 +182,7 @@ def test_mirror_caps_alias_expansion(tmp_path, capsys):
 @pytest.mark.parametrize("conc", ["9223372036854775807", "65537"])
 def test_absurd_concurrencies_end_at_once(conc, tmp_path, trace, capsys):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(QUICKSTART.replace("conc-list: [2, 4, 8]", f"conc-list: [{conc}]"))
+    recipe.write_text(QUICKSTART.replace("conc-list: [3, 6, 12]", f"conc-list: [{conc}]"))
     for argv in (["plan", "--config-files", str(recipe), "--runner-config", str(RUNNERS)],
                  ["simulate", "--trace", str(trace), "--concurrency", conc],
                  ["replay", "--url", "http://127.0.0.1:9", "--model", "m", "--trace",

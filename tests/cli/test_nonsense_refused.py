@@ -42,7 +42,7 @@ def _errors(err: str) -> list[str]:
 ])
 def test_conc_list_items_are_integers_in_validate_and_plan(value, message, tmp_path, capsys):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(QUICKSTART.replace("conc-list: [2, 4, 8]", f"conc-list: {value}"))
+    recipe.write_text(QUICKSTART.replace("conc-list: [3, 6, 12]", f"conc-list: {value}"))
     for argv in (["validate", str(recipe)],
                  ["plan", "--config-files", str(recipe), "--runner-config", RUNNERS]):
         code, _, err = _run(capsys, argv)

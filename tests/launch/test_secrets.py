@@ -119,7 +119,7 @@ def test_a_sweep_and_its_dashboard_hold_no_secret(tmp_path):
     engine = [a for arg in planted_engine_args() for a in ("--engine-arg", arg)]
     run = subprocess.run(
         [sys.executable, "-m", "kvbench", "run", str(REPO / "examples" / "quickstart.yaml"),
-         "--max-conc", "2", "--results", str(results), "--ready-timeout", "60",
+         "--max-conc", "3", "--results", str(results), "--ready-timeout", "60",
          "--model-path", f"https://bob:{S['url-password']}@models.example.com/{S['hf']}",
          "--continue-on-error", *engine],
         capture_output=True, text=True, env=env, timeout=600)

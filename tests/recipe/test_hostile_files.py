@@ -40,7 +40,7 @@ CASES = {
     "4,300-digit int": (QUICKSTART.replace("tp: 1, kv-offloading: none",
                                            "tp: " + "9" * 4300 + ", kv-offloading: none").encode(),
                         ": not valid YAML: an integer of 4300 digits is out of range"),
-    "5,000-digit int": (QUICKSTART.replace("conc-list: [2, 4, 8] }",
+    "5,000-digit int": (QUICKSTART.replace("conc-list: [3, 6, 12] }",
                                            "conc-list: [" + "7" * 5000 + "] }", 1).encode(),
                         "not valid YAML: an integer of 5000 digits is out of range"),
     "empty file": (b"", ": the file is empty"),

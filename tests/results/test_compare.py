@@ -144,7 +144,7 @@ def test_by_concurrency_and_explicit_selections(result_root):
 
 def test_noise_verdicts_by_hand():
     one = {"mean": 100.0, "std": None, "n": 1}
-    assert _delta(one, {"mean": 110.0, "std": None, "n": 1}, True)["verdict"] == "no repeats"
+    assert _delta(one, {"mean": 110.0, "std": None, "n": 1}, True)["verdict"] == "too few runs"
     a = {"mean": 100.0, "std": 10.0, "n": 3}
     b = {"mean": 105.0, "std": 10.0, "n": 3}
     d = _delta(a, b, True)
@@ -153,9 +153,14 @@ def test_noise_verdicts_by_hand():
     assert d["significant"] is False and d["noise_pct"] == pytest.approx(22.666, rel=1e-4)
     worse = _delta(a, {"mean": 130.0, "std": 10.0, "n": 3}, False)
     assert worse["verdict"] == "worse" and worse["significant"] is True
-    # one arm without repeats: df from the other (2), t = 4.303, se = 10 * sqrt(1 + 1/3)
+    # one arm with a single run: no interval, whatever the other arm's spread (issue 39:
+    # `+87.8 % ±0.0 better` from 0.442 ±0 (n=2) vs 0.831 (n=1))
     d = _delta({"mean": 100.0, "std": None, "n": 1}, b, True)
-    assert d["noise"] == pytest.approx(4.303 * 11.547, rel=1e-3)
+    assert d["verdict"] == "too few runs" and d["noise"] is None and d["significant"] is None
+    d = _delta({"mean": 0.442, "std": 0.0, "n": 2}, {"mean": 0.831, "std": None, "n": 1}, True,
+               share=True)
+    assert d["verdict"] == "too few runs" and d["pct"] is None  # a hit rate: pp, not %
+    assert d["abs"] == pytest.approx(0.389)
 
 
 def test_bad_selections_are_clear_errors(result_root):
@@ -220,3 +225,67 @@ def test_two_offload_backends_are_two_arms_never_repeats_of_one():
     for arm in ("kv_offloading=dram,backend=vllm-native", "kv_offloading=dram,backend=vllm-simple"):
         assert deltas[arm]["verdict"] == "not valid" and deltas[arm]["significant"] is None
         assert deltas[arm]["abs"] is not None and deltas[arm]["noise"] is not None
+
+
+def _runs(tmp_path) -> list:
+    for rep in (0, 1, 2):
+        make_job(tmp_path, "sglang", 4, offload=False, repeat=rep)
+        make_job(tmp_path, "sglang", 4, offload=True, repeat=rep + 1)
+    return load_results([tmp_path])
+
+
+def _row(out: dict, metric: str) -> dict:
+    return next(m for m in out["cells"][0]["metrics"] if m["metric"] == metric)
+
+
+def test_a_metric_some_runs_lack_is_partial_and_gets_no_verdict(tmp_path):
+    """The ITL p50 a wall clock's client could not resolve in some runs (issue 39): the arm's
+    number is over the runs that have it, marked, and compared with no verdict."""
+    results = _runs(tmp_path)
+    blind = results[0]
+    latency = {**blind.request_metrics["latency"], "itl_ms": {
+        **blind.request_metrics["latency"]["itl_ms"], "p50": None}}
+    results[0] = blind.model_copy(update={"request_metrics": {
+        **blind.request_metrics, "latency": latency}})
+    itl = _row(compare(results), "ITL p50 ms")
+    arm = "kv_offloading=none" if blind.kv_offloading == "none" else "kv_offloading=dram"
+    assert itl["partial"] == {arm: [2, 3]}
+    assert itl["deltas"]["kv_offloading=dram"]["verdict"] == "partial"
+    assert _row(compare(results), "TTFT p50 ms")["partial"] == {}
+
+
+def test_hit_rates_are_deltas_in_percentage_points(tmp_path):
+    """One unit per row: a hit rate's delta is absolute (pp), never relative, whether or not
+    the first arm's rate is zero (issue 39: `+89.4 % ±5.2` beside `+0.47 ±0.044`)."""
+    out = compare(_runs(tmp_path))
+    for metric in ("cache hit rate (all tiers)", "cache hit rate (offload tier)"):
+        row = _row(out, metric)
+        d = row["deltas"]["kv_offloading=dram"]
+        assert row["unit"] == "pp" and d["pct"] is None and d["noise_pct"] is None
+    assert _row(out, "TTFT p50 ms")["unit"] == "%"
+
+
+def test_option_sets_are_named_by_what_differs(tmp_path):
+    """Two experiments in one directory are told apart by the option that differs, never by
+    a digest alone (issue 39: arms named `[options 85280469f0b1]`)."""
+    results = _runs(tmp_path)
+    other = [r.model_copy(update={"options_id": "b" * 12, "run_options": {
+        "max_requests": 10, "seed": 0}}) for r in results]
+    mine = [r.model_copy(update={"options_id": "a" * 12, "run_options": {
+        "max_requests": 85, "seed": 0}}) for r in results]
+    out = compare(mine + other)
+    assert out["options"] == {"a" * 12: "max_requests=85", "b" * 12: "max_requests=10"}
+    assert len(out["cells"]) == 2  # never pooled as repeats of one another
+    old = [r.model_copy(update={"options_id": "c" * 12}) for r in results]  # no run_options
+    assert compare(mine + old)["options"]["c" * 12] == f"options {'c' * 12}"
+    assert compare(mine)["options"] == {}
+
+
+def test_compare_of_only_failed_results_is_an_error(tmp_path, capsys):
+    from kvbench.cli import main
+
+    make_job(tmp_path, "sglang", 4, offload=False, status="failed")
+    with pytest.raises(SystemExit) as e:
+        main(["compare", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: nothing to compare: none of the 1"), err

@@ -132,7 +132,7 @@ def test_simulate_jobs_runs_resident_and_offload_arms_of_a_recipe_row(capsys, cl
     main(["simulate-jobs", "--config-files", str(INFERENCEX / "nvidia-master.yaml"),
           "--runner-config", str(INFERENCEX / "runners.yaml"),
           "--config-keys", "qwen3.5-fp8-b200-sglang-agentic-mtp", "--min-conc", "64",
-          "--max-conc", "64", *traces, "--format", "json"])
+          "--max-conc", "64", *traces, "--bounds", "once", "--format", "json"])
     entries = json.loads(capsys.readouterr().out)
     offload = [e for e in entries if e["backend"] == "hicache"]
     assert offload, [e["exp-name"] for e in entries]
@@ -181,7 +181,7 @@ def _jobs(capsys, trace, key: str, *filters: str) -> list[dict]:
     main(["simulate-jobs", "--config-files", str(INFERENCEX / "nvidia-master.yaml"),
           "--runner-config", str(INFERENCEX / "runners.yaml"), "--workers", "1",
           "--config-keys", key, *filters, "--max-jobs", "1000", "--trace", str(trace),
-          "--format", "json"])
+          "--bounds", "once", "--format", "json"])
     entries = json.loads(capsys.readouterr().out)
     assert entries and {e["config-key"] for e in entries} == {key}
     return entries

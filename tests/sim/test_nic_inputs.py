@@ -39,6 +39,7 @@ def _simulate(fmt: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "kvbench", "simulate-jobs", "--config-files",
          str(DATA / "amd-master.yaml"), "--runner-config", str(DATA / "runners.yaml"),
          "--workers", "1", "--config-keys", KEY, "--max-jobs", "2", "--max-requests", "40",
+         "--bounds", "once",
          "--trace", str(REPO / "src" / "kvbench" / "workload" / "data" / "claude-code"),
          "--format", fmt],
         capture_output=True, text=True, timeout=120,

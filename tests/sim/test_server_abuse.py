@@ -159,8 +159,10 @@ def test_rss_stays_flat_over_four_256_session_replays(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--port", "70000"], "error: --port 70000 is not a TCP port (allowed: 1..65535)"),
-    (["--port", "0"], "error: --port 0 is not a TCP port"),
+    (["--port", "70000"], "error: kvbench serve-sim: invalid value for --port (got '70000'): "
+                          "out of range (allowed: an integer 1 to 65,535"),
+    (["--port", "0"], "error: kvbench serve-sim: invalid value for --port (got '0'): out of "
+                      "range"),
     (["--host", "no.such.host.invalid"], "error: --host 'no.such.host.invalid' does not resolve"),
 ])
 def test_bad_address_is_a_clean_error(args, message):

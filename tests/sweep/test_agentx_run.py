@@ -14,13 +14,26 @@ from conftest import REPO
 def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
     env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "COLUMNS": "200",
            "KVBENCH_NO_CACHE": "1"}
+    # the quickstart's row as Qwen3-8B on a 1 TiB node: its GPU tier holds the warm-up
+    # requests' KV too, so the engine's counters (warm-up included) and the profiled
+    # requests' usage agree, which the cache-reuse check below asserts
+    examples = REPO / "examples"
+    recipe = tmp_path / "recipe" / "quickstart.yaml"
+    recipe.parent.mkdir()
+    recipe.write_text((examples / "quickstart.yaml").read_text()
+                      .replace("Qwen/Qwen3-32B", "Qwen/Qwen3-8B")
+                      .replace("model-prefix: qwen3-32b", "model-prefix: qwen3-8b")
+                      .replace("precision: fp8", "precision: bf16")
+                      .replace("conc-list: [3, 6, 12]", "conc-list: [2]"))
+    (recipe.parent / "runners.yaml").write_text((examples / "runners.yaml").read_text()
+                                                .replace("2_063_837", "1_048_576"))
     run = subprocess.run(
-        [sys.executable, "-m", "kvbench", "run", str(REPO / "examples" / "quickstart.yaml"),
-         "--max-conc", "2", "--max-requests", "6", "--time-scale", "50",
-         "--results", str(tmp_path), "--profile", "agentx", "--format", "json"],
+        [sys.executable, "-m", "kvbench", "run", str(recipe),
+         "--max-requests", "6", "--time-scale", "50",
+         "--results", str(tmp_path / "r"), "--profile", "agentx", "--format", "json"],
         capture_output=True, text=True, env=env, cwd=REPO)
     assert run.returncode == 0, run.stderr
-    results = sorted(tmp_path.glob("*/result.json"))
+    results = sorted((tmp_path / "r").glob("*/result.json"))
     assert len(results) == 2
     for path in results:
         result = json.loads(path.read_text())
@@ -42,11 +55,11 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
         assert result["workload"]["corpus"]["agentx"] is False
         assert result["workload"]["inflight"]["lanes"] == result["conc"]
         assert summary["profile"]["checks"]["fresh_server"]["passed"] is True
-    compare = subprocess.run([sys.executable, "-m", "kvbench", "compare", str(tmp_path)],
+    compare = subprocess.run([sys.executable, "-m", "kvbench", "compare", str(tmp_path / "r")],
                              capture_output=True, text=True, env=env, cwd=REPO)
     assert compare.returncode == 0, compare.stderr
     assert "submission" in compare.stdout and "0/1 agentx-v1" in compare.stdout
     assert "prompt tokens from" in compare.stdout and "recomputed" in compare.stdout
-    html = (tmp_path / "dashboard.html").read_text()
+    html = (tmp_path / "r" / "dashboard.html").read_text()
     assert "not a submission (agentx-v1)" in html
     assert "Cache reuse per concurrency" in html and '"name":"recomputed"' in html

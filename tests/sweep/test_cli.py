@@ -20,16 +20,18 @@ def kvbench(*args: str) -> subprocess.CompletedProcess:
 
 def test_emit_github_matrix():
     out = kvbench("run", str(RECIPE), "--emit", "github-matrix", "--repeat", "2",
-                  "--max-conc", "4")
+                  "--max-conc", "6")
     assert out.returncode == 0, out.stderr
     include = json.loads(out.stdout)["include"]
     names = [e["name"] for e in include]
     assert len(names) == 8 and len(set(names)) == 8
-    assert "qwen3-8b_tp1_conc4_kvdram-hicache__r1" in names
+    assert "qwen3-32b_tp1_conc6_kvdram-hicache__r1" in names
     job = include[0]["job"]
     assert job["row"]["framework"] == "sim"
     assert job["options"]["bundled_traces"] and job["options"]["trace"] is None  # portable
-    assert job["runner_config"].endswith("examples/runners.yaml")
+    # relative to the checkout the command ran in: a runner with its own checkout opens them
+    assert job["runner_config"] == "examples/runners.yaml"
+    assert job["config_file"] == "examples/quickstart.yaml"
 
 
 def test_run_without_recipe():
@@ -60,8 +62,8 @@ def test_run_job_needs_one_spec_source(tmp_path):
 @pytest.mark.slow
 def test_github_matrix_entry_runs_with_run_job(tmp_path):
     """What a CI matrix job does: take one entry's spec and run it with --job-json."""
-    out = kvbench("run", str(RECIPE), "--emit", "github-matrix", "--max-conc", "2",
-                  "--max-requests", "3", "--time-scale", "100", "--think-time-scale", "0")
+    out = kvbench("run", str(RECIPE), "--emit", "github-matrix", "--max-conc", "3",
+                  "--max-requests", "3", "--think-time-scale", "0")
     entry = json.loads(out.stdout)["include"][1]
     ran = kvbench("run-job", "--job-json", json.dumps(entry["job"]), "--results", str(tmp_path))
     assert ran.returncode == 0, ran.stderr
@@ -102,22 +104,22 @@ def test_two_write_policies_run_apart_keep_both_results(tmp_path):
     assert "kv-offload-backend: { name: hicache }" in text
     for policy in ("write_through", "write_through_selective"):
         recipe = tmp_path / f"{policy}.yaml"
-        resident = "          - { tp: 1, kv-offloading: none, conc-list: [2, 4, 8] }\n"
+        resident = "          - { tp: 1, kv-offloading: none, conc-list: [3, 6, 12] }\n"
         assert resident in text
         recipe.write_text(text.replace(resident, "").replace(
-            "qwen3-8b-bf16-h100-sim-agentic:",
-            f"qwen3-8b-bf16-h100-sim-agentic-{policy}:").replace(
+            "qwen3-32b-fp8-h100-sim-agentic:",
+            f"qwen3-32b-fp8-h100-sim-agentic-{policy}:").replace(
             "{ name: hicache }", f"{{ name: hicache, write-policy: {policy} }}"))
         (tmp_path / "runners.yaml").write_text((RECIPE.parent / "runners.yaml").read_text())
-        out = kvbench("run", str(recipe), "--results", str(tmp_path / "r"), "--min-conc", "2",
-                      "--max-conc", "2", "--max-requests", "3", "--format", "json",
+        out = kvbench("run", str(recipe), "--results", str(tmp_path / "r"), "--min-conc", "3",
+                      "--max-conc", "3", "--max-requests", "3", "--format", "json",
                       "--no-dashboard")
         assert out.returncode == 0, out.stderr
     results = sorted((tmp_path / "r").glob("*/result.json"))
     keys = sorted(json.loads(p.read_text())["config_key"] for p in results)
-    assert keys == ["qwen3-8b-bf16-h100-sim-agentic-write_through",
-                    "qwen3-8b-bf16-h100-sim-agentic-write_through_selective"]
+    assert keys == ["qwen3-32b-fp8-h100-sim-agentic-write_through",
+                    "qwen3-32b-fp8-h100-sim-agentic-write_through_selective"]
     out = kvbench("run", str(tmp_path / "write_through_selective.yaml"), "--results",
-                  str(tmp_path / "r"), "--min-conc", "2", "--max-conc", "2", "--max-requests", "3",
+                  str(tmp_path / "r"), "--min-conc", "3", "--max-conc", "3", "--max-requests", "3",
                   "--format", "json", "--no-dashboard")
     assert out.returncode == 0 and [o["status"] for o in json.loads(out.stdout)] == ["skipped"]

@@ -32,7 +32,7 @@ def options():
 
 
 def test_continue_on_error_runs_everything_and_lists_failures(tmp_path):
-    good = jobs_at(2)[0]
+    good = jobs_at(3)[0]
     bad = Job(good.config_key, {**good.row, "model": "no-such/model", "exp-name": "broken"},
               good.scenario)
     specs = build_specs([bad, good], options(), runner_config=RUNNERS)
@@ -57,7 +57,7 @@ def test_continue_on_error_runs_everything_and_lists_failures(tmp_path):
 
 
 def test_repeats_get_their_own_directories(tmp_path):
-    specs = build_specs(jobs_at(2)[:1], options(), repeats=2, runner_config=RUNNERS)
+    specs = build_specs(jobs_at(3)[:1], options(), repeats=2, runner_config=RUNNERS)
     outcomes = run_local(specs, tmp_path, display=quiet())
     assert [o.status for o in outcomes] == ["ok", "ok"]
     first, second = (read_json(tmp_path / s.dir_name / "result.json") for s in specs)

@@ -25,7 +25,7 @@ def _start_run(results: Path) -> subprocess.Popen:
     # enough requests that the sweep is still running when the second one starts
     return subprocess.Popen(
         [sys.executable, "-m", "kvbench", "run", str(RECIPE), "--results", str(results),
-         "--max-requests", "400", "--max-conc", "2", "--dashboard", "--format", "json"],
+         "--max-requests", "400", "--max-conc", "3", "--dashboard", "--format", "json"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, start_new_session=True)
 
 
@@ -49,7 +49,7 @@ def test_a_second_run_is_refused_naming_the_first_and_a_killed_run_leaves_no_loc
         t0 = time.monotonic()
         second = subprocess.run(
             [sys.executable, "-m", "kvbench", "run", str(RECIPE), "--results", str(results),
-             "--max-requests", "2", "--max-conc", "2"],
+             "--max-requests", "2", "--max-conc", "3"],
             capture_output=True, text=True, env=ENV, timeout=120)
         assert second.returncode == 3, second.stderr
         assert f"{results} is in use by another kvbench run (pid {first.pid}, started" in (

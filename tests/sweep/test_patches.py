@@ -84,7 +84,7 @@ def test_bad_patch_is_a_validation_error(recipe, capsys):
 
 @pytest.mark.slow
 def test_sweep_job_applies_and_records_the_patch(recipe, engine, tmp_path):
-    jobs = [j for j in select_jobs(Selection(config_files=(recipe,), min_conc=2, max_conc=2))
+    jobs = [j for j in select_jobs(Selection(config_files=(recipe,), min_conc=3, max_conc=3))
             if j.row["kv-offloading"] == "dram"]
     options = quickstart_options(100.0).model_copy(update={"max_requests": 4})
     specs = build_specs(jobs, options, runner_config=recipe.parent / "runners.yaml")
@@ -111,7 +111,7 @@ def test_launch_stops_with_exit_2_when_the_anchor_moved(recipe, engine, tmp_path
         'self.hf_config.architectures = ["Qwen3_5ForCausalLMMTP"]'))
     with pytest.raises(SystemExit) as e:
         main(["launch", "--config-files", str(recipe), "--exp-name",
-              "qwen3-8b_tp1_conc2_kvdram-hicache", "--work-dir", str(tmp_path / "w"),
+              "qwen3-32b_tp1_conc3_kvdram-hicache", "--work-dir", str(tmp_path / "w"),
               "--ready-timeout", "30"])
     assert e.value.code == 2
     err = capsys.readouterr().err

@@ -40,7 +40,7 @@ def test_long_names_are_cut_and_stay_distinct():
 
 def test_a_hostile_model_prefix_stays_inside_results(tmp_path):
     recipe = (REPO / "examples" / "quickstart.yaml").read_text().replace(
-        "model-prefix: qwen3-8b", "model-prefix: ../../../escaped")
+        "model-prefix: qwen3-32b", "model-prefix: ../../../escaped")
     (tmp_path / "r").mkdir()
     path = tmp_path / "r" / "hostile.yaml"
     path.write_text(recipe)

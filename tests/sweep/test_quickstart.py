@@ -1,11 +1,17 @@
-"""`kvbench quickstart`, as the README's first command runs it (source checkout)."""
+"""`kvbench quickstart`, as the README's first command runs it (source checkout), beside a busy
+core: issue 39's acceptance, asserted on every machine CI runs on.
+
+The engine runs on its virtual clock (sim/lockstep.py): every timing is the engine's own, so
+what the quickstart shows does not depend on the machine's speed or load. The one thing that
+does is how many repeats fit its minute (three, or two on a machine too slow for it: printed),
+and every assertion here holds for either. Its wall time is measured beside a hog in
+docs/performance.md, never asserted here."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import REPO
@@ -13,92 +19,22 @@ from conftest import REPO
 from kvbench.files import read_json
 
 pytestmark = pytest.mark.slow
+ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+VERDICTS = ("better", "worse", "within noise")
 
 
-def _tables(stdout: str) -> dict[str, list[str]]:
-    """conc=N -> the rows of its comparison table."""
-    out: dict[str, list[str]] = {}
+def _tables(stdout: str) -> dict[str, dict[str, list[str]]]:
+    """conc=N -> metric -> its cells."""
+    out: dict[str, dict[str, list[str]]] = {}
     current = None
     for line in stdout.splitlines():
         if line.strip().startswith("conc="):
             current = line.strip()
-            out[current] = []
-        elif current and line.startswith("│"):
-            out[current].append(line)
+            out[current] = {}
+        elif current and line[:1] in ("│", "┃"):  # a row, or the header
+            cells = [c.strip() for c in line.split(line[0])[1:-1]]
+            out[current][cells[0]] = cells[1:]
     return out
-
-
-def test_quickstart_runs_repeats_and_prints_deltas_with_their_noise(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "kvbench", "quickstart", "--results",
-                          str(tmp_path / "qs")], capture_output=True,
-                         text=True, env=env, cwd=tmp_path, timeout=170)
-    elapsed = time.monotonic() - t0
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "18 jobs: 18 ran" in out.stdout
-    assert "none (n=3)" in out.stdout and "dram (n=3)" in out.stdout
-    last = out.stdout.strip().splitlines()[-1]
-    assert last == f"dashboard: {(tmp_path / 'qs' / 'dashboard.html').resolve()}"
-    results = sorted((tmp_path / "qs").glob("*/result.json"))
-    assert len(results) == 18
-    by_name = {p.parent.name: read_json(p) for p in results}
-    assert all(r["status"] == "ok" for r in by_name.values())
-    # issue 15: < 60 s on two idle cores; a shared CI box gets some slack
-    assert elapsed < 100, f"quickstart took {elapsed:.0f} s"
-    tables = _tables(out.stdout)
-    assert sorted(tables) == ["conc=2", "conc=4", "conc=8"]
-    for conc, rows in tables.items():
-        assert rows[0].split("│")[1].strip() == "valid", conc
-        cells = {r.split("│")[1].strip(): [c.strip() for c in r.split("│")[2:-1]]
-                 for r in rows}
-        for metric in ("TTFT p50 ms", "output tok/s/GPU"):
-            delta, verdict = cells[metric][2], cells[metric][3]
-            assert "±" in delta and verdict in ("better", "worse", "within noise",
-                                                 "offload not exercised", "not valid"), (
-                conc, delta)
-            # an arm with a run that is not valid gives no better/worse (issue 27, item 10)
-            if any("/3 valid" in c and not c.startswith("3/3") for c in cells["valid"]):
-                assert verdict in ("not valid", "offload not exercised"), (conc, cells)
-        host = cells["cache hit rate (offload tier)"]
-        if host[1].startswith("0 "):  # the host tier was never hit: no significant delta
-            assert all(c[3] in ("within noise", "offload not exercised", "not valid")
-                       for c in cells.values() if len(c) > 3 and c[3]), (conc, cells)
-            assert "offload-tier-never-hit" in cells["valid"][1]
-    for r in by_name.values():
-        assert set(r["validity"]["checks"]) == {"ideal_cache", "warm_cache", "offload_tier",
-                                                "client", "failed_ratio", "prompt_size",
-                                                "usage", "label"}
-        assert r["validity"]["checks"]["warm_cache"]["passed"] is True
-        assert r["validity"]["checks"]["prompt_size"]["passed"] is True
-        ideal = r["validity"]["checks"]["ideal_cache"]
-        assert ideal["passed"] is True and 0.5 < ideal["ideal_hit_rate"] < 1
-        # Timings are in the embedded engine's clock, not the 50x compressed wall clock: an
-        # 8B bf16 model on one H100 cannot decode faster than weights / HBM bandwidth
-        # (16 GB / 3.35 TB/s = 4.8 ms per token), so interactivity stays under ~210 tok/s.
-        inter = r["request_metrics"]["latency"]["interactivity_tok_s"]["p50"]
-        assert 5 < inter < 210, (r["exp_name"], inter)
-
-
-def test_run_of_the_quickstart_recipe_takes_the_quickstarts_minute(tmp_path):
-    """The recipe's rows are the embedded engine's: its clock scale comes with the engine
-    (engines/data/sim.yaml), replay learns it from the server, and with no workload bound
-    the run takes the quickstart's workload instead of the rows' hour."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "kvbench", "run",
-                          str(REPO / "examples" / "quickstart.yaml"), "--results",
-                          str(tmp_path / "r"), "--no-dashboard"], capture_output=True,
-                         text=True, env=env, cwd=tmp_path, timeout=170)
-    elapsed = time.monotonic() - t0
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "85 requests per job" in out.stderr and "6 jobs: 6 ran" in out.stdout
-    assert elapsed < 60, f"kvbench run examples/quickstart.yaml took {elapsed:.0f} s"
-    for path in (tmp_path / "r").glob("*/result.json"):
-        r = read_json(path)
-        assert r["request_metrics"]["time_scale"] == 50.0
-        assert read_json(path.parent / "summary.json")["run"]["time_scale_source"] == "server"
-        assert "--time-scale" in read_json(path.parent / "command.json")["argv"]
 
 
 def _hog() -> subprocess.Popen:
@@ -112,55 +48,85 @@ def _hog() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
 
 
-def test_quickstart_with_a_busy_core_picks_a_pace_the_client_sustains(tmp_path):
-    """Issue 27 item 10: two cores, one of them busy: at least 5 of the 6 cells valid, in
-    under a minute, with the time scale chosen and said. A cell is valid when each of its runs
-    passes every check but `offload_tier`: the dram arm at conc 2 and 4 never needs the host
-    tier (its KV fits on the GPU), the comparison's answer, not a defect of the run."""
-    if hasattr(os, "getloadavg") and os.getloadavg()[0] > (os.cpu_count() or 2):
-        # the scenario is two cores with one busy; on a machine whose cores are all busy
-        # already the quickstart's client is late whatever its pace (measured:
-        # docs/performance.md, "The quickstart on a busy machine")
-        pytest.skip(f"load average {os.getloadavg()[0]:.1f}: busier than one busy core")
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+def test_quickstart_beside_a_busy_core_gives_every_delta_a_verdict(tmp_path):
     hog = _hog()
     try:
-        t0 = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "kvbench", "quickstart", "--results",
-                              str(tmp_path / "qs")], capture_output=True, text=True, env=env,
-                             cwd=tmp_path, timeout=170)
-        elapsed = time.monotonic() - t0
+                              str(tmp_path / "qs")], capture_output=True, text=True, env={
+                                  **ENV, "COLUMNS": "200"}, cwd=tmp_path, timeout=600)
     finally:
         hog.kill()
         hog.wait()
     assert out.returncode == 0, out.stderr[-3000:]
-    placed = [line for line in out.stderr.splitlines() if line.startswith("placement: ")]
-    if len(os.sched_getaffinity(0)) >= 2:  # the hog's core is left to it
-        assert len(placed) == 1 and "kept to CPU" in placed[0], out.stderr[-2000:]
-    chosen = [line for line in out.stderr.splitlines() if line.startswith("time scale ")]
-    assert len(chosen) == 1 and "x: " in chosen[0], out.stderr[-2000:]
-    scale = float(chosen[0].split()[2].rstrip("x:"))
-    cells: dict[tuple, list[bool]] = {}
-    failing: set[str] = set()
-    for path in (tmp_path / "qs").glob("*/result.json"):
+    said = {line.split(":")[0]: line for line in out.stderr.splitlines()
+            if line.split(":")[0] in ("placement", "clock", "pace")}
+    assert said["clock"].startswith("clock: virtual: the engine's time moves only while"), said
+    # where it went depends on what else keeps the cores busy: said, not asserted here
+    # (tests/sweep/test_placement.py)
+    assert said["placement"].startswith("placement: client and engine "), said
+    repeats = int(said["pace"].split()[1])
+    assert repeats in (2, 3), said["pace"]
+    if repeats == 2:  # a machine too slow for the minute says so, and what it did instead
+        assert "this machine is" in said["pace"] and "running 2" in said["pace"], said["pace"]
+
+    tables = _tables(out.stdout)
+    assert sorted(tables, key=lambda c: int(c[5:])) == ["conc=3", "conc=6", "conc=12"], tables
+    for conc, rows in tables.items():
+        assert rows["metric"][:2] == [f"none (n={repeats})", f"dram (n={repeats})"], rows
+        assert rows["valid"][:2] == [f"{repeats}/{repeats} valid"] * 2, (conc, rows["valid"])
+        for metric, cells in rows.items():
+            if metric not in ("metric", "valid", "prompt tokens from"):
+                assert "±" in cells[2] and cells[3] in VERDICTS, (conc, metric, cells)
+        # offload is exercised at every concurrency shown: the host tier served prompt tokens
+        host = rows["cache hit rate (offload tier)"]
+        assert host[0].startswith("0 %") and float(host[1].split()[0]) > 5, (conc, host)
+        assert host[2].startswith("+") and " pp ±" in host[2], (conc, host)  # one unit
+        if conc != "conc=3":  # the host tier's answer where the sessions overflow the GPU
+            assert rows["TTFT p50 ms"][3] == "better", (conc, rows["TTFT p50 ms"])
+    assert out.stdout.strip().splitlines()[-1] == (
+        f"dashboard: {(tmp_path / 'qs' / 'dashboard.html').resolve()}")
+
+    results = sorted((tmp_path / "qs").glob("*/result.json"))
+    assert len(results) == 6 * repeats
+    for path in results:
         r = read_json(path)
-        assert r["request_metrics"]["time_scale"] == scale
+        assert r["status"] == "ok" and r["validity"]["valid"], (path, r["validity"]["reasons"])
         checks = r["validity"]["checks"]
-        failed = {name for name, c in checks.items()
-                  if name != "offload_tier" and c["passed"] is False}
-        failing |= failed
-        cells.setdefault((r["conc"], r["kv_offloading"]), []).append(not failed)
-    assert len(cells) == 6 and all(len(v) == 3 for v in cells.values())
-    valid = sorted(k for k, v in cells.items() if all(v))
-    if "the client would need" in chosen[0]:
-        # The pace's own probe found the client cannot keep the pace the minute needs: a
-        # machine slower than the scenario's (this suite's 2-core sandbox ran at half its
-        # usual single-core speed on 2026-12-02: simulate_speed 13.6k against 28.4k req/s,
-        # and this case gave 0 of 6 cells). The quickstart must say so, as it did, and the
-        # runs it could not keep must be flagged by the client check and by no other.
-        assert "may be flagged client-saturated" in chosen[0], chosen[0]
-        assert failing <= {"client"}, (failing, cells)
-        pytest.skip(f"this machine is too slow for the busy-core minute ({chosen[0][:120]}); "
-                    f"{len(valid)} of 6 cells valid, every other flagged by the client check")
-    assert len(valid) >= 5, (chosen[0], cells)
-    assert elapsed < 60, f"quickstart took {elapsed:.0f} s ({chosen[0]})"
+        assert "clock is virtual" in checks["client"]["message"]
+        if r["kv_offloading"] == "dram":
+            assert checks["offload_tier"]["passed"] is True, (path, checks["offload_tier"])
+        assert r["request_metrics"]["time_scale"] == 1.0
+        assert read_json(path.parent / "summary.json")["run"]["clock"] == "virtual"
+        # Timings are the engine's: a 32B fp8 model on one H100 cannot decode faster than its
+        # weights over HBM bandwidth (32.8 GB / 3.35 TB/s = 9.8 ms per token): < 102 tok/s
+        inter = r["request_metrics"]["latency"]["interactivity_tok_s"]["p50"]
+        assert 5 < inter < 102, (r["exp_name"], inter)
+
+    # a rerun resumes, says so and how to start afresh, and runs nothing again
+    again = subprocess.run([sys.executable, "-m", "kvbench", "quickstart", "--results",
+                            str(tmp_path / "qs"), "--no-placement"], capture_output=True,
+                           text=True, env=ENV, cwd=tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.startswith(f"resuming: {6 * repeats} result(s) are in "), again.stderr
+    assert "to start afresh: rm -r" in again.stderr.splitlines()[0]
+    assert f"{6 * repeats} jobs: 0 ran, {6 * repeats} resumed" in again.stdout
+
+
+def test_run_of_the_quickstart_recipe_runs_what_the_quickstart_runs(tmp_path):
+    """The recipe's rows are the embedded engine's: its virtual clock comes with the engine
+    (engines/data/sim.yaml), and with no workload bound the run takes the quickstart's
+    workload instead of the rows' hour, under the quickstart's run options."""
+    from kvbench.sweep.quickstart import quickstart_options
+
+    out = subprocess.run([sys.executable, "-m", "kvbench", "run",
+                          str(REPO / "examples" / "quickstart.yaml"), "--results",
+                          str(tmp_path / "r"), "--max-conc", "3", "--no-dashboard"],
+                         capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "85 requests per job" in out.stderr and "2 jobs: 2 ran" in out.stdout
+    for path in (tmp_path / "r").glob("*/result.json"):
+        r = read_json(path)
+        assert r["options_id"] == quickstart_options().options_id()
+        assert r["validity"]["valid"], r["validity"]["reasons"]
+        assert "--clock" in (argv := read_json(path.parent / "command.json")["argv"])
+        assert argv[argv.index("--clock") + 1] == "virtual"

@@ -23,15 +23,15 @@ def test_run_shards_each_jobs_replay(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     out = subprocess.run([sys.executable, "-m", "kvbench", "run",
                           str(REPO / "examples" / "quickstart.yaml"), "--replay-workers", "4",
-                          "--max-requests", "16", "--max-conc", "2", "--framework", "sim",
+                          "--max-requests", "16", "--max-conc", "3", "--framework", "sim",
                           "--results", str(tmp_path / "r"), "--no-dashboard"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=170)
     assert out.returncode == 0, out.stderr[-3000:]
     summaries = [read_json(p) for p in (tmp_path / "r").glob("*/summary.json")]
     assert len(summaries) == 2
     for s in summaries:
-        assert s["run"]["workers"] == 2 and s["run"]["concurrency"] == 2  # capped at conc
-        assert s["requests"]["total"] == 16 and len(s["client"]["workers"]) == 2
+        assert s["run"]["workers"] == 3 and s["run"]["concurrency"] == 3  # capped at conc
+        assert s["requests"]["total"] == 16 and len(s["client"]["workers"]) == 3
 
 
 def test_replay_workers_leave_the_fingerprint_alone():
@@ -49,7 +49,7 @@ def test_a_stopped_run_leaves_no_replay_worker(tmp_path, sig):
     results = tmp_path / "r"
     proc = subprocess.Popen([sys.executable, "-m", "kvbench", "run",
                              str(REPO / "examples" / "quickstart.yaml"), "--replay-workers", "2",
-                             "--max-requests", "400", "--min-conc", "8", "--framework", "sim",
+                             "--max-requests", "400", "--min-conc", "12", "--framework", "sim",
                              "--results", str(results), "--no-dashboard"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

@@ -20,10 +20,10 @@ from kvbench.files import read_json, read_jsonl
 pytestmark = pytest.mark.slow
 
 RECIPE = REPO / "examples" / "quickstart.yaml"
-ARGS = ["run", str(RECIPE), "--max-conc", "4", "--time-scale", "50", "--max-requests", "8",
+ARGS = ["run", str(RECIPE), "--max-conc", "6", "--time-scale", "50", "--max-requests", "8",
         "--think-time-scale", "0", "--ready-timeout", "60", "--replay-timeout", "60",
         "--no-dashboard", "--format", "json"]
-JOBS = 4  # two arms x concurrencies 2 and 4
+JOBS = 4  # two arms x concurrencies 3 and 6
 
 
 def start(results: Path) -> subprocess.Popen:

@@ -32,7 +32,7 @@ def quickstart_specs(conc: int, options: RunOptions):
 
 def test_two_job_array_runs_run_job_and_collects_both(slurm_cluster, tmp_path: Path):
     options = quickstart_options(time_scale=50.0).model_copy(update={"max_requests": 6})
-    specs = quickstart_specs(2, options)
+    specs = quickstart_specs(3, options)
     assert [s.row["kv-offloading"] for s in specs] == ["none", "dram"]
     ex = executor(slurm_cluster)
     outcomes = ex.run(specs, tmp_path)
@@ -53,7 +53,7 @@ def test_two_job_array_runs_run_job_and_collects_both(slurm_cluster, tmp_path: P
 
 
 def test_failed_tasks_are_collected_with_their_phase(slurm_cluster, tmp_path: Path):
-    jobs = select_jobs(Selection(config_files=(RECIPE,), min_conc=2, max_conc=2))
+    jobs = select_jobs(Selection(config_files=(RECIPE,), min_conc=3, max_conc=3))
     broken = [type(j)(j.config_key, {**j.row, "model": "no-such/model"}, j.scenario)
               for j in jobs]
     specs = build_specs(broken, RunOptions(max_requests=1),
@@ -74,9 +74,9 @@ def test_real_engine_row_gets_its_gpus_and_the_whole_node(slurm_cluster, tmp_pat
 
     from kvbench.matrix import Job
 
-    job = select_jobs(Selection(config_files=(RECIPE,), min_conc=2, max_conc=2))[0]
+    job = select_jobs(Selection(config_files=(RECIPE,), min_conc=3, max_conc=3))[0]
     row = {**job.row, "framework": "sglang", "image": "lmsysorg/sglang:v0.5.16-cu130",
-           "tp": 2, "exp-name": "qwen3-8b_tp2_conc2_kvnone"}
+           "tp": 2, "exp-name": "qwen3-32b_tp2_conc3_kvnone"}
     specs = build_specs([Job(job.config_key, row, job.scenario)],
                         RunOptions(max_requests=1, timeouts={"ready_s": 30}),
                         runner_config=RECIPE.parent / "runners.yaml")
@@ -101,7 +101,7 @@ def test_kvbench_run_with_the_slurm_executor(slurm_cluster, tmp_path: Path):
            "PYTHONPATH": str(REPO / "src")}
     out = subprocess.run(
         [sys.executable, "-m", "kvbench", "run", str(RECIPE), "--executor", "slurm",
-         "--min-conc", "4", "--max-conc", "4", "--time-scale", "100", "--max-requests", "6",
+         "--min-conc", "6", "--max-conc", "6", "--time-scale", "100", "--max-requests", "6",
          "--think-time-scale", "0", "--results", str(tmp_path), "--format", "json",
          "--partition", slurm_cluster.partition, "--time-limit", "10"],
         capture_output=True, text=True, env=env, timeout=180)

@@ -39,8 +39,8 @@ CFG=/tmp/sgsite/sglang/srt/configs/model_config.py
 RECIPE=(--config-files "$here/recipe.yaml" --runner-config "$here/runners.yaml")
 KEY=qwen3.5-bf16-h200-sglang-agentic-mtp
 COMMON=(--load-format dummy --model-path $M --engine-arg=--attention-backend=triton
-        --engine-arg=--sampling-backend=pytorch --engine-arg=--cuda-graph-backend-prefill=disabled
-        --engine-arg=--cuda-graph-max-bs-decode=16)
+        --engine-arg=--sampling-backend=pytorch
+        --engine-arg=--disable-cuda-graph)
 CAPS=(--engine-arg=--max-total-tokens=43680 --engine-arg=--max-mamba-cache-size=80
       --engine-arg=--max-running-requests=16)
 

@@ -6,7 +6,6 @@ from kvbench.capacity.curve import CapacityDoc, HostPoint, Knee, Step, find_knee
 from kvbench.capacity.predict import predict_curve
 from kvbench.capacity.search import SearchResult, search_max
 from kvbench.capacity.slo import Slo, StepMetrics
-from kvbench.capacity.workload import WorkloadBounds, sessions_to_traces
 
 __all__ = [
     "CapacityDoc",
@@ -16,10 +15,8 @@ __all__ = [
     "Slo",
     "Step",
     "StepMetrics",
-    "WorkloadBounds",
     "find_knee",
     "host_grid",
     "predict_curve",
     "search_max",
-    "sessions_to_traces",
 ]

@@ -1,7 +1,8 @@
-"""The measured search against a running server: each probed concurrency is a short replay
-(replay.replay: the same sessions, each played once, no recycling) whose summary becomes a
-result.json (results.build_result) in its own directory; the search gallops from the
-simulator's prediction and stops as soon as the SLO breaks one step above a pass.
+"""The measured search against a running server: each probed concurrency is a replay
+(replay.replay: the same sessions by the same workload bounds as the prediction's probe)
+whose summary becomes a result.json (results.build_result) in its own directory; the search
+gallops from the simulator's prediction and stops as soon as the SLO breaks one step above a
+pass.
 
 A probe starts on a server whose cache holds the previous probe's prompts; every replay has
 its own cache-bust marker, so nothing of it can hit, it only has to be evicted first."""
@@ -16,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvbench.capacity.curve import HostPoint, Step
+from kvbench.capacity.predict import BoundsFor
 from kvbench.capacity.search import search_max
 from kvbench.capacity.slo import Slo, metrics_from_replay
 from kvbench.capacity.target import Target
-from kvbench.capacity.workload import WorkloadBounds
 from kvbench.replay import ReplayConfig, replay
 from kvbench.workload import Session, SyntheticSpec
 
@@ -63,7 +64,7 @@ def _check_prompts(summary: dict, step_dir: Path, tokenizer: str | None) -> None
 
 
 def measure_point(target: Target, host_gb: float, *, url: str, model: str,
-                  sessions: list[Session], bounds: WorkloadBounds, slo: Slo, ceiling: int,
+                  sessions: list[Session], bounds_for: BoundsFor, slo: Slo, ceiling: int,
                   hint: int, out_dir: Path, time_scale: float, workload: dict,
                   trace: list[Path] | None, synthetic: SyntheticSpec | None,
                   engine: str = "sim", tokenizer: str | None = None,
@@ -77,11 +78,15 @@ def measure_point(target: Target, host_gb: float, *, url: str, model: str,
 
     def passes(c: int) -> bool:
         step_dir = Path(out_dir) / f"conc{c:04d}"
+        b = bounds_for(c)
         cfg = ReplayConfig(
             url=url, model=model, trace=trace, synthetic=synthetic, concurrency=c,
-            output_dir=step_dir, think_time_scale=bounds.think_time_scale,
-            think_time_cap_s=bounds.think_time_cap_s, max_tokens_cap=bounds.max_tokens_cap,
-            max_input_tokens=bounds.max_input_tokens, time_scale=time_scale,
+            output_dir=step_dir, duration_s=b.duration_s, max_requests=b.max_requests,
+            warmup_requests=b.warmup_requests, max_tokens_cap=b.max_tokens_cap,
+            think_time_cap_s=b.think_time_cap_s, think_time_scale=b.think_time_scale,
+            start=b.start, start_ratio=b.start_ratio, seed=b.seed,
+            block_tokens=b.block_tokens, max_input_tokens=b.max_input_tokens,
+            grace_s=b.grace_s, time_scale=time_scale,
             num_gpus=int(target.describe.get("tp", 1)), tokenizer=tokenizer)
         summary, server = asyncio.run(_replay_with_scrape(cfg, sessions, engine))
         m = metrics_from_replay(c, summary)

@@ -1,28 +1,27 @@
-"""Which matrix rows are worth GPU hours: each offload row and its GPU-resident twin are
-simulated at the row's concurrency, and the predicted benefit of the host tier ranks them.
+"""Which matrix rows are worth GPU hours: each offload row is simulated (capacity/jobs.py, as
+`simulate-jobs` does: its own topology, workload and bounds) GPU-resident and with its host
+tier, and the predicted benefit of the host tier ranks them.
 
 benefit = 1 - TTFT p90 (offload) / TTFT p90 (resident): 0.3 = the offload arm is predicted
-30 % faster to first token. A pair is kept when the prediction cannot settle the question
+30 % faster to first token. A row is kept when the prediction cannot settle the question
 (|benefit| <= noise: the arms may differ either way on a real engine) or when it predicts a
-large gain worth confirming (benefit >= threshold); a pair in between, or one predicted to
-lose clearly, is pruned. Rows the simulator does not cover (multi-node, no host tier and no
-offload twin) are kept: pruning only removes what it predicted."""
+large gain worth confirming (benefit >= threshold); a row in between, or one predicted to
+lose clearly, is pruned, and its GPU-resident twin with it. Rows it cannot predict are kept,
+each with the reason: pruning only removes what it predicted."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvbench.capacity.slo import StepMetrics, metrics_from_sim
-from kvbench.capacity.target import Target, Tier, target_from_job
+from kvbench.capacity.jobs import twin_key
 from kvbench.errors import CapacityError
-from kvbench.sim.simulate import SimSetup, run
-from kvbench.sim.trace import Trace
 
 KEEP_NOISE = "within noise"
 KEEP_GAIN = "above threshold"
 PRUNED = "pruned"
 UNPREDICTED = "not simulated"
+RESIDENT = "GPU-resident"
 
 
 @dataclass(slots=True)
@@ -33,6 +32,7 @@ class Prediction:
     verdict: str
     benefit: float | None = None
     arms: dict[str, dict] = field(default_factory=dict)
+    reason: str | None = None  # why a row was not predicted
 
     @property
     def kept(self) -> bool:
@@ -40,69 +40,77 @@ class Prediction:
 
     def to_json(self) -> dict:
         return {"exp-name": self.exp_name, "conc": self.conc, "verdict": self.verdict,
-                "benefit": self.benefit, "arms": self.arms,
+                "benefit": self.benefit, "reason": self.reason, "arms": self.arms,
                 "rows": [j.exp_name for j in self.jobs]}
 
 
-def _twin_key(job: Any) -> tuple:
-    row = {k: v for k, v in job.row.items() if k not in (
-        "kv-offloading", "kv-offload-backend", "total-cpu-dram-gb", "exp-name")}
-    return job.config_key, repr(sorted((k, repr(v)) for k, v in row.items()))
+def has_host_tier(job: Any) -> bool:
+    return job.kv_offloading != "none"
 
 
-def _arm(target: Target, tier: Tier, traces: list[Trace], conc: int) -> tuple[StepMetrics, dict]:
-    done: list = []
-    summary = run(traces, target.costs, SimSetup(tier.gpu_kv_tokens, tier.host_kv_tokens,
-                                                 tier.write_policy, conc, target.engine),
-                  requests=done)
-    m = metrics_from_sim(conc, done)
-    return m, m.to_json() | {"hit_rate": summary["hit_rate"]["total"],
-                             "output_tok_s": summary["throughput"]["output_tok_s"],
-                             "host_gb": tier.host_gb, "gpu_kv_tokens": tier.gpu_kv_tokens}
+def _arm(summary: dict, entry: dict, host: bool) -> dict:
+    from kvbench.capacity.slo import metrics_from_summary
+
+    return metrics_from_summary(entry["conc"], summary).to_json() | {
+        "hit_rate": summary["hit_rate"]["total"],
+        "host_hit_rate": summary["hit_rate"]["host"],
+        "output_tok_s": summary["throughput"]["output_tok_s"],
+        "requests": summary["requests"],
+        "gpu_kv_tokens": entry.get("gpu-kv-tokens"),
+        "host_kv_tokens": entry.get("host-kv-tokens") if host else 0}
 
 
-def predict_jobs(jobs: list[Any], runners: Any, traces: list[Trace], *, noise: float,
+def _verdict(benefit: float | None, noise: float, threshold: float) -> str:
+    if benefit is None:
+        return UNPREDICTED
+    if abs(benefit) <= noise:
+        return KEEP_NOISE
+    if benefit >= threshold:
+        return KEEP_GAIN
+    return PRUNED
+
+
+def predict_jobs(jobs: list[Any], entries: dict[int, dict], *, noise: float,
                  threshold: float) -> list[Prediction]:
-    """One Prediction per offload row (ranked by benefit, largest first), then the rows it
-    could not predict."""
+    """One Prediction per row with a host tier, from its simulate-jobs entry (`entries`, by
+    id(job)), ranked by benefit (largest first); then the rows it could not predict, then
+    the GPU-resident rows without a twin here, each with the reason."""
     if not 0 <= noise < threshold:
         raise CapacityError(f"--noise must be >= 0 and below --threshold, got {noise:g} and "
                             f"{threshold:g}")
-    residents = {_twin_key(j): j for j in jobs
-                 if j.kv_offloading == "none" and not j.is_multinode}
+    residents = {twin_key(j): j for j in jobs if not has_host_tier(j)}
     paired: set[int] = set()
     out: list[Prediction] = []
     rest: list[Prediction] = []
     for job in jobs:
-        if job.kv_offloading == "none" and not job.is_multinode:
+        if not has_host_tier(job):
             continue
-        twin = residents.get(_twin_key(job))
+        twin = residents.get(twin_key(job))
         group = [job] + ([twin] if twin is not None else [])
-        if job.is_multinode or not job.offload_backend:
-            rest.append(Prediction(job.exp_name, job.conc, group, UNPREDICTED))
-            continue
         if twin is not None:
             paired.add(id(twin))
-        target = target_from_job(job, runners)
-        res, res_json = _arm(target, target.tier(0.0), traces, job.conc)
-        off, off_json = _arm(target, target.planned_tier(), traces, job.conc)
+        entry = entries.get(id(job)) or {}
+        arms = entry.get("arms") or {}
+        if "offload" not in arms:
+            reason = entry.get("skipped") or "the plan gives it no host tokens to simulate"
+            rest.append(Prediction(job.exp_name, job.conc, group, UNPREDICTED, reason=reason))
+            continue
+        res = _arm(arms["resident"], entry, False)
+        off = _arm(arms["offload"], entry, True)
         benefit = None
-        if res.ttft_p90_ms and off.ttft_p90_ms is not None:
-            benefit = 1.0 - off.ttft_p90_ms / res.ttft_p90_ms
+        if res["ttft_p90_ms"] and off["ttft_p90_ms"] is not None:
+            benefit = 1.0 - off["ttft_p90_ms"] / res["ttft_p90_ms"]
+        p = Prediction(job.exp_name, job.conc, group, _verdict(benefit, noise, threshold),
+                       benefit, {"resident": res, "offload": off})
         if benefit is None:
-            verdict = UNPREDICTED
-        elif abs(benefit) <= noise:
-            verdict = KEEP_NOISE
-        elif benefit >= threshold:
-            verdict = KEEP_GAIN
-        else:
-            verdict = PRUNED
-        out.append(Prediction(job.exp_name, job.conc, group, verdict, benefit,
-                              {"resident": res_json, "offload": off_json}))
+            p.reason = "no TTFT on the resident arm (no request finished)"
+        out.append(p)
     out.sort(key=lambda p: -(p.benefit if p.benefit is not None else float("-inf")))
-    rest += [Prediction(j.exp_name, j.conc, [j], UNPREDICTED) for j in residents.values()
-             if id(j) not in paired]
-    return out + rest
+    lone = [Prediction(j.exp_name, j.conc, [j], RESIDENT,
+                       reason="GPU-resident, and no row with a host tier shares its other "
+                       "settings here: no offload to predict")
+            for j in residents.values() if id(j) not in paired]
+    return out + rest + lone
 
 
 def kept_jobs(predictions: list[Prediction], jobs: list[Any]) -> list[Any]:

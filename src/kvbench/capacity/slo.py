@@ -126,3 +126,16 @@ def metrics_from_replay(concurrency: int, summary: dict) -> StepMetrics:
         ttft_p90_ms=(summary.get("ttft_ms") or {}).get("p90"),
         itl_p99_ms=(summary.get("tpot_ms") or {}).get("p99"),
         interactivity_p50_tok_s=(summary.get("interactivity_tok_s") or {}).get("p50"))
+
+
+def metrics_from_summary(concurrency: int, summary: dict) -> StepMetrics:
+    """From a simulation summary (sim/simulate.py summarize), in simulated time: its
+    nearest-rank percentiles (interactivity p50 as 1000 / TPOT p50)."""
+    tpot = (summary.get("tpot_ms") or {}).get("p50")
+    return StepMetrics(
+        concurrency=concurrency, requests=int(summary.get("requests", 0)),
+        errors=int(summary.get("errors", 0)),
+        rejected_context=int((summary.get("rejected") or {}).get("context", 0)),
+        ttft_p90_ms=(summary.get("ttft_ms") or {}).get("p90"),
+        itl_p99_ms=(summary.get("tpot_ms") or {}).get("p99"),
+        interactivity_p50_tok_s=1000.0 / tpot if tpot else None)

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvbench.errors import CapacityError
+from kvbench.errors import CapacityError, KvbenchError
 from kvbench.sim.cache import WRITE_POLICIES
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import EngineConfig
@@ -44,6 +44,10 @@ class Target:
     # Device KV tokens per rank the planner cannot see: a row whose engine arguments cap the
     # GPU pool (vLLM --kv-cache-memory-bytes, SGLang --max-total-tokens) is sized by them.
     gpu_tokens: int | None = None
+    # DP attention: attention ranks (each its own pools) behind the row's router
+    ranks: int = 1
+    router: str = "round_robin"
+    model_prefix: str | None = None  # the row's model family (its corpus variant)
     _tiers: dict[float, Tier] = field(default_factory=dict)
     _direct: dict[str, Any] = field(default_factory=dict)
 
@@ -52,6 +56,13 @@ class Target:
             self._tiers[host_gb] = (_planned_tier(self, host_gb) if self.job is not None
                                     else _direct_tier(self, host_gb))
         return self._tiers[host_gb]
+
+    def setup(self, tier: Tier, concurrency: int):
+        """The simulator's setup of this target at a size and concurrency."""
+        from kvbench.sim.simulate import SimSetup
+
+        return SimSetup(tier.gpu_kv_tokens, tier.host_kv_tokens, tier.write_policy,
+                        concurrency, self.engine, dp=self.ranks, router=self.router)
 
     @property
     def engine_name(self) -> str:
@@ -173,8 +184,10 @@ def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None =
     """A recipe row with a host tier (kv-offloading other than none); the grid's top is the
     host size the planner picks for the row's budget. `gpu_tokens` replaces the planner's
     device pool (HBM x utilisation - weights) when the server's arguments cap it."""
+    from dataclasses import replace
+
+    from kvbench.capacity.jobs import model_job, model_prefix
     from kvbench.sim.engine_profile import engine_profile_for
-    from kvbench.sim.sizing import resolve_costs
 
     if job.is_multinode:
         raise CapacityError(f"{job.exp_name}: multi-node rows are not simulated")
@@ -191,9 +204,16 @@ def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None =
     own = configured_gb(plan)
     top = _accepted_top(job, runners, own)
     profile = engine_profile_for(job.framework)
-    costs = resolve_costs(job.model, plan.hardware, int(job.row["tp"]), job.precision,
-                          kv_dtype=plan.kv_dtype, dp_attention=bool(job.row.get("dp-attn")),
-                          engine=profile)
+    # the row as simulate-jobs models it: its engine's costs and KV manager, its DP ranks
+    try:
+        m = model_job(job, plan)
+    except KvbenchError as e:
+        raise CapacityError(f"{job.exp_name}: cannot model the row: {e.message}") from None
+    if engine is not None:
+        m_engine = replace(m.engine, max_running_requests=engine.max_running_requests,
+                           chunked_prefill_tokens=engine.chunked_prefill_tokens)
+    else:
+        m_engine = m.engine
     label = str(job.row.get("exp-name", job.config_key)).replace(f"_conc{job.conc}", "")
     # to 0.1 GB, down where rounding up names a size the planner refuses (148.955 -> 149.0)
     shown = round(top, 1)
@@ -201,11 +221,12 @@ def target_from_job(job: Any, runners: Any = None, engine: EngineConfig | None =
         shown = math.floor(top * 10) / 10
     top = shown
     return Target(
-        label=label, costs=costs, budget_gb=top,
-        engine=engine or EngineConfig(), job=job, runners=runners, gpu_tokens=gpu_tokens,
+        label=label, costs=m.costs, budget_gb=top, engine=m_engine, job=job, runners=runners,
+        gpu_tokens=gpu_tokens, ranks=m.ranks, router=m.router, model_prefix=model_prefix(job),
         describe={"config-key": job.config_key, "model": job.model, "hardware": plan.hardware,
                   "framework": job.framework, "engine-profile": profile or "sglang",
                   "tp": int(job.row["tp"]), "precision": job.precision,
+                  "attention-ranks": m.ranks, "router": m.router,
                   "backend": plan.backend, "budget-gb-node": plan.budget_gb,
                   "ranks-on-node": plan.ranks_on_node, "host-gb-per-rank-max": top,
                   "host-gb-per-rank-row": round(own, 1),

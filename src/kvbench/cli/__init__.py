@@ -77,6 +77,25 @@ def _command():
     return harden(typer.main.get_command(_typer_app()))
 
 
+# A writer whose reader went away (`kvbench matrix | head`) ends silently with status 1, as
+# click ends every other command then (click 8 core.py, BaseCommand.main: EPIPE -> exit 1)
+BROKEN_PIPE_EXIT = 1
+
+
+def _quiet_broken_pipe() -> None:
+    """Exit without a word when stdout's reader closed it. Python would also fail to flush
+    stdout at exit ("Exception ignored ... BrokenPipeError"): stdout goes to /dev/null first
+    (the Python documentation's recipe, signal module, "Note on SIGPIPE")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no real file (a test's capture)
+        pass
+    sys.exit(BROKEN_PIPE_EXIT)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn kvbench errors into a clear message and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -99,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
+    except BrokenPipeError:  # `kvbench matrix | head`: the reader has what it wanted
+        _quiet_broken_pipe()
     except OSError as e:  # a path the system refuses (too long, a loop, no permission)
         from kvbench.errors import shown
 

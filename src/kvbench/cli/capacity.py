@@ -11,12 +11,16 @@ import typer
 from kvbench.cli.app import app
 from kvbench.cli.console import check_format
 from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.cli.simulate_jobs import BoundsOpt
+from kvbench.cli.trace_option import TRACE_HELP
 from kvbench.errors import CapacityError
 from kvbench.matrix.selection import Selection
 
 _W = "Workload"
 _S = "SLO"
 _T = "Target without a recipe"
+# the search's default top: twice InferenceX's largest AgentX point (512 lanes a node)
+DEFAULT_CEILING = 1024
 
 
 def _targets(selection: Selection, *, model, hardware, tp, precision, engine_profile,
@@ -89,21 +93,32 @@ def _progress(target, points: int):
 @with_selection
 def capacity(
     selection: Selection,
-    trace: Annotated[list[Path] | None, typer.Option(
-        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.",
-        rich_help_panel=_W)] = None,
+    trace: Annotated[list[str] | None, typer.Option(
+        help=TRACE_HELP + "; default: agentx.", rich_help_panel=_W)] = None,
     bundled_traces: Annotated[bool, typer.Option(
-        "--bundled-traces", help="Replay kvbench's bundled Claude Code sessions.",
-        rich_help_panel=_W)] = False,
-    synthetic_sessions: Annotated[int, typer.Option(
-        help="Without traces: this many synthetic agentic sessions.",
-        rich_help_panel=_W)] = 64,
-    synthetic_scale: Annotated[float, typer.Option(
-        help="Synthetic token counts multiplied by this.", rich_help_panel=_W)] = 1.0,
-    seed: Annotated[int, typer.Option(help="Synthetic workload seed.", rich_help_panel=_W)] = 0,
+        "--bundled-traces", help="The same as --trace bundled.", rich_help_panel=_W)] = False,
+    sessions: Annotated[int | None, typer.Option(
+        help="agentx: at least this many corpus sessions (default AgentX's 393; the search's "
+        "ceiling needs no more: lanes recycle sessions).", rich_help_panel=_W)] = None,
+    synthetic_sessions: Annotated[int | None, typer.Option(
+        help="--trace synthetic: this many sessions (default 64; alone, implies it).",
+        rich_help_panel=_W)] = None,
+    synthetic_scale: Annotated[float | None, typer.Option(
+        help="--trace synthetic: token counts multiplied by this (alone, implies it).",
+        rich_help_panel=_W)] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Workload seed (the corpus or synthetic draw, and the sampled starts: AgentX's 42 "
+        "by default).", rich_help_panel=_W)] = None,
+    duration: Annotated[float | None, typer.Option(
+        help="Simulated seconds a probe replays (default AgentX's 3600; a shorter run is "
+        "said).", rich_help_panel=_W)] = None,
+    max_requests: Annotated[int | None, typer.Option(
+        help="Profiled requests a probe sends (with no --duration: instead of AgentX's).",
+        rich_help_panel=_W)] = None,
     think_time_scale: Annotated[float, typer.Option(rich_help_panel=_W)] = 1.0,
-    think_time_cap: Annotated[float, typer.Option(
-        help="Longest think time, s.", rich_help_panel=_W)] = 60.0,
+    think_time_cap: Annotated[float | None, typer.Option(
+        help="Longest think time, s (default AgentX's idle-gap cap, 300).",
+        rich_help_panel=_W)] = None,
     max_tokens_cap: Annotated[int | None, typer.Option(rich_help_panel=_W)] = None,
     max_input_tokens: Annotated[int | None, typer.Option(
         help="Turns with longer prompts are skipped.", rich_help_panel=_W)] = None,
@@ -123,7 +138,8 @@ def capacity(
     budget_gb: Annotated[float | None, typer.Option(
         help="Top of the grid, GB per rank (default: the planner's size for the row).")] = None,
     max_sessions: Annotated[int | None, typer.Option(
-        help="Largest concurrency tried (default: the workload's session count).")] = None,
+        help="Largest concurrency tried (default 1024; --bounds once: at most the workload's "
+        "sessions).")] = None,
     model: Annotated[str, typer.Option(rich_help_panel=_T)] = "reference-8b",
     hardware: Annotated[str, typer.Option(rich_help_panel=_T)] = "h200",
     tp: Annotated[int, typer.Option(rich_help_panel=_T)] = 1,
@@ -154,6 +170,10 @@ def capacity(
         "result.json and dashboard.html).")
     ] = None,
     output_format: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+    bounds: BoundsOpt = "agentx",
+    workers: Annotated[int, typer.Option(
+        help="Processes the host sizes' searches spread over; 0 = one per available core.")
+    ] = 0,
 ) -> None:
     """Sessions under an SLO per host-tier size (simulated; measured with --url) and the knee:
     the host size beyond which more DRAM adds no sessions, with its flags."""
@@ -163,19 +183,15 @@ def capacity(
 
     from pydantic import ValidationError
 
-    from kvbench.capacity import (
-        CapacityDoc,
-        Slo,
-        WorkloadBounds,
-        find_knee,
-        host_grid,
-        predict_curve,
-        sessions_to_traces,
-    )
+    from kvbench.capacity import CapacityDoc, Slo, find_knee, host_grid, predict_curve
+    from kvbench.capacity.jobs import default_workers, row_bounds
+    from kvbench.cli.simulate_jobs import workload_line
     from kvbench.sim.engine_config import EngineConfig
-    from kvbench.workload.choice import choose_workload, first_turns
+    from kvbench.workload.choice import first_turns, parse_trace
 
     check_format(output_format, ("table", "json"), CapacityError)
+    if workers < 0:
+        raise CapacityError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
     if url is not None and output is None:
         raise CapacityError("--url writes one result.json per step", hint="add --output DIR")
     try:
@@ -196,27 +212,51 @@ def capacity(
         raise CapacityError(f"--url measures one row; the selection has {len(targets)} "
                             f"({', '.join(t.label for t in targets)})",
                             hint="narrow it with --config-keys, --framework or --model-prefix")
-    chosen = choose_workload(trace, bundled_traces, synthetic_sessions, synthetic_scale, seed)
-    workload, paths, spec = chosen.describe, chosen.paths, chosen.synthetic
-    sessions = first_turns(chosen.sessions, max_turns)
-    bounds = WorkloadBounds(think_time_scale=think_time_scale, think_time_cap_s=think_time_cap,
-                            max_tokens_cap=max_tokens_cap, max_input_tokens=max_input_tokens)
-    workload["bounds"] = {"think_time_scale": think_time_scale,
-                          "think_time_cap_s": think_time_cap, "max_tokens_cap": max_tokens_cap,
-                          "max_input_tokens": max_input_tokens, "max_turns": max_turns}
-    traces = sessions_to_traces(sessions, bounds)
-    if not traces:
-        raise CapacityError("the workload has no request within the bounds",
-                            hint="raise --max-input-tokens")
-    ceiling = min(max_sessions or len(traces), len(traces))
+    for flag, value in (("--synthetic-sessions", synthetic_sessions), ("--sessions", sessions)):
+        if value is not None and value < 1:
+            raise CapacityError(f"{flag} must be >= 1, got {value}")
+    if synthetic_scale is not None and not synthetic_scale > 0:
+        raise CapacityError(f"--synthetic-scale must be > 0, got {synthetic_scale:g}")
+    words = list(trace or [])
+    if bundled_traces:
+        words = ["bundled", *words]
+    elif not words and (synthetic_sessions is not None or synthetic_scale is not None):
+        words = ["synthetic"]
+    source = parse_trace(words, synthetic_sessions=synthetic_sessions or 64,
+                         synthetic_scale=1.0 if synthetic_scale is None else synthetic_scale,
+                         seed=seed or 0, corpus_sessions=sessions)
+    given = {"duration_s": duration, "max_requests": max_requests,
+             "think_time_scale": think_time_scale, "think_time_cap_s": think_time_cap,
+             "max_tokens_cap": max_tokens_cap, "max_input_tokens": max_input_tokens,
+             "seed": seed}
+
+    def bounds_for(c: int):
+        return row_bounds(c, given, bounds)
+
+    bounds_for(1)  # bad bounds fail here, once
+    print(workload_line(source, given, bounds), file=sys.stderr)
     docs = []
-    from kvbench.workload.working_set import pool_warning
+    from kvbench.capacity.jobs import fill_warnings
 
     for target in targets:
-        warning = pool_warning(target.label, sessions, ceiling, target.tier(0.0).gpu_kv_tokens)
-        row_workload = workload if warning is None else {**workload, "warning": warning}
-        if warning:
-            print(warning, file=sys.stderr)
+        ceiling = max_sessions or DEFAULT_CEILING
+        sessions_all = first_turns(source.sessions_for(target.model_prefix, ceiling),
+                                   max_turns)
+        if bounds == "once":  # each session once: no more lanes than sessions
+            ceiling = min(ceiling, len(sessions_all))
+        if ceiling < 1:
+            raise CapacityError(f"--max-sessions must be >= 1, got {ceiling}")
+        if not any(s.turns for s in sessions_all):
+            raise CapacityError("the workload has no request within the bounds",
+                                hint="raise --max-input-tokens")
+        workload = {**source.describe(target.model_prefix, ceiling),
+                    "bounds": {k: v for k, v in given.items() if v is not None}
+                    | {"max_turns": max_turns}}
+        pool = fill_warnings(target.label, sessions_all, bounds_for(ceiling),
+                             target.tier(0.0).gpu_kv_tokens * target.ranks)["pool"]
+        row_workload = workload if pool is None else {**workload, "warning": pool}
+        if pool:
+            print(pool, file=sys.stderr)
         grid = sorted(set(host_gb)) if host_gb else host_grid(target.budget_gb, points)
         if any(g < 0 for g in grid):
             raise CapacityError(f"--host-gb: sizes must be >= 0, got {grid}")
@@ -224,14 +264,24 @@ def capacity(
         if url is not None:
             measure_gb = target.budget_gb if server_host_gb is None else server_host_gb
             grid = sorted({*grid, measure_gb})
-        predicted = predict_curve(target, traces, slo, grid, ceiling=ceiling,
-                                  on_point=_progress(target, len(grid)))
+        predicted = predict_curve(target, sessions_all, bounds_for, slo, grid, ceiling=ceiling,
+                                  on_point=_progress(target, len(grid)),
+                                  workers=workers or default_workers())
+        probed = max((st.concurrency for p in predicted for st in p.steps), default=1)
+        lanes = fill_warnings(target.label, sessions_all, bounds_for(probed), None)["lanes"]
+        if lanes:
+            print(lanes, file=sys.stderr)
+            row_workload = {**row_workload, "warning": " ".join(
+                w for w in (row_workload.get("warning"), lanes) if w)}
         doc = CapacityDoc(
             target={"label": target.label, **target.describe}, workload=row_workload, slo=slo,
             ceiling=ceiling, predicted=predicted, knee=find_knee(predicted, ceiling),
             assumptions=[
                 "at a fixed host size, meeting the SLO is monotone in sessions (the search "
                 "gallops and bisects; every probe is listed)",
+                "each probe replays the workload as AgentX does unless flags say otherwise "
+                "(duration, warm-up per lane, sampled starts; lanes recycle sessions, each "
+                "pass cache-busted)" if bounds == "agentx" else
                 "each session is played once; concurrency is capped by the session count",
                 "simulated probes start from an empty cache",
                 "prompts refused as longer than the context (400) are not failures: the "
@@ -244,10 +294,10 @@ def capacity(
             hint = next(p.max_sessions for p in predicted if p.host_gb == measure_gb)
             doc.measured.append(measure_point(
                 target, measure_gb, url=url, model=served_model or _first_model(url),
-                sessions=sessions, bounds=bounds, slo=slo, ceiling=ceiling, hint=max(hint, 1),
-                out_dir=output / "measured" / f"host{measure_gb:g}gb", time_scale=time_scale,
-                workload=row_workload, trace=paths, synthetic=spec, engine=target.engine_name,
-                tokenizer=tokenizer))
+                sessions=sessions_all, bounds_for=bounds_for, slo=slo, ceiling=ceiling,
+                hint=max(hint, 1), out_dir=output / "measured" / f"host{measure_gb:g}gb",
+                time_scale=time_scale, workload=row_workload, trace=source.trace_paths,
+                synthetic=source.synthetic, engine=target.engine_name, tokenizer=tokenizer))
         doc.wall_s = time.perf_counter() - t0
         docs.append(doc)
         if output is not None:

@@ -9,6 +9,7 @@ import typer
 
 from kvbench.cli.app import app
 from kvbench.cli.selection import SelectionCommand, with_selection
+from kvbench.cli.trace_option import TRACE_HELP
 from kvbench.matrix.selection import Selection
 
 _GB = 1_000_000_000
@@ -125,9 +126,18 @@ def plan(
     predict: Annotated[bool, typer.Option(
         "--predict", help="Rank rows by the simulator's predicted offload benefit instead.",
         rich_help_panel=_PREDICT)] = False,
-    trace: Annotated[list[Path] | None, typer.Option(
-        help="--predict: traces (default: the bundled Claude Code sessions).",
+    trace: Annotated[list[str] | None, typer.Option(
+        help="--predict: " + TRACE_HELP + "; default: agentx.",
         rich_help_panel=_PREDICT)] = None,
+    duration: Annotated[float | None, typer.Option(
+        help="--predict: simulated seconds a row (default AgentX's 3600; a shorter run is "
+        "said).", rich_help_panel=_PREDICT)] = None,
+    workers: Annotated[int, typer.Option(
+        help="--predict: processes to spread the rows over; 0 = one per available core.",
+        rich_help_panel=_PREDICT)] = 0,
+    bounds: Annotated[str, typer.Option(
+        help="--predict: agentx (AgentX's duration, warm-up, sampled starts) or once (each "
+        "session once from its first turn).", rich_help_panel=_PREDICT)] = "agentx",
     noise: Annotated[float, typer.Option(
         help="--predict: keep pairs whose |benefit| is at most this.",
         rich_help_panel=_PREDICT)] = 0.05,
@@ -136,6 +146,10 @@ def plan(
         rich_help_panel=_PREDICT)] = 0.2,
     emit: Annotated[str | None, typer.Option(
         help="--predict: print the CI matrix of the kept rows: github-matrix.",
+        rich_help_panel=_PREDICT)] = None,
+    emit_dir: Annotated[Path | None, typer.Option(
+        help="--emit github-matrix: write each job's spec here and print matrices of at most "
+             "256 jobs naming them (GitHub's limits; docs/sweeps.md).",
         rich_help_panel=_PREDICT)] = None,
 ) -> None:
     """Size the host KV pools of each selected job as its InferenceX launcher does (or from
@@ -146,8 +160,17 @@ def plan(
         from kvbench.cli.predict import predict_matrix
 
         predict_matrix(selection, trace=trace, noise=noise, threshold=threshold, emit=emit,
-                       output_format=format)
+                       output_format=format, emit_dir=emit_dir, duration=duration,
+                       workers=workers, bounds=bounds, sizing=sizing)
         return
+    if emit is not None or emit_dir is not None:
+        from kvbench.errors import PlanError
+
+        flag = "--emit" if emit is not None else "--emit-dir"
+        raise PlanError(f"{flag} goes with --predict: plan prints plans; the CI matrix of the "
+                        "rows worth a GPU is `plan --predict --emit github-matrix`",
+                        hint="add --predict, or `kvbench run --emit github-matrix` for every "
+                             "selected job")
 
     from kvbench.errors import PlanError
     from kvbench.matrix import select_jobs

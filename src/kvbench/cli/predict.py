@@ -3,6 +3,7 @@ the simulator's predicted offload benefit, and the CI matrix of the rows worth a
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from kvbench.cli.console import check_format
@@ -11,56 +12,78 @@ from kvbench.errors import CapacityError
 from kvbench.matrix.selection import Selection
 
 
-def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: float,
-                   threshold: float, emit: str | None, output_format: str) -> None:
-    """The body of `kvbench plan --predict` and `kvbench simulate-jobs --prune`: rank the
-    selected rows by predicted offload benefit; `emit="github-matrix"` prints the CI matrix
-    (as `kvbench run --emit github-matrix`) of the rows kept."""
+def predict_matrix(selection: Selection, *, trace: list | None, noise: float, threshold: float,
+                   emit: str | None, output_format: str, sessions: int | None = None,
+                   seed: int | None = None, duration: float | None = None,
+                   max_requests: int | None = None, workers: int = 0,
+                   bounds: str = "agentx", sizing: str = "launcher",
+                   emit_dir: Path | None = None) -> None:
+    """The body of `kvbench plan --predict` and `kvbench simulate-jobs --prune`: simulate
+    every selected row with a host tier on its workload (as simulate-jobs does), rank them
+    by predicted offload benefit; `emit="github-matrix"` prints the CI matrix (as
+    `kvbench run --emit github-matrix`) of the rows kept."""
     import json
-    import sys
 
-    from kvbench.capacity import WorkloadBounds, sessions_to_traces
-    from kvbench.capacity.prune import kept_jobs, predict_jobs
-    from kvbench.matrix.generate import selection_runners
-    from kvbench.workload.choice import choose_workload
+    from kvbench.capacity import jobs as sim_jobs
+    from kvbench.capacity.prune import has_host_tier, kept_jobs, predict_jobs
+    from kvbench.cli.simulate_jobs import (
+        _Progress,
+        bounds_given,
+        print_warnings,
+        workload_line,
+        workload_source,
+    )
 
     if emit not in (None, "github-matrix"):
         raise CapacityError(f"--emit {emit!r} is not one of github-matrix")
+    if emit_dir is not None and emit is None:
+        raise CapacityError("--emit-dir goes with --emit github-matrix")
     check_format(output_format, ("table", "json"), CapacityError)
+    if workers < 0:
+        raise CapacityError(f"--workers: {workers}; allowed: >= 0 (0 = one per core)")
     jobs = selected_jobs(selection, CapacityError)
-    sessions = choose_workload(trace, not trace, 0, 1.0, 0).sessions
-    traces = sessions_to_traces(sessions, WorkloadBounds())
-    predictions = predict_jobs(jobs, selection_runners(selection), traces, noise=noise,
-                               threshold=threshold)
-    from kvbench.workload.working_set import pool_warnings
-
-    for line in pool_warnings(sessions, [(p.exp_name, p.conc, p.arms["offload"]["gpu_kv_tokens"])
-                                         for p in predictions if p.arms]):
-        print(line, file=sys.stderr)
+    source = workload_source(trace, sessions, seed)
+    given = bounds_given(duration, max_requests, None, None, seed, bounds)
+    print(workload_line(source, given, bounds), file=sys.stderr)
+    offload = [j for j in jobs if has_host_tier(j)]
+    out = sim_jobs.simulate_jobs(offload, source, given, "write_through",
+                                 workers or sim_jobs.default_workers(), progress=_Progress(),
+                                 mode=bounds, sizing=sizing)
+    predictions = predict_jobs(jobs, {id(j): e for j, e in zip(offload, out, strict=True)},
+                               noise=noise, threshold=threshold)
+    print_warnings(out)
     if emit == "github-matrix":
-        import orjson
-
         from kvbench.matrix.generate import runner_config_path
         from kvbench.sweep import RunOptions, build_specs
-        from kvbench.sweep.emit import github_matrix
+        from kvbench.sweep.emit import emit_github_matrix
         from kvbench.sweep.quickstart import embedded_defaults
 
         kept = kept_jobs(predictions, jobs)
-        options = RunOptions(trace=list(trace) if trace else None, bundled_traces=not trace)
+        paths = source.trace_paths
+        options = RunOptions(trace=list(source.paths) if paths and source.paths else None,
+                             bundled_traces=source.bundled or source.kind == "corpus")
         options = embedded_defaults(kept, options) or options  # as `kvbench run` bounds them
         specs = build_specs(kept, options, runner_config=runner_config_path(selection))
-        sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
+        sys.stdout.write(emit_github_matrix(specs, checkout=Path.cwd(), emit_dir=emit_dir)
+                         + "\n")
         return
     if output_format == "json":
         print(json.dumps([p.to_json() for p in predictions], indent=1))
         return
+    _print_table(predictions, noise, threshold)
+
+
+def _print_table(predictions: list, noise: float, threshold: float) -> None:
+    from collections import Counter
+
     from rich.console import Console
     from rich.table import Table
 
     kept = sum(p.kept for p in predictions)
+    verdicts = Counter(p.verdict for p in predictions)
     table = Table(title=f"predicted offload benefit (1 - TTFT p90 offload / resident): "
                   f"{kept} of {len(predictions)} kept (noise {noise:g}, threshold "
-                  f"{threshold:g})")
+                  f"{threshold:g}): " + ", ".join(f"{n} {v}" for v, n in verdicts.items()))
     for col in ("exp-name", "conc", "TTFT p90 ms resident", "TTFT p90 ms offload",
                 "hit % res/off", "benefit", "verdict"):
         table.add_column(col, justify="left" if col in ("exp-name", "verdict") else "right")
@@ -71,6 +94,7 @@ def predict_matrix(selection: Selection, *, trace: list[Path] | None, noise: flo
             return "-" if not arm or arm["ttft_p90_ms"] is None else f"{arm['ttft_p90_ms']:,.0f}"
 
         hits = "-" if not res else f"{res['hit_rate']:.0%} / {off['hit_rate']:.0%}"
+        verdict = p.verdict if p.reason is None else f"{p.verdict}: {p.reason}"
         table.add_row(p.exp_name, str(p.conc), ms(res), ms(off), hits,
-                      "-" if p.benefit is None else f"{p.benefit:+.1%}", p.verdict)
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+                      "-" if p.benefit is None else f"{p.benefit:+.1%}", verdict)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)

@@ -54,7 +54,10 @@ OPEN_LOOP_CAP = 1024
 @app.command("replay")
 def replay_cmd(
     url: Annotated[str, typer.Option(help="server base URL, e.g. http://127.0.0.1:8000")],
-    trace: Annotated[str, typer.Option(help="trace file or directory, or 'synthetic'")],
+    trace: Annotated[str, typer.Option(
+        help="trace file or directory (kv-cache-tester / weka JSON or JSONL, Mooncake JSONL), "
+        "or a word: bundled (kvbench's Claude Code sessions), synthetic (seeded synthetic "
+        "sessions, --sessions)")],
     output: Annotated[Path, typer.Option(help="directory for records.jsonl and summary.json")],
     concurrency: Annotated[int | None, typer.Option(
         help="live session lanes, default 1 (with --session-rate: the cap on live sessions, "
@@ -85,6 +88,9 @@ def replay_cmd(
         help="beginning | sampled: each lane's first session at an instant of its recording, "
              "its live requests before it sent as warm-up (default beginning; agentx: "
              "sampled in 25-75%)")] = None,
+    order: Annotated[str, typer.Option(
+        help="trace | shuffled (lanes take the sessions in an order drawn from --seed)")]
+    = "trace",
     think_time_cap: Annotated[float | None, typer.Option(
         help="longest think time, s (default 60; agentx: none, the tree's idle cap)")] = None,
     tree_idle_cap: Annotated[float | None, typer.Option(
@@ -171,7 +177,7 @@ def replay_cmd(
     try:
         cfg = ReplayConfig(
             url=url, model=model or "", endpoint=endpoint,
-            trace=None if synthetic else [Path(trace)],
+            trace=None if synthetic else _trace_paths(trace),
             synthetic=(SyntheticSpec(num_sessions=sessions, seed=chosen["seed"]) if synthetic
                        else None),
             concurrency=lanes, workers=workers, session_rate=session_rate, arrival=arrival,
@@ -187,7 +193,7 @@ def replay_cmd(
             system_idle_cap_s=chosen.get("system_idle_cap_s"),
             end_session_on_context_overflow=chosen.get("end_session_on_context_overflow", False),
             start=chosen["start"], start_ratio=chosen.get("start_ratio", (0.0, 1.0)),
-            profile=profile,
+            order=order, profile=profile,
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
             request_timeout_s=request_timeout, grace_s=grace, server_gone_s=server_gone_after,
@@ -303,3 +309,12 @@ def _print_human(s: dict, output: Path) -> None:
         _print_profile(console, s["profile"])
     records = "records.jsonl" + (".gz" if s["run"].get("compressed") else "")
     console.print(f"records: {output / records}  summary: {output / 'summary.json'}")
+
+
+def _trace_paths(trace: str) -> list[Path]:
+    """A trace path, or the bundled sessions for the word `bundled`."""
+    if trace != "bundled":
+        return [Path(trace)]
+    from kvbench.workload.choice import parse_trace
+
+    return parse_trace(["bundled"]).trace_paths or []

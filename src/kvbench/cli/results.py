@@ -59,7 +59,8 @@ def _short(arm: str, by_mode: bool) -> str:
 
 
 VERDICT_STYLE = {"better": "green", "worse": "red", "within noise": "yellow",
-                 "offload not exercised": "yellow", "not valid": "red"}
+                 "offload not exercised": "yellow", "not valid": "red", "too few runs": "dim",
+                 "partial": "dim"}
 
 
 def _validity_cell(v: dict) -> str:
@@ -83,7 +84,9 @@ def _submission_cell(s: dict | None) -> str:
     return f"[red]{text}[/] ⚑ {first}"
 
 
-def _delta_cell(d: dict) -> str:
+def _delta_cell(d: dict, row: dict) -> str:
+    """The delta in its row's one unit: percentage points for a hit rate, % of the first arm
+    otherwise (the metric's own unit where the first arm's mean is zero)."""
     if d["pct"] is not None:
         text = f"{d['pct']:+.1f} %"
         if d.get("noise_pct") is not None:
@@ -91,8 +94,21 @@ def _delta_cell(d: dict) -> str:
         return text
     if d["abs"] is None:
         return "–"
-    text = f"{d['abs']:+.3g}"
+    if row.get("share"):
+        text = f"{100 * d['abs']:+.1f} pp"
+        return text + (f" ±{100 * d['noise']:.1f}" if d.get("noise") is not None else "")
+    unit = f" {row['metric_unit']}" if row.get("metric_unit") else ""
+    text = f"{d['abs']:+.3g}{unit}"
     return text + (f" ±{d['noise']:.2g}" if d.get("noise") is not None else "")
+
+
+def _arm_cell(s: dict, row: dict, partial: list[int] | None) -> str:
+    """An arm's mean ±sd (a hit rate in %), and the runs it is over when not all of them."""
+    k = 100.0 if row.get("share") else 1.0
+    mean = None if s["mean"] is None else s["mean"] * k
+    std = f" ±{_fmt(s['std'] * k)}" if s["std"] is not None else ""
+    text = f"{_fmt(mean)}{' %' if row.get('share') and mean is not None else ''}{std}"
+    return text + (f" [dim]({partial[0]} of {partial[1]} runs)[/]" if partial else "")
 
 
 def _print_tables(out: dict) -> None:
@@ -102,20 +118,25 @@ def _print_tables(out: dict) -> None:
 
     console = table_console()
     if not out["cells"]:
-        console.print(f"no pairs to compare across {', '.join(out['arms']) or 'no arms'} "
+        console.print(f"no pairs to compare across {', '.join(out['arms'])} "
                       f"({out['unpaired_cells']} configuration(s) with a single arm)")
         return
     by_mode = len(out["compared"]) <= 2 and all("," not in a for a in out["arms"])
-    keys = list(out["cells"][0]["key"])
+    keys = [k for k in out["cells"][0]["key"] if k != "options_id"]
     common = {k: out["cells"][0]["key"][k] for k in keys
-              if len({c["key"][k] for c in out["cells"]}) == 1
-              and not (k == "options_id" and out["cells"][0]["key"][k] == "None")}
+              if len({c["key"][k] for c in out["cells"]}) == 1}
     console.print("[bold]comparing[/] " + " vs ".join(out["arms"]))
     console.print("[dim]common: " + " ".join(f"{k}={v}" for k, v in common.items()) + "[/]")
+    options = out.get("options") or {}
+    if options:  # several run-option sets: each table says which, by what differs
+        console.print(f"[yellow]{len(options)} sets of run options, compared apart:[/] "
+                      + "; ".join(sorted(options.values())))
     reasons: dict[str, dict[str, str]] = {}  # check -> where -> its first reason
     for cell in out["cells"]:
         varying = " ".join(f"{k}={v}" for k, v in cell["key"].items()
-                           if k not in common and not (k == "options_id" and v == "None"))
+                           if k not in common and k != "options_id")
+        if options:
+            varying = f"{varying} [{options.get(cell['key']['options_id'], 'options ?')}]"
         table = Table(title=varying or None, title_justify="left", title_style="bold")
         table.add_column("metric")
         for arm in cell["arms"]:
@@ -151,14 +172,11 @@ def _print_tables(out: dict) -> None:
                     reasons.setdefault(check, {}).setdefault(
                         f"{varying} {_short(arm, by_mode)}".strip(), detail)
         for row in cell["metrics"]:
-            vals = []
-            for arm in cell["arms"]:
-                s = row["arms"][arm]
-                std = f" ±{_fmt(s['std'])}" if s["std"] is not None else ""
-                vals.append(f"{_fmt(s['mean'])}{std}")
+            vals = [_arm_cell(row["arms"][arm], row, (row.get("partial") or {}).get(arm))
+                    for arm in cell["arms"]]
             for arm in cell["arms"][1:]:
                 d = row["deltas"][arm]
-                vals.append(_delta_cell(d))
+                vals.append(_delta_cell(d, row))
                 style = VERDICT_STYLE.get(d["verdict"])
                 vals.append(f"[{style}]{d['verdict']}[/]" if style else d["verdict"])
             table.add_row(row["metric"], *vals)
@@ -166,11 +184,15 @@ def _print_tables(out: dict) -> None:
         for arm, names in (cell.get("left_out") or {}).items():
             console.print(f"[yellow]left out of {_short(arm, by_mode)} (not valid, "
                           f"--valid-only):[/] {', '.join(names)}")
-    console.print("[dim]arm cells: mean ±sd over repeats; Δ: difference of the means ±95% "
-                  "interval; better/worse: the interval excludes zero (significant); within "
-                  "noise: it does not; offload not exercised: host tier never hit and equal "
-                  "hit rates, so the delta is no offload effect; not valid: an arm has runs "
-                  "that are not valid (⚑ below), so the delta is no verdict[/]")
+    console.print("[dim]arm cells: mean ±sd over repeats (hit rates: % of prompt tokens); "
+                  "Δ: difference of the means ±95% interval, in % of the first arm (hit "
+                  "rates: percentage points, pp); better/worse: the interval excludes zero "
+                  "(significant); within noise: it does not; too few runs: an arm has fewer "
+                  "than 2 runs, so there is no interval; partial: some runs of an arm lack "
+                  "the metric, so the arms are not over the same runs; offload not "
+                  "exercised: host tier never hit and equal hit rates, so the delta is no "
+                  "offload effect; not valid: an arm has runs that are not valid (⚑ below), "
+                  "so the delta is no verdict[/]")
     for check, where in sorted(reasons.items()):
         example = next(iter(where.values()))
         console.print(f"[red]⚑ {check}[/] in {len(where)} arm cell(s) "
@@ -210,9 +232,10 @@ def rescore(
     result.orig.json."""
     from kvbench.errors import KvbenchError, ResultError
     from kvbench.results import find_results
+    from kvbench.results.build import options_digest
     from kvbench.results.rescore import rescore as do_rescore
     from kvbench.results.rescore import rescore_job
-    from kvbench.sweep.spec import job_absent_cached_tokens_are_zero, job_options_id
+    from kvbench.sweep.spec import job_absent_cached_tokens_are_zero, job_run_options
 
     check_format(format, ("table", "json"), ResultError)
     rows = []
@@ -220,8 +243,13 @@ def rescore(
     # a directory named twice (`rescore R R/job`, a symlinked copy) is one job, rescored once
     found = list({p.parent.resolve(): p for p in reversed(find_results(result_dirs))
                   }.values())[::-1]
+    if not found:
+        raise ResultError(f"nothing to rescore: no result.json under "
+                          f"{', '.join(map(str, result_dirs))}",
+                          hint="give a results directory of kvbench run, or a job directory")
     claimed: dict[tuple, Path] = {}  # (fingerprint, repeat) -> the job directory holding it
     for path in found:
+        identity = job_run_options(path.parent)
         try:
             owner = _run_owner(path, claimed)
             if owner is not None:
@@ -230,8 +258,9 @@ def rescore(
                                   "original is taken for the other's",
                                   hint="keep one of the two directories")
             old, new = (rescore_job if dry_run else do_rescore)(
-                path.parent, options_id=job_options_id(path.parent),
-                absent_cached_tokens_are_zero=job_absent_cached_tokens_are_zero(path.parent))
+                path.parent, options_id=None if identity is None else options_digest(identity),
+                absent_cached_tokens_are_zero=job_absent_cached_tokens_are_zero(path.parent),
+                run_options=identity)
         except KvbenchError as e:
             failed.append(e.message)
         except (ValueError, TypeError, KeyError, AttributeError) as e:

@@ -7,7 +7,6 @@ import errno
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,6 +14,7 @@ import typer
 from kvbench.cli.app import app
 from kvbench.cli.console import check_format
 from kvbench.cli.sim_loop import DEFAULT_SIM_CONCURRENCY, judge_open_loop, loop_mode
+from kvbench.cli.trace_option import TRACE_HELP
 from kvbench.errors import SimError
 
 _POLICIES = ("write_through", "write_through_selective", "write_back")
@@ -59,10 +59,14 @@ ProfileOpt = Annotated[str | None, typer.Option(
          "10 one-token warm-up requests per lane, a 3600 s phase, seed 42, no per-delay cap).")]
 SeedOpt = Annotated[int | None, typer.Option(
     help="Seed of the sampled start and synthetic sessions (default 0; agentx: 42).")]
+OrderOpt = Annotated[str, typer.Option(
+    help="trace | shuffled (lanes take the sessions in an order drawn from --seed).")]
 BlockTokensOpt = Annotated[int | None, typer.Option(
     help="Tokens per hash block instead of the trace's (scales prompts).")]
 MaxInputOpt = Annotated[int | None, typer.Option(help="Turns with more input tokens are skipped.")]
-SessionsOpt = Annotated[int, typer.Option(help="Synthetic sessions (--trace synthetic).")]
+SessionsOpt = Annotated[int | None, typer.Option(
+    help="--trace synthetic: the sessions; --trace agentx: at least this many corpus sessions "
+    "(default: AgentX's 393, or the lanes).")]
 
 
 
@@ -133,7 +137,8 @@ def _bounds(concurrency: int | None, profile: str | None = None, **opts):
     defaults = {"duration": None, "max_requests": None, "warmup_requests": 0,
                 "max_tokens_cap": None, "think_time_cap": 60.0, "think_time_scale": 1.0,
                 "start": "beginning", "seed": 0, "block_tokens": None, "max_input_tokens": None,
-                "warmup_per_lane": None, "max_context_tokens": None, "start_ratio": (0.0, 1.0)}
+                "warmup_per_lane": None, "max_context_tokens": None, "start_ratio": (0.0, 1.0),
+                "order": "trace"}
     given = {k: v for k, v in opts.items() if v is not None}
     if profile is not None and concurrency is not None:
         from kvbench.replay.profile import profile_named, replay_settings
@@ -159,18 +164,18 @@ def _bounds(concurrency: int | None, profile: str | None = None, **opts):
         think_time_cap_s=opts["think_time_cap"], think_time_scale=opts["think_time_scale"],
         start=opts["start"], start_ratio=opts["start_ratio"], seed=opts["seed"],
         block_tokens=opts["block_tokens"], max_input_tokens=opts["max_input_tokens"],
-        warmup_per_lane=opts["warmup_per_lane"], max_context_tokens=opts["max_context_tokens"])
+        warmup_per_lane=opts["warmup_per_lane"], max_context_tokens=opts["max_context_tokens"],
+        order=opts["order"])
 
 
-def _sessions(trace: list[Path], synthetic: bool, num_sessions: int, seed: int):
-    """The replay's sessions: the workload loader, or its synthetic generator."""
-    from kvbench.workload import SyntheticSpec, generate_sessions, load_trace
+def _source(trace: list[str], num_sessions: int | None, seed: int):
+    """The `--trace` values as a WorkloadSource (workload/choice.py)."""
+    from kvbench.workload.choice import parse_trace
 
-    if synthetic:
-        if num_sessions < 1:
-            raise SimError(f"--sessions: {num_sessions} synthetic sessions; allowed: >= 1")
-        return generate_sessions(SyntheticSpec(num_sessions=num_sessions, seed=seed))
-    return load_trace(trace)
+    if num_sessions is not None and num_sessions < 1:
+        raise SimError(f"--sessions: {num_sessions}; allowed: >= 1")
+    return parse_trace(trace, synthetic_sessions=num_sessions or 64, seed=seed,
+                       corpus_sessions=num_sessions)
 
 
 def _speculate(costs, accept_length: float, verify_tokens: int):
@@ -212,8 +217,14 @@ def serve_sim(
     gpu_tokens: GpuTokensOpt = None,
     page_size: Annotated[int, typer.Option(help="Tokens per KV page.")] = 64,
     write_policy: Annotated[str, typer.Option(help=" | ".join(_POLICIES))] = "write_through",
-    time_scale: Annotated[float, typer.Option(
-        help="Simulated seconds per wall second (>1 runs faster).")] = 1.0,
+    time_scale: Annotated[float | None, typer.Option(
+        help="Wall clock: simulated seconds per wall second (>1 runs faster; default 1).")]
+    = None,
+    clock: Annotated[str, typer.Option(
+        help="wall: simulated time follows wall time x --time-scale; virtual: it moves only "
+             "while every lane of a kvbench replay has a request in the engine, each event "
+             "stamped with it (timings independent of the client's speed; sim/lockstep.py)")]
+    = "wall",
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 30000,
     seed: Annotated[int, typer.Option(help="Seed of the generated text.")] = 0,
@@ -230,9 +241,16 @@ def serve_sim(
     """Serve the embedded engine: OpenAI-compatible API, SGLang /metrics, simulated time."""
     from aiohttp import web
 
-    from kvbench.sim.server import ServerConfig, SimServer, build_app, quiet_logging
+    from kvbench.sim.server import CLOCKS, ServerConfig, SimServer, build_app, quiet_logging
     from kvbench.sim.sizing import resolve_costs
 
+    if clock not in CLOCKS:
+        raise SimError(f"--clock {clock!r}; allowed: {', '.join(CLOCKS)}")
+    if clock == "virtual" and time_scale is not None:
+        raise SimError(f"--time-scale {time_scale:g} with --clock virtual: a virtual clock "
+                       "follows the client's lanes, not wall time",
+                       hint="drop --time-scale, or --clock wall")
+    time_scale = 1.0 if time_scale is None else time_scale
     if time_scale <= 0 or page_size < 1 or chars_per_token < 0:
         raise SimError("--time-scale must be > 0, --page-size >= 1, --chars-per-token >= 0")
     _check_choices(precision)
@@ -242,7 +260,7 @@ def serve_sim(
         served_model_name=served_model_name or model,
         gpu_tokens=_gpu_tokens(gpu_tokens, costs, hardware),
         host_tokens=_host_tokens(None, host_cache_gb, costs), page_tokens=page_size,
-        write_policy=_policy(write_policy), time_scale=time_scale, seed=seed,
+        write_policy=_policy(write_policy), time_scale=time_scale, clock=clock, seed=seed,
         max_running_requests=max_running_requests, chars_per_token=chars_per_token,
         tokenizer=tokenizer, context_tokens=_context(context_tokens, model))
     sock = _listen(host, port)  # a bad address is a clean error before anything starts
@@ -250,7 +268,8 @@ def serve_sim(
     server = SimServer(config, costs)
     print(f"kvbench serve-sim: {costs.label} ({costs.engine} engine), gpu tier "
           f"{config.gpu_tokens} tokens, host tier "
-          f"{config.host_tokens} tokens ({config.write_policy}), time x{time_scale}; "
+          f"{config.host_tokens} tokens ({config.write_policy}), "
+          f"{'virtual clock' if clock == 'virtual' else f'time x{time_scale:g}'}; "
           f"listening on http://{host}:{port}", file=sys.stderr, flush=True)
     # handler_cancellation: a client that disconnects cancels its request (queue and running
     # set); shutdown_timeout: SIGTERM stops the server promptly even with streams open.
@@ -284,8 +303,7 @@ def _listen(host: str, port: int):
 
 @app.command("simulate")
 def simulate(
-    trace: Annotated[list[Path], typer.Option(
-        help="Trace file or directory (kv-cache-tester JSON, Mooncake JSONL); repeatable.")],
+    trace: Annotated[list[str], typer.Option(help=TRACE_HELP + ".")],
     model: ModelOpt = "reference-8b",
     context_tokens: ContextOpt = None,
     hardware: HardwareOpt = "h200",
@@ -320,12 +338,13 @@ def simulate(
     think_time_scale: ThinkScaleOpt = 1.0,
     start: StartOpt = None,
     seed: SeedOpt = None,
+    order: OrderOpt = "trace",
     block_tokens: BlockTokensOpt = None,
     max_input_tokens: MaxInputOpt = None,
     warmup_per_lane: WarmupPerLaneOpt = None,
     max_context_length: MaxContextOpt = None,
     profile: ProfileOpt = None,
-    sessions: SessionsOpt = 64,
+    sessions: SessionsOpt = None,
     dp: Annotated[int, typer.Option(
         help="DP-attention ranks, each with its own GPU and host tier (closed loop).")] = 1,
     router: Annotated[str, typer.Option(
@@ -350,15 +369,17 @@ def simulate(
                      think_time_cap=think_time_cap, think_time_scale=think_time_scale,
                      start=start, seed=seed, block_tokens=block_tokens,
                      max_input_tokens=max_input_tokens, warmup_per_lane=warmup_per_lane,
-                     max_context_tokens=max_context_length)
+                     max_context_tokens=max_context_length, order=order)
     if profile is not None and bounds is None:
         raise SimError("--profile: a validity profile applies to closed-loop lanes",
                        hint="drop --open-loop")
-    synthetic = [str(p) for p in trace] == ["synthetic"]
-    if synthetic and bounds is None:
-        raise SimError("--trace synthetic needs closed-loop lanes, not --open-loop")
-    traces = [] if bounds is not None else load_traces(trace)
-    workload = None if bounds is None else _sessions(trace, synthetic, sessions, bounds.seed)
+    source = _source(trace, sessions, bounds.seed if bounds is not None else 0)
+    if source.kind != "traces" and bounds is None:
+        raise SimError(f"--trace {source.kind if source.kind == 'synthetic' else 'agentx'} "
+                       "needs closed-loop lanes, not --open-loop")
+    traces = [] if bounds is not None else load_traces(source.trace_paths)
+    workload = None if bounds is None else source.sessions_for(
+        model.split("/")[-1].lower(), concurrency)
     host = _host_tokens(host_tokens, host_cache_gb, costs)
     if compare and host == 0:
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
@@ -381,6 +402,12 @@ def simulate(
     if concurrency is None:
         for summary in results.values():
             judge_open_loop(summary, traces, arrival_scale)
+    else:
+        from kvbench.workload.working_set import lanes_warning
+
+        line = lanes_warning("simulate", len(workload), concurrency, bounds.recycle)
+        if line:
+            print(line, file=sys.stderr)
     for name, summary in results.items():
         if not summary.get("requests"):
             # no latency, rate or hit rate means anything over no request (0/0 printed as 0%)
@@ -397,5 +424,6 @@ def simulate(
     else:
         from kvbench.sim.table import print_arms
 
-        names = [t.name for t in traces] or [str(p) for p in trace]
+        names = [t.name for t in traces] or [source.label(model.split("/")[-1].lower(),
+                                                          concurrency)]
         print_arms(results, names)

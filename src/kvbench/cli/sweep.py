@@ -48,6 +48,9 @@ def run(
         "kvbench-results"),
     executor: Annotated[str, _opt("local (sequential here) or slurm (one job array).")] = "local",
     emit: Annotated[str | None, _opt("Print instead of running: github-matrix.")] = None,
+    emit_dir: Annotated[Path | None, _opt(
+        "--emit github-matrix: write each job's spec here and print matrices of at most 256 "
+        "jobs naming them (GitHub's limits; docs/sweeps.md).")] = None,
     repeat: Annotated[int, _opt("Run every job this many times (noise estimates).")] = 1,
     continue_on_error: Annotated[bool, _opt("Keep going past failed jobs; report all at "
                                             "the end.")] = False,
@@ -73,8 +76,9 @@ def run(
     tokenizer: Annotated[str | None, _opt("Tokenizer for prompt synthesis.", _WORK)] = None,
     engine_arg: Annotated[list[str] | None, _opt("Extra argument appended to the engine argv "
                                                  "(repeatable).", _WORK)] = None,
-    time_scale: Annotated[float | None, _opt("Embedded engine only: run its clock this many "
-                                             "times faster.", _WORK)] = None,
+    time_scale: Annotated[float | None, _opt("Embedded engine only: a wall clock this many "
+                                             "times faster than wall time instead of its "
+                                             "virtual clock.", _WORK)] = None,
     model_path: Annotated[str | None, _opt("Local model weights path for the engine.", _WORK)
                           ] = None,
     load_format: Annotated[str, _opt("auto (the model's weights) or dummy (its shape with "
@@ -132,8 +136,8 @@ def run(
         raise SweepOptionError(f"--max-parallel {max_parallel}: allowed: >= 1")
     if repeat < 1:
         raise SweepOptionError(f"--repeat {repeat}: allowed: >= 1")
-    if time_scale is not None:
-        engine_args += ["--time-scale", str(time_scale)]
+    if time_scale is not None:  # the embedded engine on a wall clock, instead of its virtual
+        engine_args += ["--clock", "wall", "--time-scale", str(time_scale)]
     if synthetic and trace:
         raise SweepOptionError("give --trace or --synthetic, not both")
     if profile is not None:
@@ -169,8 +173,9 @@ def run(
         raise _option_error(e) from None
     with _interruptible("rerun the same command to resume"):
         run_sweep(selection, options, results=results, executor=executor, emit=emit,
-                  repeat=repeat, continue_on_error=continue_on_error, rerun_failed=rerun_failed,
-                  dashboard=dashboard, format=format, exp_names=exp_name,
+                  emit_dir=emit_dir, repeat=repeat, continue_on_error=continue_on_error,
+                  rerun_failed=rerun_failed, dashboard=dashboard, format=format,
+                  exp_names=exp_name,
                   slurm={"partition": partition, "account": account, "time_limit": time_limit,
                          "max_parallel": max_parallel, "sbatch_args": list(sbatch_arg or []),
                          "spread_cpu_workers": spread_workers})
@@ -197,8 +202,11 @@ def _option_error(e) -> SweepOptionError:
 def run_sweep(selection: Selection, options, *, results: Path, executor: str = "local",
               emit: str | None = None, repeat: int = 1, continue_on_error: bool = False,
               rerun_failed: bool = True, dashboard: bool = True, format: str = "table",
-              slurm: dict | None = None, exp_names: list[str] | None = None) -> list:
-    """The body of `kvbench run` (also used by `kvbench quickstart`)."""
+              slurm: dict | None = None, exp_names: list[str] | None = None,
+              final_report: bool = True, announce_resume: bool = True,
+              emit_dir: Path | None = None) -> list:
+    """The body of `kvbench run` (also used by `kvbench quickstart`, which runs its first
+    pass without the final report and says itself that it resumed)."""
     import orjson
 
     from kvbench.matrix.generate import runner_config_path
@@ -208,6 +216,8 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         raise SweepOptionError(f"--executor {executor!r} is not one of local, slurm")
     if emit not in (None, "github-matrix"):
         raise SweepOptionError(f"--emit {emit!r} is not one of github-matrix")
+    if emit_dir is not None and emit is None:
+        raise SweepOptionError("--emit-dir goes with --emit github-matrix")
     check_format(format, ("table", "json"), SweepOptionError)
     jobs = selected_jobs(selection, SweepError)
     if exp_names:
@@ -241,12 +251,17 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
               f"{bounded.think_time_scale:g}, output cap {bounded.max_tokens_cap} (the "
               "quickstart's workload)", file=sys.stderr)
         options = bounded
+    if emit is None and executor == "local":  # what this machine must have to run them
+        from kvbench.sweep.multinode import check_router_installed
+
+        check_router_installed(jobs)
     if emit == "github-matrix":
-        from kvbench.sweep.emit import github_matrix
+        from kvbench.sweep.emit import emit_github_matrix
 
         specs = build_specs(jobs, options, repeats=repeat,
                             runner_config=runner_config_path(selection))
-        sys.stdout.write(orjson.dumps(github_matrix(specs)).decode() + "\n")
+        sys.stdout.write(emit_github_matrix(specs, checkout=Path.cwd(), emit_dir=emit_dir)
+                         + "\n")
         return []
     results = Path(results)
     from kvbench.sweep.lock import results_lock
@@ -255,7 +270,7 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         # named under the lock: a directory another job's files hold is not this job's
         specs = build_specs(jobs, options, repeats=repeat,
                             runner_config=runner_config_path(selection), results=results)
-        _banner(specs, options, results, executor)
+        _banner(specs, options, results, executor, announce_resume)
         if executor == "slurm":
             from rich.console import Console
 
@@ -272,26 +287,31 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         else:
             outcomes = run_local(specs, results, continue_on_error=continue_on_error,
                                  rerun_failed=rerun_failed)
+    mine = [results / s.dir_name for s in specs]
     if format == "json":
         sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        _final_report(results, outcomes, dashboard)
+    elif final_report:
+        _final_report(results, outcomes, dashboard, mine)
     if len(outcomes) < len(specs):
         print(f"stopped at the first failure: {len(specs) - len(outcomes)} job(s) not run "
               f"(--continue-on-error goes on past failures)", file=sys.stderr)
-    if format == "json" and dashboard:
-        _write_dashboard(results)
+    if format == "json" and dashboard and final_report:
+        _write_dashboard(results, mine)
     if (error := failures_error(outcomes)) is not None:
         raise error
     return outcomes
 
 
-def _banner(specs: list, options, results: Path, executor: str) -> None:
-    """What is about to run, so an hour-long default duration is never a surprise."""
-    from kvbench.sweep.layout import is_done
+def _banner(specs: list, options, results: Path, executor: str,
+            announce_resume: bool = True) -> None:
+    """What is about to run, so an hour-long default duration is never a surprise; on a
+    rerun, that it resumes and how to start afresh."""
+    from kvbench.sweep.layout import is_done, resumed_line
 
     done = sum(1 for s in specs if is_done(results / s.dir_name, s.fingerprint))
+    if done and announce_resume:
+        print(resumed_line(results, done, len(specs)), file=sys.stderr)
     if options.max_requests is not None:
         per_job = f"{options.max_requests} requests"
     elif options.duration_s is not None:
@@ -305,35 +325,47 @@ def _banner(specs: list, options, results: Path, executor: str) -> None:
           f"{per_job} of {workload}", file=sys.stderr)
 
 
-def _write_dashboard(results: Path) -> Path | None:
+def _write_dashboard(results: Path, dirs: list[Path]) -> Path | None:
+    """The dashboard of this sweep's jobs (`dirs`), in the results directory."""
     from kvbench.errors import KvbenchError
     from kvbench.report import write_dashboard
 
     try:
-        return write_dashboard([results], results / "dashboard.html", owned=True)
+        return write_dashboard([d for d in dirs if d.is_dir()], results / "dashboard.html",
+                               owned=True)
     except KvbenchError as e:  # a dashboard problem must not hide the sweep's outcome
         print(f"dashboard not written: {e.message}", file=sys.stderr)
         return None
 
 
-def _final_report(results: Path, outcomes: list, dashboard: bool) -> None:
+def _final_report(results: Path, outcomes: list, dashboard: bool, dirs: list[Path]) -> None:
+    """The sweep's outcome, its comparison and dashboard: of this sweep's jobs (`dirs`)
+    only, so results of other runs in the same directory never mix in silently."""
     from rich.console import Console
 
     from kvbench.cli.results import compare as compare_command
     from kvbench.errors import KvbenchError
+    from kvbench.results.store import find_results
 
     out = Console()
     ok = [o for o in outcomes if o.status in ("ok", "skipped")]
     counts = {s: sum(1 for o in outcomes if o.status == s) for s in ("ok", "skipped", "failed")}
     out.print(f"\n[bold]{len(outcomes)} jobs[/]: {counts['ok']} ran, {counts['skipped']} "
               f"resumed (already done), {counts['failed']} failed", highlight=False)
-    if ok:
+    mine = {p.resolve() for d in dirs if d.is_dir() for p in find_results([d])}
+    others = [p for p in find_results([results]) if p.resolve() not in mine]
+    if others:
+        out.print(f"{results} also holds {len(others)} result(s) of other runs (e.g. "
+                  f"{others[0].parent.relative_to(results)}): the table and the dashboard "
+                  f"below are this run's {len(mine)}; kvbench compare {results} shows them "
+                  "all", highlight=False, soft_wrap=True)
+    if ok and mine:
         try:
-            compare_command([results], by="kv_offloading", a=None, b=None, format="table")
+            compare_command(sorted(mine), by="kv_offloading", a=None, b=None, format="table")
         except KvbenchError as e:  # e.g. a single arm: nothing to compare
             out.print(f"no comparison table: {e.message}", highlight=False)
     if dashboard:
-        path = _write_dashboard(results)
+        path = _write_dashboard(results, dirs)
         if path is not None:
             out.print(f"dashboard: [bold]{path.resolve()}[/]", highlight=False, soft_wrap=True)
 
@@ -386,10 +418,12 @@ def quickstart(
     results: Annotated[Path, typer.Option(help="Results directory.")] = Path(
         "kvbench-results/quickstart"),
     time_scale: Annotated[float | None, typer.Option(
-        help="Embedded engine clock speed-up (default: what this machine's client sustains, "
-             "at most 50, chosen by a short probe and printed)")] = None,
-    repeats: Annotated[int, typer.Option(help="Runs per point: deltas come with their noise "
-                                              "from these.")] = 3,
+        help="Run the embedded engine on a wall clock this many times faster than wall time "
+             "instead of its virtual clock (runs where the client falls behind are then "
+             "flagged client-saturated)")] = None,
+    repeats: Annotated[int | None, typer.Option(
+        help="Runs per point: deltas come with their noise from these (default: 3, or as "
+             "many as fit the minute after the first pass, at least 2; printed)")] = None,
     placement: Annotated[bool, typer.Option(
         help="Keep the client and the engine to the cores other work leaves idle, at a "
              "higher priority where allowed (printed)")] = True,
@@ -400,8 +434,8 @@ def quickstart(
 
     if time_scale is not None and not time_scale > 0:
         raise SweepOptionError(f"--time-scale {time_scale:g}: allowed: > 0 (times faster "
-                               "than wall time), or none for the pace the client sustains")
-    if repeats < 1:
+                               "than wall time), or none for the virtual clock")
+    if repeats is not None and repeats < 1:
         raise SweepOptionError(f"--repeats {repeats}: allowed: at least 1")
     with _interruptible("rerun kvbench quickstart to resume"):
         quickstart_run(results, time_scale=time_scale, run_sweep=run_sweep, repeats=repeats,

@@ -1,4 +1,4 @@
-"""The embedded engine (`kvbench serve-sim`, CONTRACTS.md section 5): any single-node row can
+"""The embedded engine (`kvbench serve-sim`, sim/server.py): any single-node row can
 run on it, sized from the same plan that would size the real engine."""
 
 from __future__ import annotations

@@ -73,6 +73,22 @@ def _downsample(n: int) -> list[int]:
     return idx
 
 
+# The embedded engine's clock at each scrape (sim/metrics.py): under a virtual clock the
+# engine's time is no multiple of the wall time, so its timeline is drawn on the engine's own
+ENGINE_CLOCK_METRIC = "kvbench:sim_clock_seconds"
+
+
+def _engine_clock(snaps: list[dict]) -> list[float] | None:
+    """Each scrape's engine-clock seconds, where every scrape carries them."""
+    out = []
+    for s in snaps:
+        series = s["samples"].get(ENGINE_CLOCK_METRIC)
+        if not series:
+            return None
+        out.append(float(series[0][1]))
+    return out
+
+
 def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
     """Summarise scrape snapshots (as written by Scraper) for `engine`."""
     adapter = load_adapter(engine)
@@ -119,8 +135,13 @@ def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
 
     t0 = ok[0]["t_ns"]
     idx = _downsample(len(ok))
-    timeline: dict[str, list] = {"t_s": [(ok[i]["t_ns"] - t0) / NS_PER_S for i in idx],
-                                 "phase": [ok[i].get("phase") for i in idx]}
+    engine_clock = _engine_clock(ok)
+    timeline: dict[str, list] = {
+        "t_s": ([engine_clock[i] - engine_clock[0] for i in idx] if engine_clock else
+                [(ok[i]["t_ns"] - t0) / NS_PER_S for i in idx]),
+        "phase": [ok[i].get("phase") for i in idx]}
+    if engine_clock:
+        timeline["clock"] = "engine"
     for name in TIMELINE_FIELDS:
         series = host_usage if name == "host_pool_usage" else (
             fields[name]["values"] if fields.get(name) else None)

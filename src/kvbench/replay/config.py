@@ -63,7 +63,14 @@ class ReplayConfig(BaseModel):
     # is in the server's (simulated) time, never mislabelled compressed wall time. None: the
     # scale the server advertises (replay/clock.py), else 1; a contradicting value is refused.
     time_scale: float | None = Field(None, gt=0)
+    # The server's clock is virtual (serve-sim --clock virtual, replay/lockstep.py): the run's
+    # lane count, announced with every request so the server's clock waits for each lane;
+    # the times recorded are the ones the server stamps. Set from the clock handshake.
+    virtual_lanes: int | None = Field(None, ge=1, le=MAX_SESSION_LANES)
+    # ... and the server's time when the run started there (POST /kvbench/run), in ns
+    virtual_start_ns: int | None = None
     start: Literal["beginning", "sampled"] = "beginning"
+    order: Literal["trace", "shuffled"] = "trace"  # sessions in the trace's order or seeded
     start_ratio: tuple[float, float] = (0.0, 1.0)
     # a validity profile to judge the run by (replay/profile.py), and whether the server was
     # started for this run alone (None: not known)
@@ -117,7 +124,7 @@ class ReplayConfig(BaseModel):
             max_requests=self.max_requests, warmup_requests=self.warmup_requests,
             max_tokens_cap=self.max_tokens_cap, think_time_cap_s=self.think_time_cap_s,
             think_time_scale=self.think_time_scale, start=self.start,
-            start_ratio=self.start_ratio, seed=self.seed,
+            start_ratio=self.start_ratio, seed=self.seed, order=self.order,
             block_tokens=self.block_tokens, max_input_tokens=self.max_input_tokens,
             grace_s=self.grace_s, warmup_per_lane=self.warmup_per_lane,
             max_context_tokens=self.max_context_tokens)

@@ -15,9 +15,10 @@ from kvbench.replay.stream import StreamResult, parse_stream_steps
 
 
 class Digest:
-    def __init__(self, *, chat: bool, keep_text: bool) -> None:
+    def __init__(self, *, chat: bool, keep_text: bool, server_clock: bool = False) -> None:
         self.chat = chat
         self.keep_text = keep_text
+        self.server_clock = server_clock
         self._queue: asyncio.Queue[tuple[Response, Callable[[dict], None]]] = asyncio.Queue()
         self._task: asyncio.Task | None = None
 
@@ -43,12 +44,12 @@ class Digest:
                 try:
                     parsed = None
                     if resp.status == 200 and resp.pieces:
-                        parsed = StreamResult()
+                        parsed = StreamResult(server_clock=self.server_clock)
                         for _ in parse_stream_steps(parsed, resp, chat=self.chat,
                                                     keep_text=self.keep_text):
                             await asyncio.sleep(0)
                     rec = build_record(resp, chat=self.chat, keep_text=self.keep_text,
-                                       parsed=parsed)
+                                       parsed=parsed, server_clock=self.server_clock)
                 except Exception as e:  # a response shape we did not foresee is a record too
                     rec = build_record(None, chat=self.chat, keep_text=False, error_kind="parse",
                                        error=f"cannot interpret the response: {e!r}")

@@ -31,6 +31,7 @@ from kvbench.replay.http import (
     open_connection,
 )
 from kvbench.replay.ideal import IdealCache
+from kvbench.replay.lockstep import After, arrival_ns, ended, resolve_request, successors
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
@@ -137,6 +138,8 @@ class Tree:
     drained: asyncio.Event = field(default_factory=asyncio.Event)
     # each stream's next turn, rendered while the stream's request is in flight
     ahead: dict[int, asyncio.Task] = field(default_factory=dict)
+    # a virtual clock: the tree's last request and its end, which the lane's next follows
+    last: tuple[str, float] | None = None
 
     @property
     def key(self) -> str:
@@ -161,7 +164,16 @@ class Lanes:
         self.write_error: OSError | None = None  # the records could not be written (disk full)
         self.c = counters
         self.factory = RequestFactory(cfg, ep)
-        self.digest = Digest(chat=self.factory.chat, keep_text=cfg.keep_text)
+        # a virtual-clock server (replay/lockstep.py): its stamps are the times recorded, and
+        # each request says what it follows
+        self.virtual = cfg.virtual_lanes is not None
+        self.digest = Digest(chat=self.factory.chat, keep_text=cfg.keep_text,
+                             server_clock=self.virtual)
+        self.virtual_start_s = (cfg.virtual_start_ns or 0) / 1e9
+        self.virtual_deadline_s = (self.virtual_start_s + cfg.duration_s
+                                   if self.virtual and cfg.duration_s is not None else None)
+        self._follows: dict[tuple[str, int], str] = {}  # request -> its succession headers
+        self._answers: dict[tuple[str, int], tuple[str, float] | None] = {}
         self.bounds = cfg.bounds
         self.ideal = IdealCache()  # the ceiling any cache could reach on what this run sends
         self.deadline_ns: int | None = None
@@ -246,19 +258,22 @@ class Lanes:
         return Tree(lane, session, pass_no, run or self.make_run(session, zero_delay), cap,
                     warm=zero_delay)
 
-    def next_tree(self, lane: int, *, zero_delay: bool = False
+    def next_tree(self, lane: int, *, zero_delay: bool = False, now_s: float | None = None
                   ) -> tuple[Tree, list[Ready]] | None:
-        """The lane's next session from the pool, from its first turn."""
+        """The lane's next session from the pool, from its first turn (at `now_s` of the
+        trees' clock, default now)."""
         if self.stopping or (got := self.pool.take()) is None:
             return None
         tree = self.new_tree(lane, *got, zero_delay=zero_delay)
-        return tree, tree.run.start(self.now_s())
+        return tree, tree.run.start(self.now_s() if now_s is None else now_s)
 
-    async def drive(self, tree: Tree, ready: list[Ready]) -> None:
+    async def drive(self, tree: Tree, ready: list[Ready],
+                    after: list[After] | None = None) -> None:
         """Send the tree's turns as they become due, until it is done or nothing more may be
-        sent (the run's end, the warm-up's quota: its pending turns are left as they are)."""
+        sent (the run's end, the warm-up's quota: its pending turns are left as they are).
+        `after`: a virtual clock's, what each first request follows."""
         tree.drained.clear()
-        self._schedule(tree, ready, first=True)
+        self._schedule(tree, ready, first=True, after=after)
         try:
             if tree.tasks:
                 await tree.drained.wait()
@@ -276,12 +291,15 @@ class Lanes:
             tree.cap.shifts = 0
             tree.cap.shift_ns = 0
 
-    def _schedule(self, tree: Tree, ready: list[Ready], first: bool = False) -> None:
+    def _schedule(self, tree: Tree, ready: list[Ready], first: bool = False,
+                  after: list[After] | None = None) -> None:
         now = self.now_s()
-        for r in ready:
+        for i, r in enumerate(ready):
             # a tree's own first request has no schedule to be late against
             timed = not (first and r.at_s <= now)
-            task = asyncio.create_task(self._stream_turn(tree, r, timed))
+            task = asyncio.create_task(
+                self._stream_turn(tree, r, timed) if after is None
+                else self._stream_turn_virtual(tree, r, after[i]))
             tree.tasks.add(task)
             self.stream_tasks.add(task)
             task.add_done_callback(lambda t, tree=tree: self._task_done(tree, t))
@@ -354,6 +372,60 @@ class Lanes:
         stop = overflow and self.cfg.end_session_on_context_overflow
         self._schedule(tree, tree.run.finished(r.k, self.now_s(), stop=stop))
 
+    async def _stream_turn_virtual(self, tree: Tree, r: Ready, after: After) -> None:
+        """A turn against a virtual-clock server: sent at once, naming what it follows and its
+        delay (the server waits for it; no sleeping here); one not sent is resolved, and its
+        end hands its successors on, or the tree's end to the lane (replay/lockstep.py)."""
+        turn = tree.run.turns[r.k]
+        assert turn is not None
+        if (ahead := tree.ahead.pop(r.stream, None)) is not None:
+            await ahead
+        is_warmup = tree.warm or self.bounds.is_warmup(False, self.c.sent)
+        past = self.virtual_deadline_s is not None and r.at_s >= self.virtual_deadline_s
+        if past or not self._may_send(is_warmup):
+            await self._resolve(tree.lane, after.rid, after.count, 1)
+            return
+        tree.run.sent(r.k)
+        if (ahead := self._prefetch(tree, r)) is not None:
+            tree.ahead[r.stream] = ahead
+        key = (tree.key, r.k)
+        self._follows[key] = after.headers(r.at_s)
+        _, overflow = await self._send(tree, r, turn, None, is_warmup)
+        answer = self._answers.pop(key, None)
+        if answer is None:  # nothing answered: the clock cannot be told what follows
+            self.halt(f"the virtual-clock server did not answer a request of {tree.key} "
+                      f"(turn {r.k}) with its id and end")
+            return
+        rid, end_s = answer
+        stop = overflow and self.cfg.end_session_on_context_overflow
+        ready = tree.run.finished(r.k, end_s, stop=stop)
+        if ready:
+            self._schedule(tree, ready, after=successors(rid, end_s, len(ready)))
+        elif len(tree.tasks) <= 1:  # the tree's last request: its lane says what follows
+            tree.last = (rid, end_s)
+        else:
+            await self._resolve(tree.lane, rid, 0, 0)
+
+    async def _resolve(self, lane: int, after: str, count: int, skipped: int) -> None:
+        """Tell a virtual-clock server that `skipped` of `after`'s `count` successors will
+        not come (0 of 0: none follows it)."""
+        conns = self._conns.setdefault(lane, [])
+        conn = conns.pop() if conns else None
+        raw = resolve_request(self.ep.host_header, self.ep.base_path, after, count, skipped)
+        try:
+            conn = await self._connection(conn)
+            _, resp = await asyncio.wait_for(conn.request(raw), self.cfg.request_timeout_s)
+        except (ConnectionError, TimeoutError, OSError) as e:
+            self.halt(f"the virtual-clock server stopped answering: {e}")
+            return
+        if resp.status != 200:
+            self.halt(f"the virtual-clock server refused to resolve {after}: HTTP "
+                      f"{resp.status} {resp.body()[:300].decode('utf-8', 'replace')}")
+        if resp.complete and resp.status == 200:
+            conns.append(conn)
+        else:
+            conn.close()
+
     def _prefetch(self, tree: Tree, r: Ready) -> asyncio.Task | None:
         """Render the stream's next turn while this one is in flight: with no think time
         (the quickstart's) a 68K-token context took 29 ms to render between the previous
@@ -383,6 +455,8 @@ class Lanes:
             conn.close()
 
     async def run_lane(self, lane: int) -> None:
+        if self.virtual:
+            return await self._run_lane_virtual(lane)
         try:
             got = self.first_trees.pop(lane, None)
             while True:
@@ -394,6 +468,24 @@ class Lanes:
                 got = None
                 if self.stopping:
                     break
+        finally:
+            self.close_lane(lane)
+
+    async def _run_lane_virtual(self, lane: int) -> None:
+        """A lane against a virtual-clock server: its first tree follows the lane's start,
+        each next one the previous tree's last request; the lane's end resolves it."""
+        after, at_s = f"lane-{lane}", self.virtual_start_s
+        try:
+            while True:
+                got = self.next_tree(lane, now_s=at_s)
+                if got is None or not got[1]:
+                    await self._resolve(lane, after, 0, 0)
+                    break
+                tree, ready = got
+                await self.drive(tree, ready, successors(after, at_s, len(ready)))
+                if tree.last is None:  # it ended on a turn not sent: resolved already
+                    break
+                after, at_s = tree.last
         finally:
             self.close_lane(lane)
 
@@ -459,6 +551,8 @@ class Lanes:
         """Send one request and hand its response to the digest; (the connection to reuse,
         answered in full, a context overflow)."""
         cfg = self.cfg
+        # a virtual clock's succession headers (replay/lockstep.py)
+        extra = self._follows.pop((key, k), "") if self.virtual else ""
         self._seq += self._seq_step
         self.c.sent += 1
         if not is_warmup:
@@ -486,7 +580,7 @@ class Lanes:
                 conn = await self._connection(conn)
                 reused = conn.served > 0
                 t_send, resp = await asyncio.wait_for(
-                    conn.request(self.factory.encode(body, key)), cfg.request_timeout_s)
+                    conn.request(self.factory.encode(body, key, extra)), cfg.request_timeout_s)
                 if resp.unanswered and reused and not resent:
                     # the server closed its idle end as we wrote: it never read the request
                     resent = True
@@ -518,6 +612,10 @@ class Lanes:
             raise
         finally:
             self.c.inflight -= 1
+        if resp is not None and self.virtual:  # the server's times, and what to follow
+            self._answers[(key, k)] = ended(resp)
+            sent = arrival_ns(resp)
+            t_send = t_send if sent is None else sent
         if resp is not None:
             self._answered(resp)
             overflow = resp.status not in (0, 200) and is_context_overflow(

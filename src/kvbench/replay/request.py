@@ -45,9 +45,10 @@ class RequestFactory:
         body.update(cfg.extra_body)
         return body
 
-    def encode(self, body: dict, session_key: str) -> bytes:
+    def encode(self, body: dict, session_key: str, extra_headers: str = "") -> bytes:
+        """The request's bytes; `extra_headers`: more header lines, each after a CRLF."""
         payload = orjson.dumps(body)
-        head = self._head
+        head = self._head + extra_headers
         if self.cfg.correlation_header:
             head += f"\r\n{self.cfg.correlation_header}: {session_key}"
         return f"{head}\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload
@@ -64,7 +65,8 @@ class RequestFactory:
 
 
 def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: str | None = None,
-                 error_kind: str | None = None, parsed: StreamResult | None = None) -> dict:
+                 error_kind: str | None = None, parsed: StreamResult | None = None,
+                 server_clock: bool = False) -> dict:
     """The measured part of a record (the lane adds ids, times and the prompt facts).
     `parsed` is the stream already parsed (by the digest, in steps)."""
     rec: dict = {"t_first_ns": None, "t_last_ns": None, "chunk_ns": [], "chunk_tokens": [],
@@ -94,7 +96,8 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
         rec["error"] = f"a JSON body (Content-Type {shown(kind)}) where an event stream was asked"
         rec["error_kind"] = "not_a_stream"
         return rec
-    res = parsed if parsed is not None else parse_stream(resp, chat=chat, keep_text=keep_text)
+    res = parsed if parsed is not None else parse_stream(resp, chat=chat, keep_text=keep_text,
+                                                         server_clock=server_clock)
     if not res.chunk_ns and res.completion_tokens and res.t_usage_ns is not None:
         # tokens the server counted but streamed in no event of their own: they arrived, at
         # the latest, with the usage event

@@ -23,7 +23,7 @@ from kvbench.files import (
     write_json_atomic,
 )
 from kvbench.redaction import redact_json
-from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
+from kvbench.replay.clock import advertised_clock, resolve_time_scale, virtual_config
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.health import LoopMonitor
 from kvbench.replay.http import Endpoint
@@ -69,8 +69,9 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
 
         return await replay_sharded(cfg, on_progress, sessions, catch_sigint=catch_sigint)
     ep = Endpoint.parse(cfg.url)
-    advertised = await asyncio.to_thread(advertised_time_scale, cfg.url)
-    scale, scale_source = resolve_time_scale(cfg.time_scale, advertised)
+    advertised, virtual = await asyncio.to_thread(advertised_clock, cfg.url)
+    scale, scale_source = resolve_time_scale(cfg.time_scale, advertised, virtual)
+    cfg = await start_virtual(virtual_config(cfg, virtual))
     cfg = cfg.model_copy(update={"time_scale": scale})
     if sessions is None:
         sessions = load_sessions(cfg)
@@ -120,7 +121,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
         # streamed: the records are read back one at a time, never held
         summary = summarize(iter_jsonl(records_path), num_gpus=cfg.num_gpus,
                             client=monitor.report(), time_scale=cfg.time_scale,
-                            slo_ms=cfg.slo_ms)
+                            slo_ms=cfg.slo_ms, virtual_clock=cfg.virtual_lanes is not None)
         summary["run"] = {
             "url": cfg.url, "model": cfg.model, "endpoint": cfg.endpoint,
             "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",
@@ -129,7 +130,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
             "sessions_over_context": pool.dropped, "concurrency": cfg.concurrency,
             "duration_s": cfg.duration_s, "max_requests": cfg.max_requests,
             "warmup_requests": cfg.warmup_requests, "seed": cfg.seed, "run_marker": marker,
-            "start": cfg.start, "start_ratio": list(cfg.start_ratio),
+            "start": cfg.start, "start_ratio": list(cfg.start_ratio), "order": cfg.order,
+            "clock": "virtual" if cfg.virtual_lanes is not None else "wall",
             "warmup_per_lane": cfg.warmup_per_lane, "warmup_grace_s": cfg.warmup_grace_s,
             "think_time_cap_s": cfg.think_time_cap_s, "think_time_scale": cfg.think_time_scale,
             "system_idle_cap_s": cfg.system_idle_cap_s,
@@ -200,7 +202,8 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
                 raise ReplayError(f"a session stream failed: {lanes.error!r}"
                                   ) from lanes.error
         lanes.profiling_started_ns = perf_counter_ns()
-        if cfg.duration_s is not None:
+        if cfg.duration_s is not None and cfg.virtual_lanes is None:
+            # (a virtual clock's lanes check the deadline in its time: replay/lanes.py)
             lanes.deadline_ns = lanes.profiling_started_ns + int(cfg.duration_s * 1e9)
         if not lanes.stopping:
             if cfg.session_rate is not None:
@@ -220,6 +223,17 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
         await lanes.digest.drain()
         await monitor.stop()
         gc.unfreeze()
+
+
+async def start_virtual(cfg: ReplayConfig) -> ReplayConfig:
+    """A virtual-clock run's start at the server (replay/lockstep.py), once per run: the
+    shards of a sharded one share their parent's."""
+    if cfg.virtual_lanes is None or cfg.virtual_start_ns is not None:
+        return cfg
+    from kvbench.replay.lockstep import start_run
+
+    start_s = await asyncio.to_thread(start_run, cfg.url, cfg.virtual_lanes)
+    return cfg.model_copy(update={"virtual_start_ns": round(start_s * 1e9)})
 
 
 def _done_event(task: asyncio.Task) -> asyncio.Event:
@@ -299,7 +313,9 @@ async def _wait(tasks: list[asyncio.Task], cfg: ReplayConfig, lanes: Lanes) -> N
         t.add_done_callback(one_done)
     if not tasks:
         finished.set()
-    if cfg.duration_s is None:
+    if cfg.duration_s is None or cfg.virtual_lanes is not None:
+        # a virtual clock's lanes stop themselves at its deadline; in-flight requests end as
+        # fast as the engine runs them
         await _first(finished, lanes.halted, None)
     else:
         await _first(finished, lanes.halted, cfg.duration_s)

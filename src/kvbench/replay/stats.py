@@ -46,17 +46,32 @@ def describe(values: Iterable[float]) -> dict:
 
 
 def summarize(records: Iterable[dict], *, num_gpus: int = 1, client: dict | None = None,
-              time_scale: float = 1.0, slo_ms: dict[str, float] | None = None) -> dict:
+              time_scale: float = 1.0, slo_ms: dict[str, float] | None = None,
+              virtual_clock: bool = False) -> dict:
     """The summary of one run; `client` is the runner's health report (loop lag, CPU).
 
     `time_scale` > 1 says the server's clock ran that much faster than wall time (the embedded
     engine's --time-scale): request timings and rates are converted to the server's time. The
-    client's own health figures stay in wall time, where its saturation happens."""
+    client's own health figures stay in wall time, where its saturation happens.
+    `virtual_clock`: the records' times are a virtual-clock server's stamps (replay/lockstep.py)."""
     summary = _summarize_wall(records, num_gpus=num_gpus, client=client,
                               slo_wall_ms={k: v / time_scale for k, v in (slo_ms or {}).items()})
+    if virtual_clock:
+        summary["client"] = clock_waited(summary["client"])
     if slo_ms:
         summary["goodput"]["slo_ms"] = dict(slo_ms)  # in the server's clock, as given
     return rescale_time(summary, time_scale) if time_scale != 1.0 else summary
+
+
+VIRTUAL_CLOCK_NOTE = ("the server's clock is virtual: it waited for the client, whose lag "
+                      "delayed the run but entered no timing (each time is the server's stamp)")
+
+
+def clock_waited(client: dict) -> dict:
+    """The client's health under a virtual clock: its figures are kept, but they cannot be
+    the run's timings, so they flag nothing."""
+    return {**client, "saturated": False, "reasons": [], "clock": "virtual",
+            "note": VIRTUAL_CLOCK_NOTE}
 
 
 # The client stamps token events on its own clock, which resolves about a millisecond of wall

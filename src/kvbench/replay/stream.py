@@ -10,6 +10,7 @@ import orjson
 
 from kvbench.errors import shown
 from kvbench.replay.http import Response
+from kvbench.replay.lockstep import STAMP_FIELD
 from kvbench.replay.sse import SseParser
 
 
@@ -30,6 +31,8 @@ class StreamResult:
     continuous_usage: bool = False  # an event with choices carried usage
     t_usage_ns: int | None = None
     done: bool = False  # `data: [DONE]` arrived: the stream is over
+    # a virtual-clock server (replay/lockstep.py): each event's time is the one it stamps
+    server_clock: bool = False
 
 
 def _delta_text(choice: dict, chat: bool) -> str | None:
@@ -50,9 +53,11 @@ def _delta_text(choice: dict, chat: bool) -> str | None:
     return ""
 
 
-def parse_stream(resp: Response, *, chat: bool, keep_text: bool = False) -> StreamResult:
-    """Events are stamped with the arrival time of the read that completed them."""
-    res = StreamResult()
+def parse_stream(resp: Response, *, chat: bool, keep_text: bool = False,
+                 server_clock: bool = False) -> StreamResult:
+    """Events are stamped with the arrival time of the read that completed them (with
+    `server_clock`: the time the server stamped in each)."""
+    res = StreamResult(server_clock=server_clock)
     for _ in parse_stream_steps(res, resp, chat=chat, keep_text=keep_text):
         pass
     return res
@@ -116,6 +121,14 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
     if (problem := _shape_problem(obj, chat)) is not None:
         _bad(res, problem)
         return
+    if res.server_clock:
+        stamp = obj.get(STAMP_FIELD)
+        if type(stamp) is int:
+            t = stamp
+        elif obj.get("choices") or obj.get("usage"):  # a token or usage at no known time
+            res.error = f"an event without the server's {STAMP_FIELD} (virtual clock)"
+            res.error_kind = "bad_event"
+            return
     choices = obj.get("choices")
     usage = obj.get("usage")
     text: str | None = None

@@ -159,21 +159,24 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
                          sessions: list[Session] | None = None, *,
                          catch_sigint: bool = False) -> dict:
     """`replay` over `cfg.workers` processes: the same records and one summary."""
-    from kvbench.replay.clock import advertised_time_scale, resolve_time_scale
+    from kvbench.replay.clock import advertised_clock, resolve_time_scale, virtual_config
     from kvbench.replay.http import Endpoint
     from kvbench.replay.runner import (
         RECORDS_FILE,
         SUMMARY_FILE,
         load_sessions,
         quiet_after_interrupt,
+        start_virtual,
     )
 
     Endpoint.parse(cfg.url)
     if sessions is None:
         sessions = load_sessions(cfg)
     check_shards(cfg, len(sessions))
-    advertised = await asyncio.to_thread(advertised_time_scale, cfg.url)
-    scale, scale_source = resolve_time_scale(cfg.time_scale, advertised)
+    advertised, virtual = await asyncio.to_thread(advertised_clock, cfg.url)
+    scale, scale_source = resolve_time_scale(cfg.time_scale, advertised, virtual)
+    # one start for the run: every shard's lanes follow it (replay/lockstep.py)
+    cfg = await start_virtual(virtual_config(cfg, virtual))
     marker = cfg.run_marker or secrets.token_hex(8)
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -280,7 +283,7 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
            elapsed_s: float, interrupted: bool) -> dict:
     """The shards' records in one file (a stream, one record at a time) and one summary."""
     from kvbench.replay.runner import INTERRUPTED, RECORDS_FILE, SUMMARY_FILE
-    from kvbench.replay.stats import summarize
+    from kvbench.replay.stats import clock_waited, summarize
 
     records = out / (RECORDS_FILE + (GZ_SUFFIX if cfg.compress_records else ""))
     # a worker interrupted before its replay began left no summary (and no records)
@@ -299,6 +302,8 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
     summary["client"] = merge_client([p["client"] for p in parts],
                                      summary["client"]["send_lateness_ms_p99"],
                                      summary["client"]["reasons"])
+    if cfg.virtual_lanes is not None:
+        summary["client"] = clock_waited(summary["client"])
     runs = [p["run"] for p in parts]
     stopped = INTERRUPTED if interrupted else next(
         (r["stopped"] for r in runs if r.get("stopped")), None)

@@ -35,13 +35,15 @@ def write_dashboard(paths: Sequence[Path], out: Path, *, owned: bool = False) ->
 
 def tag_option_sets(results: list) -> None:
     """Results of several run-option sets (Result.options_id) in one dashboard: each arm name
-    gets its set's tag, so that lines, points and repeats never mix two experiments. One set
-    (or results written before the id existed, None) leaves the names as they are."""
-    ids = sorted({r.options_id for r in results}, key=str)
-    if len(ids) < 2:
-        return
+    gets its set's tag, the options that set it apart (results/option_sets.py), so that
+    lines, points and repeats never mix two experiments. One set leaves the names as they
+    are."""
+    from kvbench.results.option_sets import option_labels
+
+    labels = option_labels(results)
     for r in results:
-        r.tag_arm(f"options {r.options_id or 'unknown'}")
+        if labels:
+            r.tag_arm(labels[r.options_id])
 
 
 def tag_backend_settings(results: list) -> None:

@@ -232,14 +232,16 @@ def timeline(results: list[Result], colors: dict[str, str], field: str, y_title:
     any_data = False
     seen: set[tuple[str, int]] = set()
     concs = sorted({r.conc for r in results})
-    scaled = any(time_scale(r) != 1.0 for r in results)
+    scaled = any(time_scale(r) != 1.0 or (_dig(r.server_metrics, "timeline") or {}).get(
+        "clock") == "engine" for r in results)
     for r in sorted(results, key=lambda r: (r.arm, r.conc, r.repeat)):
         tl = _dig(r.server_metrics, "timeline") or {}
         ys = tl.get(field)
         if not ys or all(v is None for v in ys):
             continue
         any_data = True
-        k = time_scale(r)
+        # the engine's own clock where the scrapes carried it, else wall seconds x scale
+        k = 1.0 if tl.get("clock") == "engine" else time_scale(r)
         key = (r.arm, r.conc)
         name = f"{esc(r.arm)} · c{r.conc}"
         fig.add_trace(go.Scatter(

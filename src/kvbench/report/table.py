@@ -79,9 +79,14 @@ def _inferencex_cell(r: Result) -> str:
     return f"<span title='{esc(ix.get('source'))}'>{text}</span>{mark}"
 
 
-def _valid_badge(r: Result) -> str:
-    if r.valid is None:
-        return ""
+def _status_cell(r: Result) -> str:
+    """One verdict per run: `failed`, or for a run that ended its validity stamp (`valid` /
+    `not valid`, the reasons on hover); `ok` only for a result older than the stamp, with ⚑
+    where its validation flagged something. (`ok ⚑` beside `not valid` read as two verdicts
+    that disagree, issue 39.)"""
+    if r.status != "ok" or r.valid is None:
+        flagged = r.status == "ok" and bool(r.validation.get("flags"))
+        return f"<span class='st st-{esc(r.status)}'>{esc(r.status)}{' ⚑' * flagged}</span>"
     if r.valid:
         return "<span class='vd vd-yes'>valid</span>"
     why = "; ".join((r.validity or {}).get("reasons") or [])
@@ -123,12 +128,9 @@ def run_rows(results: list[Result]) -> str:
         tiers = [_get(r.server_metrics, "cache", k) for k in
                  ("gpu_cache_hit_rate", "cpu_cache_hit_rate", "external_cache_hit_rate")]
         hits = "/".join(_fmt(t, ".0f", 100) for t in tiers)
-        flagged = bool(r.validation.get("flags"))
-        status = r.status + (" ⚑" if flagged and r.status == "ok" else "")
         errors = r.request_accounting.get("records_error_dropped", 0)
         cells = [
-            f"<span class='st st-{esc(r.status)}'>{esc(status)}</span>{_valid_badge(r)}"
-            + _submission_badge(r),
+            _status_cell(r) + _submission_badge(r),
             esc(r.exp_name) + (f" <span class='muted'>r{r.repeat}</span>" if r.repeat else "")
             + f"<div class='arm'>{esc(r.arm)}</div>",
             str(r.conc),

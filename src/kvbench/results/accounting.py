@@ -1,4 +1,4 @@
-"""Request accounting and request metrics from the replay summary (CONTRACTS.md 6)."""
+"""Request accounting and request metrics from the replay summary (replay/stats.py)."""
 
 from __future__ import annotations
 

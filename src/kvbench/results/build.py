@@ -1,4 +1,4 @@
-"""Assemble one job's result from the files of its stages (CONTRACTS.md 7)."""
+"""Assemble one job's result from the files of its stages (docs/results-layout.md)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
                  fingerprint: str, repeat: int = 0,
                  engine_patches: Sequence[dict] | None = None,
                  failed_request_threshold: float = DEFAULT_FAILED_REQUEST_THRESHOLD,
-                 options_id: str | None = None) -> Result:
+                 options_id: str | None = None, run_options: dict | None = None) -> Result:
     """Build and validate a Result. A job that ran but fails validation comes back with
     status "failed" and failure.stage "validation"."""
     if status not in STATUSES:
@@ -147,6 +147,7 @@ def build_result(*, job_row: dict, config_key: str, plan: dict | None, summary: 
         server_metrics=server, telemetry=telemetry,
         energy=_energy(telemetry, server, summary), client=client,
         validation=check, validity=stamp, warnings=all_warnings, options_id=options_id,
+        run_options=run_options,
         cache_reuse=cache_reuse(server, summary) if status == "ok" else None,
         inferencex_cache=_inferencex_cache(server, summary, row) if status == "ok" else None,
         workload=_workload(summary),

@@ -3,10 +3,18 @@ each delta exceeds run-to-run noise (estimated from repeats, where there are any
 
 The noise of a delta is the 95% interval of the difference of the arms' means (Student t on
 the pooled repeat variance): `better`/`worse` when the interval excludes zero (significant),
-`within noise` when it does not. An offload arm whose host tier was never hit and whose hit
+`within noise` when it does not. An interval needs two runs in each arm: with fewer in either
+the delta is `too few runs`, its number and no verdict (one arm's spread said nothing about
+the other's: `+87.8 % ±0.0 better` from n=2 vs n=1, issue 39). A metric some runs of an arm
+lack (ITL a wall clock's client could not resolve) is `partial`: its arms are not over the
+same runs, so no verdict either. An offload arm whose host tier was never hit and whose hit
 rates equal the resident arm's did not exercise offload: its deltas are `offload not
 exercised`, never significant, whatever the interval says. Any other delta where either arm
-has a run that is not valid (results/validity.py) is `not valid`: its numbers, no verdict."""
+has a run that is not valid (results/validity.py) is `not valid`: its numbers, no verdict.
+
+Units: hit rates are shares of the prompt tokens and their deltas are percentage points
+(`pp`); every other delta is relative to the first arm (`%`), or in the metric's own unit
+where the first arm's mean is zero."""
 
 from __future__ import annotations
 
@@ -18,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbench.errors import ResultError
+from kvbench.results.option_sets import option_labels
 from kvbench.results.reuse import cache_reuse, offload_share
 from kvbench.results.schema import Result
 
@@ -36,6 +45,9 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 # hit rates closer than this are "equal" for the offload-exercised test
 EQUAL_HIT_RATE = 0.005
 IDLE = "offload not exercised"
+FEW = "too few runs"  # an arm with fewer than two runs: no interval
+PARTIAL = "partial"  # some runs of an arm lack the metric: the arms are not over the same runs
+MIN_RUNS = 2
 # A delta with an arm whose runs are not all valid (client saturated, offload tier never hit,
 # failed requests...) says nothing about the arms: its numbers are shown, never a verdict.
 NOT_VALID = "not valid"
@@ -56,6 +68,9 @@ class Metric:
     fallback: tuple[str, ...] | None = None
     # a value derived from several fields, read instead of `path`
     derive: Callable[[Result], float | None] | None = None
+    unit: str = ""
+    # a share of the prompt tokens (a hit rate): shown in %, its delta in percentage points
+    share: bool = False
 
     def value(self, r: Result) -> float | None:
         if self.derive is not None:
@@ -65,19 +80,20 @@ class Metric:
 
 
 METRICS = (
-    Metric("output tok/s/GPU", ("request_metrics", "throughput", "output_tok_s_per_gpu"), True),
+    Metric("output tok/s/GPU", ("request_metrics", "throughput", "output_tok_s_per_gpu"), True,
+           unit="tok/s"),
     Metric("interactivity p50 tok/s", ("request_metrics", "latency", "interactivity_tok_s",
-                                       "p50"), True),
-    Metric("TTFT p50 ms", ("request_metrics", "latency", "ttft_ms", "p50"), False),
-    Metric("TTFT p90 ms", ("request_metrics", "latency", "ttft_ms", "p90"), False),
-    Metric("ITL p50 ms", ("request_metrics", "latency", "itl_ms", "p50"), False),
-    Metric("E2E p50 ms", ("request_metrics", "latency", "e2e_ms", "p50"), False),
+                                       "p50"), True, unit="tok/s"),
+    Metric("TTFT p50 ms", ("request_metrics", "latency", "ttft_ms", "p50"), False, unit="ms"),
+    Metric("TTFT p90 ms", ("request_metrics", "latency", "ttft_ms", "p90"), False, unit="ms"),
+    Metric("ITL p50 ms", ("request_metrics", "latency", "itl_ms", "p50"), False, unit="ms"),
+    Metric("E2E p50 ms", ("request_metrics", "latency", "e2e_ms", "p50"), False, unit="ms"),
     Metric("cache hit rate (all tiers)", ("server_metrics", "cache", "overall_cache_hit_rate"),
-           True, ("cache_reuse", "per_request_hit_rate")),
+           True, ("cache_reuse", "per_request_hit_rate"), share=True),
     # host and external tiers together, as the "prompt tokens from" line counts them
     Metric("cache hit rate (offload tier)", (), True,
-           derive=lambda r: offload_share(result_reuse(r))),
-    Metric("J per output token", ("energy", "j_per_output_token"), False),
+           derive=lambda r: offload_share(result_reuse(r)), share=True),
+    Metric("J per output token", ("energy", "j_per_output_token"), False, unit="J"),
 )
 
 
@@ -121,25 +137,28 @@ def _stats(values: list[float]) -> dict[str, Any]:
             "std": statistics.stdev(values) if len(values) > 1 else None, "n": len(values)}
 
 
-def _delta(base: dict, other: dict, higher_is_better: bool) -> dict[str, Any]:
-    """Delta of the means with its 95% half-interval `noise` (same unit) and `noise_pct`."""
+def _delta(base: dict, other: dict, higher_is_better: bool,
+           share: bool = False) -> dict[str, Any]:
+    """Delta of the means with its 95% half-interval `noise` (same unit) and `noise_pct`;
+    `share`: a hit rate, whose delta is absolute (percentage points), never relative."""
     if base["mean"] is None or other["mean"] is None:
         return {"abs": None, "pct": None, "noise": None, "noise_pct": None,
                 "significant": None, "verdict": "n/a"}
     d = other["mean"] - base["mean"]
-    pct = d / base["mean"] * 100 if base["mean"] else None
-    with_repeats = [s for s in (base, other) if s["std"] is not None]
+    relative = base["mean"] and not share
+    pct = d / base["mean"] * 100 if relative else None
     significant = None
-    if not with_repeats:
-        noise, verdict = None, "no repeats"
+    if min(base["n"], other["n"]) < MIN_RUNS:
+        noise, verdict = None, FEW
     else:
-        df = sum(s["n"] - 1 for s in with_repeats)
-        pooled = sum(s["std"] ** 2 * (s["n"] - 1) for s in with_repeats) / df
+        df = base["n"] + other["n"] - 2
+        pooled = ((base["std"] ** 2) * (base["n"] - 1)
+                  + (other["std"] ** 2) * (other["n"] - 1)) / df
         noise = t95(df) * math.sqrt(pooled * (1 / base["n"] + 1 / other["n"]))
         significant = abs(d) > noise
         verdict = ("better" if (d > 0) == higher_is_better else "worse") if significant \
             else "within noise"
-    noise_pct = noise / abs(base["mean"]) * 100 if noise is not None and base["mean"] else None
+    noise_pct = noise / abs(base["mean"]) * 100 if noise is not None and relative else None
     return {"abs": d, "pct": pct, "noise": noise, "noise_pct": noise_pct,
             "significant": significant, "verdict": verdict}
 
@@ -227,6 +246,13 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
     first arm. With `valid_only`, runs whose validity stamp says not valid are left out of
     their arm (named per cell under `left_out`), so the valid repeats still give a verdict."""
     ok = [r for r in results if r.status == "ok"]
+    if not ok and results:
+        failed = results[0]
+        why = (failed.failure or {}).get("reason") or f"status {failed.status}"
+        raise ResultError(
+            f"nothing to compare: none of the {len(results)} result(s) ran to the end (e.g. "
+            f"{run_name(failed)}: {why})",
+            hint="rerun the sweep (a failed job runs again); each job's result.json says why")
     if (a is None) != (b is None):
         raise ResultError("give both --a and --b, or neither")
     if a is not None:
@@ -295,7 +321,15 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
             if all(s["mean"] is None for s in stats.values()):
                 continue
             base = stats[present[0]]
-            deltas = {n: _delta(base, stats[n], m.higher_is_better) for n in present[1:]}
+            deltas = {n: _delta(base, stats[n], m.higher_is_better, m.share)
+                      for n in present[1:]}
+            # an arm some of whose runs lack the metric is a subset of its runs: not the
+            # same runs as the other arm's (a wall clock's unresolved ITL), no verdict
+            partial = {n: [stats[n]["n"], len(arms[n])] for n in present
+                       if stats[n]["n"] < len(arms[n])}
+            for n in deltas:
+                if (n in partial or present[0] in partial) and deltas[n]["verdict"] != "n/a":
+                    deltas[n] = {**deltas[n], "significant": None, "verdict": PARTIAL}
             for n in idle:
                 if deltas[n]["verdict"] in ("better", "worse"):
                     deltas[n] = {**deltas[n], "significant": False, "verdict": IDLE}
@@ -304,6 +338,8 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
                         "n/a", IDLE):
                     deltas[n] = {**deltas[n], "significant": None, "verdict": NOT_VALID}
             rows.append({"metric": m.label, "higher_is_better": m.higher_is_better,
+                         "unit": "pp" if m.share else "%", "metric_unit": m.unit,
+                         "share": m.share, "partial": partial,
                          "arms": stats, "deltas": deltas})
         out_cells.append({"key": dict(zip(key_fields, key, strict=True)), "arms": present,
                           "runs": {n: [run_name(r) for r in arms[n]] for n in present},
@@ -312,7 +348,9 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
                           "inferencex_share": {n: _arm_inferencex(arms[n]) for n in present},
                           "offload_idle": sorted(idle), "metrics": rows})
     return {"compared": sorted(compared), "arms": arm_names, "cells": out_cells,
-            "unpaired_cells": unpaired, "confidence": CONFIDENCE}
+            "unpaired_cells": unpaired, "confidence": CONFIDENCE,
+            # options_id -> the options that tell the sets apart (several sets only)
+            "options": {str(k): v for k, v in option_labels(ok).items()}}
 
 
 def run_name(r: Result) -> str:

@@ -59,10 +59,12 @@ def _read(path: Path) -> dict:
 
 
 def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None = None,
-                absent_cached_tokens_are_zero: bool = False) -> tuple[dict, Result]:
+                absent_cached_tokens_are_zero: bool = False,
+                run_options: dict | None = None) -> tuple[dict, Result]:
     """(old result as JSON, new Result) for the job directory `job_dir`; writes nothing.
     `options_id` stands in for a result written before kvbench recorded one (the caller
-    derives it from the job's job.json), so old and new repeats of one job pool.
+    derives it from the job's job.json), so old and new repeats of one job pool; so does
+    `run_options`, the identity it is the digest of (results/option_sets.py names it).
     `absent_cached_tokens_are_zero`: the server reported cached tokens only when there were
     some (the caller knows the engine), so the cache block is read from the records again."""
     from kvbench.metrics import summarize_scrape
@@ -101,6 +103,7 @@ def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None
         failure=None if ran else failure, warnings=[*_run_warnings(old), stamp],
         fingerprint=old["fingerprint"], repeat=int(old.get("repeat") or 0),
         engine_patches=old.get("engine_patches"), options_id=old.get("options_id") or options_id,
+        run_options=old.get("run_options") or run_options,
         failed_request_threshold=(old.get("validation") or {}).get(
             "failed_request_threshold") or DEFAULT_FAILED_REQUEST_THRESHOLD)
     result.created_at = old.get("created_at") or result.created_at  # when it was measured
@@ -108,9 +111,11 @@ def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None
 
 
 def rescore(job_dir: Path, engine: str | None = None, options_id: str | None = None,
-            absent_cached_tokens_are_zero: bool = False) -> tuple[dict, Result]:
+            absent_cached_tokens_are_zero: bool = False,
+            run_options: dict | None = None) -> tuple[dict, Result]:
     """rescore_job, then keep the original (once) and replace result.json atomically."""
-    old, result = rescore_job(job_dir, engine, options_id, absent_cached_tokens_are_zero)
+    old, result = rescore_job(job_dir, engine, options_id, absent_cached_tokens_are_zero,
+                              run_options)
     original = Path(job_dir) / ORIGINAL_FILE
     # the first original is kept, never replaced; a link planted in its place (dangling, or
     # to another job's original) is refused, not followed (files.refuse_foreign)

@@ -92,6 +92,10 @@ class Result(BaseModel):
     # bounds, engine arguments): results that differ in it are other experiments, never
     # repeats of one arm (compare and the dashboard keep them apart). None: written before it.
     options_id: str | None = None
+    # The measurement identity options_id is the digest of (sweep/options.py): a reader
+    # showing several option sets names the options that differ (results/option_sets.py).
+    # None: written before it.
+    run_options: dict[str, Any] | None = None
     # Set by a reader that shows several option sets side by side (the dashboard), never saved.
     _arm_suffix: str = PrivateAttr("")
 

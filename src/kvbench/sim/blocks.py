@@ -16,6 +16,19 @@ What it does, unit by unit, as vLLM 0.26 does it block by block:
   get_computed_blocks, find_longest_cache_hit).
 - CPU tier: each newly cached block is stored (D2H, counted) unless already stored; a CPU hit
   (continuing the GPU chain) is loaded into fresh GPU blocks and touches the CPU copy.
+- A store is asynchronous, but a block whose store is still in flight cannot be given to new
+  content: vLLM 0.26's OffloadingConnector flushes the pending store jobs of re-allocated
+  blocks before the step runs (distributed/kv_transfer/kv_connector/v1/offloading/
+  scheduler.py build_connector_meta "Flush jobs that contain re-allocated blocks", worker.py
+  handle_preemptions `self.worker.wait(jobs_to_flush)`), and SimpleCPUOffloadConnector keeps
+  such blocks referenced until stored (simple_kv_offload/manager.py: "Touch GPU blocks to
+  prevent eviction during async copy"). Either way the allocation waits for the store: an
+  eviction of units whose store ends later puts that wait on the step (`sync_until_s`).
+- Lazy offload (SimpleCPUOffloadConnector `lazy_offload`, simple_kv_offload/manager.py
+  `_prepare_lazy_store_specs`): nothing is stored when computed; each step stores the cached
+  blocks among the `lazy_target` blocks next to be evicted (the head of the free queue,
+  `_estimate_lazy_target_blocks`: twice a step's token budget in blocks) that the CPU does
+  not hold; a block evicted before it came that near is lost, not stored.
 
 How it keeps them: a request holds a prefix of its hash chain, so units that the same
 requests hold form runs of consecutive units (`Run`, a node of the prefix tree, split where
@@ -43,7 +56,7 @@ class Run:
     the prefix tree. `parent` holds the unit before `lo` (None at the chain's start);
     `kids` are the runs that continue it, by their first unit's hash (None: none yet)."""
 
-    __slots__ = ("chain", "hi", "kids", "lo", "parent", "refs")
+    __slots__ = ("chain", "done_s", "hi", "kids", "lo", "parent", "refs")
 
     def __init__(self, chain: list[int], lo: int, hi: int, refs: int,
                  parent: Run | None) -> None:
@@ -53,6 +66,9 @@ class Run:
         self.refs = refs
         self.parent = parent
         self.kids: dict[int, Run] | None = None
+        # when the last store of its units ends (their D2H copies queue in store order, so
+        # its other units' end sooner; a part split off keeps it, an upper bound)
+        self.done_s = 0.0
 
 
 def _parting(a: list[int], b: list[int], i: int, end: int) -> int:
@@ -98,6 +114,10 @@ class BlockPool:
         # a queued store is never lost; the queue shows as link time and utilisation.
         self.link = None
         self.sync_until_s = 0.0
+        # lazy offload: blocks / units next to be evicted that are stored each step (None:
+        # eager, each unit stored when computed)
+        self.lazy_target_blocks: int | None = None
+        self.lazy_target: int | None = None
 
     def set_unit(self, unit_blocks: int) -> None:
         """Cache hashes per `unit_blocks` blocks (before any use)."""
@@ -106,6 +126,8 @@ class BlockPool:
         self.unit_blocks = unit_blocks
         self.unit_tokens = unit_blocks * self.block_tokens
         self.host_capacity = self.host.capacity = self.host_blocks // unit_blocks
+        if self.lazy_target_blocks is not None:
+            self.lazy_target = -(-self.lazy_target_blocks // unit_blocks)
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -137,7 +159,7 @@ class BlockPool:
             if d < kid.hi or d == limit or not kid.kids:
                 break
             kid = kid.kids.get(chain[d])
-        host = self.host.lru
+        host = self.host.index
         if host and d < limit and chain[d] in host:  # (not a prefix: unit by unit, in C)
             return d, len(list(takewhile(host.__contains__, islice(chain, d, limit)))), run
         return d, 0, run
@@ -164,6 +186,7 @@ class BlockPool:
         """Cut `run` before unit i; returns the new upper part chain[lo:i] (`run` keeps the
         rest, its place in the queue and its kids)."""
         upper = Run(run.chain, run.lo, i, run.refs, run.parent)
+        upper.done_s = run.done_s
         self._kids_of(run.parent)[run.chain[run.lo]] = upper
         upper.kids = {run.chain[i]: run}
         run.lo = i
@@ -193,6 +216,7 @@ class BlockPool:
         # the queue's head: each run gives its last units first
         queue = self.queue
         self.queued_units -= units
+        wait = 0.0
         while units:
             run = next(iter(queue))
             if run.kids:
@@ -200,11 +224,15 @@ class BlockPool:
             take = run.hi - run.lo
             if take > units:
                 take = units
+            if run.done_s > wait:
+                wait = run.done_s
             run.hi -= take
             units -= take
             if run.hi == run.lo:
                 del queue[run]
                 del self._kids_of(run.parent)[run.chain[run.lo]]
+        if wait > self.sync_until_s:  # new content waits for those blocks' stores
+            self.sync_until_s = wait
 
     def touch(self, run: Run | None, stop: int) -> Run | None:
         """A prefix hit takes blocks chain[:stop], the last in `run`: out of the free queue,
@@ -253,15 +281,38 @@ class BlockPool:
             tail, new = self._share(chain, start, stop, tail)
         else:  # the usual case: none of it cached (a chain's cached units are a prefix)
             tail, new = self._grow(chain, start, stop, tail), chain[start:stop]
-        if new and self.host_capacity:
-            stored, evicted = self.host.store(new)
-            counters, unit = self.counters, self.unit_tokens
-            if evicted:
-                counters.host_evicted_tokens += evicted * unit
-            counters.backup_tokens += stored * unit  # each queued on the link's D2H side
-            if stored and self.link is not None:
-                self.link.async_d2h(stored * unit)
+        if new and self.host_capacity and self.lazy_target is None:
+            self._store(tail, new)
         return tail
+
+    def _store(self, run: Run, hashes: list[int]) -> None:
+        """Store units of `run` to the CPU tier (those it holds already become recent)."""
+        stored, evicted = self.host.store(hashes)
+        counters, unit = self.counters, self.unit_tokens
+        if evicted:
+            counters.host_evicted_tokens += evicted * unit
+        counters.backup_tokens += stored * unit  # each queued on the link's D2H side
+        if stored and self.link is not None:
+            done = self.link.async_d2h(stored * unit)
+            if done > run.done_s:
+                run.done_s = done
+
+    def lazy_store(self) -> None:
+        """Lazy offload, once a step: store the cached units among the `lazy_target` next
+        to be evicted (the free queue's head, each run's last units first) that the CPU
+        tier does not hold."""
+        left, host = self.lazy_target, self.host.index
+        if not left or not self.host_capacity:
+            return
+        for run in self.queue:
+            n = run.hi - run.lo
+            lo = run.hi - left if n > left else run.lo
+            units = run.chain[lo:run.hi]
+            if not all(map(host.__contains__, units)):
+                self._store(run, [h for h in reversed(units) if h not in host])
+            left -= run.hi - lo
+            if left <= 0:
+                break
 
     def _grow(self, chain: list[int], start: int, stop: int, parent: Run | None) -> Run:
         """New units chain[start:stop], held by one request, below its run `parent`: that

@@ -70,6 +70,9 @@ class TieredCache:
         # its D2H direction, write-back copies wait behind them. None: an idle link.
         self.link = None
         self.sync_until_s = 0.0  # when this step's write-back copies end (with a link)
+        # a host hit shorter than this is recomputed, not loaded (engine profile; SGLang's
+        # load_back_threshold)
+        self.load_back_min_tokens = 0
 
     # -- queries ---------------------------------------------------------------------------
     def match_tokens(self, keys: Sequence[Hashable]) -> tuple[int, int]:
@@ -103,6 +106,7 @@ class TieredCache:
         node; the cache is then as before (but for node splits, which change no content)."""
         node, i, n = self.root, 0, len(keys)
         dev = host = 0
+        dev_node, dev_i = node, 0
         while i < n:
             children = node.children
             child = children.get(keys[i]) if children else None
@@ -112,12 +116,15 @@ class TieredCache:
             if keys[i:i + size] != child.keys:
                 size = common_prefix(child.keys, keys, i)
                 child = self._split(child, size)
-            if child.device:
-                dev += child.tokens
-            else:
-                host += child.tokens
             i += size
             node = child
+            if child.device:
+                dev += child.tokens
+                dev_node, dev_i = node, i
+            else:
+                host += child.tokens
+        if 0 < host < self.load_back_min_tokens:  # too short to load back: recomputed
+            node, i, host = dev_node, dev_i, 0
         new_tokens = (n - i) * page_tokens
         need = host + new_tokens + private_tokens
         self._pin(node)
@@ -185,11 +192,13 @@ class TieredCache:
                 else:
                     children[keys[i]] = child
                 i = n
-            else:  # absent: present ones were matched
+            else:  # absent, or host-only and recomputed (load_back_min_tokens)
                 size = len(child.keys)
                 if keys[i:i + size] != child.keys:
                     size = common_prefix(child.keys, keys, i)
                     child = self._split(child, size)
+                if child.host and not child.lock:
+                    self.host_lru.pop(child, None)  # on device now: not host-only
                 child.device = True
                 i += size
             child.lock = 1
@@ -209,28 +218,47 @@ class TieredCache:
 
     def _pin(self, node: Node) -> None:
         lru, pinned = self.device_lru, 0
-        while node.parent is not None:
-            if not node.lock:
-                if node.device:
-                    del lru[node]
-                    pinned += node.tokens
-                else:  # about to be loaded: host eviction must not take it
-                    del self.host_lru[node]
-            node.lock += 1
-            node = node.parent
+        parent = node.parent
+        while parent is not None:
+            if node.lock:
+                # pinned already, and so is every node above it (pins are prefix-closed):
+                # the rest of the path only counts one more holder
+                node.lock += 1
+                node = parent
+                while node.parent is not None:
+                    node.lock += 1
+                    node = node.parent
+                break
+            if node.device:
+                del lru[node]
+                pinned += node.tokens
+            else:  # about to be loaded: host eviction must not take it
+                del self.host_lru[node]
+            node.lock = 1
+            node = parent
+            parent = node.parent
         self.pinned_tokens += pinned
 
     def _unpin(self, node: Node) -> None:
         lru, unpinned = self.device_lru, 0
-        while node.parent is not None:
-            node.lock -= 1
-            if not node.lock:
-                if node.device:
-                    unpinned += node.tokens
-                    lru[node] = None
-                else:  # only after a refused admission
-                    self.host_lru[node] = None
-            node = node.parent
+        parent = node.parent
+        while parent is not None:
+            lock = node.lock - 1
+            node.lock = lock
+            if lock:
+                # still held by another request, and so is every node above it
+                node = parent
+                while node.parent is not None:
+                    node.lock -= 1
+                    node = node.parent
+                break
+            if node.device:
+                unpinned += node.tokens
+                lru[node] = None
+            else:  # only after a refused admission
+                self.host_lru[node] = None
+            node = parent
+            parent = node.parent
         self.pinned_tokens -= unpinned
 
     # -- eviction and backup ---------------------------------------------------------------

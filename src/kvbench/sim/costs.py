@@ -66,6 +66,9 @@ class CostModel:
     # hit waits for its load (-1: the load overlaps the first chunk's step instead).
     admit_full_prompt: bool = False
     load_ready_steps: int = -1
+    # SGLang HiCache (engine_profile: load_back_min_tokens): a host hit shorter than this is
+    # recomputed instead of loaded back (radix KV manager, cache.py)
+    load_back_min_tokens: int = 0
     # Host time per prompt token before the engine sees the request (the API server's
     # tokenization): it delays the request's arrival at the scheduler, cached or not.
     prompt_token_overhead_s: float = 0.0
@@ -274,6 +277,7 @@ class CostModel:
             attention=engine.attention, engine=engine.name,
             admit_full_prompt=bool(engine.admit_full_prompt.value),
             load_ready_steps=int(engine.load_ready_steps.value),
+            load_back_min_tokens=int(engine.load_back_min_tokens.value),
             prompt_token_overhead_s=engine.prompt_token_overhead_s.value,
             h2d_bytes_per_s=self.h2d_bytes_per_s * engine.load_bandwidth_efficiency.value,
             decode_kv_read_efficiency=engine.decode_kv_read_efficiency.value,
@@ -284,9 +288,9 @@ class CostModel:
     def from_profiles(cls, model: Any, hardware: Any, tp: int = 1, *,
                       precision: str = "bf16", kv_dtype: str | None = None,
                       dp_attention: bool = False, engine: Any = None) -> CostModel:
-        """From a `kvbench.models.ModelProfile` and a `kvbench.hardware.HardwareProfile`
-        (CONTRACTS.md section 2): weights and dense FLOPs split over TP ranks; KV bytes per
-        rank as the model reports them (MLA latents are replicated, GQA heads split). The
+        """From a `kvbench.models.ModelProfile` and a `kvbench.hardware.HardwareProfile`:
+        weights and dense FLOPs split over TP ranks; KV bytes per rank as the model reports
+        them (MLA latents are replicated, GQA heads split). The
         KV dtype defaults to the model's for that precision; `engine` (an EngineProfile)
         replaces the built-in SGLang-like overheads."""
         if tp < 1:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from kvbench.sim.engine import Engine
 from kvbench.sim.link import HostLink
-from kvbench.sim.ranks import RankedEngines, Router, session_key, side_by_side
+from kvbench.sim.ranks import RankedEngines, Router, kv_cost, session_key, side_by_side
 from kvbench.sim.request import SimRequest
 
 
@@ -38,6 +38,7 @@ class DisaggEngines(RankedEngines):
         self.decode = [make_decode(on_finish=self._decoded(i)) for i in range(decode_ranks)]
         self.engines = self.prefill + self.decode
         side_by_side(self.engines)
+        self._touched: set[int] = set()
         self.nics = [HostLink(transfer_bytes_per_token, math.inf, transfer_bytes_per_s)
                      for _ in range(prefill_ranks)]
         self.transferred_tokens = 0
@@ -47,11 +48,13 @@ class DisaggEngines(RankedEngines):
         return e.num_running + e.num_queued
 
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
-        rank = self.router.route(session_key(req), self._load)
+        load = self._load if self.router.policy != "kv" else kv_cost(self.prefill, req)
+        rank = self.router.route(session_key(req), load)
         full_output = req.output_tokens
         req.meta = {**(req.meta or {}), "rank": rank, "output_tokens": full_output}
         req.output_tokens = 1  # the prefill rank computes the prompt (and one token)
         self.prefill[rank].submit(req, at_s)
+        self._touched.add(rank)
 
     def _prefilled(self, rank: int) -> Callable[[SimRequest], None]:
         def done(req: SimRequest) -> None:
@@ -75,6 +78,7 @@ class DisaggEngines(RankedEngines):
             target = min(range(len(self.decode)), key=lambda i: (
                 self.decode[i].num_running + self.decode[i].num_queued, i))
             self.decode[target].submit(d, at)
+            self._touched.add(len(self.prefill) + target)
         return done
 
     def _decoded(self, rank: int) -> Callable[[SimRequest], None]:

@@ -72,9 +72,15 @@ class Engine:
         # by side (ranks.py) plan to their own next event instead: a request that another
         # rank sends them mid-stretch cuts the stretch short (`submit`).
         self.plan_to_horizon = True
+        # serve-sim's virtual clock (sim/lockstep.py): after a step, stop before composing the
+        # next while this says a client owes a request, so one sent at that instant joins the
+        # next step (as the simulator's lanes submit theirs from the finish callback)
+        self.hold: Callable[[], bool] | None = None
         # one queue per direction of the host link, shared by every transfer (link.py)
         self.link = HostLink.for_costs(costs)
         cache.link = self.link
+        if isinstance(cache, TieredCache):
+            cache.load_back_min_tokens = costs.load_back_min_tokens
 
     # -- input -----------------------------------------------------------------------------
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
@@ -118,6 +124,16 @@ class Engine:
         self.num_running -= 1
         req.finish_s = now
 
+    def device_cached_tokens(self, req: SimRequest) -> int:
+        """Prompt tokens of `req` this engine's device tier holds now (a router's view)."""
+        return self.cache.match_tokens(req.keys)[0] if req.keys else 0
+
+    def active_requests(self):
+        """Requests waiting, prefilling or decoding here (not those still on their way)."""
+        yield from self.waiting
+        yield from self.prefilling
+        yield from self._decoders
+
     @property
     def num_queued(self) -> int:
         return len(self.waiting) + len(self.arrivals)
@@ -159,6 +175,8 @@ class Engine:
             step, self._step = self._step, None
             self.now_s = step.end_s
             self._apply(step)
+            if self.hold is not None and self.hold():
+                return
 
     def _take_arrivals(self) -> None:
         next_s = self.arrivals.next_s()

@@ -17,3 +17,6 @@ class EngineConfig:
     block_tokens: int = 16
     # The served context (max_model_len): longer prompt + output is refused (sim/context.py).
     context_tokens: int | None = None
+    # vllm_blocks with a CPU tier: SimpleCPUOffloadConnector's lazy_offload (store the blocks
+    # next to be evicted) instead of storing each block when computed (sim/blocks.py)
+    lazy_offload: bool = False

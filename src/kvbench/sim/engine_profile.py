@@ -65,6 +65,10 @@ class EngineProfile(BaseModel):
         ">= 0: the vllm_blocks scheduler loads a host hit asynchronously; the "
         "request is scheduled for the rest of its prompt only once this many steps have "
         "started after the load ended (vLLM's WAITING_FOR_REMOTE_KVS)")
+    load_back_min_tokens: Sourced = _defaulted(
+        0, "default: every host hit is loaded back",
+        "the radix KV manager recomputes a host hit of fewer tokens than this instead of "
+        "loading it back (SGLang HiCache's load_back_threshold)")
     prompt_token_overhead_s: Sourced = _defaulted(
         0.0, "default: no host cost per prompt token",
         "host time per prompt token before the scheduler sees the request "
@@ -115,11 +119,13 @@ class EngineProfile(BaseModel):
             raise ValueError(f"value must be a finite number >= 0, got {v.value}")
         return v
 
-    @field_validator("block_tokens", "admit_full_prompt", "load_ready_steps")
+    @field_validator("block_tokens", "admit_full_prompt", "load_ready_steps",
+                     "load_back_min_tokens")
     @classmethod
     def _integral(cls, v: Sourced, info) -> Sourced:
         low, high = {"block_tokens": (1, 1 << 20), "admit_full_prompt": (0, 1),
-                     "load_ready_steps": (-1, 10_000)}[info.field_name]
+                     "load_ready_steps": (-1, 10_000),
+                     "load_back_min_tokens": (0, 1 << 20)}[info.field_name]
         if not (math.isfinite(v.value) and v.value == int(v.value) and low <= v.value <= high):
             raise ValueError(f"value must be an integer within {low}..{high}, got {v.value}")
         return v

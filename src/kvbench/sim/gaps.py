@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_left
-from itertools import accumulate
 from typing import Any
 
 
@@ -39,14 +37,13 @@ class GapLog:
             self.tokens.append(tokens)
 
 
-def engine_gaps(engine: Any) -> tuple[list[float], list[float]]:
+def engine_gaps(engine: Any) -> tuple[array, array]:
     """(gap seconds, token weights) of an engine and every engine under it (DP ranks,
     prefill and decode workers)."""
     subs = getattr(engine, "engines", None)
     if subs is None:
-        return list(engine.gaps.gap_s), list(engine.gaps.tokens)
-    gaps: list[float] = []
-    weights: list[float] = []
+        return engine.gaps.gap_s, engine.gaps.tokens
+    gaps, weights = array("d"), array("d")
     for sub in subs:
         g, w = engine_gaps(sub)
         gaps += g
@@ -54,20 +51,30 @@ def engine_gaps(engine: Any) -> tuple[list[float], list[float]]:
     return gaps, weights
 
 
-def itl_percentiles(gaps: list[float], weights: list[float], scale: float = 1e3
-                    ) -> dict[str, float | None]:
-    """Token-weighted mean and nearest-rank percentiles of the gaps, times `scale`."""
-    total = sum(weights)
-    if not gaps or total <= 0:
+def itl_percentiles(gaps, weights, scale: float = 1e3) -> dict[str, float | None]:
+    """Token-weighted mean and nearest-rank percentiles of the gaps, times `scale`. Sorted
+    in numpy (an hour at conc 512 logs ~10^6 steps: sorting Python pairs took 23x the time at
+    8x the steps), in the order a sort of (gap, weight) pairs gives, summed left to right, so
+    the answer is the same to the last bit."""
+    import numpy as np
+
+    g = np.asarray(gaps, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if len(g) != len(w):
+        raise ValueError("gaps and weights differ in length")
+    total = sum(w.tolist())
+    if not len(g) or total <= 0:
         return {k: None for k in ("mean", "p50", "p90", "p95", "p99", "max")}
-    pairs = sorted(zip(gaps, weights, strict=True))
+    order = np.lexsort((w, g))
+    g, w = g[order], w[order]
     # the running token counts, added in the order of the gaps (non-decreasing: weights > 0)
-    cum = list(accumulate(w for _, w in pairs))
+    cum = np.cumsum(w)
 
     def q(p: float) -> float:
-        i = bisect_left(cum, p * total - 1e-9 * total)  # the first gap that reaches p
-        return pairs[min(i, len(pairs) - 1)][0] * scale
+        # the first gap that reaches p
+        i = int(np.searchsorted(cum, p * total - 1e-9 * total, side="left"))
+        return float(g[min(i, len(g) - 1)]) * scale
 
-    mean = math.fsum(g * w for g, w in pairs) / total
+    mean = math.fsum((g * w).tolist()) / total
     return {"mean": mean * scale, "p50": q(0.50), "p90": q(0.90), "p95": q(0.95),
-            "p99": q(0.99), "max": pairs[-1][0] * scale}
+            "p99": q(0.99), "max": float(g[-1]) * scale}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from kvbench.errors import SimError
 from kvbench.sim.engine import Engine
 from kvbench.sim.request import SimRequest
+from kvbench.workload.blocks import common_prefix, namespaced
 from kvbench.workload.bounds import SessionPool, WorkloadBounds, pass_key, pass_namespace
 from kvbench.workload.session import Session
 from kvbench.workload.tree import ROOT, Ready, Resume, TreeRun, phase_start, place_first
@@ -49,6 +50,10 @@ class _Lane:
     origin_s: float = 0.0  # the recorded instant its handoff offsets count from
     resume: Resume | None = None  # where its tree picks up in the profiling phase
     warm: list = field(default_factory=list)  # its t* requests
+    # the page keys last sent per stream of this session pass (None: the root agent) and the
+    # ids they came from: a stream's next turn continues its previous prompt, so its keys are
+    # mostly a copy of those (AgentX prompts are 1.5K-16K pages)
+    sent_keys: dict = field(default_factory=dict)
 
 
 class LaneDriver:
@@ -147,6 +152,7 @@ class LaneDriver:
         idx = self.namespaces.setdefault(ns, len(self.namespaces))
         lane.session, lane.pass_no = session, pass_no
         lane.key, lane.ns_base = pass_key(session, pass_no), idx * _KEY_SPAN
+        lane.sent_keys = {}
 
     def _place(self, lane: _Lane) -> None:
         """The lane's first tree at t* (replay/warmup.py, workload/tree.py `place_first`)."""
@@ -175,7 +181,7 @@ class LaneDriver:
             self.quota[lane.index] = left - 1
         turn = lane.run.turns[r.k]
         page = turn.block_tokens
-        keys = [lane.ns_base + h for h in turn.hash_ids[: -(-turn.input_tokens // page)]]
+        keys = self._keys(lane, turn, -(-turn.input_tokens // page))
         out = WARMUP_MAX_TOKENS if warm else self.bounds.max_tokens(turn)
         req = SimRequest(rid=self.rid, arrival_s=r.at_s, input_tokens=turn.input_tokens,
                          output_tokens=out, keys=keys, page_tokens=page, session=lane.index)
@@ -186,6 +192,21 @@ class LaneDriver:
         if not primer:
             lane.run.sent(r.k)
         self.engine.submit(req, r.at_s)
+
+    @staticmethod
+    def _keys(lane: _Lane, turn, n: int) -> list:
+        """The turn's first `n` page keys in the lane's namespace."""
+        ids = turn.hash_ids
+        prev = lane.sent_keys.get(turn.agent)
+        if prev is None:
+            keys = namespaced(ids, lane.ns_base, n)
+        else:
+            prev_ids, prev_n, prev_keys = prev
+            m = min(common_prefix(prev_ids, ids), prev_n, n)
+            keys = prev_keys[:m]
+            keys += namespaced(ids, lane.ns_base, n, m)
+        lane.sent_keys[turn.agent] = (ids, n, keys)
+        return keys
 
     def _on_arrival(self, req: SimRequest) -> bool:
         """The replay's send-time decision: False drops the request and stops the run."""

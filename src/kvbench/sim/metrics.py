@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 # sglang:cache_hit_rate is a ratio over recent prefills; SGLang logs it per prefill batch.
 _RECENT = 64
 # Latency buckets in (simulated) seconds, of the order of SGLang's.
+SIM_CLOCK_METRIC = "kvbench:sim_clock_seconds"
 _BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0)
 
 
@@ -100,8 +101,12 @@ class SimMetrics:
         total = sum(n for _, n in self._recent)
         yield gauge("sglang:cache_hit_rate", "Prefix hit ratio over recent prefills",
                     hit / total if total else 0.0)
-        yield GaugeMetricFamily("kvbench:sim_time_scale", "Simulated seconds per wall-clock "
-                                "second (serve-sim --time-scale)", value=cfg.time_scale)
+        if cfg.clock == "wall":
+            yield GaugeMetricFamily("kvbench:sim_time_scale", "Simulated seconds per wall-clock "
+                                    "second (serve-sim --time-scale)", value=cfg.time_scale)
+        # the engine's clock when scraped: a timeline in simulated time under either clock
+        yield GaugeMetricFamily(SIM_CLOCK_METRIC, "Simulated seconds since the server started",
+                                value=self.server.now_s())
         capacity = cache.device_capacity
         finite = capacity != float("inf")
         yield gauge("sglang:max_total_num_tokens", "Device KV pool tokens per rank",

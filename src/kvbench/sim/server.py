@@ -1,9 +1,11 @@
 """`kvbench serve-sim`: the engine behind an OpenAI-compatible HTTP API with SGLang metrics.
 
-Simulated time runs `time_scale` times faster than wall time: a step that the cost model
-says takes 20 ms is delivered after 20 ms / time_scale of wall time. Timings the server
-reports itself (the `sim_timing` field of each response, /metrics) are in simulated seconds.
-Each request gets exactly `max_tokens` output tokens (as with `ignore_eos`)."""
+Two clocks. `wall`: simulated time runs `time_scale` times faster than wall time: a step that
+the cost model says takes 20 ms is delivered after 20 ms / time_scale of wall time.
+`virtual`: simulated time moves only while no request that ended still owes the client's
+answer (sim/lockstep.py), each event stamped with it. Timings the server reports itself (the
+`sim_timing` field of each response, /metrics) are in simulated seconds. Each request gets
+exactly `max_tokens` output tokens (as with `ignore_eos`)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,18 @@ from kvbench.sim.context import context_error, over_context
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import Engine
 from kvbench.sim.engine_config import EngineConfig
+from kvbench.sim.lockstep import (
+    ARRIVAL_HEADER,
+    CLOCK_HEADER,
+    REQUEST_HEADER,
+    RESOLVE_PATH,
+    RUN_PATH,
+    STAMP_FIELD,
+    LaneError,
+    Lockstep,
+    Successor,
+    successor_of,
+)
 from kvbench.sim.metrics import SimMetrics
 from kvbench.sim.request import SimRequest
 from kvbench.sim.tokens import Prompt, PromptTokens, chat_text, text_prompt, token_prompt
@@ -31,6 +45,7 @@ from kvbench.sim.tokens import Prompt, PromptTokens, chat_text, text_prompt, tok
 # The clock handshake: every response says how much faster than wall time this server's clock
 # runs, so a client reports in the server's clock without being told (replay/clock.py).
 TIME_SCALE_HEADER = "X-Kvbench-Time-Scale"
+CLOCKS = ("wall", "virtual")
 _WORDS = ("the", " cache", " page", " token", " host", " GPU", " tier", " hit", " load",
           " step", " batch", " block")
 
@@ -43,6 +58,7 @@ class ServerConfig:
     page_tokens: int = 64
     write_policy: str = "write_through"
     time_scale: float = 1.0
+    clock: str = "wall"  # CLOCKS
     seed: int = 0
     max_running_requests: int = 256
     chunked_prefill_tokens: int = 8192
@@ -102,9 +118,14 @@ class SimServer:
             from transformers import AutoTokenizer
 
             self._hf_tokenizer = AutoTokenizer.from_pretrained(config.tokenizer)
+        self.lockstep = Lockstep() if config.clock == "virtual" else None
+        if self.lockstep is not None:
+            self.engine.hold = self.lockstep.held
 
     # -- simulated clock and the engine task -----------------------------------------------
     def now_s(self) -> float:
+        if self.lockstep is not None:
+            return self.engine.now_s
         return (time.perf_counter() - self._t0) * self.config.time_scale
 
     async def _drive(self) -> None:
@@ -117,6 +138,8 @@ class SimServer:
                 sink_queue.put_nowait(("error", 0, 0.0))
 
     async def _loop(self) -> None:
+        if self.lockstep is not None:
+            return await self._loop_virtual(self.lockstep)
         while True:
             now = self.now_s()
             self.engine.run_until(now)
@@ -132,6 +155,18 @@ class SimServer:
             else:
                 await asyncio.sleep(0)
 
+    async def _loop_virtual(self, lockstep: Lockstep) -> None:
+        """Run the engine event by event while nothing is owed; a request or a resolve wakes
+        it. Between events the loop yields, so the handlers stream what happened."""
+        while True:
+            self._wake.clear()
+            nxt = None if lockstep.held() else self.engine.next_event_s()
+            if nxt is None:
+                await self._wake.wait()
+                continue
+            self.engine.run_until(nxt)
+            await asyncio.sleep(0)
+
     async def start(self) -> None:
         self._t0 = time.perf_counter()
         self._task = asyncio.create_task(self._drive())
@@ -143,9 +178,11 @@ class SimServer:
                 await self._task
 
     # -- requests --------------------------------------------------------------------------
-    def _submit(self, prompt: Prompt, max_tokens: int) -> tuple[SimRequest, asyncio.Queue]:
+    def _submit(self, prompt: Prompt, max_tokens: int,
+                succ: Successor | None = None) -> tuple[SimRequest, asyncio.Queue]:
         queue: asyncio.Queue = asyncio.Queue()
         self._queues.add(queue)
+        lockstep = self.lockstep if succ is not None else None
 
         def sink(req: SimRequest, event: str, n: int, t: float) -> None:
             if event == "first":
@@ -155,11 +192,19 @@ class SimServer:
             queue.put_nowait((event, n, t))
             if event in ("finish", "error"):
                 self._queues.discard(queue)
+                if lockstep is not None:  # the clock waits for what follows it
+                    lockstep.ended(req.meta["request"], t)
 
         req = SimRequest(rid=next(self._ids), arrival_s=self.now_s(),
                          input_tokens=prompt.num_tokens, output_tokens=max_tokens,
                          keys=prompt.keys, page_tokens=self.config.page_tokens, sink=sink)
-        self.engine.submit(req)
+        if lockstep is not None:
+            # it arrives when what it follows ended plus its delay (sim/lockstep.py)
+            req.meta["request"] = f"r{req.rid}"
+            req.arrival_s, req.meta["ticket"] = lockstep.arrive(
+                succ, lambda at_s: self.engine.submit(req, at_s=at_s))
+        else:
+            self.engine.submit(req)
         self._wake.set()
         return req, queue
 
@@ -225,17 +270,19 @@ class SimServer:
             return _error(400, str(e))
         if self.failure:
             return _error(500, self.failure)
-        need = (len(prompt.keys) * self.config.page_tokens + max(
-            0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
-            + self.costs.request_state_tokens)
-        if over_context(self.config.context_tokens, prompt.num_tokens, max_tokens):
-            return _error(400, context_error(self.config.context_tokens, prompt.num_tokens,
-                                             max_tokens))
-        if need > self.cache.device_capacity:
-            return _error(400, f"the request needs {need} KV tokens (prompt {prompt.num_tokens}"
-                               f" + max_tokens {max_tokens}); the GPU tier holds "
-                               f"{self.cache.device_capacity}")
-        req, queue = self._submit(prompt, max_tokens)
+        try:
+            succ = successor_of(request.headers) if self.lockstep is not None else None
+        except LaneError as e:
+            return _error(400, str(e))
+        refused = self._refusal(prompt, max_tokens)
+        if refused is not None:
+            if succ is None:
+                return _error(400, refused)
+            return self._refused_in_step(succ, refused)
+        try:
+            req, queue = self._submit(prompt, max_tokens, succ)
+        except LaneError as e:
+            return _error(400, str(e))
         rid = f"{'chatcmpl' if chat else 'cmpl'}-sim{req.rid}"
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()), "model": self.config.served_model_name}
@@ -255,6 +302,47 @@ class SimServer:
         finally:
             self._transports.discard(transport)
 
+    def _refusal(self, prompt: Prompt, max_tokens: int) -> str | None:
+        """Why the request is refused before the engine (a 400), or None."""
+        need = (len(prompt.keys) * self.config.page_tokens + max(
+            0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
+            + self.costs.request_state_tokens)
+        if over_context(self.config.context_tokens, prompt.num_tokens, max_tokens):
+            return context_error(self.config.context_tokens, prompt.num_tokens, max_tokens)
+        if need > self.cache.device_capacity:
+            return (f"the request needs {need} KV tokens (prompt {prompt.num_tokens} + "
+                    f"max_tokens {max_tokens}); the GPU tier holds {self.cache.device_capacity}")
+        return None
+
+    def _refused_in_step(self, succ: Successor, message: str) -> web.Response:
+        """A successor refused before the engine: it arrived (what it follows is answered)
+        and ended at once, so the clock waits for what follows it in turn."""
+        assert self.lockstep is not None
+        rid = f"x{next(self._ids)}"
+        try:
+            arrival, _ = self.lockstep.arrive(succ, lambda at_s: None)
+        except LaneError as e:
+            return _error(400, str(e))
+        self.lockstep.ended(rid, arrival)
+        self._wake.set()
+        resp = _error(400, message)
+        resp.headers[REQUEST_HEADER] = rid
+        resp.headers[ARRIVAL_HEADER] = str(round(arrival * 1e9))
+        return resp
+
+    def start_run(self, lanes: int) -> int:
+        """A virtual-clock run begins (POST /kvbench/run): its lanes owe their first requests
+        from now on; returns now, in simulated ns."""
+        assert self.lockstep is not None
+        self.lockstep.start_run(lanes, self.now_s())
+        self._wake.set()
+        return round(self.now_s() * 1e9)
+
+    def resolve(self, after: str, count: int, skipped: int) -> None:
+        assert self.lockstep is not None
+        self.lockstep.resolve(after, count, skipped)
+        self._wake.set()
+
     def close_streams(self) -> None:
         """Shutting down: drop every connection with a request in flight. A client that does
         not read would otherwise hold the server's writes (and SIGTERM) indefinitely."""
@@ -264,6 +352,10 @@ class SimServer:
 
     def _abandon(self, req: SimRequest, queue: asyncio.Queue) -> None:
         """Take a request whose client left out of the queue or the running set."""
+        if self.lockstep is not None and "ticket" in req.meta and req.finish_s < 0 and \
+                not self.lockstep.withdraw(req.meta["ticket"]):
+            # in the engine: cancelled now, and what follows it is the client's to say
+            self.lockstep.ended(req.meta["request"], self.now_s())
         self.engine.cancel(req)
         self._queues.discard(queue)
         self.cancelled += 1
@@ -271,16 +363,26 @@ class SimServer:
 
     async def _stream(self, request: web.Request, req: SimRequest, queue: asyncio.Queue,
                       head: dict, chat: bool, include_usage: bool) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        virtual = self.lockstep is not None
+        if virtual:  # every event says when it happened in the engine's clock
+            headers[ARRIVAL_HEADER] = str(round(req.arrival_s * 1e9))
+            if "request" in req.meta:
+                headers[REQUEST_HEADER] = req.meta["request"]
+        resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         if chat:
-            await _sse(resp, {**head, "choices": [
+            opening = {**head, "choices": [
                 {"index": 0, "delta": {"role": "assistant", "content": ""},
-                 "finish_reason": None}]})
+                 "finish_reason": None}]}
+            if virtual:
+                opening[STAMP_FIELD] = round(req.arrival_s * 1e9)
+            await _sse(resp, opening)
         sent = 0
         while True:
-            event, n, _ = await queue.get()
+            event, n, t = await queue.get()
+            if virtual:
+                head = {**head, STAMP_FIELD: round(t * 1e9)}
             if event == "error":
                 await _sse(resp, {"error": {"message": req.error or self.failure,
                                             "type": "server_error", "code": 500}})
@@ -363,7 +465,41 @@ def build_app(server: SimServer) -> web.Application:
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def advertise_clock(_: web.Request, response: web.StreamResponse) -> None:
-        response.headers[TIME_SCALE_HEADER] = repr(float(server.config.time_scale))
+        if server.lockstep is not None:
+            response.headers[CLOCK_HEADER] = "virtual"
+        else:
+            response.headers[TIME_SCALE_HEADER] = repr(float(server.config.time_scale))
+
+    async def control(request: web.Request, action) -> web.Response:
+        """The virtual clock's control requests: a run's start, a successor not sent."""
+        if server.lockstep is None:
+            return _error(404, "this server's clock is not virtual")
+        try:
+            body = await request.json(loads=orjson.loads)
+            if not isinstance(body, dict):
+                raise LaneError("the body must be a JSON object")
+            return web.json_response(action(body))
+        except (LaneError, ValueError, KeyError, TypeError) as e:
+            return _error(400, f"{request.path}: {e}")
+
+    def _int(body: dict, key: str) -> int:
+        v = body[key]
+        if type(v) is not int:
+            raise LaneError(f"{key!r} must be an integer, got {shown(v)}")
+        return v
+
+    async def run(request: web.Request) -> web.Response:
+        return await control(request, lambda b: {
+            "now_ns": server.start_run(_int(b, "lanes"))})
+
+    async def resolve(request: web.Request) -> web.Response:
+        def act(b: dict) -> dict:
+            after = b["after"]
+            if not isinstance(after, str):
+                raise LaneError(f"'after' must be a request id, got {shown(after)}")
+            server.resolve(after, _int(b, "count"), _int(b, "skipped"))
+            return {"resolved": after}
+        return await control(request, act)
 
     async def on_startup(_: web.Application) -> None:
         await server.start()
@@ -385,6 +521,8 @@ def build_app(server: SimServer) -> web.Application:
 
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)
+    app.router.add_post(RUN_PATH, run)
+    app.router.add_post(RESOLVE_PATH, resolve)
     app.on_response_prepare.append(advertise_clock)
     app.on_startup.append(on_startup)
     app.on_shutdown.append(on_shutdown)

@@ -169,7 +169,8 @@ def make_cache(setup: SimSetup):
     if cfg.kv_manager == "vllm_blocks":
         if setup.gpu_tokens == math.inf:
             raise SimError("the vllm_blocks KV manager needs a finite GPU tier (--gpu-tokens)")
-        return vllm_pool(setup.gpu_tokens, setup.host_tokens, cfg.block_tokens)
+        return vllm_pool(setup.gpu_tokens, setup.host_tokens, cfg.block_tokens,
+                         cfg.chunked_prefill_tokens if cfg.lazy_offload else None)
     if cfg.kv_manager != "radix":
         raise SimError(f"kv_manager: {cfg.kv_manager!r}; allowed: radix, vllm_blocks")
     return TieredCache(setup.gpu_tokens, setup.host_tokens, setup.write_policy)

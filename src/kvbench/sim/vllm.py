@@ -30,7 +30,7 @@ and core/kv_cache_manager.py:
 from __future__ import annotations
 
 from kvbench.errors import SimError
-from kvbench.sim.block_table import BlockTable, block_chain
+from kvbench.sim.block_table import BlockTable, ChainCache, block_chain
 from kvbench.sim.blocks import BlockPool
 from kvbench.sim.context import context_error
 from kvbench.sim.engine import Engine, _Step
@@ -52,11 +52,16 @@ class VllmEngine(Engine):
         # running cap, and are never preempted (vLLM keeps them out of `running`).
         self.loading: list[SimRequest] = []
         self._preempted_now = False
+        self._chains = ChainCache()
 
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
         cfg, costs = self.config, self.costs
         self.link.now_s = now = self.now_s
+        pool = self.pool
+        pool.sync_until_s = now
+        if pool.lazy_target is not None:
+            pool.lazy_store()
         budget = cfg.chunked_prefill_tokens - self.decode_batch * costs.verify_tokens
         chunks: list[tuple[SimRequest, int]] = []
         load_tokens = 0
@@ -109,7 +114,8 @@ class VllmEngine(Engine):
         if self.loading:  # a decode stretch ends when a load does, then steps one by one
             first = min(r.blocks.ready_s for r in self.loading)
             horizon_s = min(horizon_s, max(first, now))
-        step = self._step_for(chunks, load_tokens, 0, 0.0, horizon_s)
+        # allocations that took blocks whose stores were in flight wait for them first
+        step = self._step_for(chunks, load_tokens, 0, pool.sync_until_s - now, horizon_s)
         if step is None and self.loading:
             if blocked and self.num_running == len(self.loading):
                 # Loaded requests hold the pool between them and none can go on: the newest
@@ -208,7 +214,7 @@ class VllmEngine(Engine):
         pool, costs = self.pool, self.costs
         b: BlockTable | None = req.blocks
         if b is None:
-            b = req.blocks = block_chain(req, self._unit(req))
+            b = req.blocks = self._chains.table(req, self._unit(req))
         U, k = self.U, pool.unit_blocks
         prompt = req.input_tokens + b.extra
         limit = (prompt - 1) // U
@@ -279,6 +285,17 @@ class VllmEngine(Engine):
         self.running[req] = None
         return n
 
+    def device_cached_tokens(self, req: SimRequest) -> int:
+        if not req.keys:
+            return 0
+        b = block_chain(req, self._unit(req))
+        return self.pool.match(b.chain, b.full)[0] * self.U
+
+    def active_requests(self):
+        yield from self.waiting
+        yield from self.loading
+        yield from self.running
+
     # -- preemption ------------------------------------------------------------------------
     def _preempt(self, req: SimRequest) -> None:
         b: BlockTable = req.blocks
@@ -336,8 +353,16 @@ class VllmEngine(Engine):
         b.tail, b.cached, b.plain = None, 0, 0
 
 
-def vllm_pool(device_tokens: float, host_tokens: int, block_tokens: int) -> BlockPool:
-    """A block pool for tier sizes in tokens (whole blocks)."""
-    return BlockPool(int(device_tokens // block_tokens), block_tokens,
+def vllm_pool(device_tokens: float, host_tokens: int, block_tokens: int,
+              lazy_offload_budget_tokens: int | None = None) -> BlockPool:
+    """A block pool for tier sizes in tokens (whole blocks). `lazy_offload_budget_tokens`:
+    lazy offload with a step's token budget of that size, whose blocks it keeps stored ahead
+    of eviction twice over (vllm 0.26 simple_kv_offload/manager.py
+    _estimate_lazy_target_blocks, WATERMARK_RATIO 1.0)."""
+    pool = BlockPool(int(device_tokens // block_tokens), block_tokens,
                      int(host_tokens // block_tokens))
+    if lazy_offload_budget_tokens is not None:
+        pool.lazy_target_blocks = pool.lazy_target = 2 * -(
+            -lazy_offload_budget_tokens // block_tokens)
+    return pool
 

@@ -23,11 +23,11 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
     from kvbench.errors import KvbenchError
     from kvbench.plan import plan_job
     from kvbench.replay.config import ReplayConfig
+    from kvbench.replay.runner import load_sessions
     from kvbench.sim.engine_config import EngineConfig
     from kvbench.sim.engine_profile import engine_profile_for
     from kvbench.sim.simulate import SimSetup, run_sessions
     from kvbench.sim.sizing import resolve_costs
-    from kvbench.workload import load_trace
 
     if job.framework != "sim" or job.is_multinode:
         return None
@@ -46,14 +46,14 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
                      given.get("--write-policy", "write_through"), engine=EngineConfig(
                          max_running_requests=int(given["--max-running-requests"])))
     # the replay the job will send, against the server it will start (nothing is written)
-    bounds = ReplayConfig(
-        url=launch.base_url, model=launch.served_model_name, output_dir=Path(),
-        **options.replay_workload(job.conc, float(job.row.get("duration", 0)))).bounds
+    paths = options.trace_paths()
+    cfg = ReplayConfig(
+        url=launch.base_url, model=launch.served_model_name, output_dir=Path(), trace=paths,
+        **options.replay_workload(job.conc, float(job.row.get("duration", 0))))
+    bounds = cfg.bounds
     if sessions is None:
-        paths = options.trace_paths()
-        if paths is None:  # synthetic sessions: drawn when the replay runs
-            return None
-        sessions = load_trace(paths)
+        # the sessions the replay loads or draws (synthetic: the same seeded draw)
+        sessions = load_sessions(cfg)
     try:
         summary = run_sessions(sessions, costs, setup, bounds)
     except KvbenchError:

@@ -156,6 +156,16 @@ class _Run:
             write_atomic(self.job_dir / name, content)
         return launch
 
+    def _time_scale(self, job) -> float | None:
+        """The server's clock scale when the replay cannot read it from the server: embedded
+        workers behind a router (sweep/multinode.py); None: the replay's handshake says."""
+        opts = self.spec.options
+        if job.is_multinode and (job.framework == "sim" or opts.stand_in == "sim"):
+            from kvbench.sweep.multinode import routed_time_scale
+
+            return routed_time_scale(opts)
+        return opts.time_scale
+
     async def measure(self, launch) -> None:
         from kvbench.metrics import Scraper
         from kvbench.replay import ReplayConfig, replay
@@ -166,11 +176,12 @@ class _Run:
         cfg = ReplayConfig(
             url=launch.base_url, model=launch.served_model_name, endpoint=opts.endpoint,
             trace=opts.trace_paths(),
-            **opts.replay_workload(job.conc, float(self.spec.row.get("duration", 0))),
+            **opts.replay_workload(job.conc, float(self.spec.row.get("duration", 0)),
+                                   self.spec.repeat),
             workers=min(opts.replay_workers, job.conc),
             correlation_header=launch.correlation_header, output_dir=self.job_dir,
             tokenizer=opts.prompt_tokenizer, num_gpus=job.gpus,
-            time_scale=opts.time_scale, compress_records=opts.compress_raw,
+            time_scale=self._time_scale(job), compress_records=opts.compress_raw,
             # a multi-node row's launch is the router's endpoint: embedded workers report all
             absent_cached_tokens_are_zero=getattr(launch, "absent_cached_tokens_are_zero", False),
         )
@@ -212,6 +223,7 @@ class _Run:
             failure=failure, warnings=self.warnings, fingerprint=self.spec.fingerprint,
             repeat=self.spec.repeat, engine_patches=self.patches,
             options_id=self.spec.options.options_id(),
+            run_options=self.spec.options.measurement_identity(),
         )
         return write_result(self.job_dir, result)
 

@@ -66,3 +66,12 @@ def clear_attempt(job_dir: Path) -> None:
     """Remove what an interrupted or failed attempt left, so the next starts clean."""
     for name in ATTEMPT_FILES:
         remove_own(job_dir / name)
+
+
+def resumed_line(results: Path, done: int, total: int | None = None) -> str:
+    """What a rerun in the same results directory says: that it resumed, and how to start
+    afresh instead (issue 39: a rerun reprinted the old table without a word)."""
+    of = f"{done} of {total} jobs are" if total is not None else f"{done} result(s) are"
+    return (f"resuming: {of} in {results} already (an earlier run; a job whose options are "
+            f"unchanged is kept, not run again); to start afresh: rm -r {results}, or "
+            "--results NEW_DIR")

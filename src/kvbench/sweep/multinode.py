@@ -97,6 +97,46 @@ def _node_addr(name: str) -> str:
     return name
 
 
+ROUTER_MODULE = "sglang_router"
+# Embedded workers behind a router run on a wall clock: two engines cannot share one virtual
+# clock (sim/lockstep.py), and the router passes on neither the lanes' headers nor the clock
+# handshake, so the replay is told the scale instead of reading it from the server.
+ROUTED_SIM_TIME_SCALE = 50.0
+
+
+def routed_sim_clock(opts: Any) -> list[str]:
+    """serve-sim's clock arguments for a worker behind a router: the options' --time-scale
+    where they give one (in their engine arguments already), else a 50x wall clock."""
+    if opts.time_scale is not None:
+        return []
+    return ["--clock", "wall", "--time-scale", f"{ROUTED_SIM_TIME_SCALE:g}"]
+
+
+def routed_time_scale(opts: Any) -> float:
+    return opts.time_scale if opts.time_scale is not None else ROUTED_SIM_TIME_SCALE
+
+
+def check_router_installed(jobs: list) -> None:
+    """Rows that start sglang-router on this machine need its package, which is not one of
+    kvbench's own dependencies: refused before the sweep starts, with the install command
+    (issue 39: examples/disagg.yaml ended in `ModuleNotFoundError: sglang_router` after the
+    README's install)."""
+    import importlib.util
+
+    from kvbench.errors import SweepOptionError
+
+    need = [j for j in jobs if j.is_multinode
+            and (j.row.get("router") or {}).get("name") == "sglang-router"]
+    if not need or importlib.util.find_spec(ROUTER_MODULE) is not None:
+        return
+    version = need[0].row["router"].get("version")
+    pin = f"=={version}" if version else ""
+    raise SweepOptionError(
+        f"{need[0].config_key} runs its workers behind sglang-router (python -m "
+        f"{ROUTER_MODULE}.launch_router), which is not installed here ({len(need)} job(s) "
+        "need it)", hint=f"pip install sglang-router{pin}")
+
+
 @dataclass(slots=True)
 class Endpoint:
     """What the replay talks to: the router, with the first prefill worker's metrics."""
@@ -158,7 +198,8 @@ def serve_workers(run: Any, plans: dict[str, Any], free_port: Any, server_env: A
                                    "127.0.0.1", model_path=opts.model_path, work_dir=wdir)
             prefix = alloc.prefix(node, w, 0 if cpu_only else w.gpus)
             argv = [*prefix, *launch.argv, *ROLE_ARGS.get(adapter.name, {}).get(w.role, []),
-                    *opts.engine_args]
+                    *opts.engine_args,
+                    *(routed_sim_clock(opts) if adapter.name == "sim" else ())]
             patches = list(launch.image_mods)
             skip = opts.skip_image_mods
             remote = alloc.srun and node.name != os.environ.get("SLURMD_NODENAME")
@@ -303,7 +344,8 @@ def serve_built_workers(run: Any, free_port: Any, server_env: Any) -> Iterator[E
                     wp.plan, port=port, host=host, work_dir=wdir)
                 # the name the replay asks for is the front's (a recipe's served-model-name)
                 serve = [*_with_value(sim.argv, "--served-model-name",
-                                      launch.served_model_name), *opts.engine_args]
+                                      launch.served_model_name), *opts.engine_args,
+                         *routed_sim_clock(opts)]
                 check = wdir / "engine-check.json"
                 file = wdir / "stand-in.json"
                 file.write_text(json.dumps({"engine": worker_check, "argv": argv,

@@ -39,6 +39,10 @@ class RunOptions(BaseModel):
     max_requests: Annotated[int | None, bounds.REQUESTS.validator()] = Field(None, ge=1)
     warmup_requests: Annotated[int, bounds.WARMUP_REQUESTS.validator()] = Field(0, ge=0)
     seed: Annotated[int, bounds.SEED.validator()] = 0
+    # "shuffled": lanes take the sessions in an order drawn from seed + the repeat's number,
+    # so the repeats of a point on the deterministic embedded engine sample different mixes
+    # of sessions side by side (the quickstart's noise); "trace": every repeat the same
+    order: Literal["trace", "shuffled"] = "trace"
     tokenizer: str | None = None
     max_tokens_cap: Annotated[int | None, bounds.OUTPUT_TOKENS.validator()] = Field(None, ge=1)
     max_input_tokens: Annotated[int | None, bounds.CONTEXT_TOKENS.validator()] = Field(None,
@@ -92,6 +96,8 @@ class RunOptions(BaseModel):
             del identity["force"]
         if identity["stand_in"] is None:
             del identity["stand_in"]
+        if identity["order"] == "trace":
+            del identity["order"]
         if not identity["skip_image_mods"]:
             del identity["skip_image_mods"]
         return identity
@@ -102,18 +108,21 @@ class RunOptions(BaseModel):
 
         return options_digest(self.measurement_identity())
 
-    def replay_workload(self, concurrency: int, row_duration_s: float | None) -> dict[str, Any]:
+    def replay_workload(self, concurrency: int, row_duration_s: float | None,
+                        repeat: int = 0) -> dict[str, Any]:
         """Which requests a job's replay sends, as ReplayConfig fields: the bounds (the row's
         duration where neither --duration nor --max-requests is given), and a validity
-        profile's settings where the options name one. The job's replay and the pace's
-        forecast (sweep/forecast.py) both take them from here."""
+        profile's settings where the options name one. The job's replay and the forecast
+        (sweep/forecast.py) both take them from here. `repeat`: the run's repeat number
+        (with order "shuffled", its sessions' order)."""
         duration = self.duration_s
         if duration is None and self.max_requests is None:
             duration = row_duration_s or None
         out: dict[str, Any] = {
             "concurrency": concurrency, "duration_s": duration,
             "max_requests": self.max_requests, "warmup_requests": self.warmup_requests,
-            "seed": self.seed, "max_tokens_cap": self.max_tokens_cap,
+            "seed": self.seed + (repeat if self.order == "shuffled" else 0),
+            "order": self.order, "max_tokens_cap": self.max_tokens_cap,
             "max_input_tokens": self.max_input_tokens, "think_time_scale": self.think_time_scale}
         if self.profile is not None:
             from kvbench.replay.profile import profile_named, replay_settings

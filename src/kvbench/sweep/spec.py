@@ -175,12 +175,13 @@ class JobSpec(BaseModel):
         return spec
 
 
-def job_options_id(job_dir: Path) -> str | None:
-    """Result.options_id of the job that wrote `job_dir`, from its job.json: for results
-    written before kvbench recorded the id (`kvbench rescore`). None without a readable
-    job.json or when its traces are gone (their content is part of the id)."""
+def job_run_options(job_dir: Path) -> dict | None:
+    """Result.run_options (the measurement identity) of the job that wrote `job_dir`, from its
+    job.json: for results written before kvbench recorded it (`kvbench rescore`). None
+    without a readable job.json or when its traces are gone (their content is part of it)."""
     try:
-        return JobSpec.model_validate(read_json(Path(job_dir) / JOB_FILE)).options.options_id()
+        spec = JobSpec.model_validate(read_json(Path(job_dir) / JOB_FILE))
+        return spec.options.measurement_identity()
     except (OSError, ValueError, KvbenchError):  # no job.json, or its traces are gone
         return None
 

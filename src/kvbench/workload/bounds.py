@@ -3,12 +3,13 @@ clock, HTTP) and `kvbench simulate` (virtual time), so one command line describe
 measurement and a prediction of the same requests.
 
 Lanes take sessions in order (lane i's first session is session i, later ones go to whichever
-lane frees first); with a duration or request bound, sessions are recycled, each pass in a
-fresh hash namespace (a recycled session cannot hit what its previous pass cached). Sessions
-whose peak context (prompt plus requested output) exceeds `max_context_tokens` are dropped
-whole before the run, as InferenceX drops them (`--max-context-length`). With
-`start="sampled"` a lane's first session starts at an instant t* of its recording, its live
-streams' previous requests sent as warm-up (workload/tree.py `first_start`); with
+lane frees first; `order="shuffled"`: in an order drawn from the seed); with a duration or
+request bound, sessions are recycled, each pass in a fresh hash namespace (a recycled session
+cannot hit what its previous pass cached). Sessions whose peak context (prompt plus requested
+output) exceeds `max_context_tokens` are dropped whole before the run, as InferenceX drops
+them (`--max-context-length`). With `start="sampled"` a lane's first session starts at an
+instant t* of its recording, its live streams' previous requests sent as warm-up
+(workload/tree.py `first_start`); with
 `warmup_per_lane` each lane then sends that many more one-token requests with no idle delay
 before the profiling phase (the harness's cache-pressure warm-up). Per turn: the trace's
 blocks rescaled to `block_tokens`, turns above `max_input_tokens` skipped, output capped at
@@ -18,6 +19,7 @@ warm-up too; `max_requests` counts profiled requests only."""
 from __future__ import annotations
 
 import dataclasses
+import random
 from dataclasses import dataclass
 
 from kvbench.bounds import CONTEXT_TOKENS
@@ -26,6 +28,9 @@ from kvbench.units import MAX_SESSION_LANES
 from kvbench.workload.session import Session, Turn
 
 START_MODES = ("beginning", "sampled")
+# the order lanes take sessions in: the trace's, or shuffled by the seed (a repeat of a run on
+# a deterministic engine then samples another mix of sessions side by side)
+ORDERS = ("trace", "shuffled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,7 @@ class WorkloadBounds:
     # (AgentX: 25-75%, --trajectory-start-min/max-ratio); (0, 1) is any turn
     start_ratio: tuple[float, float] = (0.0, 1.0)
     seed: int = 0
+    order: str = "trace"
     block_tokens: int | None = None
     max_input_tokens: int | None = None
     # in-flight requests at the deadline may finish within this; the rest are cancelled
@@ -66,6 +72,7 @@ class WorkloadBounds:
              self.think_time_cap_s is None or self.think_time_cap_s >= 0, ">= 0"),
             ("think_time_scale", self.think_time_scale, self.think_time_scale >= 0, ">= 0"),
             ("start", self.start, self.start in START_MODES, " | ".join(START_MODES)),
+            ("order", self.order, self.order in ORDERS, " | ".join(ORDERS)),
             ("block_tokens", self.block_tokens,
              self.block_tokens is None or self.block_tokens >= 1, ">= 1"),
             ("max_input_tokens", self.max_input_tokens,
@@ -166,6 +173,9 @@ class SessionPool:
                 f"--max-input-tokens {bounds.max_input_tokens} is below every turn's prompt "
                 f"(the shortest is {smallest:,} tokens): nothing to send",
                 hint="raise --max-input-tokens or leave it out")
+        if bounds.order == "shuffled":
+            kept = list(kept)
+            random.Random(bounds.seed).shuffle(kept)
         return cls(kept, bounds.recycle, len(sessions) - len(kept))
 
     def take(self) -> tuple[Session, int] | None:

@@ -1,6 +1,6 @@
 """A seeded synthetic agentic workload: coding-agent sessions whose context grows turn by turn.
 
-Defaults are fitted to the 100 real Claude Code sessions in `shared/data/traces/claude-code`
+Defaults are fitted to the 100 real Claude Code sessions in `tests/data/traces/claude-code`
 (4,524 requests); lognormal parameters are the mean and standard deviation of ln(x) there:
 
 | quantity | fitted | real median / p90 |

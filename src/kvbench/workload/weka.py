@@ -8,9 +8,10 @@ in the background when none does, dropped when no root request precedes it; suba
 the same spawn and join share one start (the earliest), each one's first request at its
 recorded offset from it. Inner `t` before the spawn marker is relative to it
 (`_subagent_request_absolute_t`). The gap before a request is its stream's end-to-start
-idle time, `t - (t_prev + api_time_prev)` (`_end_to_start_delay_ms`), where the trace has
-both times, else its `think_time`. Hash ids live in the session's scope, subagents
-included, so prefix reuse between parent and subagent is kept."""
+idle time, `t - (t_prev + api_time_prev)` (`_end_to_start_delay_ms`; a missing api_time
+counts 0), where both requests have a recorded `t`, else its `think_time`. Hash ids live
+in the session's scope, subagents included, so prefix reuse between parent and subagent is
+kept."""
 
 from __future__ import annotations
 
@@ -103,8 +104,9 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
 
 
 def _stream_gaps(turns: list[Turn], timed: list[bool]) -> list[Turn]:
-    """Each turn's gap after the previous one of its stream ended: from the recorded times
-    where both have them (the harness's end-to-start delay), else the trace's think_time."""
+    """Each turn's gap after the previous one of its stream ended: from the recorded `t` of
+    both (the harness's end-to-start delay, api_time 0 where absent), else the trace's
+    think_time."""
     out = []
     for k, turn in enumerate(turns):
         if k and timed[k] and timed[k - 1]:
@@ -179,9 +181,11 @@ def parse_session(obj: Any, where: str) -> Session:
     timed = all(roots_timed) and all(
         sub.get("t") is not None for r in reqs if r.get("type") == "subagent"
         for sub in r["requests"])
-    return Session(sid, turns, namespace, where,
-                   {"format": "weka", "block_size": block, "timed": timed},
-                   _branches(turns, roots, subagents))
+    meta = {"format": "weka", "block_size": block, "timed": timed}
+    # the trace's system and tool prefix (kv-cache-tester headers), for the corpus fit
+    meta.update({k: obj[k] for k in ("system_tokens", "tool_tokens")
+                 if isinstance(obj.get(k), int) and not isinstance(obj.get(k), bool)})
+    return Session(sid, turns, namespace, where, meta, _branches(turns, roots, subagents))
 
 
 def _subagent_end_s(req: dict, own: list[Turn], where: str, path: str, spawn_t: float) -> float:
