@@ -67,7 +67,7 @@ BACKEND = "kv-offload-backend: { name: hicache }"
     (BACKEND, "kv-offload-backend: { name: hicache, size-gb-per-rank: 1000000.0 }",
      "size-gb-per-rank: 1000000.0", "out of range"),
     ("{ tp: 1,", "{ tp: 2048,", "tp: 2048", "an integer 1 to 1,024 GPUs"),
-    ("conc-list: [2, 4, 8]", "conc-list: [0xfffffffffffffffff]", "0xfffffffffffffffff",
+    ("conc-list: [3, 6, 12] }", "conc-list: [0xfffffffffffffffff] }", "0xfffffffffffffffff",
      "out of range (at most 64 bits)"),
     ("image: kvbench-serve-sim", "image: " + "x" * 70_000, "image",
      "a string of 70,000 characters is too long (allowed: at most 65,536)"),
@@ -98,7 +98,7 @@ def test_tp_must_divide_the_attention_heads(tmp_path, capsys):
                              "--format", "json"])
     assert code == 2 and "every one of the 6 selected plans is refused" in err
     plans = json.loads(_last_out)
-    assert all("tp 3 does not divide Qwen3-8B's 32 attention heads" in p["errors"][0]
+    assert all("tp 3 does not divide Qwen3-32B's 64 attention heads" in p["errors"][0]
                for p in plans)
 
 
@@ -151,7 +151,7 @@ def test_srt_backend_type_must_be_one_srtctl_renders(tmp_path):
 @pytest.fixture(scope="module")
 def job_spec() -> dict:
     out = subprocess.run([sys.executable, "-m", "kvbench", "run", str(QUICKSTART), "--emit",
-                          "github-matrix", "--max-conc", "2"], capture_output=True, text=True,
+                          "github-matrix", "--max-conc", "3"], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     return json.loads(out.stdout)["include"][1]["job"]
 
@@ -181,7 +181,7 @@ def test_a_job_wider_than_its_node_is_refused_at_plan(job_spec):
     from kvbench.recipe import load_runners
     from kvbench.sweep import JobSpec
 
-    # 16 divides Qwen3-8B's 32 heads: the node's 8 GPUs are what refuses it
+    # 16 divides Qwen3-32B's 64 heads: the node's 8 GPUs are what refuses it
     spec = JobSpec.model_validate({**job_spec, "row": {**job_spec["row"], "tp": 16}})
     plan = plan_job(spec.job(), load_runners(RUNNERS))
     assert plan.is_refused and any("more than the node's 8" in e for e in plan.errors)

@@ -698,7 +698,7 @@ def _set_first(doc, key, value) -> bool:
 def _offloaded(doc) -> dict:
     """The quickstart with an explicit host pool size on its offload rows."""
     doc = json.loads(json.dumps(doc))
-    for block in doc["qwen3-8b-bf16-h100-sim-agentic"]["scenarios"]["agentic-coding"]:
+    for block in next(iter(doc.values()))["scenarios"]["agentic-coding"]:
         for row in block["search-space"]:
             if row.get("kv-offload-backend"):
                 row["kv-offload-backend"]["size-gb-per-rank"] = 8

@@ -192,7 +192,7 @@ def test_one_secret_in_every_input_reaches_no_file(tmp_path, monkeypatch, capsys
         return 0
 
     # the embedded engine refuses --api-key: the job fails at start, its records written
-    assert kvbench("run", recipe, "--results", outputs / "sweep", "--max-conc", "2",
+    assert kvbench("run", recipe, "--results", outputs / "sweep", "--max-conc", "3",
                    "--max-requests", "2", "--time-scale", "100", "--think-time-scale", "0",
                    "--trace", trace, "--engine-arg",
                    f"--api-key {PLANTED['engine arg']}") == 3
