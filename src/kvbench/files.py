@@ -223,11 +223,16 @@ class JsonlWriter:
         refuse_foreign(self.path)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                      | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in between
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            # swapped in between, or a hard link: appending would write into a file of
+            # another name, perhaps outside (a replace, as write_atomic does, would not)
             from kvbench.errors import OutputError
 
             os.close(fd)
-            raise OutputError(f"{self.path}: not a regular file; refusing to append to it")
+            what = "a hard link to another file" if st.st_nlink > 1 else "not a regular file"
+            raise OutputError(f"{self.path}: {what}; refusing to append to it",
+                              hint="remove it, or write somewhere else")
         os.set_blocking(fd, True)
         self._raw = os.fdopen(fd, "ab")
         self._f = gzip.GzipFile(fileobj=self._raw, mode="ab", compresslevel=6) if compress \

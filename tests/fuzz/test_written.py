@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import shlex
 import signal
+import tempfile
 import urllib.parse
 from collections import Counter
 from pathlib import Path
@@ -280,6 +282,91 @@ def test_long_adversarial_strings_redact_in_linear_time(units, length):
         ident = redaction.redacted_id(text)
     assert len(out) <= len(text) + 16 * text.count("=") + 16 * text.count(":") + 16
     assert ident == text or ident.startswith("redacted-")
+
+
+# ---- writes into a directory where something was planted -----------------------------------
+
+PLANTS = ["nothing", "stale file", "symlink to a file outside", "symlink to a directory outside",
+          "dangling symlink", "symlink loop", "fifo", "directory", "hard link to a file outside"]
+OWNED_WRITES = ["write_atomic", "write_json_atomic", "append a line", "append a gz line",
+                "remove_own"]
+
+
+def _plant(kind: str, path: Path, outside: Path) -> None:
+    if kind == "stale file":
+        path.write_text("stale")
+    elif kind == "symlink to a file outside":
+        path.symlink_to(outside / "theirs.txt")
+    elif kind == "symlink to a directory outside":
+        path.symlink_to(outside)
+    elif kind == "dangling symlink":
+        path.symlink_to(outside / "nowhere" / "x")
+    elif kind == "symlink loop":
+        path.symlink_to(path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "hard link to a file outside":
+        os.link(outside / "theirs.txt", path)
+
+
+def _outside_state(outside: Path) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(outside.iterdir()) if p.is_file()}
+
+
+@settings(SETTINGS, max_examples=200)
+@given(plant=st.sampled_from(PLANTS), write=st.sampled_from(OWNED_WRITES),
+       name=st.sampled_from(["result.json", "records.jsonl", "scrape.jsonl.gz",
+                             "dashboard.html", "result.orig.json"]))
+def test_owned_writes_where_something_was_planted(plant, write, name, tmp_path):
+    """A file kvbench owns (a result, records, scrape, dashboard), where a hostile results
+    directory planted a link, special file or directory: kvbench writes a regular file of
+    its own there, or refuses in one line naming the path; nothing outside changes, and
+    what was planted is never replaced."""
+    from kvbench import files
+    from kvbench.errors import OutputError
+
+    root = Path(tempfile.mkdtemp(dir=tmp_path))
+    outside = root / "outside"
+    outside.mkdir()
+    (outside / "theirs.txt").write_text("theirs")
+    if write == "append a gz line" and not name.endswith(".gz"):
+        name += ".gz"
+    path = root / "job" / name
+    path.parent.mkdir()
+    _plant(plant, path, outside)
+    before = _outside_state(outside)
+    FIGURES["planted inputs"] += 1
+
+    def do():
+        if write == "write_atomic":
+            files.write_atomic(path, "ours")
+        elif write == "write_json_atomic":
+            files.write_json_atomic(path, {"ours": 1})
+        elif write == "remove_own":
+            files.remove_own(path)
+        else:
+            with files.JsonlWriter(path) as w:
+                w.write({"ours": 1})
+
+    # a hard link is a regular file: replacing or removing its name leaves the other name's
+    # file as it was; appending would write into it
+    regular = ("nothing", "stale file") + (
+        () if write.startswith("append") else ("hard link to a file outside",))
+    try:
+        with bounded(f"{write} over {plant}"):
+            do()
+    except OutputError as e:
+        FIGURES["planted clean errors"] += 1
+        assert "\n" not in e.message and str(path.parent) in e.message, str(e)
+        assert plant not in regular, str(e)  # kvbench's own files: written
+        assert os.path.lexists(path)  # left as it was found
+    else:
+        FIGURES["planted written"] += 1
+        assert plant in regular, f"{write} went through a {plant}"
+    assert _outside_state(outside) == before
+    assert sorted(p.name for p in outside.iterdir()) == ["theirs.txt"]
 
 
 def test_zz_figures(capsys):

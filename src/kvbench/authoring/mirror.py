@@ -230,6 +230,13 @@ def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
             practice.max_size_gb_per_rank
         size_of = _launcher_size(arm, cap) if arm is not None else (
             (lambda _row: size_gb_per_rank) if size_gb_per_rank is not None else None)
+        if arm is not None and size_gb_per_rank is not None and \
+                not float(size_gb_per_rank).is_integer():
+            # the branch compares whole GB in bash (`[ A -gt B ]`): 40.5 there is an
+            # "integer expression expected" error, the test false, and the cap never applied
+            raise RecipeError(f"--size {size_gb_per_rank:g}: {key}'s launcher branch caps the "
+                              f"pool in whole GB (bash integer arithmetic) (allowed: a whole "
+                              f"number of GB per rank)")
         if arm is None and size_gb_per_rank is not None:
             warnings.append(f"{key}: --size {size_gb_per_rank:g} is planned but written "
                             f"nowhere: InferenceX's rows take no size and no launcher branch "
