@@ -163,6 +163,8 @@ def _keyed(m: re.Match) -> str:
     name, sep, value = m.groups()
     if not is_secret_name(name) or _PLAIN_VALUE.match(value):
         return m.group(0)  # max_tokens: 5, token: null: configuration, not a secret
+    if name.upper() in ("KEY", "KEYS") and not sep.startswith(("'", '"')):
+        return m.group(0)  # prose ("allowed keys: tp, ep"), not a key's value
     remember_secret(value.strip("\"'"))
     quote = value[0] if value[0] in "\"'" else ""
     return f"{name}{sep}{quote}{REDACTED}{quote}"

@@ -105,7 +105,7 @@ def sbatch_spec():
     return build_specs([Job("k", row, "agentic-coding")], RunOptions())[0]
 
 
-@settings(SETTINGS, max_examples=400)
+@settings(SETTINGS, max_examples=300)
 @given(data=st.data())
 def test_values_written_into_an_sbatch_script(data, sbatch_spec):
     """--partition, --account, --time-limit, --sbatch-arg and the results path, drawn from
@@ -235,7 +235,7 @@ def _spellings(secret: str) -> list[str]:
             urllib.parse.quote(secret, safe="")]
 
 
-@settings(SETTINGS, max_examples=500)
+@settings(SETTINGS, max_examples=400)
 @given(data=st.data())
 def test_secrets_in_every_spelling_reach_nothing_written(data):
     """A secret (a provider's shape, or opaque and known by its name) at one of kvbench's
@@ -367,6 +367,107 @@ def test_owned_writes_where_something_was_planted(plant, write, name, tmp_path):
         assert plant in regular, f"{write} went through a {plant}"
     assert _outside_state(outside) == before
     assert sorted(p.name for p in outside.iterdir()) == ["theirs.txt"]
+
+
+# ---- edits of a user's YAML spelt with anchors, aliases and merge keys --------------------
+
+MIRROR_KEY = "qwen3.5-fp8-mi325x-sglang-agentic-mtp"  # five resident rows, no offload arm
+
+
+@pytest.fixture(scope="module")
+def mirror_input() -> str:
+    """The key's block of the real AMD master file."""
+    from fixtures.inferencex import INFERENCEX
+
+    lines = (INFERENCEX / "amd-master.yaml").read_text().split("\n")
+    start = next(n for n, line in enumerate(lines) if line.startswith(f"{MIRROR_KEY}:"))
+    end = next(n for n in range(start + 1, len(lines))
+               if lines[n] and not lines[n][0].isspace() and not lines[n].startswith("#"))
+    return "\n".join(lines[start:end]).rstrip("\n") + "\n"
+
+
+def _spell_with_anchors(draw, text: str) -> str:
+    """`text` (one key) with anchors on some of its rows, their lists or scalars, or its own
+    scalars, and aliases or merge keys that use them: in the key's own rows, or in a second
+    key (a copy of the first) that shares them."""
+    lines = text.split("\n")
+    other = [lines[0].replace(":", "-b:", 1), *lines[1:]]
+    rows = [n for n, line in enumerate(lines) if line.startswith("      - { tp:")]
+    uses: list[str] = []
+    # half the cases anchor nothing in the key's rows (only its scalars)
+    anchored = [] if draw(st.integers(0, 99)) < 50 else draw(st.lists(
+        st.sampled_from(rows), unique=True, min_size=1, max_size=3))
+    for i, n in enumerate(anchored):
+        where = draw(st.sampled_from(["row", "conc-list", "tp"]))
+        if where == "row":
+            lines[n] = lines[n].replace("- {", f"- &r{i} {{", 1)
+            uses.append(draw(st.sampled_from([f"*r{i}", f"{{ <<: *r{i}, conc-list: [2] }}"])))
+        elif where == "conc-list":
+            lines[n] = lines[n].replace("conc-list: [", f"conc-list: &c{i} [", 1)
+            uses.append(f"{{ tp: 8, kv-offloading: none, conc-list: *c{i} }}")
+        else:
+            lines[n] = lines[n].replace("{ tp: ", f"{{ tp: &t{i} ", 1)
+            uses.append(f"{{ tp: *t{i}, kv-offloading: none, conc-list: [1] }}")
+    for n, (field, name) in enumerate((("image", "img"), ("model", "m")), start=1):
+        if draw(st.booleans()):
+            lines[n] = lines[n].replace(f"{field}: ", f"{field}: &{name} ", 1)
+            other[n] = f"  {field}: *{name}"
+    for use in uses:
+        into = lines if draw(st.booleans()) else other
+        last = max(n for n, line in enumerate(into) if line.startswith("      - "))
+        into.insert(last + 1, f"      - {use}")
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    shares = any("*" in line for line in other)
+    return text + ("\n".join(other).rstrip("\n") + "\n" if shares or draw(st.booleans())
+                   else "")
+
+
+@settings(SETTINGS, max_examples=80)
+@given(data=st.data())
+def test_mirror_edits_yaml_spelt_with_anchors(data, mirror_input, tmp_path, capsys):
+    """A master file whose rows, lists or scalars are anchors used elsewhere (aliases, merge
+    keys), through `kvbench recipe mirror`: refused in one line with the reason (the file
+    untouched), or only its twins written: every line of the user's file stays, every other
+    key reads as before, every row of the key is still there, and each twin it says it
+    added is."""
+    import shutil
+
+    import yaml
+    from fixtures.inferencex import INFERENCEX
+
+    from kvbench.cli import main
+
+    spelt = _spell_with_anchors(data.draw, mirror_input)
+    configs = Path(tempfile.mkdtemp(dir=tmp_path)) / "configs"
+    configs.mkdir()
+    shutil.copyfile(INFERENCEX / "runners.yaml", configs / "runners.yaml")
+    (master := configs / "master.yaml").write_text(spelt)
+    FIGURES["yaml edit inputs"] += 1
+    try:
+        main(["recipe", "mirror", "--config-keys", MIRROR_KEY, "--config-files", str(master),
+              "--no-changelog"])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    if code:
+        FIGURES["yaml edit clean errors"] += 1
+        first = err.splitlines()[0]
+        assert code == 2 and first.startswith("error: ") and any(w in first for w in (
+            "anchor", "alias", "merge", "does not validate")), err
+        assert master.read_text() == spelt
+        return
+    FIGURES["yaml edit written"] += 1
+    written = master.read_text()
+    kept = iter(written.split("\n"))
+    assert all(line in kept for line in spelt.split("\n")), "a line of the file was changed"
+    old, new = yaml.safe_load(spelt), yaml.safe_load(written)
+    assert {k: v for k, v in new.items() if k != MIRROR_KEY} == {
+        k: v for k, v in old.items() if k != MIRROR_KEY}
+    rows_old = old[MIRROR_KEY]["scenarios"]["agentic-coding"][0]["search-space"]
+    rows = iter(rows_new := new[MIRROR_KEY]["scenarios"]["agentic-coding"][0]["search-space"])
+    assert all(row in rows for row in rows_old), "a row was lost or changed"
+    assert len(rows_new) == len(rows_old) + out.count("\nadded ") + out.startswith("added ")
 
 
 def test_zz_figures(capsys):

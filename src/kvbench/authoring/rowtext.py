@@ -108,8 +108,12 @@ def shared_text(doc: Any, key: str) -> str | None:
         rows = block.get("search-space") or []
         nodes += [(f"{key}.agentic-coding[{b}]", block),
                   (f"{key}.agentic-coding[{b}].search-space", rows)]
-        nodes += [(f"{key}.agentic-coding[{b}].search-space[{r}]", row)
-                  for r, row in enumerate(rows)]
+        for r, row in enumerate(rows):
+            nodes.append((at := f"{key}.agentic-coding[{b}].search-space[{r}]", row))
+            # a value inside the row (tp: &t 2, conc-list: &c [...]): the twin copies the
+            # row's text, and a second &t is not YAML
+            nodes += [(f"{at}.{field}", value) for field, value in
+                      (row.items() if isinstance(row, dict) else ())]
     for where, node in nodes:
         anchor = getattr(getattr(node, "anchor", None), "value", None)
         if anchor is not None:

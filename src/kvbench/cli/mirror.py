@@ -50,8 +50,10 @@ def _files_by_key(config_files: list[Path], keys: list[str]) -> dict[Path, list[
     return where
 
 
-def _validated(path: Path, text: str, runners_path: Path) -> None:
-    """The edited file must load and budget-check exactly as `kvbench validate` does."""
+def _validated(path: Path, text: str, runners_path: Path,
+               refusal: str = "the mirrored file would not validate; nothing written") -> None:
+    """The file to edit, and the edited file, must load and budget-check exactly as
+    `kvbench validate` does."""
     import tempfile
 
     from kvbench.cli.recipe import _budget_errors
@@ -65,7 +67,7 @@ def _validated(path: Path, text: str, runners_path: Path) -> None:
         runners, found = runners_errors(runners_path)
         errors += found + (_budget_errors(entries, runners) if runners else [])
     if errors:
-        raise RecipeError(f"{path}: the mirrored file would not validate; nothing written",
+        raise RecipeError(f"{path}: {refusal}",
                           errors=[e.replace(tmp.name, str(path)) for e in errors])
 
 
@@ -216,6 +218,9 @@ def _mirror(lock, files: list[Path], config_keys: list[str], backend: str,
         if not runners_path.is_file():
             raise RecipeError(f"no runners file {runners_path}", hint="pass --runner-config")
         old = path.read_text()
+        # rows are planned from the file as it is: one that does not validate (a row with no
+        # tp, spelt through an alias) is refused with validate's reasons, never planned
+        _validated(path, old, runners_path, "the file does not validate; nothing edited")
         result = mirror_text(old, str(path), keys, backend, load_runners(runners_path), size)
         outcomes += result.outcomes
         arms += result.arms
