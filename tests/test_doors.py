@@ -445,11 +445,13 @@ def test_mirror_refuses_rows_shared_by_anchors(repo, capsys):
     start = text.index(f"{AMD_KEY}:")
     row = text.index("      - { tp: 2", start)
     text = text[:row] + text[row:].replace("      - { tp: 2", "      - &shared { tp: 2", 1)
-    master.write_text(text + "other:\n  rows:\n  - *shared\n")
+    # used again as a merge key's source in the same search space
+    end = text.index("\n", text.index("&shared", start))
+    master.write_text(text[:end] + "\n      - { <<: *shared, conc-list: [2] }" + text[end:])
     code, err = run(capsys, ["recipe", "mirror", "--config-keys", AMD_KEY, "--config-files",
                              master, "--no-changelog"])
     assert code == 2 and "is the YAML anchor &shared" in err
-    assert master.read_text().endswith("- *shared\n")
+    assert "<<: *shared" in master.read_text()
 
 
 def test_mirror_edits_a_symlinked_master_and_changelog_at_their_target(repo, capsys):
