@@ -105,7 +105,7 @@ def sbatch_spec():
     return build_specs([Job("k", row, "agentic-coding")], RunOptions())[0]
 
 
-@settings(SETTINGS, max_examples=300)
+@settings(SETTINGS, max_examples=250)
 @given(data=st.data())
 def test_values_written_into_an_sbatch_script(data, sbatch_spec):
     """--partition, --account, --time-limit, --sbatch-arg and the results path, drawn from
@@ -267,7 +267,7 @@ UNITS = ["a", "a:", "https://", "x://a:", "--api-key ", "api_key=", "sk-", "eyJa
          "ab-", "'", '"api_key": "', "X-Api-Key:", "%", "\\", "\n"]
 
 
-@settings(SETTINGS, max_examples=40)
+@settings(SETTINGS, max_examples=30)
 @given(units=st.lists(st.sampled_from(UNITS), min_size=1, max_size=3),
        length=st.sampled_from([20_000, 80_000, 400_000]))
 def test_long_adversarial_strings_redact_in_linear_time(units, length):
@@ -422,7 +422,7 @@ def _spell_with_anchors(draw, text: str) -> str:
                    else "")
 
 
-@settings(SETTINGS, max_examples=80)
+@settings(SETTINGS, max_examples=50)
 @given(data=st.data())
 def test_mirror_edits_yaml_spelt_with_anchors(data, mirror_input, tmp_path, capsys):
     """A master file whose rows, lists or scalars are anchors used elsewhere (aliases, merge

@@ -120,6 +120,21 @@ class Result(BaseModel):
                     raise ValueError(f"cache_reuse.{k} {v[k]!r}: {problem}")
         return v
 
+    @field_validator("inferencex_cache")
+    @classmethod
+    def _inferencex_shape(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # compare averages the share's segments and the dashboard draws them
+        # (metrics/inferencex.py `cache_share` writes them): a string there was a traceback
+        share = (v or {}).get("share")
+        if share is None:
+            return v
+        if not isinstance(share, dict) or type(share.get("combined")) is not bool:
+            raise ValueError("share: not an InferenceX share (hbm, host, unreused, combined)")
+        for k in ("hbm", "host", "unreused"):
+            if (problem := bounds.RATIO.problem(share.get(k))) is not None:
+                raise ValueError(f"share.{k} {share.get(k)!r}: {problem}")
+        return v
+
     @property
     def valid(self) -> bool | None:
         return None if self.validity is None else bool(self.validity.get("valid"))
