@@ -7,17 +7,16 @@ end (recorded in docs/reliability.md)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
-import signal
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.alarm import CASE_LIMIT_S, bounded
 from fixtures.mutation import leaf_paths, mutate
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -212,28 +211,6 @@ def test_random_argv(data, tmp_path, capsys):
 
 # ---- through the stages (issue 27): profiles, results directories, special files, option
 # values, serve-sim bodies and misbehaving servers; each case bounded by an alarm --------
-
-CASE_LIMIT_S = 20
-
-
-class Hang(Exception):
-    """A case ran past CASE_LIMIT_S: a hang (fails the test with the case)."""
-
-
-@contextlib.contextmanager
-def bounded(what):
-    """Fail the case (as a hang) if it runs past CASE_LIMIT_S."""
-    def alarm(signum, frame):
-        raise Hang(f"{what}: still running after {CASE_LIMIT_S} s")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, CASE_LIMIT_S)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
 
 def run_bounded(capsys, argv):
     with bounded(argv):

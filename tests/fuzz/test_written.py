@@ -8,17 +8,16 @@ figures are printed at the end (recorded in docs/reliability.md)."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import shlex
-import signal
 import tempfile
 import urllib.parse
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from fixtures.alarm import bounded
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -30,25 +29,6 @@ SETTINGS = settings(deadline=None, derandomize=True, database=None,
                     phases=(Phase.explicit, Phase.generate),
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
-CASE_LIMIT_S = 20
-
-
-@contextlib.contextmanager
-def bounded(what):
-    """Fail the case as a hang if it runs past CASE_LIMIT_S (a hang guard, not a speed
-    check: a linear case takes well under a second)."""
-    def alarm(signum, frame):
-        raise AssertionError(f"{what}: still running after {CASE_LIMIT_S} s")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, CASE_LIMIT_S)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 # ---- sbatch scripts --------------------------------------------------------------------
 
 # what a hostile or careless value holds: shell and sbatch syntax, line ends, quotes
