@@ -244,10 +244,10 @@ def test_the_prompt_cache_is_bounded_by_tokens():
     from kvbench.workload.prompt import PromptBuilder, Vocabulary
     from kvbench.workload.session import Turn
 
-    builder = PromptBuilder(Vocabulary(), "m", cache_tokens=4096)
+    builder = PromptBuilder(Vocabulary(), "m", shared_tokens=4096)
     for h in range(64):
-        builder.build(Turn(1024, 1, (h,), 1024), "ns", h)
-    assert sum(len(v[0]) for v in builder._cache.values()) <= 4096
+        builder.json(Turn(1024, 1, (h,), 1024), "ns", h)
+    assert 0 < sum(bs for _ns, _h, bs in builder._shared) <= 4096
 
 
 # ---- results read back --------------------------------------------------------------------

@@ -122,6 +122,9 @@ def test_each_rule_fails_alone():
         "corpus": (_run(corpus={"name": None, "agentx": False, "fingerprint": "a" * 64,
                                 "reason": "local traces of no named corpus"}),
                    _records(100, 0)),
+        # the embedded engine (a quickstart row, --stand-in sim): the rules shaped the
+        # replay, but what answered is a simulation
+        "engine": (_run(embedded_engine=True), _records(100, 0)),
     }
     for name, (run, records) in cases.items():
         v = verdict(AGENTX_V1, run, records, fresh_server=True)

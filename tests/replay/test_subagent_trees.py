@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
-from fixtures.servers import free_port, script
+from fixtures.servers import free_port, script, stop
 from fixtures.transformers_server import wait_http
 
 from kvbench.files import read_jsonl
@@ -171,16 +170,13 @@ def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
         cfg = ReplayConfig(url=url, model="m", trace=[trace], concurrency=1,
                            output_dir=tmp_path / "out", think_time_scale=0.01,
                            think_time_cap_s=None, max_tokens_cap=4)
-        t0 = time.monotonic()
         summary = run_replay(cfg)
-        assert time.monotonic() - t0 < 30
         import urllib.request
 
         with urllib.request.urlopen(f"{url}/stats") as r:
             server = json.load(r)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
     recs = read_jsonl(tmp_path / "out" / "records.jsonl")
     assert server["seen"] == len(recs) == 15 and all(r["status"] == "ok" for r in recs)
     assert server["max"] >= 3 > cfg.concurrency  # the tree's fan-out, one lane

@@ -39,11 +39,12 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
         result = json.loads(path.read_text())
         sub = result["validity"]["submission"]
         assert sub["profile"] == "agentx-v1" and sub["submission_valid"] is False
-        # a short smoke run: a request bound, not AgentX's profiling duration; and the
-        # bundled traces are no AgentX corpus
+        # a short smoke run: a request bound, not AgentX's profiling duration; the bundled
+        # traces are no AgentX corpus; the embedded engine is a simulation
         assert sub["reasons"][0] == ("duration: a request-count bound, not a profiling "
                                      "duration; AgentX profiles for a duration >= 900 s")
-        assert [r.split(":")[0] for r in sub["reasons"]] == ["duration", "corpus"]
+        assert [r.split(":")[0] for r in sub["reasons"]] == ["duration", "corpus", "engine"]
+        assert result["workload"]["profile"] == "agentx-v1"
         reuse = result["cache_reuse"]  # InferenceX's cache-reuse view, per concurrency
         assert reuse["source"] == "engine tier counters" and reuse["agrees"] is True
         assert reuse["gpu"] + reuse["host"] + reuse["external"] + reuse["recomputed"] == \

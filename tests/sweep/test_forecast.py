@@ -80,8 +80,22 @@ def test_the_job_and_the_forecast_take_one_workload_from_the_options():
     # requests per lane, seed 42; an explicit duration wins over the profile's 3,600 s
     profiled = RunOptions(profile="agentx", duration_s=50).replay_workload(4, 600.0)
     assert profiled["start"] == "sampled" and profiled["start_ratio"] == (0.25, 0.75)
-    assert profiled["fresh_server"] is True and profiled["profile"] == "agentx"
+    assert profiled["fresh_server"] is True and profiled["profile"] == "agentx-v1"
     assert profiled["duration_s"] == 50 and profiled["warmup_per_lane"] == 10
     assert profiled["seed"] == 42 and profiled["think_time_cap_s"] is None
     assert RunOptions(profile="agentx", seed=7).replay_workload(4, 600.0)["seed"] == 7
     assert RunOptions(profile="agentx").replay_workload(4, 600.0)["duration_s"] == 600.0
+
+
+def test_the_forecast_takes_the_profile_the_job_will_run(quickstart_jobs):
+    """The pace's forecast resolves the row's profile as the job's spec does: the embedded
+    engine's rows keep kvbench's own replay by default; under --profile agentx the forecast
+    sends the AgentX warm-up the job will send."""
+    jobs, runners = quickstart_jobs
+    job = next(j for j in jobs if j.conc == 3 and j.kv_offloading == "none")
+    options = quickstart_options()
+    plain = engine_seconds(job, options, runners)
+    assert plain == engine_seconds(job, options.model_copy(update={"profile": "none"}),
+                                   runners)
+    agentx = engine_seconds(job, options.model_copy(update={"profile": "agentx"}), runners)
+    assert agentx is not None and agentx != plain

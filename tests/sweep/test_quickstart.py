@@ -69,6 +69,8 @@ def test_quickstart_beside_a_busy_core_gives_every_delta_a_verdict(tmp_path):
     if repeats == 2:  # a machine too slow for the minute says so, and what it did instead
         assert "this machine is" in said["pace"] and "running 2" in said["pace"], said["pace"]
 
+    # the pace probe's jobs ran in this invocation: counted as run, not as resumed
+    assert f"{6 * repeats} jobs: {6 * repeats} ran, 0 resumed" in out.stdout, out.stdout[-2000:]
     tables = _tables(out.stdout)
     assert sorted(tables, key=lambda c: int(c[5:])) == ["conc=3", "conc=6", "conc=12"], tables
     for conc, rows in tables.items():

@@ -28,21 +28,25 @@ RECIPE = Path(__file__).with_name("data") / "sglang-disagg-qwen3.yaml"
 RUNNERS = REPO / "examples" / "runners.yaml"
 
 
-def specs_of(recipe: Path):
+def specs_of(recipe: Path, profile: str | None = "none"):
+    """The row's job; `profile` None: the row's own default (AgentX: an InferenceX row)."""
     options = quickstart_options(time_scale=100.0).model_copy(
-        update={"max_requests": 6, "stand_in": "sim"})
+        update={"max_requests": 6, "stand_in": "sim", "profile": profile})
     jobs = select_jobs(Selection(config_files=(recipe,), runner_config=RUNNERS))
     assert [j.exp_name for j in jobs] == ["qwen3-8b_p1x1_d1x1_conc2_kvdram-hicache"]
     return build_specs(jobs, options, runner_config=RUNNERS)
 
 
-def run_on_slurm(cluster, recipe: Path, results: Path):
-    run = run_row(cluster, specs_of(recipe), results)
+def run_on_slurm(cluster, recipe: Path, results: Path, profile: str | None = "none"):
+    run = run_row(cluster, specs_of(recipe, profile), results)
     return run.outcome, run.allocation, run.job_dir, run.queue
 
 
 def test_sglang_disagg_row_runs_on_two_slurm_nodes(slurm_cluster_2n, tmp_path):
-    outcome, allocation, job_dir, queue = run_on_slurm(slurm_cluster_2n, RECIPE, tmp_path)
+    """The row's own default workload: an InferenceX row replays as AgentX, with the
+    embedded engine standing in (the result records both, and is never a submission)."""
+    outcome, allocation, job_dir, queue = run_on_slurm(slurm_cluster_2n, RECIPE, tmp_path,
+                                                       profile=None)
     log = (allocation / "task.log").read_text() if (allocation / "task.log").exists() else ""
     assert outcome.status == "ok", (outcome, log, slurm_cluster_2n.logs())
     script = (allocation / "allocation.sbatch").read_text().splitlines()
@@ -51,6 +55,12 @@ def test_sglang_disagg_row_runs_on_two_slurm_nodes(slurm_cluster_2n, tmp_path):
     assert {"#SBATCH --nodes=2", "#SBATCH --ntasks=2", "#SBATCH --gres=gpu:1"} <= set(script)
     result = read_json(job_dir / "result.json")
     assert result["status"] == "ok" and result["num_requests_successful"] == 6
+    # AgentX's warm-up (a t* request and 10 one-token requests per lane) before the 6
+    summary = read_json(job_dir / "summary.json")
+    assert summary["run"]["warmup_per_lane"] == 10 and summary["requests"]["warmup"] >= 20
+    assert result["workload"]["profile"] == "agentx-v1"
+    assert summary["run"]["embedded_engine"] is True  # the sweep says so: --stand-in sim
+    assert "engine" in {r.split(":")[0] for r in result["validity"]["submission"]["reasons"]}
     workers = read_json(job_dir / "workers.json")
     assert [(w["name"], w["node"]) for w in workers] == [("prefill-0", "kvnode1"),
                                                           ("decode-0", "kvnode2")]
@@ -112,7 +122,7 @@ def test_a_signal_to_the_batch_step_stops_every_worker_step(slurm_cluster_2n, tm
     `scancel --signal=TERM --batch` deliver it there): the router and both srun steps are
     stopped, the allocation ends, no worker answers any more."""
     options = quickstart_options(time_scale=1.0).model_copy(
-        update={"max_requests": 10_000, "stand_in": "sim"})
+        update={"max_requests": 10_000, "stand_in": "sim", "profile": "none"})
     jobs = select_jobs(Selection(config_files=(RECIPE,), runner_config=RUNNERS))
     specs = build_specs(jobs, options, runner_config=RUNNERS)
     run = interrupt_row(slurm_cluster_2n, specs, tmp_path)

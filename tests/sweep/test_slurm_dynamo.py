@@ -47,8 +47,9 @@ SGLANG_EXP = "qwen3.5_p1x2_d0x2_conc1_kvdram-hicache"
 
 def specs_of(master: Path, *, time_scale: float = 100.0, max_requests: int = 6,
              key: str = KEY, exp: str = EXP):
+    # about the executor and the stand-in: kvbench's own replay, not the row's AgentX one
     options = quickstart_options(time_scale=time_scale).model_copy(
-        update={"max_requests": max_requests, "stand_in": "sim"})
+        update={"max_requests": max_requests, "stand_in": "sim", "profile": "none"})
     jobs = [j for j in select_jobs(Selection(config_files=(master,), runner_config=RUNNERS,
                                              config_keys=(key,)))
             if j.exp_name == exp]

@@ -67,8 +67,9 @@ def run(
     seed: Annotated[int, _opt("Workload seed.", _WORK)] = 0,
     profile: Annotated[str | None, _opt(
         "Validity profile: agentx (InferenceX AgentX v1.0: its replay settings where these "
-        "options keep their defaults, and a submission verdict in each result).",
-        _WORK)] = None,
+        "options keep their defaults, and a submission verdict in each result; the default "
+        "for rows with an InferenceX exp-name) or none (kvbench's own replay settings; the "
+        "default for the embedded engine's rows).", _WORK)] = None,
     think_time_scale: Annotated[float, _opt("Multiply trace think times.", _WORK)] = 1.0,
     max_input_tokens: Annotated[int | None, _opt("Skip turns with longer prompts.", _WORK)
                                 ] = None,
@@ -104,7 +105,8 @@ def run(
         "their hardware).", _WORK)] = None,
     ready_timeout: Annotated[float, _opt("Seconds for a server to become ready.")] = 1800.0,
     replay_timeout: Annotated[float | None, _opt("Seconds for one job's replay (default: "
-                                                 "duration + grace + 5 min).")] = None,
+                                                 "the profile's warm-up grace + duration + "
+                                                 "grace + 5 min).")] = None,
     partition: Annotated[str | None, _opt("sbatch --partition.", _SLURM)] = None,
     account: Annotated[str | None, _opt("sbatch --account.", _SLURM)] = None,
     time_limit: Annotated[str | None, _opt("sbatch --time (e.g. 08:00:00).", _SLURM)] = None,
@@ -141,9 +143,9 @@ def run(
     if synthetic and trace:
         raise SweepOptionError("give --trace or --synthetic, not both")
     if profile is not None:
-        from kvbench.replay.profile import profile_named
+        from kvbench.replay.profile import profile_choice
 
-        profile_named(profile)  # an unknown name fails before any job starts
+        profile = profile_choice(profile)  # an unknown name fails before any job starts
     if load_format not in ("auto", "dummy"):
         raise SweepOptionError(f"--load-format {load_format!r} is not one of auto, dummy")
     from kvbench.plan.launcher_sizing import check_mode
@@ -204,10 +206,11 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
               rerun_failed: bool = True, dashboard: bool = True, format: str = "table",
               slurm: dict | None = None, exp_names: list[str] | None = None,
               final_report: bool = True, announce_resume: bool = True,
-              emit_dir: Path | None = None) -> list:
+              emit_dir: Path | None = None, earlier: list | None = None) -> list:
     """The body of `kvbench run` (also used by `kvbench quickstart`, which runs its first
-    pass without the final report and says itself that it resumed)."""
-    import orjson
+    pass without the final report and says itself that it resumed). `earlier`: outcomes of
+    jobs this same invocation already ran (the quickstart's pace probe), reported as run, not
+    as resumed."""
 
     from kvbench.matrix.generate import runner_config_path
     from kvbench.sweep import SlurmExecutor, build_specs, failures_error, run_local
@@ -260,8 +263,11 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
 
         specs = build_specs(jobs, options, repeats=repeat,
                             runner_config=runner_config_path(selection))
-        sys.stdout.write(emit_github_matrix(specs, checkout=Path.cwd(), emit_dir=emit_dir)
-                         + "\n")
+        # refused (beyond GitHub's limits) before anything is said about the jobs
+        text = emit_github_matrix(specs, checkout=Path.cwd(), emit_dir=emit_dir)
+        for line in _profile_lines(specs, options):
+            print(line, file=sys.stderr)
+        sys.stdout.write(text + "\n")
         return []
     results = Path(results)
     from kvbench.sweep.lock import results_lock
@@ -271,6 +277,8 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         specs = build_specs(jobs, options, repeats=repeat,
                             runner_config=runner_config_path(selection), results=results)
         _banner(specs, options, results, executor, announce_resume)
+        for line in _profile_lines(specs, options):
+            print(line, file=sys.stderr)
         if executor == "slurm":
             from rich.console import Console
 
@@ -287,10 +295,13 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
         else:
             outcomes = run_local(specs, results, continue_on_error=continue_on_error,
                                  rerun_failed=rerun_failed)
+    ran = {o.dir_name: o for o in earlier or ()}
+    outcomes = [ran.get(o.dir_name, o) if o.status == "skipped" else o for o in outcomes]
     mine = [results / s.dir_name for s in specs]
     if format == "json":
-        sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        from kvbench.files import print_json
+
+        print_json([o.to_json() for o in outcomes])
     elif final_report:
         _final_report(results, outcomes, dashboard, mine)
     if len(outcomes) < len(specs):
@@ -309,7 +320,8 @@ def _banner(specs: list, options, results: Path, executor: str,
     rerun, that it resumes and how to start afresh."""
     from kvbench.sweep.layout import is_done, resumed_line
 
-    done = sum(1 for s in specs if is_done(results / s.dir_name, s.fingerprint))
+    done = sum(1 for s in specs if is_done(results / s.dir_name, s.fingerprint,
+                                           profile=s.options.profile_name))
     if done and announce_resume:
         print(resumed_line(results, done, len(specs)), file=sys.stderr)
     if options.max_requests is not None:
@@ -323,6 +335,55 @@ def _banner(specs: list, options, results: Path, executor: str,
                 f"{len(options.trace)} trace path(s)" if options.trace else "synthetic sessions")
     print(f"{len(specs)} jobs ({done} done already) -> {results} [{executor}]; replay per job: "
           f"{per_job} of {workload}", file=sys.stderr)
+
+
+def _profile_lines(specs: list, options) -> list[str]:
+    """What the validity profile means for this sweep, said once: that the rows with an
+    InferenceX exp-name replay the AgentX workload by default (and how to opt out), and what
+    keeps every job from being an AgentX submission (the run goes ahead: the verdict in each
+    result says it again). Nothing when no job replays under a profile."""
+    from kvbench.plan.topology import EMBEDDED_FRAMEWORK as EMBEDDED
+    from kvbench.replay.profile import profile_named
+    from kvbench.workload.identity import corpus_name
+
+    first = [s for s in specs if s.repeat == 0]
+    profiled = [s for s in first if s.options.profile_name is not None]
+    if not profiled:
+        return []
+    profile = profile_named(profiled[0].options.profile_name)
+    lines = []
+    if options.profile is None:
+        lines.append(
+            f"{len(profiled)} of {len(first)} jobs carry an InferenceX exp-name and replay the "
+            f"AgentX workload as InferenceX publishes it ({profile.name}: the harness's "
+            f"warm-up, then the row's profiling phase, subagents alongside their parent, seed "
+            f"{profile.seed}); --profile none replays them without it")
+    why = []
+    if options.max_requests is not None:
+        why.append(f"--max-requests {options.max_requests} bounds requests, where AgentX "
+                   f"profiles for a duration of at least {profile.min_duration_s:g} s")
+    else:
+        short = sorted({d for s in profiled if (d := s.options.replay_workload(
+            1, float(s.row.get("duration", 0)))["duration_s"]) < profile.min_duration_s})
+        if short:
+            what = (f"--duration {options.duration_s:g} s" if options.duration_s is not None
+                    else f"the rows' duration {'/'.join(f'{d:g}' for d in short)} s")
+            why.append(f"{what} is below AgentX's {profile.min_duration_s:g} s minimum "
+                       "profiling phase")
+    if corpus_name(options.trace_paths(), None) is None:
+        why.append("the " + ("bundled Claude Code sessions are" if options.bundled_traces
+                             else "traces are" if options.trace else "synthetic sessions are")
+                   + " no AgentX corpus")
+    embedded = sum(1 for s in profiled if EMBEDDED in (s.row.get("framework"),
+                                                       s.options.stand_in))
+    if embedded:
+        why.append("kvbench's embedded engine serves " + (
+            "them (a simulation)" if embedded == len(profiled) else
+            f"{embedded} of them (simulations)"))
+    if why:
+        lines.append(f"{profile.name}: {'; '.join(why)}: the jobs run, and no result "
+                     "this applies to is an AgentX submission")
+    return lines
 
 
 def _write_dashboard(results: Path, dirs: list[Path]) -> Path | None:
@@ -400,7 +461,7 @@ def run_job_command(
             raise SweepOptionError(validation_message(
                 e, "--job-json is not a valid job spec")) from None
     job_dir = results / spec.dir_name
-    if not force and is_done(job_dir, spec.fingerprint):
+    if not force and is_done(job_dir, spec.fingerprint, profile=spec.options.profile_name):
         print(f"{spec.dir_name}: done already ({job_dir / RESULT_FILE})")
         return
     _sigterm_as_interrupt()

@@ -10,6 +10,10 @@ from typing import Any, Protocol
 
 from kvbench.errors import PlanError
 
+# The embedded engine's framework name: kvbench's own (its rows are the quickstart's and
+# examples/), served by `kvbench serve-sim`, launched by no InferenceX launcher.
+EMBEDDED_FRAMEWORK = "sim"
+
 # Framework names of the recipe format -> the engine that actually serves.
 ENGINE_OF_FRAMEWORK = {
     "sglang": "sglang",
@@ -21,8 +25,16 @@ ENGINE_OF_FRAMEWORK = {
     "dynamo-trt": "trtllm",
     "atom": "atom",
     # The embedded engine (kvbench serve-sim) follows SGLang's HiCache sizing semantics.
-    "sim": "sglang",
+    EMBEDDED_FRAMEWORK: "sglang",
 }
+
+
+def inferencex_row(row: dict[str, Any]) -> bool:
+    """Whether a job row carries an InferenceX exp-name, so that running it is running the
+    experiment InferenceX publishes under that name: every framework's row but the embedded
+    engine's (kvbench's own rows). Such a row gets its launcher's host sizing and image
+    modifications (planner.py) and replays the AgentX workload (sweep/options.py)."""
+    return row.get("framework") != EMBEDDED_FRAMEWORK
 
 
 class JobLike(Protocol):

@@ -76,6 +76,10 @@ class ReplayConfig(BaseModel):
     # started for this run alone (None: not known)
     profile: str | None = None
     fresh_server: bool | None = None
+    # whether kvbench's embedded engine serves (the sweep knows it from the row or
+    # --stand-in sim); a server that advertises its clock (replay/clock.py) is one as well.
+    # A simulation is never a profile's submission.
+    embedded_engine: bool = False
     # Open loop: sessions arrive at this rate (per second of the server's clock) instead of
     # `concurrency` lanes each taking the next when one ends; `concurrency` then caps the live
     # sessions. None: closed loop.

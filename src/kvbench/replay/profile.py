@@ -35,9 +35,11 @@ aiperf/common/scenario/validator.py `apply_scenario`) with the flags InferenceX 
   phase (`minimum_profile_metric_coverage_ratio`, aiperf/records/records_manager.py
   `_validate_profile_metric_duration_coverage`: not checked below the 900 s minimum);
 - a fresh server deployment per concurrency point; seed 42 (InferenceX's `--random-seed 42`).
-kvbench adds one of its own: at least 95% of the successful profiled requests must carry
-complete metrics (first-token time and the server's prompt-token count), since a result
-computed from a minority of requests is not the run's.
+kvbench adds two of its own: a run the embedded engine served (`kvbench serve-sim`, or
+`--stand-in sim`) is a simulation, never a submission, whatever else it follows; and at
+least 95% of the successful profiled requests must carry complete metrics (first-token time
+and the server's prompt-token count), since a result computed from a minority of requests is
+not the run's.
 
 kvbench's replay busts caches per pass: a recycled trajectory replays in a fresh hash
 namespace (workload/bounds.py), and every prompt starts with a per-run marker
@@ -94,16 +96,30 @@ AGENTX_V1 = ValidityProfile(
 )
 
 PROFILES = {"agentx": AGENTX_V1, AGENTX_V1.name: AGENTX_V1}
+# what `kvbench run` replays a row with an InferenceX exp-name under when no --profile is
+# given: the workload InferenceX publishes it with (sweep/options.py RunOptions.for_row)
+DEFAULT_PROFILE = AGENTX_V1
+# `--profile none`: kvbench's own replay settings and no verdict (`kvbench run` otherwise
+# replays an InferenceX row under AgentX by default)
+NO_PROFILE = "none"
 
 
-def profile_named(name: str) -> ValidityProfile:
-    from kvbench.errors import ReplayError
+def profile_named(name: str, also: tuple[str, ...] = ()) -> ValidityProfile:
+    """The profile `name` stands for; an unknown name is refused, naming the allowed ones
+    (`also`: other values the option takes)."""
+    from kvbench.errors import ReplayOptionError
 
     try:
         return PROFILES[name]
     except KeyError:
-        raise ReplayError(f"--profile {name!r} is not a validity profile (allowed: "
-                          f"{', '.join(sorted(PROFILES))})") from None
+        raise ReplayOptionError(f"--profile {name!r} is not a validity profile (allowed: "
+                                f"{', '.join(sorted([*PROFILES, *also]))})") from None
+
+
+def profile_choice(name: str) -> str:
+    """The profile `name` stands for, by its full name (agentx -> agentx-v1: a job file
+    pins the version it ran), or NO_PROFILE; an unknown name is refused."""
+    return NO_PROFILE if name == NO_PROFILE else profile_named(name, (NO_PROFILE,)).name
 
 
 def replay_settings(profile: ValidityProfile, concurrency: int, given: dict[str, Any]
@@ -209,6 +225,10 @@ def _settings(profile: ValidityProfile, run: dict[str, Any], check) -> None:
     check("corpus", bool(corpus.get("agentx")), corpus.get("reason") or
           "the corpus the traces are was not recorded", corpus=corpus.get("name"),
           fingerprint=corpus.get("fingerprint"))
+    if run.get("embedded_engine"):
+        # the row's rules still shape the replay; what answered is a model of the engine
+        check("engine", False, "kvbench's embedded engine served (a simulation of the "
+              "engine, not a measurement of it)")
 
 
 def _phase_s(run: dict[str, Any]) -> float | None:

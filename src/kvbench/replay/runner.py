@@ -81,7 +81,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     vocab = Vocabulary(cfg.tokenizer, token_ids=token_ids)
     prompts = PromptBuilder(vocab, marker, token_ids=token_ids)
     pool = SessionPool.for_bounds(sessions, cfg.bounds)
-    corpus = identify(cfg.trace, sessions, cfg.corpus)
+    # a shard replays part of the sessions: its parent identifies the whole (workers.py)
+    corpus = identify(cfg.trace, sessions, cfg.corpus) if shard[1] == 1 else None
 
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -144,6 +145,9 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
             "dropped_fields": sorted(lanes.factory.dropped),
             "tokenizer": cfg.tokenizer, "prompt_token_ids": token_ids,
             "time_scale": scale, "time_scale_source": scale_source,
+            # only the embedded engine advertises its clock
+            "embedded_engine": cfg.embedded_engine or scale_source == "server",
+            "profile": cfg.profile,
             "started_unix_s": started_wall, "elapsed_s": (perf_counter_ns() - t0) / 1e9,
             "connections": counters.connections(),
             "notes": sorted(set(counters.notes) | ({vocab.switched} if vocab.switched else

@@ -168,8 +168,8 @@ def _workload(summary: dict | None) -> dict | None:
     run = (summary or {}).get("run") or {}
     if not run:
         return None
-    keys = ("corpus", "inflight", "warmup_s", "warmup_per_lane", "max_context_tokens",
-            "sessions_over_context", "seed")
+    keys = ("profile", "corpus", "inflight", "warmup_s", "warmup_per_lane",
+            "max_context_tokens", "sessions_over_context", "seed")
     out = {k: run.get(k) for k in keys}
     start, end = run.get("profiling_started_ns"), run.get("profiling_ended_ns")
     out["profiling_s"] = (end - start) / 1e9 if start and end else None

@@ -49,7 +49,7 @@ def engine_seconds(job: Any, options: Any, runners: Any = None,
     paths = options.trace_paths()
     cfg = ReplayConfig(
         url=launch.base_url, model=launch.served_model_name, output_dir=Path(), trace=paths,
-        **options.replay_workload(job.conc, float(job.row.get("duration", 0))))
+        **options.for_row(job.row).replay_workload(job.conc, float(job.row.get("duration", 0))))
     bounds = cfg.bounds
     if sessions is None:
         # the sessions the replay loads or draws (synthetic: the same seeded draw)

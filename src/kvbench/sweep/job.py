@@ -75,6 +75,15 @@ def _ready_poll_s(row: dict) -> float:
     return 0.05 if row.get("framework") == "sim" else 0.5
 
 
+def replay_timeout_s(cfg: Any) -> float:
+    """How long a job's replay (a ReplayConfig) may take by default: its warm-up's grace (a
+    validity profile's: AgentX gives the warm-up 1800 s before the profiling phase), the
+    phase, the grace for requests in flight, and a margin; without a duration, two hours."""
+    if not cfg.duration_s:
+        return NO_DURATION_REPLAY_S
+    return (cfg.warmup_grace_s or 0.0) + cfg.duration_s + cfg.grace_s + REPLAY_MARGIN_S
+
+
 def _reason(e: BaseException) -> str:
     if isinstance(e, KvbenchError):
         return e.message
@@ -156,11 +165,18 @@ class _Run:
             write_atomic(self.job_dir / name, content)
         return launch
 
+    def _embedded(self) -> bool:
+        """Whether kvbench's embedded engine serves: the row's own engine, or standing in for
+        the row's (--stand-in sim)."""
+        from kvbench.plan.topology import EMBEDDED_FRAMEWORK
+
+        return EMBEDDED_FRAMEWORK in (self.spec.row.get("framework"), self.spec.options.stand_in)
+
     def _time_scale(self, job) -> float | None:
         """The server's clock scale when the replay cannot read it from the server: embedded
         workers behind a router (sweep/multinode.py); None: the replay's handshake says."""
         opts = self.spec.options
-        if job.is_multinode and (job.framework == "sim" or opts.stand_in == "sim"):
+        if job.is_multinode and self._embedded():
             from kvbench.sweep.multinode import routed_time_scale
 
             return routed_time_scale(opts)
@@ -182,12 +198,11 @@ class _Run:
             correlation_header=launch.correlation_header, output_dir=self.job_dir,
             tokenizer=opts.prompt_tokenizer, num_gpus=job.gpus,
             time_scale=self._time_scale(job), compress_records=opts.compress_raw,
+            embedded_engine=self._embedded(),
             # a multi-node row's launch is the router's endpoint: embedded workers report all
             absent_cached_tokens_are_zero=getattr(launch, "absent_cached_tokens_are_zero", False),
         )
-        timeout = opts.timeouts.replay_s or (
-            cfg.duration_s + cfg.grace_s + REPLAY_MARGIN_S if cfg.duration_s
-            else NO_DURATION_REPLAY_S)
+        timeout = opts.timeouts.replay_s or replay_timeout_s(cfg)
         scrape = layout.SCRAPE_FILE + (GZ_SUFFIX if opts.compress_raw else "")
         scraper = Scraper(launch.metrics_url, self.engine, self.job_dir / scrape,
                           interval_s=opts.scrape_interval_s)

@@ -41,8 +41,11 @@ def sweep_dir(results: Path) -> Path:
     return path
 
 
-def result_status(job_dir: Path, fingerprint: str) -> str | None:
-    """The status of the job's result if it is for this fingerprint, else None."""
+def result_status(job_dir: Path, fingerprint: str, profile: str | None = None) -> str | None:
+    """The status of the job's result if it is for this fingerprint and was replayed under
+    `profile` (the job's validity profile, None for none), else None. A result written
+    before the profile was part of the fingerprint shares a run without one's fingerprint:
+    the profile it records tells them apart."""
     path = job_dir / RESULT_FILE
     try:
         data = orjson.loads(path.read_bytes())
@@ -50,13 +53,23 @@ def result_status(job_dir: Path, fingerprint: str) -> str | None:
         return None
     if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
         return None
+    if _profile_of(data) not in (None, profile):
+        return None
     return data.get("status")
 
 
-def is_done(job_dir: Path, fingerprint: str, *, rerun_failed: bool = True) -> bool:
-    """Whether resume may skip the job: its result exists for the same fingerprint (and, with
-    `rerun_failed`, says ok)."""
-    status = result_status(job_dir, fingerprint)
+def _profile_of(result: dict) -> str | None:
+    """The validity profile a result's replay ran under, as it records it (None: none, or
+    not recorded)."""
+    judged = (result.get("validity") or {}).get("submission") or {}
+    return judged.get("profile") or (result.get("workload") or {}).get("profile")
+
+
+def is_done(job_dir: Path, fingerprint: str, *, profile: str | None = None,
+            rerun_failed: bool = True) -> bool:
+    """Whether resume may skip the job: its result exists for the same fingerprint and
+    profile (and, with `rerun_failed`, says ok)."""
+    status = result_status(job_dir, fingerprint, profile)
     if status is None:
         return False
     return status == "ok" or not rerun_failed

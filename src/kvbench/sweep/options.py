@@ -21,7 +21,8 @@ class PhaseTimeouts(BaseModel):
     ready_s: Annotated[float, bounds.TIMEOUT_S.validator()] = Field(
         1800.0, gt=0, description="server start until /health answers")
     replay_s: Annotated[float | None, bounds.TIMEOUT_S.validator()] = Field(
-        None, gt=0, description="default: duration + grace + 5 min, or 2 h without a duration")
+        None, gt=0,
+        description="default: warm-up grace + duration + grace + 5 min, or 2 h without one")
 
 
 class RunOptions(BaseModel):
@@ -55,8 +56,10 @@ class RunOptions(BaseModel):
     load_format: Literal["auto", "dummy"] = "auto"
     scrape_interval_s: Annotated[float, bounds.INTERVAL_S.validator()] = Field(1.0, gt=0)
     # a validity profile (replay/profile.py): its replay settings where these options keep
-    # their defaults, and its verdict in each result. Not part of the identity: what it
-    # changes (warm-up, start, idle cap) is measured in the replay settings themselves.
+    # their defaults, and its verdict in each result. None: the row's default (`for_row`:
+    # AgentX for a row with an InferenceX exp-name, none for kvbench's own rows); "none": no
+    # profile. A job's spec carries the one it runs, resolved; part of the identity, since it
+    # changes what the replay sends (warm-up, start, seed, idle caps, subagent timing).
     profile: str | None = None
     # records.jsonl.gz and scrape.jsonl.gz (long runs, committed results): how the raw files
     # are stored, not what is measured
@@ -85,8 +88,7 @@ class RunOptions(BaseModel):
         identity = self.model_dump(mode="json", exclude={"timeouts", "scrape_interval_s",
                                                          "compress_raw", "model_path",
                                                          "replay_workers",
-                                                         "trace", "bundled_traces",
-                                                         "profile"})
+                                                         "trace", "bundled_traces"})
         paths = self.trace_paths()
         identity["trace"] = None if paths is None else _trace_digests(paths)
         # results measured before launcher sizing existed were budget-sized and carry no key
@@ -98,6 +100,12 @@ class RunOptions(BaseModel):
             del identity["stand_in"]
         if identity["order"] == "trace":
             del identity["order"]
+        # a run without a profile keeps the identity runs had before profiles were part of it
+        # (a spec's None: a job file written before profiles were resolved per row, none)
+        if self.profile_name is None:
+            del identity["profile"]
+        else:
+            identity["profile"] = self.profile_name
         if not identity["skip_image_mods"]:
             del identity["skip_image_mods"]
         return identity
@@ -124,16 +132,42 @@ class RunOptions(BaseModel):
             "seed": self.seed + (repeat if self.order == "shuffled" else 0),
             "order": self.order, "max_tokens_cap": self.max_tokens_cap,
             "max_input_tokens": self.max_input_tokens, "think_time_scale": self.think_time_scale}
-        if self.profile is not None:
+        if self.profile_name is not None:
             from kvbench.replay.profile import profile_named, replay_settings
 
             # every job starts its own server: a fresh deployment per concurrency point
             # a --seed given on the command line wins; the default 0 takes the profile's 42
-            out.update(replay_settings(profile_named(self.profile), concurrency, {
+            out.update(replay_settings(profile_named(self.profile_name), concurrency, {
                 "duration_s": duration, "warmup_requests": self.warmup_requests or None,
                 "seed": self.seed or None}))
-            out.update(profile=self.profile, fresh_server=True)
+            out.update(profile=self.profile_name, fresh_server=True)
         return out
+
+    def for_row(self, row: dict[str, Any]) -> RunOptions:
+        """These options as a job of `row` runs them: the validity profile resolved to its
+        full name (the user's choice, else the row's default: replay/profile.py
+        DEFAULT_PROFILE for a row with an InferenceX exp-name, plan/topology.py
+        inferencex_row, as launcher sizing decides; none for kvbench's own rows), so that
+        the job's file, fingerprint and result say which one ran."""
+        from kvbench.plan.topology import inferencex_row
+        from kvbench.replay.profile import DEFAULT_PROFILE, NO_PROFILE, profile_choice
+
+        if self.profile is not None:
+            chosen = profile_choice(self.profile)
+        else:
+            chosen = DEFAULT_PROFILE.name if inferencex_row(row) else NO_PROFILE
+        return self if chosen == self.profile else self.model_copy(update={"profile": chosen})
+
+    @property
+    def profile_name(self) -> str | None:
+        """The full name of the validity profile a job with these options replays under;
+        None for none (and for options no row has resolved: a job file written before
+        profiles were resolved per row ran without one)."""
+        from kvbench.replay.profile import NO_PROFILE, profile_choice
+
+        if self.profile is None or self.profile == NO_PROFILE:
+            return None
+        return profile_choice(self.profile)
 
     def trace_paths(self) -> list[Path] | None:
         """The traces to replay, or None for synthetic sessions."""

@@ -108,18 +108,18 @@ def quickstart_run(results: Path, *, time_scale: float | None, run_sweep: Callab
     if repeats is not None:
         return run_sweep(selection, options, results=results, continue_on_error=True,
                          repeat=repeats, announce_resume=False)
-    chosen = pace.saved(results)
+    chosen, probe = pace.saved(results), None
     if chosen is None:
         first = time.perf_counter()
-        outcomes = run_sweep(selection, options, results=results, continue_on_error=True,
-                             repeat=1, final_report=False, announce_resume=False)
+        probe = run_sweep(selection, options, results=results, continue_on_error=True,
+                          repeat=1, final_report=False, announce_resume=False)
         now = time.perf_counter()
         chosen = pace.choose(pass_s=now - first, elapsed_s=now - t0, wanted=REPEATS,
-                             budget_s=budget_s, jobs=len(outcomes))
+                             budget_s=budget_s, jobs=len(probe))
         pace.save(results, chosen)
     else:
         chosen = pace.Pace(chosen.repeats, f"{chosen.reason} (chosen by the first run of "
                                            f"{results})")
     print(chosen.line(), file=sys.stderr)
     return run_sweep(selection, options, results=results, continue_on_error=True,
-                     repeat=chosen.repeats, announce_resume=False)
+                     repeat=chosen.repeats, announce_resume=False, earlier=probe)

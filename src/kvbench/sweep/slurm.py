@@ -269,6 +269,7 @@ class SlurmExecutor:
         results = Path(results)
         todo = [s for s in specs
                 if not layout.is_done(results / s.dir_name, s.fingerprint,
+                                      profile=s.options.profile_name,
                                       rerun_failed=rerun_failed)]
         skipped = {s.dir_name for s in specs} - {s.dir_name for s in todo}
         # One array task runs one single-node server; a multi-node row gets an allocation
@@ -303,7 +304,7 @@ class SlurmExecutor:
         path = str(job_dir / layout.RESULT_FILE)
         if skipped:
             return JobOutcome(spec.dir_name, "skipped", reason="result exists", result_path=path)
-        status = layout.result_status(job_dir, spec.fingerprint)
+        status = layout.result_status(job_dir, spec.fingerprint, spec.options.profile_name)
         if status is None:
             tail = ""
             if log is not None and log.exists():

@@ -224,7 +224,10 @@ def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
     suffix; repeats after the first get `__r<n>`. Order: repeat-major."""
     if repeats < 1:
         raise SweepError(f"repeats must be >= 1, got {repeats}")
-    prints = [job_fingerprint(j.row, options, j.config_key) for j in jobs]
+    # each job's own options: the validity profile its row replays under (RunOptions.for_row)
+    per_job = [options.for_row(j.row) for j in jobs]
+    prints = [job_fingerprint(j.row, o, j.config_key) for j, o in zip(jobs, per_job,
+                                                                      strict=True)]
     if len(set(prints)) != len(prints):
         dup = Counter(prints).most_common(1)[0][0]
         name = jobs[prints.index(dup)].exp_name
@@ -236,7 +239,7 @@ def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
     # (another tenant, thermal state) spreads over all arms instead of biasing the one that
     # ran while it lasted
     for r in range(repeats):
-        for job, fp in zip(jobs, prints, strict=True):
+        for job, fp, job_options in zip(jobs, prints, per_job, strict=True):
             name = path_part(job.exp_name)  # the exp-name holds recipe text (model-prefix)
             shared = names[job.exp_name] > 1 or (
                 results is not None and _held_by_other_job(Path(results) / name,
@@ -248,6 +251,6 @@ def build_specs(jobs: Sequence[Any], options: RunOptions, *, repeats: int = 1,
                 runner_config=str(Path(runner_config).resolve()) if runner_config else None,
                 config_file=(str(Path(job.config_file).resolve())
                              if getattr(job, "config_file", None) else None),
-                options=options,
+                options=job_options,
             ))
     return specs

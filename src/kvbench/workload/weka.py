@@ -16,12 +16,14 @@ kept."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kvbench import bounds
 from kvbench.errors import WorkloadError, shown
 from kvbench.redaction import redacted_id
+from kvbench.workload.blocks import Blocks, common_prefix
 from kvbench.workload.session import Branch, Session, Turn
 
 REQUEST_TYPES = ("n", "s", "subagent")
@@ -69,10 +71,35 @@ class _Subagent:
     end_t: float
 
 
+# A request's ids are held as runs (workload/blocks.py) when that takes at most a quarter of
+# the entries: kv-cache-tester numbers a session's blocks in order, so the bundled Claude Code
+# sessions' 7.8M ids are 12,112 runs, and a session holds its contexts' growth, not every
+# turn's whole list
+RUNS_PER_ID = 0.25
+
+
+def _held(ids: list[int], prev: list[int], prev_held: Sequence[int]) -> Sequence[int]:
+    """`ids` as runs or as a tuple; `prev` is the stream's previous request's ids (`prev_held`
+    as held), whose runs are reused for the prefix the two share."""
+    c = 0
+    if isinstance(prev_held, Blocks) and ids[:1] == prev[:1]:
+        c = common_prefix(prev, ids)
+    runs = list(prev_held.prefix(c).runs) if c else []
+    for h in ids[c:]:
+        if runs and runs[-1][1] == h:
+            runs[-1] = (runs[-1][0], h + 1)
+        else:
+            runs.append((h, h + 1))
+    if len(runs) > RUNS_PER_ID * len(ids):
+        return tuple(ids)
+    return Blocks(runs)
+
+
 def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
-          offset_s: float = 0.0) -> Turn:
+          offset_s: float = 0.0, prev: tuple[list[int], Sequence[int]] = ([], ())) -> Turn:
     """One request; `offset_s` is added to a `t` recorded before it (a subagent's inner
-    request relative to its spawn marker)."""
+    request relative to its spawn marker); `prev` is its stream's previous request (its raw
+    ids and the ids as held)."""
     n_in = _need(req, "in", (int,), where, path)
     n_out = _need(req, "out", (int,), where, path)
     ids = _need(req, "hash_ids", (list,), where, path)
@@ -96,7 +123,8 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
     if t is not None and t + JOIN_EPSILON_S < offset_s:
         t += offset_s
     return Turn(
-        input_tokens=n_in, output_tokens=max(1, n_out), hash_ids=tuple(ids), block_tokens=block,
+        input_tokens=n_in, output_tokens=max(1, n_out), hash_ids=_held(ids, *prev),
+        block_tokens=block,
         think_time_s=_opt_float(req, "think_time", where, path) or 0.0,
         api_time_s=_opt_float(req, "api_time", where, path),
         t_s=t if t is not None else 0.0, agent=agent,
@@ -136,6 +164,7 @@ def parse_session(obj: Any, where: str) -> Session:
     turns: list[Turn] = []
     roots: list[int] = []  # indexes into turns of the root's requests
     roots_timed: list[bool] = []
+    root_prev: tuple[list[int], Sequence[int]] = ([], ())
     subagents: list[_Subagent] = []
     for i, req in enumerate(reqs):
         path = f"requests[{i}]"
@@ -149,17 +178,21 @@ def parse_session(obj: Any, where: str) -> Session:
         if kind != "subagent":
             roots.append(len(turns))
             roots_timed.append(req.get("t") is not None)
-            turns.append(_turn(req, block, where, path, None))
+            turns.append(_turn(req, block, where, path, None, prev=root_prev))
+            root_prev = (req["hash_ids"], turns[-1].hash_ids)
             continue
         agent = redacted_id(str(req.get("agent_id") or f"subagent_{i:03d}"))
         spawn_t = _opt_float(req, "t", where, path) or 0.0
         inner = _need(req, "requests", (list,), where, path)
         own: list[Turn] = []
         timed: list[bool] = []
+        prev: tuple[list[int], Sequence[int]] = ([], ())
         for j, sub in enumerate(inner):
             if not isinstance(sub, dict):
                 raise WorkloadError(f"{where}: field {path}.requests[{j}] must be an object")
-            own.append(_turn(sub, block, where, f"{path}.requests[{j}]", agent, spawn_t))
+            own.append(_turn(sub, block, where, f"{path}.requests[{j}]", agent, spawn_t,
+                             prev))
+            prev = (sub["hash_ids"], own[-1].hash_ids)
             timed.append(sub.get("t") is not None)
         if own and own[0].think_time_s == 0.0:
             # the spawn happens after the parent's previous turn; inherit the subagent's gap
