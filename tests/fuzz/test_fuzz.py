@@ -1080,13 +1080,15 @@ def test_generated_server_responses(data, raw_server):
     from kvbench.replay.config import ReplayConfig
     from kvbench.replay.http import open_connection
     from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
+    from kvbench.workload.prompt import PromptJson
 
     max_tokens = data.draw(st.integers(8, 64))
     spec, defects = _stream(data, max_tokens)
     cfg = ReplayConfig(url="http://x", model="m", output_dir=Path("."))
     ep, loop = raw_server["ep"], raw_server["loop"]
     raw = RequestFactory(cfg, ep).encode({"model": "gen", "raw": spec,
-                                          "max_tokens": max_tokens}, "s")
+                                          "max_tokens": max_tokens}, "s",
+                                         PromptJson([], 0))  # the body holds no prompt
 
     async def ask():
         conn = raw_server["conn"]
