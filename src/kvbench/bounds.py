@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbench.errors import KvbenchError, shown
+from kvbench.units import MAX_REPLAY_WORKERS, MAX_SESSION_LANES
 
 # Longest user-written string value: a chat template or a JSON engine argument fits many
 # times over; a multi-MB value is a planted file, not configuration.
@@ -70,9 +71,10 @@ class Range:
         return int(value) if self.integer else value
 
     def validator(self) -> Any:
-        """A pydantic AfterValidator for `Annotated[int, RANGE.validator()]` fields: the
-        same message through the model's field path."""
-        from pydantic import AfterValidator
+        """A pydantic validator for `Annotated[int, RANGE.validator()]` fields: the same
+        message through the model's field path. It sees the value as given, before pydantic's
+        lax conversion would read `true` as 1 or "5" as 5 (neither is a count)."""
+        from pydantic import BeforeValidator
 
         def check(value: Any) -> Any:
             if value is None:
@@ -82,7 +84,7 @@ class Range:
                 raise ValueError(problem)
             return value
 
-        return AfterValidator(check)
+        return BeforeValidator(check)
 
 
 def _num(x: float) -> str:
@@ -109,8 +111,8 @@ ACCEPT_LENGTH = Range(1, 65, "tokens", "an accepted length is 1 plus at most the
 CHARS_PER_TOKEN = Range(0, 64, "characters", "tokenizers average 3-5 characters a token; 0 "
                         "means one token per word", integer=True)
 
-LANES = Range(1, 65_536, "session lanes", "4x the largest concurrency in the real master "
-              "configs (16,384)", integer=True)
+LANES = Range(1, MAX_SESSION_LANES, "session lanes", "4x the largest concurrency in the "
+              "real master configs (16,384)", integer=True)
 SESSIONS = Range(1, 1_000_000, "sessions", "the AgentX corpus has 393 traces; a million is "
                  "past any corpus a run replays", integer=True)
 REQUESTS = Range(1, 10_000_000, "requests", "ten million is a day at over 100 requests a "
@@ -119,14 +121,16 @@ WARMUP_REQUESTS = Range(0, 1_000_000, "requests", "warm-up is 10 requests a lane
                         "million is past any", integer=True)
 REPEATS = Range(1, 1_000, "repeats", "a run repeated a thousand times takes months on one "
                 "node", integer=True)
+REPEAT_INDEX = Range(0, REPEATS.hi - 1, "", "repeats are numbered from 0 in job files and "
+                     "results: " + REPEATS.why, integer=True)
 RUNNING_REQUESTS = Range(1, 1 << 20, "requests", "engines cap running requests in the "
                          "thousands", integer=True)
 TURNS = Range(1, 100_000, "turns", "the longest Claude Code sessions have hundreds of turns",
               integer=True)
-WORKERS = Range(1, 256, "processes", "more replay processes than the cores of any one client "
-                "host is a typo", integer=True)
-WORKERS_OR_AUTO = Range(0, 256, "processes", "0 means one per available core; more than the "
-                        "cores of any one host is a typo", integer=True)
+WORKERS = Range(1, MAX_REPLAY_WORKERS, "processes", "more replay processes than the cores "
+                "of any one client host is a typo", integer=True)
+WORKERS_OR_AUTO = Range(0, MAX_REPLAY_WORKERS, "processes", "0 means one per available core; "
+                        "more than the cores of any one host is a typo", integer=True)
 JOBS = Range(1, 10_000_000, "jobs", "the full InferenceX sweep has 33,071 rows", integer=True)
 GRID_STEPS = Range(1, 1_000, "steps", "a capacity curve reads no more than a few dozen sizes",
                    integer=True)
@@ -149,8 +153,13 @@ _DAY_S = 86_400.0
 DURATION_S = Range(0, 7 * _DAY_S, "s", "a week is longer than any benchmark run",
                    lo_open=True)
 TIMEOUT_S = Range(0, 7 * _DAY_S, "s", "a week is longer than any phase of a run", lo_open=True)
+INTERVAL_S = Range(0, 3_600, "s", "a sample an hour apart sees nothing of a run", lo_open=True)
 GRACE_S = Range(0, 3_600, "s", "an hour is past any drain or shutdown")
 IDLE_S = Range(0, _DAY_S, "s", "an idle gap or think time of a day ends any session")
+TRACE_TIME_S = Range(0, 366 * _DAY_S, "s", "a trace's times are offsets from its start; the "
+                     "recorded Claude Code sessions span half a day, Mooncake's trace an hour")
+SERVER_TIME_S = Range(0, _DAY_S, "s", "a request a server took a day over is a hung server, "
+                      "not a measurement")
 LATENCY_MS = Range(0, _DAY_S * 1_000, "ms", "a latency objective of a day means none",
                    lo_open=True)
 TIME_SCALE = Range(1e-3, 1e4, "x", "below 1/1,000 a second of engine time takes 17 minutes; "
@@ -172,6 +181,26 @@ RATIO = Range(0, 1, "", "a share of requests or memory")
 BENEFIT = Range(0, 100, "", "a relative change of 100x (10,000%) is past any offload benefit")
 SCALE = Range(0, 1_000, "x", "a multiplier of token counts; 1,000x turns a 100K-token "
               "session into one past every context", lo_open=True)
+
+# ---- measurements read back (result files, summaries) ---------------------------------------
+MEASURED_MS = Range(0, _DAY_S * 1_000, "ms", "a latency of a day is a hung request, not a "
+                    "measurement")
+MEASURED_S = Range(0, 7 * _DAY_S, "s", "a week is longer than any benchmark run")
+TOKEN_RATE = Range(0, 1e9, "tokens/s", "a billion tokens a second is past any deployment's "
+                   "throughput (the largest serve a few million)")
+REQUEST_RATE = Range(0, 1e7, "requests/s", "ten million requests a second is past any "
+                     "deployment")
+TOKEN_TOTAL = Range(0, 2 ** 53, "tokens", "a run's token counts stay exact in a double; 2^53 "
+                    "is 10^15 tokens, years of any deployment's output")
+
+# ---- recipe and runners fields -------------------------------------------------------------
+WORKER_COUNT = Range(0, 1_024, "workers", "a role has at most one worker per GPU of the largest "
+                     "deployment (the real multi-node rows have at most 15)", integer=True)
+NODES = Range(0, 1_024, "nodes", "a deployment of a thousand nodes is past any benchmark row "
+              "(the real ones take at most 2)", integer=True)
+GPUS_PER_NODE = Range(1, 72, "GPUs", "a node's GPUs share one scale-up domain; the largest is "
+                      "72 GPUs (GB200/GB300 NVL72), servers have 4 to 16", integer=True)
+HOST_MIB = Range(1, HOST_GB.hi * 1_000 ** 3 / 2 ** 20, "MiB", _DRAM, integer=True)
 
 # Every numeric option of every command, by its long name (or "<command> <long name>" where one
 # command gives it another meaning). tests/test_bounds.py walks the commands and fails on a
@@ -225,3 +254,45 @@ def check_text(value: str, field: str, limit: int = MAX_TEXT_CHARS,
         raise error(f"{field}: a string of {len(value):,} characters is too long (allowed: "
                     f"at most {limit:,})")
     return value
+
+
+def long_text(doc: Any, limit: int = MAX_TEXT_CHARS) -> tuple[tuple, int] | None:
+    """(path, length) of a string in a JSON- or YAML-shaped `doc` (a key or a value) longer
+    than `limit` characters, or None. Each list and mapping is visited once, so a document
+    whose aliases share one value many times is walked in its own size."""
+    stack: list[tuple[tuple, Any]] = [((), doc)]
+    seen: set[int] = set()
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if len(value) > limit:
+                return path, len(value)
+            continue
+        if not isinstance(value, dict | list) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str) and len(key) > limit:
+                return (*path, shown(key, 24)), len(key)
+            stack.append(((*path, key), item))
+    return None
+
+
+def path_text(path: tuple) -> str:
+    """`a.b[0].c`, as messages name a place in a document."""
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    return text or "(top level)"
+
+
+def text_problem(length: int, limit: int = MAX_TEXT_CHARS) -> str:
+    return f"a string of {length:,} characters is too long (allowed: at most {limit:,})"
+
+
+def check_document_text(doc: Any, where: str, error: type[KvbenchError] = KvbenchError,
+                        limit: int = MAX_TEXT_CHARS) -> Any:
+    """`doc`, or `error` naming `where` and the path of a string longer than `limit`."""
+    found = long_text(doc, limit)
+    if found is not None:
+        raise error(f"{where}: {path_text(found[0])}: {text_problem(found[1], limit)}")
+    return doc

@@ -191,8 +191,30 @@ def read_bounded(path: str | Path, limit_bytes: int, what: str, error: type | No
     return raw
 
 
+# a JSON file kvbench reads back (a job file, a result, a summary) is kilobytes; a planted
+# 2 GiB one is refused by size, not read whole
+MAX_JSON_BYTES = 256 << 20
+
+
 def read_json(path: str | Path) -> Any:
-    return orjson.loads(Path(path).read_bytes())
+    """A JSON file's value. Only a regular file of at most MAX_JSON_BYTES is read: a FIFO
+    planted as job.json never blocks the reader, /dev/zero never fills memory. Failures are
+    OSError (unreadable, not a file, too large) or ValueError (not JSON), as callers expect."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a directory, device, FIFO or "
+                          "socket)", str(path))
+        if st.st_size > MAX_JSON_BYTES:
+            raise OSError(errno.EFBIG, f"{st.st_size:,} bytes is more than a JSON file kvbench "
+                          f"reads ({MAX_JSON_BYTES:,})", str(path))
+        os.set_blocking(fd, True)
+        raw = f.read(MAX_JSON_BYTES + 1)
+    if len(raw) > MAX_JSON_BYTES:
+        raise OSError(errno.EFBIG, "grew past the size of a JSON file kvbench reads", str(path))
+    return orjson.loads(raw)
 
 
 GZ_SUFFIX = ".gz"
@@ -213,11 +235,16 @@ class JsonlWriter:
         refuse_foreign(self.path)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                      | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in between
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            # swapped in between, or a hard link: appending would write into a file of
+            # another name, perhaps outside (a replace, as write_atomic does, would not)
             from kvbench.errors import OutputError
 
             os.close(fd)
-            raise OutputError(f"{self.path}: not a regular file; refusing to append to it")
+            what = "a hard link to another file" if st.st_nlink > 1 else "not a regular file"
+            raise OutputError(f"{self.path}: {what}; refusing to append to it",
+                              hint="remove it, or write somewhere else")
         os.set_blocking(fd, True)
         self._raw = os.fdopen(fd, "ab")
         self._f = gzip.GzipFile(fileobj=self._raw, mode="ab", compresslevel=6) if compress \
@@ -300,3 +327,50 @@ def path_part(name: str, limit: int = 200) -> str:
 def inside(path: str | Path, root: str | Path) -> bool:
     """Whether `path` resolves to `root` or below it (symlinks followed)."""
     return Path(path).resolve().is_relative_to(Path(root).resolve())
+
+
+class EditLock:
+    """Exclusive locks on the directories of user files edited in place (`recipe mirror`: a
+    master config, its launcher, the changelog): two runs editing one file at once each read
+    it before the other wrote, and one edit was lost. The lock is `flock` on the directory
+    itself, so nothing is created beside the user's files; the kernel drops it when the
+    holder dies. A directory is locked once however many of its files are edited (a second
+    flock from this process would wait on itself). Use as a context manager."""
+
+    def __init__(self, timeout_s: float = 120.0) -> None:
+        self.timeout_s = timeout_s
+        self._fds: dict[str, int] = {}
+
+    def hold(self, path: str | Path) -> Path:
+        """Lock `path`'s directory (waiting up to `timeout_s` for another holder); `path`."""
+        import fcntl
+        import time
+
+        from kvbench.errors import OutputError
+
+        folder = os.path.realpath(Path(path).parent)
+        if folder in self._fds:
+            return Path(path)
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise OutputError(
+                        f"{folder}: another kvbench has been editing files here for "
+                        f"{self.timeout_s:g} s", hint="rerun when it ends") from None
+                time.sleep(0.05)
+        self._fds[folder] = fd
+        return Path(path)
+
+    def __enter__(self) -> EditLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()

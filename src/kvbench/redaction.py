@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import functools
 import os
 import re
 import shlex
@@ -83,30 +84,33 @@ _VALUE_RE = re.compile(rf"^(?:{_TOKEN})$")
 # assignment.
 _KEYED = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z_][A-Za-z0-9_\-]{0,63})([\"']?[:=]\s{0,8})"
                     r"(\"[^\"\n]{1,4096}\"|'[^'\n]{1,4096}'|[^\s,;)}\]\"']{1,4096})")
-_PLAIN_VALUE = re.compile(r"^[\"']?(?:[-+0-9.eE]+|true|false|none|null|nan|inf|<redacted>)?[\"']?$",
-                          re.IGNORECASE)
+# a number under a secret name is configuration (token: 5) while shorter than a remembered
+# secret; a run of 8 digits or more under one is a credential (a numeric key or PIN)
+_PLAIN_VALUE = re.compile(r"^[\"']?(?:[-+0-9.eE]{1,7}|true|false|none|null|nan|inf|<redacted>)?"
+                          r"[\"']?$", re.IGNORECASE)
+# (pattern, how much of a match stays: "" the whole match is the secret; "1" group 1 stays;
+# "1:@" group 1 stays and the secret lies between ':' and '@')
 _IN_TEXT = [
-    (re.compile(rf"(?<![A-Za-z0-9_\-])(?:{_TOKEN})"), REDACTED),
-    (re.compile(_WEBHOOK), REDACTED),
+    (re.compile(rf"(?<![A-Za-z0-9_\-])(?:{_TOKEN})"), ""),
+    (re.compile(_WEBHOOK), ""),
     # a credential in a URL's query (?api_key=..., &token=...)
     (re.compile(r"(?i)([?&;](?:api[_\-]?key|key|token|access[_\-]?token|auth|auth[_\-]?token|"
                 r"password|passwd|secret|sig|signature|x-amz-signature|x-amz-credential)=)"
-                r"(?!<redacted>)[^&#\s\"'<>]+"), rf"\1{REDACTED}"),
+                r"(?!<redacted>)[^&#\s\"'<>]+"), "1"),
     # user:password@ in any URL (the user name stays: it says which account); the scheme
     # starts only where a run of scheme characters starts (else quadratic on long runs)
     (re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*):[^\s@/\"'<>]+@"),
-     rf"\1:{REDACTED}@"),
+     "1:@"),
     (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)"
-                r"[^\s\"',}]+"), rf"\1{REDACTED}"),
+                r"[^\s\"',}]+"), "1"),
     # the value after a secret flag in a printed command line, log or argv list repr
     (re.compile(r"(?i)(--(?:api-key|auth-header|hf-token|admin-api-key|token|password|"
-                r"secret|auth-token)(?:=|\s+|[\"'],\s*[\"']))(?!<redacted>)"
-                r"(?:(?:bearer|basic|token)\s+)?(\"[^\"]*\"|'[^']*'|[^\s\"']+)"),
-     rf"\1{REDACTED}"),
+                r"secret|auth-token)(?:=|\s+|[\"'],\s*[\"'])(?!<redacted>)"
+                r"(?:(?:bearer|basic|token)\s+)?)(\"[^\"]*\"|'[^']*'|[^\s\"']+)"), "1"),
     # engines print their parsed arguments: api_key='...', hf_token="..."
     (re.compile(r"(?i)\b((?:api_key|admin_api_key|hf_token|auth_header|auth_token|"
                 r"access_token|password|secret)\s*[=:]\s*)(?!None\b|null\b|<redacted>)"
-                r"(\"[^\"]*\"|'[^']*'|[^\s,)}]+)"), rf"\1{REDACTED}"),
+                r"(\"[^\"]*\"|'[^']*'|[^\s,)}]+)"), "1"),
 ]
 
 
@@ -138,13 +142,18 @@ def is_secret_value(value: str) -> bool:
 # in. Short values are not remembered: a 3-character "key" would redact every word holding it.
 _REMEMBERED: set[str] = set()
 _MIN_REMEMBERED = 8
+# every redaction searches for each remembered spelling: a server that echoes a new
+# credential-shaped string in every response must not make that search grow without end
+# (past the cap, shapes and names still hide the raw value, not its other spellings)
+_MAX_REMEMBERED = 4096
 
 
 def remember_secret(value: str) -> None:
     """Hide `value` (and its reversed, base64, hex and URL-quoted spellings) wherever text is
     redacted from now on in this process."""
     value = value.strip()
-    if len(value) < _MIN_REMEMBERED or value == REDACTED or len(value) > 8192:
+    if (len(value) < _MIN_REMEMBERED or value == REDACTED or len(value) > 8192
+            or len(_REMEMBERED) >= _MAX_REMEMBERED):
         return
     raw = value.encode("utf-8", "surrogateescape")
     spellings = {value, value[::-1], urllib.parse.quote(value, safe=""),
@@ -163,9 +172,21 @@ def _keyed(m: re.Match) -> str:
     name, sep, value = m.groups()
     if not is_secret_name(name) or _PLAIN_VALUE.match(value):
         return m.group(0)  # max_tokens: 5, token: null: configuration, not a secret
+    if name.upper() in ("KEY", "KEYS") and not sep.startswith(("'", '"')):
+        return m.group(0)  # prose ("allowed keys: tp, ep"), not a key's value
     remember_secret(value.strip("\"'"))
     quote = value[0] if value[0] in "\"'" else ""
     return f"{name}{sep}{quote}{REDACTED}{quote}"
+
+
+def _hidden(kept: str, m: re.Match) -> str:
+    """A match of an _IN_TEXT pattern with its secret replaced, and the secret remembered: a
+    server or log that echoes it in another spelling is redacted too."""
+    head = m.group(1) if kept else ""
+    start, end = ((m.end(1) + 1, m.end() - 1) if kept == "1:@"
+                  else (m.end(1) if kept else m.start(), m.end()))
+    remember_secret(m.string[start:end].strip("\"'"))
+    return f"{head}:{REDACTED}@" if kept == "1:@" else f"{head}{REDACTED}"
 
 
 def redact_text(text: str) -> str:
@@ -175,9 +196,20 @@ def redact_text(text: str) -> str:
     for secret in sorted(_REMEMBERED, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
-    for pattern, replacement in _IN_TEXT:
-        text = pattern.sub(replacement, text)
+    for pattern, kept in _IN_TEXT:
+        text = pattern.sub(functools.partial(_hidden, kept), text)
     return _KEYED.sub(_keyed, text)
+
+
+def redacted_id(text: str) -> str:
+    """`text` as an identifier kvbench writes in every record (a trace's session or agent
+    id, a trace file's name): itself, or when it holds a credential by shape, a stable id
+    derived from it (`redacted-<12 hex>`), still unique per value, never the value."""
+    if redact_text(text) == text:
+        return text
+    import hashlib
+
+    return f"redacted-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

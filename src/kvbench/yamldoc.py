@@ -11,12 +11,15 @@ from typing import Any
 
 import yaml
 
+from kvbench.bounds import check_document_text
 from kvbench.errors import KvbenchError
 from kvbench.files import read_bounded
 from kvbench.units import MiB
 
 BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_INT_DIGITS = 19  # 2**63 has 19 digits
+# Bounded by value too: `0xfffffffffffffffff` is 19 characters and 2**68.
+MAX_INT = (1 << 63) - 1
 MAX_NODES = 500_000  # after alias expansion; the real nvidia-master.yaml has about 21,000
 # The real nvidia-master.yaml is 0.3 MB; 64 MiB is far past any config and still reads fast.
 MAX_FILE_BYTES = 64 * MiB
@@ -30,7 +33,17 @@ def _int_in_range(loader: yaml.BaseConstructor, node: yaml.ScalarNode) -> int:
         raise yaml.constructor.ConstructorError(
             None, None, f"an integer of {digits} digits is out of range (at most "
             f"{MAX_INT_DIGITS})", node.start_mark)
-    return loader.construct_yaml_int(node)
+    return int_in_range(loader.construct_yaml_int(node), node)
+
+
+def int_in_range(value: int, node: yaml.Node) -> int:
+    """`value`, or a YAML error at its node when it is past 64 bits (hexadecimal, octal,
+    binary and sexagesimal integers are short to write and long in value)."""
+    if -MAX_INT - 1 <= value <= MAX_INT:
+        return value
+    raise yaml.constructor.ConstructorError(
+        None, None, f"the integer {node.value} is out of range (at most 64 bits)",
+        node.start_mark)
 
 
 class BoundedLoader(BaseLoader):  # type: ignore[misc, valid-type]
@@ -85,7 +98,8 @@ def construct(loader: yaml.BaseLoader, where: object, error: type[KvbenchError])
         node = loader.get_single_node()
         if node is not None and expanded_size(node, MAX_NODES) > MAX_NODES:
             raise alias_bomb_error(where, error)
-        return loader.construct_document(node) if node is not None else None
+        doc = loader.construct_document(node) if node is not None else None
+        return check_document_text(doc, str(where), error)
     except yaml.YAMLError as e:
         raise yaml_error(e, where, error) from None
     finally:

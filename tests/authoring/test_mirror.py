@@ -145,6 +145,10 @@ def test_explicit_size_caps_the_launcher_not_the_row(repo, capsys):
     (["--config-keys", "qwen3.5-fp8-mi325x-sglang-agentic"], "are in none of"),
     (["--config-keys", AMD_KEY, "--backend", "hicach"], "'hicach' is not an offload backend"),
     (["--config-keys", AMD_KEY, "--size", "-1"], "--size (got '-1'): out of range"),
+    # the launcher's bash compares whole GB: 40.5 was written and the cap never applied
+    (["--config-keys", "qwen3.5-fp4-mi355x-sglang-agentic-mtp", "--size", "40.5"],
+     "--size 40.5: qwen3.5-fp4-mi355x-sglang-agentic-mtp's launcher branch caps the pool in "
+     "whole GB"),
 ])
 def test_bad_input_is_one_clear_line(repo, capsys, args, message):
     with pytest.raises(SystemExit) as e:

@@ -137,3 +137,76 @@ def test_a_sweep_and_its_dashboard_hold_no_secret(tmp_path):
     assert report.returncode == 0, report.stderr
     assert leaks(results) == []
     assert not any(v in run.stdout + run.stderr for v in SECRETS.values())
+
+
+# One secret per input kvbench accepts, each distinct so a leak names its door (issue 40).
+PLANTED = {
+    "recipe field": "imagePw1234Secret",  # a registry URL's password in `image:`
+    "engine arg": "engineArgSecret42",  # --engine-arg "--api-key ..."
+    "environment": "hf_EnvTokenAbCdEfGhIjKlMnOpQr",  # HF_TOKEN
+    "header": "sk-proj-HeaderKeyAbcdef0123456789",  # replay --api-key: the Bearer header
+    "url": "urlPwSecret9876",  # http://bob:...@host
+    "trace session id": "sk-proj-TraceId0123456789abcdef",
+    "trace agent id": "ghp_agentIdabcdefghijklmnopqrstuvwxyz0123",
+}
+
+
+def _spellings(value: str) -> list[bytes]:
+    """The secret as a file might hold it: as is, base64, hex, reversed (a server echoing
+    it back)."""
+    import base64
+
+    raw = value.encode()
+    return [raw, base64.b64encode(raw), raw.hex().encode(), raw[::-1]]
+
+
+def test_one_secret_in_every_input_reaches_no_file(tmp_path, monkeypatch, capsys):
+    """A sweep (recipe, engine args, environment, trace) and replays against a server that
+    echoes the key back (URL, header, trace, server response), then the dashboard: every
+    file either wrote is searched for every planted secret in four spellings."""
+    import json
+    import shutil
+
+    from fixtures.bad_server import bad_server
+
+    from kvbench.cli import main
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text((REPO / "examples" / "quickstart.yaml").read_text().replace(
+        "image: kvbench-serve-sim", "image: https://bob:" + PLANTED["recipe field"]
+        + "@registry.example.com/kvbench-serve-sim", 1))
+    shutil.copyfile(REPO / "examples" / "runners.yaml", tmp_path / "runners.yaml")
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"id": PLANTED["trace session id"], "requests": [
+        {"in": 200, "out": 4, "hash_ids": [1, 2, 3]},
+        {"type": "subagent", "agent_id": PLANTED["trace agent id"], "requests": [
+            {"in": 100, "out": 3, "hash_ids": [9]}]}]}))
+    monkeypatch.setenv("HF_TOKEN", PLANTED["environment"])
+    outputs = tmp_path / "out"
+
+    def kvbench(*argv) -> int:
+        try:
+            main([str(a) for a in argv])
+        except SystemExit as e:
+            return e.code
+        return 0
+
+    # the embedded engine refuses --api-key: the job fails at start, its records written
+    assert kvbench("run", recipe, "--results", outputs / "sweep", "--max-conc", "3",
+                   "--max-requests", "2", "--time-scale", "100", "--think-time-scale", "0",
+                   "--trace", trace, "--engine-arg",
+                   f"--api-key {PLANTED['engine arg']}") == 3
+    with bad_server() as url:
+        url = url.replace("http://", f"http://bob:{PLANTED['url']}@")
+        for mode in ("ok", "echo-auth"):
+            kvbench("replay", "--url", url, "--model", mode, "--trace", trace, "--output",
+                    outputs / mode, "--api-key", PLANTED["header"], "--think-time-scale", "0")
+    assert kvbench("report", outputs / "sweep", "-o", outputs / "dashboard.html") == 0
+    printed = capsys.readouterr()
+    files = [p for p in outputs.rglob("*") if p.is_file()]
+    assert len(files) >= 10 and (outputs / "ok" / "records.jsonl").stat().st_size
+    leaked = [f"{p.relative_to(outputs)}: {door}" for p in files
+              for door, value in PLANTED.items()
+              if any(s in p.read_bytes() for s in _spellings(value))]
+    assert leaked == []
+    assert not any(v in printed.out + printed.err for v in PLANTED.values())

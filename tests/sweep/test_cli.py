@@ -54,9 +54,9 @@ def test_empty_selection(tmp_path):
 
 def test_run_job_needs_one_spec_source(tmp_path):
     out = kvbench("run-job", "--results", str(tmp_path))
-    assert out.returncode == 3 and "exactly one of --job-file or --job-json" in out.stderr
+    assert out.returncode == 2 and "exactly one of --job-file or --job-json" in out.stderr
     out = kvbench("run-job", "--job-json", "{}", "--results", str(tmp_path))
-    assert out.returncode == 3 and "not a valid job spec" in out.stderr
+    assert out.returncode == 2 and "not a valid job spec" in out.stderr
 
 
 @pytest.mark.slow

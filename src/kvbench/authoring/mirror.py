@@ -28,6 +28,7 @@ from kvbench.authoring.rowtext import (
     load_round_trip,
     offload_twin,
     plain,
+    shared_text,
 )
 from kvbench.errors import KvbenchError, RecipeError
 from kvbench.recipe import KV_OFFLOAD_BACKENDS, Runners
@@ -213,6 +214,11 @@ def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
             close = difflib.get_close_matches(key, [str(k) for k in doc], n=3)
             raise RecipeError(f"{where}: config key {key!r} is not in the file",
                               hint=f"did you mean {', '.join(close)}?" if close else None)
+        if (shared := shared_text(doc, key)) is not None:
+            raise RecipeError(f"{where}: {shared}: an edit there changes every place that "
+                              "shares it, so recipe mirror leaves the file as it is",
+                              hint="spell the rows out (no anchors or merge keys) under the "
+                              "key to mirror, then rerun")
         rows = agentic_rows(doc, key, lines)
         if not rows:
             raise RecipeError(f"{where}: {key} has no agentic-coding rows to mirror")
@@ -224,6 +230,13 @@ def mirror_text(text: str, where: str, keys: Sequence[str], backend: str,
             practice.max_size_gb_per_rank
         size_of = _launcher_size(arm, cap) if arm is not None else (
             (lambda _row: size_gb_per_rank) if size_gb_per_rank is not None else None)
+        if arm is not None and size_gb_per_rank is not None and \
+                not float(size_gb_per_rank).is_integer():
+            # the branch compares whole GB in bash (`[ A -gt B ]`): 40.5 there is an
+            # "integer expression expected" error, the test false, and the cap never applied
+            raise RecipeError(f"--size {size_gb_per_rank:g}: {key}'s launcher branch caps the "
+                              f"pool in whole GB (bash integer arithmetic) (allowed: a whole "
+                              f"number of GB per rank)")
         if arm is None and size_gb_per_rank is not None:
             warnings.append(f"{key}: --size {size_gb_per_rank:g} is planned but written "
                             f"nowhere: InferenceX's rows take no size and no launcher branch "

@@ -93,6 +93,36 @@ def agentic_rows(doc: Any, key: str, lines: list[str]) -> list[RowText]:
     return out
 
 
+def shared_text(doc: Any, key: str) -> str | None:
+    """Where `key`'s agentic rows are spelled with YAML anchors, aliases or merge keys, or
+    None. The twin is written as text right under its row's own lines; an anchored row
+    written once and aliased elsewhere, or a field a merge key brings in from other lines,
+    has no lines of its own to edit, and an edit there would land in (or miss) another
+    place: such a file is refused, not edited wrongly."""
+    entry = doc.get(key)
+    scenarios = (entry or {}).get("scenarios") or {}
+    blocks = scenarios.get("agentic-coding") or []
+    nodes = [(key, entry), (f"{key}.scenarios", scenarios),
+             (f"{key}.agentic-coding", blocks)]
+    for b, block in enumerate(blocks):
+        rows = block.get("search-space") or []
+        nodes += [(f"{key}.agentic-coding[{b}]", block),
+                  (f"{key}.agentic-coding[{b}].search-space", rows)]
+        for r, row in enumerate(rows):
+            nodes.append((at := f"{key}.agentic-coding[{b}].search-space[{r}]", row))
+            # a value inside the row (tp: &t 2, conc-list: &c [...]): the twin copies the
+            # row's text, and a second &t is not YAML
+            nodes += [(f"{at}.{field}", value) for field, value in
+                      (row.items() if isinstance(row, dict) else ())]
+    for where, node in nodes:
+        anchor = getattr(getattr(node, "anchor", None), "value", None)
+        if anchor is not None:
+            return f"{where} is the YAML anchor &{anchor} (aliased as *{anchor})"
+        if getattr(node, "merge", None):
+            return f"{where} takes fields from a YAML merge key (<<: *...)"
+    return None
+
+
 def _flow_backend(backend: dict[str, Any]) -> str:
     parts = [f"{k}: {_scalar(v)}" for k, v in backend.items()]
     return "{ " + ", ".join(parts) + " }"

@@ -4,6 +4,7 @@ unchanged, exactly one blank line before the entry, no blank line inside it."""
 from __future__ import annotations
 
 import json
+import re
 
 from kvbench.changelog.entry import ChangelogEntry
 
@@ -13,12 +14,18 @@ def _quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+# a link YAML reads back as written, unquoted (as the real file spells them); anything else
+# (a space before `#`, a `: `) is quoted, so no part of it becomes a comment or a key
+_PLAIN_LINK = re.compile(r"[A-Za-z0-9][A-Za-z0-9:/._~%?=&+@-]*")
+
+
 def entry_text(entry: ChangelogEntry) -> str:
     lines = ["- config-keys:", *(f"    - {k}" for k in entry.config_keys)]
     if entry.scenario_type:
         lines += ["  scenario-type:", *(f"    - {s}" for s in entry.scenario_type)]
     lines += ["  description:", *(f"    - {_quoted(d)}" for d in entry.description)]
-    lines.append(f"  pr-link: {entry.pr_link}")
+    link = entry.pr_link
+    lines.append(f"  pr-link: {link if _PLAIN_LINK.fullmatch(link) else _quoted(link)}")
     return "\n".join(lines) + "\n"
 
 

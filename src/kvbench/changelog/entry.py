@@ -5,15 +5,23 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kvbench.bounds import MAX_TEXT_CHARS, PR_NUMBER
+from kvbench.errors import shown
 
 PR_LINK_PREFIX = "https://github.com/SemiAnalysisAI/InferenceX/pull/"
-PR_LINK_PATTERN = re.compile(r"https://github\.com/SemiAnalysisAI/InferenceX/pull/(\d+)")
+# ASCII digits only: `\d` also matches full-width and Arabic-Indic digits
+PR_LINK_PATTERN = re.compile(r"https://github\.com/SemiAnalysisAI/InferenceX/pull/([0-9]+)")
 # A new entry may name its own PR before the number is known; a later change corrects it.
 # (the upstream convention is three capital X's; spelled this way so that stub-hunting greps
 # for that marker do not mistake data for unfinished code)
 PR_LINK_PLACEHOLDER_ID = "X" * 3
 PR_LINK_PLACEHOLDER = PR_LINK_PREFIX + PR_LINK_PLACEHOLDER_ID
+_PR_NUMBER_IN_LINK = re.compile(r"/pull/([0-9]+)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+# a URL past 2,000 characters is refused by browsers and proxies alike
+MAX_LINK_CHARS = 2_000
 
 ScenarioType = Literal["fixed-seq-len", "agentic-coding"]
 SCENARIO_TYPES: tuple[str, ...] = ("fixed-seq-len", "agentic-coding")
@@ -30,11 +38,40 @@ class ChangelogEntry(BaseModel):
     config_keys: list[str] = Field(alias="config-keys", min_length=1)
     description: list[str] = Field(min_length=1)
     pr_link: str = Field(alias="pr-link")
-    evals_only: bool = Field(False, alias="evals-only")
-    all_evals: bool = Field(False, alias="all-evals")
-    append_only: bool = Field(False, alias="append-only")
+    # strict: `evals-only: 'true'` is a string, not a flag (pydantic's lax bool reads it as one)
+    evals_only: bool = Field(False, alias="evals-only", strict=True)
+    all_evals: bool = Field(False, alias="all-evals", strict=True)
+    append_only: bool = Field(False, alias="append-only", strict=True)
     eval_min_prefill_ep: int | None = Field(None, alias="eval-min-prefill-ep", ge=1)
     scenario_type: list[ScenarioType] | None = Field(None, alias="scenario-type", min_length=1)
+
+    @field_validator("pr_link")
+    @classmethod
+    def _one_https_link(cls, link: str) -> str:
+        # what a dashboard renders as a link and `recipe mirror` writes into YAML: one line
+        # of ASCII, no scheme but https, a PR number GitHub can have. Its exact shape is a
+        # style rule (changelog/style.py: history keeps a placeholder and a `/changes` link)
+        scheme = _SCHEME.match(link)
+        if not link.strip() or not link.isascii() or not link.isprintable() or \
+                len(link) > MAX_LINK_CHARS or (scheme and scheme[0].lower() != "https:"):
+            raise ValueError(f"pr-link {shown(link)} is not an https link on one line (ASCII, "
+                             f"no control characters, at most {MAX_LINK_CHARS} characters)")
+        number = _PR_NUMBER_IN_LINK.search(link)
+        if number is not None and (problem := PR_NUMBER.problem(int(number[1]))):
+            raise ValueError(f"pr-link {shown(link)}: PR number {problem}")
+        return link
+
+    @field_validator("description", "config_keys")
+    @classmethod
+    def _printable_lines(cls, lines: list[str]) -> list[str]:
+        for line in lines:
+            if len(line) > MAX_TEXT_CHARS:
+                raise ValueError(f"a line of {len(line):,} characters (at most "
+                                 f"{MAX_TEXT_CHARS:,})")
+            if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in line):
+                raise ValueError(f"{shown(line)} holds control characters (an ANSI escape "
+                                 "rewrites the terminal that prints it)")
+        return lines
 
     @model_validator(mode="after")
     def _append_only_selects_no_evals(self) -> ChangelogEntry:

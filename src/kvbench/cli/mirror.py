@@ -50,8 +50,10 @@ def _files_by_key(config_files: list[Path], keys: list[str]) -> dict[Path, list[
     return where
 
 
-def _validated(path: Path, text: str, runners_path: Path) -> None:
-    """The edited file must load and budget-check exactly as `kvbench validate` does."""
+def _validated(path: Path, text: str, runners_path: Path,
+               refusal: str = "the mirrored file would not validate; nothing written") -> None:
+    """The file to edit, and the edited file, must load and budget-check exactly as
+    `kvbench validate` does."""
     import tempfile
 
     from kvbench.cli.validate_fast import _budget_errors
@@ -65,7 +67,7 @@ def _validated(path: Path, text: str, runners_path: Path) -> None:
         runners, found = runners_errors(runners_path)
         errors += found + (_budget_errors(entries, runners) if runners else [])
     if errors:
-        raise RecipeError(f"{path}: the mirrored file would not validate; nothing written",
+        raise RecipeError(f"{path}: {refusal}",
                           errors=[e.replace(tmp.name, str(path)) for e in errors])
 
 
@@ -121,7 +123,7 @@ def _checkout_root(config: Path) -> Path:
     return parent.parent if parent.name == "configs" else parent
 
 
-def _launcher_edits(arms: list, config: Path) -> dict[Path, tuple[str, str]]:
+def _launcher_edits(arms: list, config: Path, lock) -> dict[Path, tuple[str, str]]:
     from kvbench.authoring.launcher import add_arm, has_arm, launcher_path
 
     edits: dict[Path, tuple[str, str]] = {}
@@ -135,6 +137,7 @@ def _launcher_edits(arms: list, config: Path) -> dict[Path, tuple[str, str]]:
                   f"{_checkout_root(config)}/benchmarks/single_node/agentic/: the rows are "
                   f"written, the launcher change is not")
             continue
+        lock.hold(path.resolve())
         old = edits[path][1] if path in edits else path.read_text()
         if has_arm(old, key_arm.text.backend):
             print(f"launcher {path}: already runs {key_arm.text.backend} arms; unchanged")
@@ -175,19 +178,38 @@ def mirror(
     """Add an offload twin under every GPU-resident agentic row of the keys (planned first;
     refused twins are reported, not written), the launcher branch that runs them, print the
     diffs, append the changelog entry."""
+    from kvbench.changelog.keys import default_config_files
+    from kvbench.files import EditLock
+
+    if size is not None and size <= 0:
+        raise RecipeError(f"--size {size:g} must be a positive number of GB per rank")
+    files = list(config_files or default_config_files(None))
+    # every file is read and written under a lock on its directory (two runs at once each
+    # wrote the other's edit away), and edited at its target when it is a symlink (the link
+    # stays a link)
+    with EditLock() as lock:
+        for path in files:
+            lock.hold(path.resolve())
+        _mirror(lock, files, config_keys, backend, size, runner_config, changelog,
+                no_changelog, pr_link, dry_run)
+
+
+def _mirror(lock, files: list[Path], config_keys: list[str], backend: str,
+            size: float | None, runner_config: Path | None, changelog: Path | None,
+            no_changelog: bool, pr_link: str | None, dry_run: bool) -> None:
     import difflib
+
+    from pydantic import ValidationError
 
     from kvbench.authoring import mirror_text
     from kvbench.changelog.append import appended
     from kvbench.changelog.check import check_change
     from kvbench.changelog.entry import PR_LINK_PLACEHOLDER, ChangelogEntry
-    from kvbench.changelog.keys import default_config_files, known_config_keys
+    from kvbench.changelog.keys import known_config_keys
+    from kvbench.errors import ChangelogError, validation_message
     from kvbench.files import write_atomic
     from kvbench.recipe import load_runners
 
-    if size is not None and size <= 0:
-        raise RecipeError(f"--size {size:g} must be a positive number of GB per rank")
-    files = list(config_files or default_config_files(None))
     edits: dict[Path, tuple[str, str]] = {}
     outcomes = []
     arms: list = []
@@ -196,6 +218,9 @@ def mirror(
         if not runners_path.is_file():
             raise RecipeError(f"no runners file {runners_path}", hint="pass --runner-config")
         old = path.read_text()
+        # rows are planned from the file as it is: one that does not validate (a row with no
+        # tp, spelt through an alias) is refused with validate's reasons, never planned
+        _validated(path, old, runners_path, "the file does not validate; nothing edited")
         result = mirror_text(old, str(path), keys, backend, load_runners(runners_path), size)
         outcomes += result.outcomes
         arms += result.arms
@@ -204,7 +229,7 @@ def mirror(
         if result.added:
             _validated(path, result.text, runners_path)
             edits[path] = (old, result.text)
-            edits.update(_launcher_edits(result.arms, path))
+            edits.update(_launcher_edits(result.arms, path, lock))
     _print_outcomes(outcomes, backend)
     for path, (old, new) in edits.items():
         print("".join(difflib.unified_diff(old.splitlines(keepends=True),
@@ -216,12 +241,16 @@ def mirror(
     log_path = None if no_changelog else changelog or _changelog_path(next(iter(edits)))
     log_text = None
     if log_path is not None:
-        entry = ChangelogEntry(**{
-            "config-keys": list(dict.fromkeys(o.config_key for o in outcomes
-                                              if o.status == "added")),
-            "scenario-type": ["agentic-coding"],
-            "description": _description(outcomes, arms, backend),
-            "pr-link": pr_link or PR_LINK_PLACEHOLDER})
+        try:
+            entry = ChangelogEntry(**{
+                "config-keys": list(dict.fromkeys(o.config_key for o in outcomes
+                                                  if o.status == "added")),
+                "scenario-type": ["agentic-coding"],
+                "description": _description(outcomes, arms, backend),
+                "pr-link": PR_LINK_PLACEHOLDER if pr_link is None else pr_link})
+        except ValidationError as e:
+            raise ChangelogError(validation_message(e, "--pr-link")) from None
+        lock.hold(log_path.resolve())
         base = log_path.read_text()
         log_text = appended(base, entry)
         # the keys the entry names exist in the edited files; check what will be written
@@ -230,8 +259,8 @@ def mirror(
         print("dry run: nothing written")
         return
     for path, (_, new) in edits.items():
-        write_atomic(path, new)
+        write_atomic(path.resolve(), new)
         print(f"wrote {path}")
     if log_path is not None and log_text is not None:
-        write_atomic(log_path, log_text)
+        write_atomic(log_path.resolve(), log_text)
         print(f"appended a changelog entry to {log_path}")

@@ -13,17 +13,34 @@ import typer
 from kvbench.cli.app import app
 from kvbench.errors import ReplayError, ReplayOptionError, shown
 
+# A /v1/models answer lists a few models in a few KB; read at most this much, within this
+# time (urllib's timeout is per read: a server dripping bytes would never trip it)
+MODELS_MAX_BYTES = 1 << 20
+MODELS_DEADLINE_S = 10.0
+
 
 def _first_model(url: str, api_key: str | None = None) -> str:
+    import time
     import urllib.request
+
+    from kvbench.bounds import MAX_MODEL_ID_CHARS
 
     base = url.rstrip("/").removesuffix("/v1")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         req = urllib.request.Request(f"{base}/v1/models", headers=headers)
-        with urllib.request.urlopen(req, timeout=10) as r:
-            data = json.load(r)
-        return data["data"][0]["id"]
+        deadline = time.monotonic() + MODELS_DEADLINE_S
+        raw = b""
+        with urllib.request.urlopen(req, timeout=MODELS_DEADLINE_S) as r:
+            while piece := r.read1(65536):
+                raw += piece
+                if len(raw) > MODELS_MAX_BYTES or time.monotonic() > deadline:
+                    raise ValueError(f"the answer is past {MODELS_MAX_BYTES >> 20} MiB or "
+                                     f"{MODELS_DEADLINE_S:g} s")
+        model = json.loads(raw)["data"][0]["id"]
+        if not isinstance(model, str) or not 0 < len(model) <= MAX_MODEL_ID_CHARS:
+            raise ValueError(f"the first model id {shown(model)} is not a model name")
+        return model
     except Exception as e:  # any failure means: ask the user for --model
         raise ReplayError(
             f"cannot read the served model from {base}/v1/models: {e}",

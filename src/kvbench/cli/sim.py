@@ -407,6 +407,12 @@ def simulate(
         line = lanes_warning("simulate", len(workload), concurrency, bounds.recycle)
         if line:
             print(line, file=sys.stderr)
+    for name, summary in results.items():
+        if not summary.get("requests"):
+            # no latency, rate or hit rate means anything over no request (0/0 printed as 0%)
+            raise SimError(f"the simulation ({name}) completed no request: its bounds ended it "
+                           "before any finished", hint="a longer --duration, more "
+                           "--max-requests, or fewer --warmup-requests")
     doc = results[next(iter(results))] if len(results) == 1 else {"arms": results}
     if output:
         import orjson

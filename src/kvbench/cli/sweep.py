@@ -447,14 +447,19 @@ def run_job_command(
     from kvbench.sweep.local import _sigterm_as_interrupt
 
     if (job_file is None) == (job_json is None):
-        raise SweepError("give exactly one of --job-file or --job-json")
+        raise SweepOptionError("give exactly one of --job-file or --job-json")
     if job_file is not None:
         spec = JobSpec.read(job_file)
     else:
+        from pydantic import ValidationError
+
+        from kvbench.errors import validation_message
+
         try:
             spec = JobSpec.model_validate_json(job_json)
-        except ValueError as e:
-            raise SweepError(f"--job-json is not a valid job spec: {e}") from None
+        except ValidationError as e:
+            raise SweepOptionError(validation_message(
+                e, "--job-json is not a valid job spec")) from None
     job_dir = results / spec.dir_name
     if not force and is_done(job_dir, spec.fingerprint, profile=spec.options.profile_name):
         print(f"{spec.dir_name}: done already ({job_dir / RESULT_FILE})")

@@ -44,7 +44,7 @@ from kvbench.engines.disaggregation import router_worker_args
 from kvbench.engines.rules import DATA_DIR
 from kvbench.engines.spec import LaunchSpec, ServiceSpec, WorkerSpec
 from kvbench.engines.srt_recipe import Recipe, config_file_of, recipe_image_mods, recipe_of
-from kvbench.errors import EngineError
+from kvbench.errors import EngineError, shown
 from kvbench.expr import expand
 
 if TYPE_CHECKING:
@@ -128,7 +128,13 @@ def allocate(recipe: Recipe, workers: Sequence[int]) -> list[Endpoint]:
     def simple(mode: str, count: int, per: int) -> None:
         nonlocal node, offset
         span = -(-per // gpn)
+        if per < 1:
+            raise EngineError(f"recipe {recipe.name}: resources give {mode} workers no GPUs")
         for i in range(count):
+            if node + (span if per >= gpn else 1 + (offset + per > gpn)) > len(workers):
+                raise EngineError(
+                    f"recipe {recipe.name}: resources place {count} {mode} worker(s) of "
+                    f"{per} GPU(s) on more than the {len(workers)} node(s) the job has")
             if per >= gpn:
                 out.append(Endpoint(mode, i, tuple(workers[node + j] for j in range(span)),
                                     tuple(range(gpn))))
@@ -294,7 +300,11 @@ def unread_pin_warnings(job: Job) -> list[str]:
 def worker_program(recipe: Recipe) -> BackendFacts:
     """The worker's program: the backend's Dynamo module, or the engine's own server where the
     recipe's frontend.type starts one (data/dynamo.yaml backends.<type>.direct)."""
-    be = facts().backends[recipe.backend_type]
+    be = facts().backends.get(recipe.backend_type)
+    if be is None:
+        raise EngineError(
+            f"recipe {recipe.name}: backend.type {shown(recipe.backend['type'])} is not a "
+            f"backend srtctl renders (allowed: {', '.join(facts().backends)})")
     if recipe.frontend_type == "dynamo":
         return be
     if recipe.frontend_type not in be.direct:

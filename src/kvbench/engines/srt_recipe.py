@@ -17,13 +17,13 @@ import copy
 import re
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kvbench import yamldoc
+from kvbench import bounds, yamldoc
 from kvbench.engines.srt_source import CLONES_ENV, read_recipe, source_for
-from kvbench.errors import EngineError
+from kvbench.errors import EngineError, shown, validation_message
 from kvbench.plan.image import dynamo_mods, image_mods, resolved
 from kvbench.recipe.layout import benchmark_folder, multinode_recipe_path
 
@@ -34,21 +34,28 @@ _SELECTOR = re.compile(r"^zip_override_(?P<group>[\w.-]+)\[(?P<index>\d+)\]$")
 _FORBID = ConfigDict(extra="forbid")
 
 
+_GPUS_PER_NODE = Annotated[int, bounds.GPUS_PER_NODE.validator()]
+_NODES = Annotated[int, bounds.NODES.validator()]
+_WORKERS = Annotated[int, bounds.WORKER_COUNT.validator()]
+_GPUS = Annotated[int, bounds.PARALLELISM.validator()]
+
+
 class Resources(BaseModel):
-    """srtctl core/schema.py ResourceConfig (the fields InferenceX's recipes set)."""
+    """srtctl core/schema.py ResourceConfig (the fields InferenceX's recipes set), each
+    count within its physical range (kvbench/bounds.py): placement loops over them."""
 
     model_config = _FORBID
     gpu_type: str
-    gpus_per_node: int
-    prefill_nodes: int = 0
-    decode_nodes: int = 0
-    agg_nodes: int = 0
-    prefill_workers: int = 0
-    decode_workers: int = 0
-    agg_workers: int = 0
-    gpus_per_prefill: int | None = None
-    gpus_per_decode: int | None = None
-    gpus_per_agg: int | None = None
+    gpus_per_node: _GPUS_PER_NODE
+    prefill_nodes: _NODES = 0
+    decode_nodes: _NODES = 0
+    agg_nodes: _NODES = 0
+    prefill_workers: _WORKERS = 0
+    decode_workers: _WORKERS = 0
+    agg_workers: _WORKERS = 0
+    gpus_per_prefill: _GPUS | None = None
+    gpus_per_decode: _GPUS | None = None
+    gpus_per_agg: _GPUS | None = None
     het_jobs: bool = False
     spread_workers: bool = False
 
@@ -95,6 +102,30 @@ class Recipe(BaseModel):
     container_mounts: dict[str, Any] = Field(default_factory=dict)
     extra_mount: list[str] | None = None
     enable_config_dump: bool | None = None
+
+    @model_validator(mode="after")
+    def _read_shapes(self) -> Recipe:
+        """What kvbench reads out of the free-form sections has the shape srtctl gives it
+        (core/schema.py): a string backend type, mappings where it reads mappings, and a
+        count of extra frontends within bounds."""
+        kind = self.backend.get("type", "sglang")  # srtctl's default (backend_type)
+        if not isinstance(kind, str):
+            raise ValueError(f"backend.type {shown(kind)} must be a string (a backend name)")
+        section = self.backend.get(f"{kind}_config")
+        mappings = [(f"backend.{kind}_config", section)]
+        if isinstance(section, dict):
+            mappings += [(f"backend.{kind}_config.{m}", section.get(m))
+                         for m in ("prefill", "decode", "aggregated")]
+        mappings += [(f"backend.{m}_environment", self.backend.get(f"{m}_environment"))
+                     for m in ("prefill", "decode", "aggregated")]
+        mappings += [(f"frontend.{k}", self.frontend.get(k)) for k in ("args", "env")]
+        for where, value in mappings:
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"{where} {shown(value)} must be a mapping")
+        extra = self.frontend.get("num_additional_frontends")
+        if extra is not None and (problem := bounds.WORKER_COUNT.problem(extra)):
+            raise ValueError(f"frontend.num_additional_frontends {shown(extra)}: {problem}")
+        return self
 
     @property
     def backend_type(self) -> str:
@@ -213,8 +244,7 @@ def _validated(raw: Any, selector: str | None, config_file: str, where: str) -> 
     try:
         return Recipe.model_validate(raw)
     except ValidationError as e:
-        raise EngineError(f"recipe {config_file} ({where}): {e.errors()[0]['loc']}: "
-                          f"{e.errors()[0]['msg']}") from None
+        raise EngineError(validation_message(e, f"recipe {config_file} ({where})")) from None
 
 
 def _select(raw: dict[str, Any], selector: str, where: str) -> dict[str, Any]:

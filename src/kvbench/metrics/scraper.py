@@ -8,10 +8,11 @@ import contextlib
 import time
 from pathlib import Path
 
+from kvbench.bounds import MAX_LABEL_CHARS
 from kvbench.errors import MetricsError
 from kvbench.files import JsonlWriter
 from kvbench.metrics.adapter import load_adapter
-from kvbench.metrics.exposition import parse_exposition
+from kvbench.metrics.exposition import MAX_EXPOSITION_BYTES, parse_exposition
 from kvbench.redaction import REDACTED, is_secret_name, redact_text
 
 REQUEST_TIMEOUT_S = 5.0
@@ -38,6 +39,7 @@ class Scraper:
         self._task: asyncio.Task | None = None
         self.num_ok = 0
         self.num_failed = 0
+        self.write_error: str | None = None
 
     async def start(self) -> None:
         import aiohttp
@@ -62,7 +64,10 @@ class Scraper:
                 await self._session.close()
                 self._session = None
             if self._writer is not None:
-                self._writer.close()
+                try:
+                    self._writer.close()
+                except OSError as e:
+                    self.write_error = self.write_error or f"{e.strerror or e}"
                 self._writer = None
 
     async def _loop(self) -> None:
@@ -79,9 +84,15 @@ class Scraper:
                         "samples": {}}
         try:
             async with self._session.get(self.metrics_url) as resp:
-                text = await resp.text()
                 if resp.status != 200:
                     raise MetricsError(f"HTTP {resp.status}")
+                raw = bytearray()
+                async for piece in resp.content.iter_chunked(1 << 16):
+                    raw += piece
+                    if len(raw) > MAX_EXPOSITION_BYTES:
+                        raise MetricsError(f"/metrics answer past {MAX_EXPOSITION_BYTES:,} "
+                                           "bytes")
+                text = bytes(raw).decode(resp.charset or "utf-8", "replace")
             keep = None if phase in ("pre", "post") else self._keep
             # labels are the server's text (a launch argument, a URL): redacted like a log
             record["samples"] = _redacted(parse_exposition(text, keep))
@@ -92,7 +103,11 @@ class Scraper:
             self.num_failed += 1
         record["fetch_ms"] = (time.time_ns() - t_ns) / 1e6
         if self._writer is not None:
-            self._writer.write(record)
+            try:
+                self._writer.write(record)
+            except OSError as e:  # a full disk: stop writing snapshots, never the run
+                self.write_error = self.write_error or f"{e.strerror or e}"
+                self._writer = None
         return record
 
     async def __aenter__(self) -> Scraper:
@@ -110,5 +125,8 @@ def _redacted(samples: dict) -> dict:
         for sample in series:
             labels = sample[0] if sample and isinstance(sample[0], dict) else None
             for name, value in (labels or {}).items():
-                labels[name] = REDACTED if is_secret_name(name) else redact_text(value)
+                value = REDACTED if is_secret_name(name) else redact_text(value)
+                if len(value) > MAX_LABEL_CHARS:  # kept bounded (kvbench/bounds.py)
+                    value = value[:MAX_LABEL_CHARS] + f"... ({len(value):,} characters)"
+                labels[name] = value
     return samples

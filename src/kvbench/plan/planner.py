@@ -162,8 +162,16 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
           launcher: LauncherSize | None = None, caps: dict[str, int] | None = None) -> Plan:
     topo = topology_of(job)
     model = _model(topo.model)
+    _check_heads_split(topo, model)
     hardware = _hardware(topo.runner)
-    ranks = topo.ranks_on_node(_gpus_per_node(topo, runners, hardware.gpus_per_node))
+    gpus_per_node = _gpus_per_node(topo, runners, hardware.gpus_per_node)
+    if not topo.is_multinode and max(topo.engine_gpus, topo.ep) > gpus_per_node:
+        # the recipe validator holds single-node rows to the node; a job file read back is
+        # held here (a planted tp 1024 would otherwise plan the node's share of it)
+        raise PlanError(f"tp x pp x pcp = {topo.engine_gpus} (ep {topo.ep}) GPUs is more than "
+                        f"the node's {gpus_per_node} (allowed: a single-node row within one "
+                        "node)")
+    ranks = topo.ranks_on_node(gpus_per_node)
     offload = topo.kv_offloading == "dram" and topo.backend is not None
     settings = _settings(job, topo, hardware.name, offload)
     kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
@@ -212,6 +220,16 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
             f"{k} {v:,}" for k, v in sorted(caps.items())) + f" -> {gpu.kv_tokens:,} KV tokens"
             + (f", {gpu.state_slots:,} state slots" if gpu.state_slots and any(
                 p.name == "mamba" for p in pools) else ""))
+    if gpu.kv_tokens <= 0 and not topo.is_multinode:
+        # no token of KV fits beside the weights: the engine cannot serve one request (vLLM
+        # 0.33.0 v1/core/kv_cache_planning.py:58 "No available memory for the cache blocks",
+        # SGLang 0.5.23 srt/model_executor/pool_configurator.py:96 "Not enough memory").
+        # A multi-node row keeps its warning: the estimate sees the prefill workers only and
+        # none of their CONFIG_FILE settings (_row_warnings).
+        return _refused(common, [
+            f"no KV cache fits on the GPU ({gpu.kv_tokens:,} tokens): the weights and "
+            "request states fill the memory the engine may use; more GPUs (tp/ep) or a "
+            "lower concurrency"], warnings=warnings, arithmetic=arithmetic)
     weights_pools, weights_args = _weights_offload(settings, topo)
     if not offload:
         return Plan(**common, engine_args=weights_args, warnings=warnings,
@@ -474,6 +492,20 @@ def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology,
         )
     return (f"GPU ({gpu.hardware}): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - "
             f"{weights} -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate)")
+
+
+def _check_heads_split(topo: Topology, model: ModelProfile) -> None:
+    """Attention heads split evenly over the attention TP group, or the engine refuses to
+    start: vLLM 0.33.0 config/model.py:1559 (verify_with_parallel_config, "Total number of
+    attention heads (...) must be divisible by tensor parallel size"), SGLang 0.5.23
+    srt/models/llama.py:183 and qwen3.py:166 (`total_num_heads % attn_tp_size == 0`). With
+    DP attention each rank runs attention whole (models/kv.py conventions)."""
+    attn_tp = 1 if topo.dp_attention else topo.tp
+    heads = model.num_attention_heads
+    if heads % attn_tp:
+        raise PlanError(f"tp {attn_tp} does not divide {model.name}'s {heads} attention heads: "
+                        "the engine refuses to start (allowed: a tp dividing "
+                        f"{heads}, or dp-attn)")
 
 
 def _row_warnings(topo: Topology, model: ModelProfile) -> list[str]:

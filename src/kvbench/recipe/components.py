@@ -32,6 +32,7 @@ class KvOffloadBackend(RecipeModel):
     write_policy: WritePolicy | None = Field(default=None, alias="write-policy")
 
     _check_version = field_validator("version")(rules.not_an_image)
+    _size_in_range = field_validator("size_gb_per_rank")(rules.host_gb_per_rank)
     _policy_is_hicache = model_validator(mode="after")(rules.backend_write_policy)
 
 
@@ -49,6 +50,9 @@ class Worker(RecipeModel):
     additional_settings: list[str] = Field(default_factory=list, alias="additional-settings")
 
     _key_value = field_validator("additional_settings")(rules.key_value_settings)
+    _workers_in_range = field_validator("num_worker")(rules.worker_count)
+    _gpus_in_range = field_validator("tp", "pp", "dcp_size", "pcp_size", "ep")(
+        rules.parallelism)
     _topology = model_validator(mode="after")(rules.check_dcp_divides_tp)
 
     @property

@@ -224,13 +224,14 @@ class Field:
 
 _TEXT = Str(min_length=1)
 _COUNT = Int(gt=0)
+_GPUS = (rules.parallelism,)
 _VERSION = Field("version", Nullable(_TEXT), None, (rules.not_an_image,))
 _WORKER = (
-    Field("tp", _COUNT),
-    Field("pp", _COUNT, 1),
-    Field("dcp-size", _COUNT, 1),
-    Field("pcp-size", _COUNT, 1),
-    Field("ep", _COUNT),
+    Field("tp", _COUNT, REQUIRED, _GPUS),
+    Field("pp", _COUNT, 1, _GPUS),
+    Field("dcp-size", _COUNT, 1, _GPUS),
+    Field("pcp-size", _COUNT, 1, _GPUS),
+    Field("ep", _COUNT, REQUIRED, _GPUS),
     Field("dp-attn", Bool()),
     Field("hardware", Nullable(_TEXT), None),
     Field("additional-settings", ListOf(Str()), [], (rules.key_value_settings,)),
@@ -243,11 +244,11 @@ _CONCURRENCY = (
     Field("conc-list", Nullable(ListOf(Int())), None),
 )
 _SINGLE_NODE = (
-    Field("tp", _COUNT),
-    Field("pp", _COUNT, 1),
-    Field("dcp-size", _COUNT, 1),
-    Field("pcp-size", _COUNT, 1),
-    Field("ep", Nullable(_COUNT), None),
+    Field("tp", _COUNT, REQUIRED, _GPUS),
+    Field("pp", _COUNT, 1, _GPUS),
+    Field("dcp-size", _COUNT, 1, _GPUS),
+    Field("pcp-size", _COUNT, 1, _GPUS),
+    Field("ep", Nullable(_COUNT), None, _GPUS),
     Field("dp-attn", Nullable(Bool()), None),
     Field("spec-decoding", OneOf(SPEC_DECODINGS), "none"),
 )
@@ -255,11 +256,13 @@ _MULTI_NODE = (
     Field("worker", Nullable(Model("AggregateWorker")), None),
     Field("prefill", Nullable(Model("Worker")), None),
     Field("decode", Nullable(Model("Worker")), None),
-    Field("num-nodes", Nullable(_COUNT), None),
+    Field("num-nodes", Nullable(_COUNT), None, (rules.node_count,)),
 )
 _ROUTER = Field("router", Nullable(Model("ComponentMetadata")), None)
 _P2P = Field("kv-p2p-transfer", Nullable(_TEXT), None)
-_BLOCK = (Field("isl", _COUNT), Field("osl", _COUNT), Field("require-power", Bool(), False))
+_BLOCK = (Field("isl", _COUNT, REQUIRED, (rules.prompt_tokens,)),
+          Field("osl", _COUNT, REQUIRED, (rules.output_tokens,)),
+          Field("require-power", Bool(), False))
 _ENTRY = (
     Field("image", _TEXT),
     Field("model", _TEXT),
@@ -285,11 +288,12 @@ SCHEMA: dict[str, tuple[tuple[Field, ...], tuple[Callable[[Any], Any], ...]]] = 
     "KvOffloadBackend": ((
         Field("name", OneOf(KV_OFFLOAD_BACKENDS)),
         _VERSION,
-        Field("size-gb-per-rank", Nullable(Float(gt=0)), None),
+        Field("size-gb-per-rank", Nullable(Float(gt=0)), None, (rules.host_gb_per_rank,)),
         Field("write-policy", Nullable(OneOf(WRITE_POLICIES)), None),
     ), (rules.backend_write_policy,)),
-    "Worker": ((Field("num-worker", Int(ge=0)), *_WORKER), (rules.check_dcp_divides_tp,)),
-    "AggregateWorker": ((Field("num-worker", _COUNT, 1), *_WORKER),
+    "Worker": ((Field("num-worker", Int(ge=0), REQUIRED, (rules.worker_count,)), *_WORKER),
+               (rules.check_dcp_divides_tp,)),
+    "AggregateWorker": ((Field("num-worker", _COUNT, 1, (rules.worker_count,)), *_WORKER),
                         (rules.check_dcp_divides_tp,)),
     "EnginePatch": ((
         Field("id", Str(min_length=1, pattern=PATCH_ID_PATTERN)),
@@ -306,7 +310,7 @@ SCHEMA: dict[str, tuple[tuple[Field, ...], tuple[Callable[[Any], Any], ...]]] = 
                            *_MULTI_NODE, _ROUTER, _P2P), (rules.fixed_multi_node_row,)),
     "AgenticRow": ((
         *_CONCURRENCY,
-        Field("tp", Nullable(_COUNT), None),
+        Field("tp", Nullable(_COUNT), None, _GPUS),
         *_SINGLE_NODE[1:],
         *_MULTI_NODE,
         Field("kv-offloading", Nullable(OneOf(KV_OFFLOADINGS)), None),
@@ -336,11 +340,11 @@ SCHEMA: dict[str, tuple[tuple[Field, ...], tuple[Callable[[Any], Any], ...]]] = 
         Field("disagg", Bool(), False),
         Field("scenarios", Model("MultiNodeScenarios")),
     ), (rules.master_entry,)),
-    "RunnerHardware": ((Field("available-cpu-dram-mib", _COUNT),
-                        Field("gpus-per-node", _COUNT)), ()),
+    "RunnerHardware": ((Field("available-cpu-dram-mib", _COUNT, REQUIRED, (rules.host_mib,)),
+                        Field("gpus-per-node", _COUNT, REQUIRED, (rules.gpus_per_node,))), ()),
     "Cluster": ((
-        Field("gpus-per-node", _COUNT),
-        Field("available-cpu-dram-mib", Nullable(_COUNT), None),
+        Field("gpus-per-node", _COUNT, REQUIRED, (rules.gpus_per_node,)),
+        Field("available-cpu-dram-mib", Nullable(_COUNT), None, (rules.host_mib,)),
         Field("arch", OneOf(ARCHES)),
         Field("scheduler", _TEXT),
         Field("slurm", Nullable(DictOf(Str(), AnyValue())), None),

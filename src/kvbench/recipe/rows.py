@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from kvbench.recipe import rules
 from kvbench.recipe.base import RecipeModel
@@ -32,6 +32,8 @@ class FixedSingleNodeRow(_Concurrency):
     spec_decoding: SpecDecoding = Field(default="none", alias="spec-decoding")
     router: ComponentMetadata | None = None
 
+    _gpus_in_range = field_validator("tp", "pp", "dcp_size", "pcp_size", "ep")(
+        rules.parallelism)
     _rules = model_validator(mode="after")(rules.fixed_single_node_row)
 
 
@@ -47,6 +49,7 @@ class FixedMultiNodeRow(_Concurrency):
     router: ComponentMetadata | None = None
     kv_p2p_transfer: str | None = Field(default=None, alias="kv-p2p-transfer", min_length=1)
 
+    _nodes_in_range = field_validator("num_nodes")(rules.node_count)
     _rules = model_validator(mode="after")(rules.fixed_multi_node_row)
 
 
@@ -70,4 +73,7 @@ class AgenticRow(_Concurrency):
     router: ComponentMetadata | None = None
     kv_p2p_transfer: str | None = Field(default=None, alias="kv-p2p-transfer", min_length=1)
 
+    _gpus_in_range = field_validator("tp", "pp", "dcp_size", "pcp_size", "ep")(
+        rules.parallelism)
+    _nodes_in_range = field_validator("num_nodes")(rules.node_count)
     _rules = model_validator(mode="after")(rules.agentic_row)

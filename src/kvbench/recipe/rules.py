@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from kvbench import bounds
 from kvbench.errors import shown
 from kvbench.recipe.arms import PATCH_ARMS
 from kvbench.recipe.fields import CLUSTER_LABEL_PREFIX
@@ -38,10 +39,10 @@ def config_key_problem(key: Any, seen: Mapping[str, Any]) -> str | None:
     """What is wrong with a master config's top-level key (`seen`: key -> the file that
     defined it first), or None."""
     if not isinstance(key, str) or "*" in key or "?" in key:
-        return (f"config key {key!r} must be a string without '*' or '?' (those are reserved "
+        return (f"config key {shown(key)} must be a string without '*' or '?' (those are reserved "
                 "for key globs)")
     if key in seen:
-        return f"config key {key!r} is already defined in {seen[key]}"
+        return f"config key {shown(key)} is already defined in {seen[key]}"
     return None
 
 
@@ -53,11 +54,31 @@ def is_multinode_entry(value: Any) -> bool:
 
 # --- field rules -------------------------------------------------------------------------
 
+def _within(rng: bounds.Range) -> Any:
+    """A field rule: the value (None passes), or ValueError naming `rng` and its reason."""
+    def rule(value: Any) -> Any:
+        if value is not None and (problem := rng.problem(value)) is not None:
+            raise ValueError(f"{shown(value)}: {problem}")
+        return value
+    return rule
+
+
+# the physical range of each numeric recipe field (kvbench/bounds.py says why)
+parallelism = _within(bounds.PARALLELISM)  # tp, pp, dcp-size, pcp-size, ep
+worker_count = _within(bounds.WORKER_COUNT)
+node_count = _within(bounds.NODES)
+prompt_tokens = _within(bounds.CONTEXT_TOKENS)  # isl
+output_tokens = _within(bounds.OUTPUT_TOKENS)  # osl
+host_gb_per_rank = _within(bounds.HOST_GB_PER_RANK)
+host_mib = _within(bounds.HOST_MIB)
+gpus_per_node = _within(bounds.GPUS_PER_NODE)
+
+
 def not_an_image(version: str | None) -> str | None:
     """A version must name the component's own release; image tags hide what actually ran."""
     if version is not None and version.startswith("image:"):
         raise ValueError(
-            f"version {version!r} must be a release, package version or source commit, "
+            f"version {shown(version)} must be a release, package version or source commit, "
             "not an image reference"
         )
     return version
@@ -66,18 +87,18 @@ def not_an_image(version: str | None) -> str | None:
 def key_value_settings(settings: list[str]) -> list[str]:
     bad = [s for s in settings if "=" not in s or s.startswith("=")]
     if bad:
-        raise ValueError(f"additional-settings entries must look like KEY=VALUE (got {bad})")
+        raise ValueError(f"additional-settings entries must look like KEY=VALUE (got {shown(bad)})")
     return settings
 
 
 def patch_file(file: str) -> str:
     path = PurePosixPath(file)
     if path.is_absolute() or ".." in path.parts or len(path.parts) < 2:
-        raise ValueError(f"file {file!r} must be a relative path inside the engine "
+        raise ValueError(f"file {shown(file)} must be a relative path inside the engine "
                          "package, starting with the package (e.g. "
                          "sglang/srt/configs/model_config.py)")
     if path.suffix != ".py":
-        raise ValueError(f"file {file!r} must be a Python source file (.py): the patcher "
+        raise ValueError(f"file {shown(file)} must be a Python source file (.py): the patcher "
                          "marks what it applied with a '#' comment")
     return file
 
@@ -85,14 +106,14 @@ def patch_file(file: str) -> str:
 def patch_arms(arms: list[str]) -> list[str]:
     bad = [a for a in arms if a not in PATCH_ARMS]
     if bad:
-        raise ValueError(f"arms {bad} are not arms (allowed: {', '.join(PATCH_ARMS)})")
+        raise ValueError(f"arms {shown(bad)} are not arms (allowed: {', '.join(PATCH_ARMS)})")
     return arms
 
 
 def runner_labels(labels: dict[str, list[str]]) -> dict[str, list[str]]:
     empty = [label for label, nodes in labels.items() if not nodes]
     if empty:
-        raise ValueError(f"runner labels need at least one runner name (empty: {empty})")
+        raise ValueError(f"runner labels need at least one runner name (empty: {shown(empty)})")
     return labels
 
 
@@ -106,7 +127,7 @@ def check_concurrency(row: Any) -> None:
     if has_range and has_list:
         raise ValueError(
             "give either 'conc-list' or 'conc-start'/'conc-end', not both "
-            f"(got conc-list={values}, conc-start={start}, conc-end={end})"
+            f"(got conc-list={shown(values)}, conc-start={start}, conc-end={end})"
         )
     if not has_range and not has_list:
         raise ValueError("a row needs 'conc-list' or both 'conc-start' and 'conc-end'")
@@ -126,11 +147,11 @@ def check_concurrency(row: Any) -> None:
     if has_list:
         bad = [c for c in values if c <= 0]
         if bad:
-            raise ValueError(f"'conc-list' entries must be > 0 (got {bad})")
+            raise ValueError(f"'conc-list' entries must be > 0 (got {shown(bad)})")
         big = [c for c in values if c > MAX_SESSION_LANES]
         if big:
             raise ValueError(f"'conc-list' entries must be at most {MAX_SESSION_LANES:,}, the "
-                             f"most session lanes kvbench runs (got {big})")
+                             f"most session lanes kvbench runs (got {shown(big)})")
 
 
 def check_dcp_divides_tp(row: Any) -> Any:
@@ -165,7 +186,7 @@ def check_worker_hardware_pair(row: Any) -> None:
     if bool(prefill.hardware) != bool(decode.hardware):
         raise ValueError(
             "'hardware' must be given for both 'prefill' and 'decode', or neither "
-            f"(got prefill={prefill.hardware!r}, decode={decode.hardware!r})"
+            f"(got prefill={shown(prefill.hardware)}, decode={shown(decode.hardware)})"
         )
 
 
@@ -189,7 +210,8 @@ def check_multinode_topology(row: Any) -> None:
 
 def backend_write_policy(backend: Any) -> Any:
     if backend.write_policy is not None and backend.name != "hicache":
-        raise ValueError(f"write-policy is a HiCache setting; backend {backend.name!r} has none")
+        raise ValueError(f"write-policy is a HiCache setting; backend {shown(backend.name)} "
+                         "has none")
     return backend
 
 
@@ -257,7 +279,7 @@ def dram_needs_utilization(block: Any) -> Any:
     dram_rows = [i for i, row in enumerate(block.search_space) if row.kv_offloading == "dram"]
     if dram_rows and block.dram_utilization is None:
         raise ValueError(
-            f"search-space rows {dram_rows} use 'kv-offloading: dram', so the block needs "
+            f"search-space rows {shown(dram_rows)} use 'kv-offloading: dram', so the block needs "
             "'dram-utilization' in (0, 1]"
         )
     return block
@@ -287,7 +309,7 @@ def master_entry(entry: Any) -> Any:
     if entry.scenarios.agentic_coding and not entry.runner.startswith(CLUSTER_LABEL_PREFIX):
         raise RuleError(
             f"agentic-coding entries must run on a '{CLUSTER_LABEL_PREFIX}<name>' runner so "
-            f"every point runs on one known hardware fleet (got runner {entry.runner!r})",
+            f"every point runs on one known hardware fleet (got runner {shown(entry.runner)})",
             ("runner",),
         )
     if not multinode and entry.kv_p2p_transfer is not None:
@@ -297,7 +319,7 @@ def master_entry(entry: Any) -> Any:
     ids = [p.id for p in entry.patches or []]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise RuleError(f"patch id {dup!r} is used twice; give each patch its own id",
+        raise RuleError(f"patch id {shown(dup)} is used twice; give each patch its own id",
                         ("patches", ids.index(dup), "id"))
     rows = list(entry_rows(entry))
     for field, attr in (("router", "router"), ("kv-p2p-transfer", "kv_p2p_transfer")):
@@ -368,19 +390,19 @@ def _check_inventory(runners: Any) -> None:
              for label, names in labels.items() if label.startswith(CLUSTER_LABEL_PREFIX)}
     if unlabeled := sorted(clusters.keys() - owned.keys()):
         raise ValueError(f"clusters without a '{CLUSTER_LABEL_PREFIX}<id>' label: "
-                         f"{unlabeled}")
+                         f"{shown(unlabeled)}")
     if undefined := sorted(owned.keys() - clusters.keys()):
         raise ValueError(f"'{CLUSTER_LABEL_PREFIX}<id>' labels without a clusters entry: "
-                         f"{undefined}")
+                         f"{shown(undefined)}")
     owner: dict[str, list[str]] = {}
     for cluster_id, names in owned.items():
         for runner in names:
             owner.setdefault(runner, []).append(cluster_id)
     if shared := {r: ids for r, ids in owner.items() if len(ids) > 1}:
-        raise ValueError(f"runners listed under several clusters: {shared}")
+        raise ValueError(f"runners listed under several clusters: {shown(shared)}")
     if orphans := sorted({r for rs in labels.values() for r in rs} - owner.keys()):
         raise ValueError(f"runners without a '{CLUSTER_LABEL_PREFIX}<id>' label: "
-                         f"{orphans}")
+                         f"{shown(orphans)}")
     for label, names in labels.items():
         if not label.startswith(PARTITION_LABEL_PREFIX):
             continue
@@ -389,6 +411,6 @@ def _check_inventory(runners: Any) -> None:
             known = cluster_partitions(cluster_id, clusters[cluster_id])
             if name not in known:
                 raise ValueError(
-                    f"label {label!r} selects partition {name!r}, which cluster "
-                    f"{cluster_id!r} does not declare (its slurm partitions: "
+                    f"label {shown(label)} selects partition {shown(name)}, which cluster "
+                    f"{shown(cluster_id)} does not declare (its slurm partitions: "
                     f"{', '.join(sorted(known)) or 'none'})")

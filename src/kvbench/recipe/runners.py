@@ -25,6 +25,9 @@ class RunnerHardware(RecipeModel):
     available_cpu_dram_mib: int = Field(alias="available-cpu-dram-mib", gt=0, strict=True)
     gpus_per_node: int = Field(alias="gpus-per-node", gt=0, strict=True)
 
+    _dram_in_range = field_validator("available_cpu_dram_mib")(rules.host_mib)
+    _gpus_in_range = field_validator("gpus_per_node")(rules.gpus_per_node)
+
 
 class Cluster(RecipeModel):
     """One `clusters:` record of the newer layout. kvbench reads the node facts; the
@@ -40,6 +43,9 @@ class Cluster(RecipeModel):
     slurm: dict[str, Any] | None = None
     models: dict[str, Any] | None = None
     env: dict[str, str] | None = None
+
+    _dram_in_range = field_validator("available_cpu_dram_mib")(rules.host_mib)
+    _gpus_in_range = field_validator("gpus_per_node")(rules.gpus_per_node)
 
 
 class Runners(RecipeModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kvbench.recipe import rules
 from kvbench.recipe.base import RecipeModel
@@ -15,6 +15,8 @@ class FixedSingleNodeBlock(RecipeModel):
     require_power: bool = Field(default=False, alias="require-power", strict=True)
     search_space: list[FixedSingleNodeRow] = Field(alias="search-space")
 
+    _isl_in_range = field_validator("isl")(rules.prompt_tokens)
+    _osl_in_range = field_validator("osl")(rules.output_tokens)
     _power_shape = model_validator(mode="after")(rules.power_shape)
 
 
@@ -24,6 +26,8 @@ class FixedMultiNodeBlock(RecipeModel):
     require_power: bool = Field(default=False, alias="require-power", strict=True)
     search_space: list[FixedMultiNodeRow] = Field(alias="search-space")
 
+    _isl_in_range = field_validator("isl")(rules.prompt_tokens)
+    _osl_in_range = field_validator("osl")(rules.output_tokens)
     _power_shape = model_validator(mode="after")(rules.power_shape)
 
 

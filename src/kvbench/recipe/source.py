@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from kvbench import yamldoc
+from kvbench import bounds, yamldoc
 from kvbench.errors import RecipeError
 from kvbench.files import read_bounded
 
@@ -55,14 +55,14 @@ def _int_in_range(loader: yaml.BaseConstructor, node: yaml.ScalarNode) -> int:
     value = str(node.value)
     if len(value) <= yamldoc.MAX_INT_DIGITS:
         if value.isascii() and value.isdigit() and (value[0] != "0" or len(value) == 1):
-            return int(value)  # plain decimal; a leading 0 is YAML 1.1 octal
-        return loader.construct_yaml_int(node)
+            return yamldoc.int_in_range(int(value), node)  # a leading 0 is YAML 1.1 octal
+        return yamldoc.int_in_range(loader.construct_yaml_int(node), node)
     digits = sum(c.isalnum() for c in value)
     if digits > yamldoc.MAX_INT_DIGITS:
         raise yaml.constructor.ConstructorError(
             None, None, f"an integer of {digits} digits is out of range (at most "
             f"{yamldoc.MAX_INT_DIGITS})", node.start_mark)
-    return loader.construct_yaml_int(node)
+    return yamldoc.int_in_range(loader.construct_yaml_int(node), node)
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _int_in_range)
@@ -119,9 +119,9 @@ def _plain(loader: _Loader) -> Any:
                 if tag == _STR:
                     value: Any = text
                 elif tag == _INT:
-                    if len(text) <= yamldoc.MAX_INT_DIGITS and text.isascii() and \
+                    if len(text) < yamldoc.MAX_INT_DIGITS and text.isascii() and \
                             text.isdigit() and (text[0] != "0" or len(text) == 1):
-                        value = int(text)  # plain decimal, as _int_in_range reads it
+                        value = int(text)  # plain decimal below 10**18, as _int_in_range
                     else:
                         value = _int_in_range(loader, yaml.ScalarNode(
                             tag, text, event.start_mark, event.end_mark))
@@ -220,7 +220,7 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
     except _NotPlain:
         pass
     else:
-        return data, _duplicate_problems(path, loader)
+        return _bounded_text(data, path), _duplicate_problems(path, loader)
     finally:
         loader.dispose()
     loader = _Loader(text)
@@ -234,7 +234,18 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
         raise yamldoc.yaml_error(e, path, RecipeError) from None
     finally:
         loader.dispose()
-    return data, _duplicate_problems(path, loader)
+    return _bounded_text(data, path), _duplicate_problems(path, loader)
+
+
+def _bounded_text(data: Any, path: Path) -> Any:
+    """`data`, or one line naming the file, line and YAML path of a string past
+    bounds.MAX_TEXT_CHARS (every pattern, message and dashboard that meets it stays fast)."""
+    found = bounds.long_text(data)
+    if found is None:
+        return data
+    loc, length = found
+    raise RecipeError(f"{LineFinder(path).where(loc)}: {bounds.path_text(loc)}: "
+                      f"{bounds.text_problem(length)}")
 
 
 def _duplicate_problems(path: Path, loader: _Loader) -> list[str]:

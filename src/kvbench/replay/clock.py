@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import urllib.request
 
-from kvbench.errors import ReplayOptionError
+from kvbench.bounds import TIME_SCALE
+from kvbench.errors import ReplayError, ReplayOptionError
 
 # sim/server.py sends the same name (a test ties the two)
 TIME_SCALE_HEADER = "X-Kvbench-Time-Scale"
@@ -45,7 +46,9 @@ def advertised_clock(base_url: str) -> tuple[float | None, bool]:
 def resolve_time_scale(given: float | None, advertised: float | None,
                        virtual: bool = False) -> tuple[float, str]:
     """(scale, source): the server's when it advertises one, else the user's, else 1. A
-    virtual clock stamps its own times: the scale is 1 (they are the server's already)."""
+    virtual clock stamps its own times: the scale is 1 (they are the server's already). An
+    advertised scale outside bounds.TIME_SCALE makes the server unusable: a clock of 1e-300
+    turns every think time into a sleep no lane wakes from."""
     if virtual:
         if given is not None and given != 1.0:
             raise ReplayOptionError(
@@ -54,6 +57,7 @@ def resolve_time_scale(given: float | None, advertised: float | None,
                 hint="drop --time-scale: replay records the server's times by itself")
         return 1.0, "server"
     if advertised is not None:
+        TIME_SCALE.check(advertised, f"the server's clock ({TIME_SCALE_HEADER})", ReplayError)
         if given is not None and not math.isclose(given, advertised, rel_tol=1e-6):
             raise ReplayOptionError(
                 f"--time-scale {given:g} contradicts the server, whose clock runs "

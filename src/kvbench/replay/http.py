@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
 
-from kvbench.errors import ReplayOptionError
+from kvbench.bounds import PORT
+from kvbench.errors import ReplayOptionError, shown
 from kvbench.replay.chunked import ChunkedDecoder
 
 RCVBUF_BYTES = 4 << 20
@@ -29,6 +30,17 @@ MAX_RESPONSE_BYTES = 64 << 20
 # Margin kept below an advertised keep-alive timeout (the server's timer and ours are not one).
 IDLE_MARGIN_S = 0.5
 UNANSWERED = "connection closed before a response"
+# A response head is a few hundred bytes; CPython's http.client refuses more than 100 header
+# lines (`_MAXHEADERS`, Lib/http/client.py) and lines past 64 KiB (`_MAXLINE`): a head past
+# either is a misbehaving server's, a per-request error.
+MAX_HEADERS = 100
+MAX_HEAD_BYTES = 64 << 10
+# A stream that keeps sending bytes (SSE comments, keep-alives) and no event for this long
+# is stalled: a per-request error (`stalled`), not a wait until the request timeout. A server
+# that sends nothing at all (a long prefill) is not stalled; the request timeout bounds it.
+KEEPALIVE_ONLY_S = 60.0
+STALLED = "stalled"
+BAD_RESPONSE = "bad_response"
 
 
 @dataclass(slots=True)
@@ -39,6 +51,9 @@ class Response:
     t_first_byte_ns: int
     complete: bool = True
     error: str | None = None
+    # what kind of failure `error` is when the transport itself failed mid-response
+    # (`stalled`, `bad_response`); None: too large (the one kind before these)
+    error_kind: str | None = None
     # closed by the server before a single response byte: the server never answered (on a
     # reused keep-alive connection, it closed it as we wrote), so resending is safe
     unanswered: bool = False
@@ -57,14 +72,20 @@ class Endpoint:
 
     @classmethod
     def parse(cls, url: str) -> Endpoint:
-        parts = urlsplit(url)
+        try:  # "http://[::1" and a port of 99999 are ValueErrors of urllib's own
+            parts = urlsplit(url)
+            port_given = parts.port
+        except ValueError as e:
+            raise ReplayOptionError(f"url {shown(url)}: {e}",
+                                    hint="e.g. --url http://127.0.0.1:8000") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ReplayOptionError(
-                f"url {url!r} is not an http(s) URL",
+                f"url {shown(url)} is not an http(s) URL",
                 hint="e.g. --url http://127.0.0.1:8000",
             )
         tls = parts.scheme == "https"
-        port = parts.port or (443 if tls else 80)
+        port = port_given if port_given is not None else (443 if tls else 80)
+        PORT.check(port, f"url {shown(url)}: port", ReplayOptionError)
         path = parts.path.rstrip("/")
         if path.endswith("/v1"):
             path = path[:-3]
@@ -94,6 +115,9 @@ class Connection(asyncio.Protocol):
         return (now_ns - self.idle_since_ns) / 1e9 >= limit
 
     def _reset(self) -> None:
+        self._events = 0  # reads that carried an SSE data line (keep-alive watch)
+        self._head_bytes = 0
+        self._error_kind: str | None = None
         self._head_buf = b""
         self._t_first = 0
         self._status = 0
@@ -127,6 +151,8 @@ class Connection(asyncio.Protocol):
             self._chunked = None
             self._finish("done")
             return
+        if b"data:" in data:
+            self._events += 1
         dec = self._chunked
         if dec is not None:
             if dec.feed(t, data):
@@ -156,7 +182,15 @@ class Connection(asyncio.Protocol):
         end = buf.find(b"\r\n\r\n")
         if end < 0:
             self._head_buf = buf
+            if len(buf) > MAX_HEAD_BYTES:
+                self._bad(f"response head past {MAX_HEAD_BYTES >> 10} KiB with no end")
             return
+        lines_n = buf.count(b"\r\n", 0, end)
+        if end > MAX_HEAD_BYTES or lines_n > MAX_HEADERS:
+            self._bad(f"response head of {end:,} bytes, {lines_n:,} lines (at most "
+                      f"{MAX_HEADERS} headers in {MAX_HEAD_BYTES >> 10} KiB)")
+            return
+        self._head_bytes = self._received - (len(buf) - end - 4)
         lines = buf[:end].decode("latin-1").split("\r\n")
         try:
             self._status = int(lines[0].split(" ", 2)[1])
@@ -174,7 +208,11 @@ class Connection(asyncio.Protocol):
             if rest and self._chunked.feed(t, rest):
                 self._finish("done")
         elif "content-length" in self._headers:
-            self._mode, self._length = "length", int(self._headers["content-length"])
+            length = self._headers["content-length"]
+            if not (length.isascii() and length.isdigit()) or len(length) > 12:
+                self._bad(f"Content-Length {shown(length)} is not a byte count")
+                return
+            self._mode, self._length = "length", int(length)
             if rest:
                 self._pieces.append((t, rest))
             self._got = len(rest)
@@ -184,6 +222,23 @@ class Connection(asyncio.Protocol):
             self._mode = "eof"
             if rest:
                 self._pieces.append((t, rest))
+
+    def _bad(self, error: str, kind: str = BAD_RESPONSE) -> None:
+        self._error, self._error_kind = error, kind
+        self._finish("done")
+
+    def _watch_keepalive(self, received: int, events: int) -> None:
+        """Every KEEPALIVE_ONLY_S of a request: a stream that sent bytes since the last look
+        and no event is stalled."""
+        if self._waiter is None or self._waiter.done():
+            return
+        body = self._received - self._head_bytes if self._mode else 0
+        if body > received and self._events == events:
+            self._bad(f"the stream sent {body - received:,} bytes of keep-alive and no event "
+                      f"in {KEEPALIVE_ONLY_S:g} s", STALLED)
+            return
+        self._watch = asyncio.get_running_loop().call_later(
+            KEEPALIVE_ONLY_S, self._watch_keepalive, body, self._events)
 
     def _finish(self, why: str) -> None:
         w = self._waiter
@@ -196,13 +251,16 @@ class Connection(asyncio.Protocol):
         with `error` set (a per-request failure is a record, not an exception)."""
         assert self.transport is not None
         self._reset()
-        self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        self._watch = loop.call_later(KEEPALIVE_ONLY_S, self._watch_keepalive, 0, 0)
         t_send = perf_counter_ns()
         self.transport.write(raw)
         try:
             why = await self._waiter
         finally:
             self._waiter = None
+            self._watch.cancel()
         resp = self._response(why)
         self._chunked = None
         if resp.complete:
@@ -214,7 +272,8 @@ class Connection(asyncio.Protocol):
     def _response(self, why: str) -> Response:
         if self._error is not None:
             self.close()
-            return Response(self._status, self._headers, [], self._t_first, False, self._error)
+            return Response(self._status, self._headers, [], self._t_first, False, self._error,
+                            error_kind=self._error_kind)
         if not self._mode:
             unanswered = why == "eof" and not self._t_first
             err = UNANSWERED if why == "eof" else why

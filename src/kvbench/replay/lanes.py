@@ -22,7 +22,14 @@ from kvbench.redaction import redact_text, remember_secret
 from kvbench.replay import idle
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.digest import Digest
-from kvbench.replay.http import Connection, Endpoint, Response, open_connection
+from kvbench.replay.http import (
+    KEEPALIVE_ONLY_S,
+    STALLED,
+    Connection,
+    Endpoint,
+    Response,
+    open_connection,
+)
 from kvbench.replay.ideal import IdealCache
 from kvbench.replay.lockstep import After, arrival_ns, ended, resolve_request, successors
 from kvbench.replay.overflow import is_context_overflow
@@ -108,6 +115,8 @@ class Counters:
     # requests in a row that found no server, and when the first of them did
     unreachable: int = 0
     unreachable_since_ns: int = 0
+    # requests in a row whose stream sent keep-alives and no event (replay/http.py)
+    stalled: int = 0
 
     def connections(self) -> dict[str, int]:
         return {"opened": self.connections_opened, "resent_unanswered": self.resent_unanswered,
@@ -160,6 +169,7 @@ class Lanes:
         self.pool = pool
         self.prompts = prompts
         self.write = write
+        self.write_error: OSError | None = None  # the records could not be written (disk full)
         self.c = counters
         self.factory = RequestFactory(cfg, ep)
         # a virtual-clock server (replay/lockstep.py): its stamps are the times recorded, and
@@ -688,6 +698,18 @@ class Lanes:
         self.c.done += 1
         if out["status"] == "error":
             self.c.errors += 1
+        self.c.stalled = self.c.stalled + 1 if out.get("error_kind") == STALLED else 0
+        if self.c.stalled >= SERVER_GONE_FAILURES:
+            # every stream stalls: the run would wait KEEPALIVE_ONLY_S per request to the end
+            self.halt(f"the server sent keep-alives and no token to {self.c.stalled} requests "
+                      f"in a row ({KEEPALIVE_ONLY_S:g} s each)")
         self.c.out_tokens += out.get("completion_tokens") or 0
         self.c.in_tokens += out.get("prompt_tokens") or out["sent_prompt_tokens"]
-        self.write(out)
+        try:
+            self.write(out)
+        except OSError as e:
+            # a full disk: every later record would be lost too, so the run stops now
+            # (it once ran on past its duration, its digest task dead)
+            self.write_error = self.write_error or e
+            self.closed = True
+            self.halt(f"cannot write the records: {e.strerror or e}")

@@ -89,6 +89,9 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
     if resp is None:
         return rec
     rec["http_status"] = resp.status or None
+    if resp.error_kind is not None:  # the response itself broke a bound (replay/http.py)
+        rec["error"], rec["error_kind"] = resp.error, resp.error_kind
+        return rec
     if resp.status != 200:
         text = resp.body()[:500].decode("utf-8", "replace")
         rec["error"] = resp.error or f"HTTP {resp.status}: {text}"
@@ -97,6 +100,14 @@ def build_record(resp: Response | None, *, chat: bool, keep_text: bool, error: s
         return rec
     if resp.error and not resp.pieces:  # nothing was kept to parse (a runaway body, dropped)
         rec["error"], rec["error_kind"] = resp.error, "too_large"
+        return rec
+    kind = resp.headers.get("content-type", "")
+    if "json" in kind.lower() or (resp.pieces and "event-stream" in kind.lower() and (
+            resp.pieces[0][1].lstrip()[:1] in (b"{", b"["))):
+        # a whole JSON body where a stream was asked (under its own type, or labelled as
+        # an event stream): no event of it is a streamed token
+        rec["error"] = f"a JSON body (Content-Type {shown(kind)}) where an event stream was asked"
+        rec["error_kind"] = "not_a_stream"
         return rec
     res = parsed if parsed is not None else parse_stream(resp, chat=chat, keep_text=keep_text,
                                                          server_clock=server_clock)
@@ -144,10 +155,17 @@ def mark_impossible_usage(rec: dict) -> dict:
     else:
         prompt, cached = rec.get("prompt_tokens"), rec.get("cached_tokens")
         done, cap = rec.get("completion_tokens"), rec.get("max_tokens")
+        streamed = len(rec.get("chunk_ns") or ())  # events that carried a token each
         if prompt is not None and cached is not None and cached > prompt:
             problem = f"usage cached_tokens {cached} > prompt_tokens {prompt}"
         elif done is not None and cap is not None and done > cap:
             problem = f"usage completion_tokens {done} > max_tokens {cap} requested"
+        elif prompt == 0:
+            problem = "usage prompt_tokens 0: every request sent a prompt"
+        elif prompt is None and done is not None:
+            problem = "usage gives completion_tokens but no prompt_tokens"
+        elif done is not None and done < streamed:
+            problem = f"usage completion_tokens {done} < the {streamed} tokens streamed"
     if problem is not None:
         rec.update(status="error", error=f"impossible usage: {problem}", error_kind="bad_usage")
     return rec

@@ -111,7 +111,14 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
             interrupted = True
         finally:
             lanes.closed = True  # a lane a second cancellation left behind writes nothing
-            writer.close()
+            try:
+                writer.close()
+            except OSError as e:
+                lanes.write_error = lanes.write_error or e
+        if lanes.write_error is not None:
+            raise ReplayError(f"cannot write {records_path}: "
+                              f"{lanes.write_error.strerror or lanes.write_error}",
+                              hint="free space where --output is (or choose another place)")
         # streamed: the records are read back one at a time, never held
         summary = summarize(iter_jsonl(records_path), num_gpus=cfg.num_gpus,
                             client=monitor.report(), time_scale=cfg.time_scale,

@@ -30,6 +30,7 @@ class StreamResult:
     last_cum_tokens: int = 0
     continuous_usage: bool = False  # an event with choices carried usage
     t_usage_ns: int | None = None
+    done: bool = False  # `data: [DONE]` arrived: the stream is over
     # a virtual-clock server (replay/lockstep.py): each event's time is the one it stamps
     server_clock: bool = False
 
@@ -72,9 +73,42 @@ def parse_stream_steps(res: StreamResult, resp: Response, *, chat: bool, keep_te
             yield
 
 
+def _bad(res: StreamResult, problem: str) -> None:
+    """The stream contradicts the OpenAI streaming format: the request fails with the first
+    such problem (`bad_event`); what it carried is never counted as tokens."""
+    if res.error is None:
+        res.error, res.error_kind = problem, "bad_event"
+
+
+def _shape_problem(obj: dict, chat: bool) -> str | None:
+    """Why an event's `choices` cannot be one streamed choice's (one was asked), or None."""
+    choices = obj.get("choices")
+    if choices is None:
+        return None
+    if not isinstance(choices, list):
+        return f"choices is {shown(choices)}: not a list"
+    for i, choice in enumerate(choices):
+        if not isinstance(choice, dict):
+            return f"choices[{i}] is {shown(choice)}: not an object"
+        index = choice.get("index", 0)
+        if index not in (0, None):
+            return f"choices[{i}] has index {shown(index)}: one choice was asked"
+        part = choice.get("delta") if chat else choice
+        if chat and part is not None and not isinstance(part, dict):
+            return f"choices[{i}].delta is {shown(part)}: not an object"
+        text = (part or {}).get("content" if chat else "text")
+        if text is not None and not isinstance(text, str):
+            return f"choices[{i}] text is {shown(text)}: not a string"
+    return None
+
+
 def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) -> None:
     res.num_events += 1
+    if res.done:
+        _bad(res, f"an event after [DONE]: {data[:80]!r}")
+        return
     if data == b"[DONE]":
+        res.done = True
         return
     try:
         obj = orjson.loads(data)
@@ -82,6 +116,10 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
         res.error, res.error_kind = f"unparsable SSE data {data[:80]!r}", "bad_event"
         return
     if type(obj) is not dict:
+        _bad(res, f"an event that is not a JSON object: {shown(obj)}")
+        return
+    if (problem := _shape_problem(obj, chat)) is not None:
+        _bad(res, problem)
         return
     if res.server_clock:
         stamp = obj.get(STAMP_FIELD)
@@ -92,14 +130,10 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
             res.error_kind = "bad_event"
             return
     choices = obj.get("choices")
-    if not isinstance(choices, list):  # a misbehaving server's choices are no tokens
-        choices = None
     usage = obj.get("usage")
     text: str | None = None
     closing = False
     for choice in choices or ():
-        if not isinstance(choice, dict):
-            continue
         piece = _delta_text(choice, chat)
         if piece is not None:
             text = piece if text is None else text + piece

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
-from kvbench import SCHEMA_VERSION
+from kvbench import SCHEMA_VERSION, bounds
 
 STATUSES = ("ok", "failed", "skipped")
+# what results/reuse.py `cache_reuse` writes: the share of prompt tokens per source
+REUSE_SHARES = ("gpu", "host", "external", "recomputed", "unknown_tier")
+REUSE_KEYS = ("source", "prompt_tokens", *REUSE_SHARES, "cached_tokens")
 
 
 class Result(BaseModel):
@@ -25,13 +28,14 @@ class Result(BaseModel):
     fingerprint: str
     config_key: str
     exp_name: str
-    repeat: int = 0
+    repeat: Annotated[int, bounds.REPEAT_INDEX.validator()] = 0
     job_row: dict[str, Any]
 
     # job identity and topology (reference names)
     hw: str
     runner: str
-    conc: int
+    # numbers a reader compares and draws, each within its physical range (kvbench/bounds.py)
+    conc: Annotated[int, bounds.LANES.validator()]
     image: str | None = None
     model: str
     infmax_model_prefix: str | None = None
@@ -41,18 +45,18 @@ class Result(BaseModel):
     disagg: bool = False
     scenario_type: str = "agentic-coding"
     is_multinode: bool = False
-    tp: int = 1
-    ep: int = 1
+    tp: Annotated[int, bounds.PARALLELISM.validator()] = 1
+    ep: Annotated[int, bounds.PARALLELISM.validator()] = 1
     dp_attention: bool = False
-    pp: int = 1
-    dcp_size: int = 1
-    pcp_size: int = 1
-    num_gpus: int = 1
+    pp: Annotated[int, bounds.PARALLELISM.validator()] = 1
+    dcp_size: Annotated[int, bounds.PARALLELISM.validator()] = 1
+    pcp_size: Annotated[int, bounds.PARALLELISM.validator()] = 1
+    num_gpus: Annotated[int, bounds.GPUS.validator()] = 1
     kv_offloading: str = "none"
     kv_offload_backend: dict[str, Any] | None = None
-    allocated_cpu_dram_gb: float = 0
+    allocated_cpu_dram_gb: Annotated[float, bounds.HOST_GB.validator()] = 0
     router: dict[str, Any] | None = None
-    duration_s: float | None = None
+    duration_s: Annotated[float | None, bounds.MEASURED_S.validator()] = None
 
     plan: dict[str, Any] | None = None
     # which sizing gave the host pools (launcher: the InferenceX launcher's arithmetic, or
@@ -102,6 +106,35 @@ class Result(BaseModel):
             raise ValueError(f"status {v!r} is not one of {', '.join(STATUSES)}")
         return v
 
+    @field_validator("cache_reuse")
+    @classmethod
+    def _reuse_shape(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # compare and the dashboard index these keys (results/reuse.py writes them)
+        if v is not None:
+            missing = [k for k in REUSE_KEYS if k not in v]
+            if missing:
+                raise ValueError(f"lacks {', '.join(missing)} (a result's cache "
+                                 f"reuse has {', '.join(REUSE_KEYS)})")
+            for k in REUSE_SHARES:
+                if v[k] is not None and (problem := bounds.RATIO.problem(v[k])) is not None:
+                    raise ValueError(f"cache_reuse.{k} {v[k]!r}: {problem}")
+        return v
+
+    @field_validator("inferencex_cache")
+    @classmethod
+    def _inferencex_shape(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # compare averages the share's segments and the dashboard draws them
+        # (metrics/inferencex.py `cache_share` writes them): a string there was a traceback
+        share = (v or {}).get("share")
+        if share is None:
+            return v
+        if not isinstance(share, dict) or type(share.get("combined")) is not bool:
+            raise ValueError("share: not an InferenceX share (hbm, host, unreused, combined)")
+        for k in ("hbm", "host", "unreused"):
+            if (problem := bounds.RATIO.problem(share.get(k))) is not None:
+                raise ValueError(f"share.{k} {share.get(k)!r}: {problem}")
+        return v
+
     @property
     def valid(self) -> bool | None:
         return None if self.validity is None else bool(self.validity.get("valid"))
@@ -124,16 +157,37 @@ class Result(BaseModel):
 
 
 def impossible_metric(result: Result) -> str | None:
-    """The first count, metric or energy figure of `result` that is NaN, infinite or
-    negative: a NaN or a negative latency compares as anything, and compare/report would draw
-    it as a finding. Checked when a result is read, not when a run writes it (a run's odd
-    gauge must not lose its measurements)."""
+    """The first count, metric or energy figure of `result` that is NaN, infinite, negative
+    or past the physical range its unit has (a latency of 10^300 ms, a time scale of 1e300):
+    such a number compares as anything, and compare/report would draw it as a finding.
+    Checked when a result is read, not when a run writes it (a run's odd gauge must not lose
+    its measurements)."""
     for name in ("conc", "num_gpus", "num_requests_total", "num_requests_successful",
-                 "allocated_cpu_dram_gb", "request_metrics", "server_metrics", "energy"):
+                 "allocated_cpu_dram_gb", "request_metrics", "server_metrics", "energy",
+                 "cache_reuse"):
         bad = _impossible(getattr(result, name), name)
         if bad:
             return bad
     return None
+
+
+# the unit a metric's name carries (DESIGN.md: units in names) and its range; summary
+# statistics (mean, p50, n ...) take their parent's. Checked in order: the first match wins.
+_UNIT_RANGES: tuple[tuple[Any, bounds.Range], ...] = (
+    (lambda k: k == "time_scale", bounds.TIME_SCALE),
+    (lambda k: "tok_s" in k, bounds.TOKEN_RATE),
+    (lambda k: k.endswith("requests_s"), bounds.REQUEST_RATE),
+    (lambda k: k.endswith("_ms") or "_ms_" in k, bounds.MEASURED_MS),
+    (lambda k: k in ("window_s", "duration_s", "elapsed_s", "profiled_s"), bounds.MEASURED_S),
+    (lambda k: k.endswith("tokens") or k.startswith("cached_tokens"), bounds.TOKEN_TOTAL),
+)
+_STATS = frozenset({"mean", "std", "n", "min", "max", "p50", "p75", "p90", "p95", "p99"})
+
+
+def _unit_range(key: str, inherited: bounds.Range | None) -> bounds.Range | None:
+    if key in _STATS:
+        return inherited
+    return next((rng for match, rng in _UNIT_RANGES if match(key)), None)
 
 
 def _kind(v: Any) -> str:
@@ -144,13 +198,18 @@ def _kind(v: Any) -> str:
     return "list" if isinstance(v, list | tuple) else type(v).__name__
 
 
-def _impossible(value: Any, path: str) -> str | None:
-    """The first number under `value` that is NaN, infinite or negative, as `path: value`."""
-    if isinstance(value, bool) or value is None:
+def _impossible(value: Any, path: str, rng: bounds.Range | None = None) -> str | None:
+    """The first number under `value` that is NaN, infinite, negative or outside the range
+    of its unit (`rng`, from its name), as `path: value`."""
+    if value is None:
         return None
+    if isinstance(value, bool):  # a flag, unless its name gives it a unit
+        return None if rng is None else f"{path} is {value!r}: {rng.problem(value)}"
     if isinstance(value, int | float):
         if not math.isfinite(value) or value < 0:
             return f"{path} is {value!r}: a metric is a finite number >= 0"
+        if rng is not None and (problem := rng.problem(value)) is not None:
+            return f"{path} is {value!r}: {problem}"
         return None
     if isinstance(value, dict):
         items = value.items()
@@ -164,7 +223,8 @@ def _impossible(value: Any, path: str) -> str | None:
     else:
         return None
     for k, v in items:
-        bad = _impossible(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")
+        bad = _impossible(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]",
+                          _unit_range(k, rng) if isinstance(k, str) else rng)
         if bad:
             return bad
     return None

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvbench.redaction import redacted_id
 from kvbench.workload.loader import read_trace_file, trace_files
 from kvbench.workload.mooncake import BLOCK_TOKENS as MOONCAKE_BLOCK_TOKENS
 from kvbench.workload.session import Turn
@@ -52,7 +53,7 @@ def _request(turn: Turn, arrival_s: float, think_s: float, offset: int) -> Trace
 def load_trace(path: Path, index: int = 0) -> Trace:
     """One validated trace file; `index` namespaces its local hash ids."""
     trace = read_trace_file(Path(path))
-    name = trace.path.name.split(".")[0]
+    name = redacted_id(trace.path.name.split(".")[0])
     offset = index * _NAMESPACE
     sessions: list[list[TraceRequest]] = []
     page = MOONCAKE_BLOCK_TOKENS

@@ -4,10 +4,11 @@ sweep and carried in each job.json so that `kvbench run-job` needs nothing else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kvbench import bounds
 from kvbench.units import MAX_REPLAY_WORKERS
 from kvbench.workload.choice import bundled_traces
 
@@ -17,8 +18,9 @@ class PhaseTimeouts(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    ready_s: float = Field(1800.0, gt=0, description="server start until /health answers")
-    replay_s: float | None = Field(
+    ready_s: Annotated[float, bounds.TIMEOUT_S.validator()] = Field(
+        1800.0, gt=0, description="server start until /health answers")
+    replay_s: Annotated[float | None, bounds.TIMEOUT_S.validator()] = Field(
         None, gt=0,
         description="default: warm-up grace + duration + grace + 5 min, or 2 h without one")
 
@@ -31,24 +33,28 @@ class RunOptions(BaseModel):
     # CI runner or Slurm node then needs no path that exists only on this machine)
     bundled_traces: bool = False
     endpoint: Literal["chat", "completions"] = "chat"
-    duration_s: float | None = Field(None, gt=0, description="default: the row's duration")
-    max_requests: int | None = Field(None, ge=1)
-    warmup_requests: int = Field(0, ge=0)
-    seed: int = 0
+    # each number within its physical range (kvbench/bounds.py): a job file is read back from
+    # disk or a CI matrix entry, where nothing checked it (warmup_requests 2^31 once hung)
+    duration_s: Annotated[float | None, bounds.DURATION_S.validator()] = Field(
+        None, gt=0, description="default: the row's duration")
+    max_requests: Annotated[int | None, bounds.REQUESTS.validator()] = Field(None, ge=1)
+    warmup_requests: Annotated[int, bounds.WARMUP_REQUESTS.validator()] = Field(0, ge=0)
+    seed: Annotated[int, bounds.SEED.validator()] = 0
     # "shuffled": lanes take the sessions in an order drawn from seed + the repeat's number,
     # so the repeats of a point on the deterministic embedded engine sample different mixes
     # of sessions side by side (the quickstart's noise); "trace": every repeat the same
     order: Literal["trace", "shuffled"] = "trace"
     tokenizer: str | None = None
-    max_tokens_cap: int | None = Field(None, ge=1)
-    max_input_tokens: int | None = Field(None, ge=1)
-    think_time_scale: float = Field(1.0, ge=0)
+    max_tokens_cap: Annotated[int | None, bounds.OUTPUT_TOKENS.validator()] = Field(None, ge=1)
+    max_input_tokens: Annotated[int | None, bounds.CONTEXT_TOKENS.validator()] = Field(None,
+                                                                                     ge=1)
+    think_time_scale: Annotated[float, bounds.RATE_SCALE.validator()] = Field(1.0, ge=0)
     engine_args: list[str] = Field(default_factory=list, description="appended to the argv")
     model_path: str | None = None
     # "dummy": the engine serves the model's shape with random weights (`kvbench dummy-model`
     # builds the directory, whose tokenizer then also synthesises the prompts)
     load_format: Literal["auto", "dummy"] = "auto"
-    scrape_interval_s: float = Field(1.0, gt=0)
+    scrape_interval_s: Annotated[float, bounds.INTERVAL_S.validator()] = Field(1.0, gt=0)
     # a validity profile (replay/profile.py): its replay settings where these options keep
     # their defaults, and its verdict in each result. None: the row's default (`for_row`:
     # AgentX for a row with an InferenceX exp-name, none for kvbench's own rows); "none": no

@@ -34,6 +34,42 @@ _SLURM_NAMES = re.compile(r"[A-Za-z0-9_.\-]{1,128}(?:,[A-Za-z0-9_.\-]{1,128}){0,
 _SLURM_TIME = re.compile(r"(?:[0-9]{1,7}(?::[0-9]{1,2}){0,2}|[0-9]{1,5}-[0-9]{1,2}"
                          r"(?::[0-9]{1,2}){0,2}|UNLIMITED|unlimited|infinite|INFINITE)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# sbatch reads an #SBATCH line as words (Slurm src/sbatch/opt.c, _get_argument): whitespace
+# ends a word, '...' or "..." group one, a backslash escapes the next character (inside
+# quotes too), an unquoted '#' ends the line, and an unmatched quote is fatal for the whole
+# script. A value of kvbench's own (the results path) is written as one word.
+_SBATCH_PLAIN = re.compile(r"[A-Za-z0-9_./%:=,@+\-]+")
+
+
+def sbatch_word(value: str) -> str:
+    """`value` as exactly one word of an #SBATCH line."""
+    if _SBATCH_PLAIN.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _sbatch_reads(line: str) -> bool:
+    """Whether sbatch reads `line` (an #SBATCH line's text) without a fatal error: every
+    quote closed, and no word starting with ':'."""
+    quote, escaped, word_start = "", False, True
+    for ch in line:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch.isspace():
+            word_start = True
+            continue
+        elif word_start and ch == ":":
+            return False
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            break
+        word_start = False
+    return not quote
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +116,12 @@ class SlurmExecutor:
                 raise SweepOptionError(f"{flag} {value[:80]!r}: not a Slurm value "
                                        f"(allowed: {allowed})")
         for arg in self.sbatch_args:
-            if not arg.startswith("-") or len(arg) > 1024 or _CONTROL.search(arg):
+            if (not arg.startswith("-") or len(arg) > 1024 or _CONTROL.search(arg)
+                    or not _sbatch_reads(arg)):
                 raise SweepOptionError(
                     f"--sbatch-arg {arg[:80]!r}: not one sbatch option (allowed: a single "
-                    f"line starting with '-', without control characters, at most 1,024 "
-                    f"characters)")
+                    f"line starting with '-', without control characters, an unclosed quote "
+                    f"or a word starting with ':', at most 1,024 characters)")
         if self.max_parallel is not None and not 1 <= self.max_parallel <= MAX_ARRAY_TASKS:
             raise SweepOptionError(f"--max-parallel {self.max_parallel}: out of range "
                                    f"(allowed: 1 to {MAX_ARRAY_TASKS:,})")
@@ -126,7 +163,8 @@ class SlurmExecutor:
             raise SweepOptionError(f"results directory {str(output.parent)[:120]!r}: a path "
                                    f"with a control character cannot be an #SBATCH --output "
                                    f"(allowed: a path without newlines or control characters)")
-        lines = ["#!/bin/bash", f"#SBATCH --job-name=kvbench-{name}", f"#SBATCH --output={output}"]
+        lines = ["#!/bin/bash", f"#SBATCH --job-name=kvbench-{name}",
+                 f"#SBATCH {sbatch_word(f'--output={output}')}"]
         for flag, value in (("--partition", self.partition), ("--account", self.account),
                             ("--time", self.time_limit)):
             if value:

@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kvbench import SCHEMA_VERSION
-from kvbench.errors import KvbenchError, SweepError
+from kvbench import SCHEMA_VERSION, bounds
+from kvbench.errors import (
+    KvbenchError,
+    SweepError,
+    SweepOptionError,
+    shown,
+    validation_message,
+)
 from kvbench.files import path_part, read_json, write_json_atomic
+from kvbench.recipe.fields import (
+    KV_OFFLOAD_BACKENDS,
+    KV_OFFLOADINGS,
+    SCENARIO_TYPES,
+    SPEC_DECODINGS,
+)
 from kvbench.redaction import REDACTED, redact_json
 from kvbench.sweep.layout import JOB_FILE
 from kvbench.sweep.options import RunOptions
@@ -33,6 +46,49 @@ def job_fingerprint(row: dict[str, Any], options: RunOptions | None = None,
     return hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+# A job file's row is a matrix row (matrix/generate.py), read back from disk or a CI matrix
+# entry where nothing checked it since the recipe was validated: each number is held to its
+# physical range (kvbench/bounds.py) and each closed word to the recipe vocabulary, so a
+# planted `tp: 1024` or `kv-offloading: tape` is refused before a server starts.
+_ROW_RANGES: dict[str, bounds.Range] = {
+    "tp": bounds.PARALLELISM, "pp": bounds.PARALLELISM, "ep": bounds.PARALLELISM,
+    "dcp-size": bounds.PARALLELISM, "pcp-size": bounds.PARALLELISM, "conc": bounds.LANES,
+    "isl": bounds.CONTEXT_TOKENS, "osl": bounds.OUTPUT_TOKENS,
+    "max-model-len": bounds.CONTEXT_TOKENS, "total-cpu-dram-gb": bounds.HOST_GB,
+    "num-worker": bounds.WORKER_COUNT, "num-nodes": bounds.NODES,
+    "node-count": bounds.NODES, "size-gb-per-rank": bounds.HOST_GB_PER_RANK,
+    "duration": bounds.DURATION_S,
+}
+_ROW_WORDS: dict[str, tuple[str, ...]] = {
+    "kv-offloading": KV_OFFLOADINGS, "spec-decoding": SPEC_DECODINGS,
+    "kv-offload-backend.name": KV_OFFLOAD_BACKENDS, "scenario-type": SCENARIO_TYPES,
+}
+_ROW_PARTS = ("prefill", "decode", "worker", "kv-offload-backend")
+
+
+def row_problem(row: dict[str, Any]) -> str | None:
+    """What makes a job row impossible (`path value: problem`), or None."""
+    found = bounds.long_text(row)
+    if found is not None:
+        return f"{bounds.path_text(found[0])}: {bounds.text_problem(found[1])}"
+    places = [("", row)] + [(f"{k}.", row[k]) for k in _ROW_PARTS if isinstance(row.get(k),
+                                                                                dict)]
+    for prefix, part in places:
+        for key, value in part.items():
+            where = prefix + str(key)
+            rng = _ROW_RANGES.get(key)
+            if rng is not None:
+                for v in value if key == "conc" and isinstance(value, list) else (value,):
+                    if (problem := rng.problem(v)) is not None:
+                        return f"{where} {shown(v)}: {problem}"
+            words = _ROW_WORDS.get(where)
+            if words is not None and value not in words:
+                return f"{where} {shown(value)} is not allowed (allowed: {', '.join(words)})"
+            if isinstance(value, float) and not math.isfinite(value):
+                return f"{where} {shown(value)}: not a finite number"
+    return None
+
+
 class JobSpec(BaseModel):
     """Everything `kvbench run-job` needs: the row, where results go, how to run it."""
 
@@ -41,7 +97,7 @@ class JobSpec(BaseModel):
     config_key: str
     scenario: str
     row: dict[str, Any]
-    repeat: int = Field(0, ge=0)
+    repeat: Annotated[int, bounds.REPEAT_INDEX.validator()] = 0
     fingerprint: str
     dir_name: str
     runner_config: str | None = None
@@ -67,6 +123,13 @@ class JobSpec(BaseModel):
             raise ValueError(f"dir_name {name!r} is not a plain directory name (allowed: "
                              "letters, digits and ._+=@,-; no path separators, no leading dot)")
         return name
+
+    @field_validator("row")
+    @classmethod
+    def _possible_row(cls, row: dict[str, Any]) -> dict[str, Any]:
+        if (problem := row_problem(row)) is not None:
+            raise ValueError(problem)
+        return row
 
     @property
     def exp_name(self) -> str:
@@ -101,8 +164,10 @@ class JobSpec(BaseModel):
     def read(cls, path: Path) -> JobSpec:
         try:
             spec = cls.model_validate(read_json(path))
+        except ValidationError as e:
+            raise SweepOptionError(validation_message(e, f"cannot read job file {path}")) from None
         except (OSError, ValueError) as e:
-            raise SweepError(f"cannot read job file {path}: {e}") from None
+            raise SweepOptionError(f"cannot read job file {path}: {e}") from None
         if REDACTED in orjson.dumps(spec.to_json()).decode():
             raise SweepError(f"{path}: the job's arguments hold a redacted secret; it cannot "
                              "run from this file",

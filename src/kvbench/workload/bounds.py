@@ -22,6 +22,7 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
+from kvbench.bounds import CONTEXT_TOKENS
 from kvbench.errors import WorkloadError
 from kvbench.units import MAX_SESSION_LANES
 from kvbench.workload.session import Session, Turn
@@ -144,7 +145,8 @@ class SessionPool:
     def for_bounds(cls, sessions: list[Session], bounds: WorkloadBounds) -> SessionPool:
         """The pool, without the sessions over `max_context_tokens`; refused when nothing is
         left to send (recycling lanes would otherwise look for a turn until the deadline, or
-        forever)."""
+        forever), and when a turn as sent (its blocks rescaled) is longer than any model's
+        context: the memory a request needs is bounded before any prompt is built."""
         limit = bounds.max_context_tokens
         kept = sessions if limit is None else [
             s for s in sessions if s.peak_context_tokens() <= limit]
@@ -154,6 +156,15 @@ class SessionPool:
                 f"--max-context-length {limit} drops every session (the smallest peak "
                 f"prompt + output is {smallest:,} tokens): nothing to send",
                 hint="the server's context length is below every trace")
+        sent = (t for s in kept for x in s.turns if (t := bounds.shaped(x)) is not None)
+        longest = max((t.input_tokens for t in sent), default=0)
+        if longest > CONTEXT_TOKENS.hi:
+            scaled = (f" (--block-tokens {bounds.block_tokens} rescales the trace's blocks)"
+                      if bounds.block_tokens is not None else "")
+            raise WorkloadError(
+                f"a turn of {longest:,} tokens as sent{scaled} is longer than any model's "
+                f"context (allowed: {CONTEXT_TOKENS.allowed()}: {CONTEXT_TOKENS.why})",
+                hint="--max-input-tokens skips such turns")
         if bounds.max_input_tokens is not None and kept and not any(
                 bounds.shaped(t) is not None for s in kept for t in s.turns):
             unbounded = dataclasses.replace(bounds, max_input_tokens=None)

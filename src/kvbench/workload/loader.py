@@ -12,6 +12,7 @@ import orjson
 
 from kvbench.errors import WorkloadError, shown
 from kvbench.files import read_bounded
+from kvbench.redaction import redacted_id
 from kvbench.units import GiB
 from kvbench.workload import mooncake, weka
 from kvbench.workload.session import Session, Turn
@@ -132,9 +133,19 @@ def load_trace(paths: Sequence[Path | str] | Path | str) -> list[Session]:
     if isinstance(paths, str | Path):
         paths = [paths]
     sessions: list[Session] = []
-    for path in trace_files(paths):
+    earlier: set[str] = set()  # session ids of the files read before this one
+    for index, path in enumerate(trace_files(paths)):
         trace = read_trace_file(path)
+        for session in trace.sessions:
+            if session.session_id in earlier and session.namespace != "global":
+                # Local hash ids mean equal content within one session only: a second file
+                # reusing an id (two exports of one tool both start at "session-1") would
+                # otherwise hit the first file's cache, doubling the hit rate the trace
+                # has. Namespaced by its file, as the simulator does (sim/trace.py).
+                session.session_id = f"{session.session_id}@{index}"
+                session.namespace = f"{session.namespace}@{index}"
         sessions.extend(trace.sessions)
+        earlier.update(s.session_id for s in trace.sessions)
         if trace.rows:
-            sessions.extend(mooncake.chain_sessions(trace.rows, path.name))
+            sessions.extend(mooncake.chain_sessions(trace.rows, redacted_id(path.name)))
     return sessions

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvbench import bounds
 from kvbench.errors import WorkloadError, shown
 from kvbench.workload.session import Session, Turn
 
@@ -31,6 +32,14 @@ def parse_row(obj: Any, where: str) -> tuple[float, Turn]:
     n_in = int(values["input_length"])
     if n_in < 1:
         raise WorkloadError(f"{where}: field input_length = {n_in} must be >= 1")
+    # each within its physical range (kvbench/bounds.py): an input_length of 10^13 or
+    # timestamps 1e300 apart were simulated as if real
+    bounds.CONTEXT_TOKENS.check(values["input_length"], f"{where}: field input_length",
+                                WorkloadError)
+    bounds.OUTPUT_TOKENS.check(max(1, values["output_length"]), f"{where}: field "
+                               "output_length", WorkloadError)
+    bounds.TRACE_TIME_S.check(values["timestamp"] / MS_PER_S, f"{where}: field timestamp "
+                              "(in seconds)", WorkloadError)
     if ids and n_in <= (len(ids) - 1) * BLOCK_TOKENS:
         raise WorkloadError(
             f"{where}: field hash_ids has {len(ids)} blocks of {BLOCK_TOKENS} tokens, "

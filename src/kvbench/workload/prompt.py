@@ -159,6 +159,9 @@ def draw_values(seed: int, n: int) -> memoryview:
 # about 8 MB of 64-token blocks. A stream's own context is in its `PromptStream`, so this
 # cache is never what a turn's prompt depends on being large.
 SHARED_BLOCKS = 16384
+# ...and bounded by tokens too: a trace's blocks are 1 to 2^20 tokens, so a count of blocks
+# alone bounds no memory (16,384 blocks of 2^20 tokens would be 16 G tokens)
+SHARED_TOKENS = SHARED_BLOCKS * 64
 
 
 class PromptBuilder:
@@ -174,6 +177,7 @@ class PromptBuilder:
         *,
         token_ids: bool = False,
         shared_blocks: int = SHARED_BLOCKS,
+        shared_tokens: int = SHARED_TOKENS,
     ) -> None:
         if token_ids and vocab.ids is None:
             raise WorkloadError("token-id prompts need a tokenizer", hint="pass --tokenizer")
@@ -192,6 +196,8 @@ class PromptBuilder:
         self._units = [self._sep + units[v % size] for v in range(1 << 16)]
         self._shared: OrderedDict[tuple, bytes] = OrderedDict()
         self._shared_blocks = shared_blocks
+        self._shared_tokens = shared_tokens
+        self._shared_now = 0  # tokens in the shared blocks
 
     # -- blocks ------------------------------------------------------------------------------
     def _render(self, idx: Sequence[int]) -> bytes:
@@ -203,8 +209,10 @@ class PromptBuilder:
         if hit is None:
             hit = self._render(draw_values(_seed(*key), bs))
             self._shared[key] = hit
-            if len(self._shared) > self._shared_blocks:
-                self._shared.popitem(last=False)
+            self._shared_now += bs
+            while self._shared and (len(self._shared) > self._shared_blocks
+                                    or self._shared_now > self._shared_tokens):
+                self._shared_now -= self._shared.popitem(last=False)[0][2]
         else:
             self._shared.move_to_end(key)
         return hit

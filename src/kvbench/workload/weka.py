@@ -20,7 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvbench import bounds
 from kvbench.errors import WorkloadError, shown
+from kvbench.redaction import redacted_id
 from kvbench.workload.blocks import Blocks, common_prefix
 from kvbench.workload.session import Branch, Session, Turn
 
@@ -40,6 +42,11 @@ def _need(obj: dict, key: str, kinds: tuple[type, ...], where: str, path: str) -
     return value
 
 
+# each time field within its physical range (kvbench/bounds.py)
+_TIMES = {"t": (bounds.TRACE_TIME_S, 1), "think_time": (bounds.IDLE_S, 1),
+          "api_time": (bounds.SERVER_TIME_S, 1), "duration_ms": (bounds.TRACE_TIME_S, 1000)}
+
+
 def _opt_float(obj: dict, key: str, where: str, path: str) -> float | None:
     value = obj.get(key)
     if value is None:
@@ -48,6 +55,9 @@ def _opt_float(obj: dict, key: str, where: str, path: str) -> float | None:
             or not math.isfinite(value) or value < 0):
         raise WorkloadError(f"{where}: field {path}.{key} = {shown(value)} must be a finite "
                             "number >= 0")
+    rng, per_s = _TIMES[key]
+    rng.check(value / per_s, f"{where}: field {path}.{key}" + (" (in seconds)" if per_s != 1
+                                                                else ""), WorkloadError)
     return float(value)
 
 
@@ -96,6 +106,10 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
     if n_in < 1 or n_out < 0:
         raise WorkloadError(
             f"{where}: field {path}.in/out = {n_in}/{n_out}: need in >= 1, out >= 0")
+    # within the longest context and response a model has: a turn of 10^9 tokens once made
+    # replay build a 5.8 GB prompt
+    bounds.CONTEXT_TOKENS.check(n_in, f"{where}: field {path}.in", WorkloadError)
+    bounds.OUTPUT_TOKENS.check(max(1, n_out), f"{where}: field {path}.out", WorkloadError)
     for i, h in enumerate(ids):
         if isinstance(h, bool) or not isinstance(h, int):
             raise WorkloadError(
@@ -135,7 +149,9 @@ def parse_session(obj: Any, where: str) -> Session:
     """Validate one session object; `where` is "file:line" for error messages."""
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: a session must be a JSON object, got {type(obj).__name__}")
-    sid = str(obj.get("id", where))
+    # ids reach every record and the correlation header: one shaped like a credential is
+    # written as a stable id of its own (redaction.redacted_id), never as itself
+    sid = redacted_id(str(obj.get("id", where)))
     block = obj.get("block_size", 64)
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_BLOCK:
         raise WorkloadError(f"{where}: field block_size = {shown(block)} must be an integer "
@@ -165,7 +181,7 @@ def parse_session(obj: Any, where: str) -> Session:
             turns.append(_turn(req, block, where, path, None, prev=root_prev))
             root_prev = (req["hash_ids"], turns[-1].hash_ids)
             continue
-        agent = str(req.get("agent_id") or f"subagent_{i:03d}")
+        agent = redacted_id(str(req.get("agent_id") or f"subagent_{i:03d}"))
         spawn_t = _opt_float(req, "t", where, path) or 0.0
         inner = _need(req, "requests", (list,), where, path)
         own: list[Turn] = []
