@@ -104,13 +104,14 @@ class TraceFile:
     rows: list[tuple[float, Turn, str]]
 
 
-def read_trace_file(path: Path) -> TraceFile:
-    """Parse and validate every record of one file; an empty file is an error."""
+def read_trace_file(path: Path, split_chains: bool = True) -> TraceFile:
+    """Parse and validate every record of one file; an empty file is an error.
+    `split_chains`: see `weka.parse_session`."""
     sessions: list[Session] = []
     rows: list[tuple[float, Turn, str]] = []
     for obj, where in _records(path):
         if isinstance(obj, dict) and "requests" in obj:
-            sessions.append(weka.parse_session(obj, where))
+            sessions.append(weka.parse_session(obj, where, split_chains))
         elif isinstance(obj, dict) and ("input_length" in obj or "timestamp" in obj):
             t_s, turn = mooncake.parse_row(obj, where)
             rows.append((t_s, turn, where))
@@ -127,13 +128,15 @@ def read_trace_file(path: Path) -> TraceFile:
     return TraceFile(path, sessions, rows)
 
 
-def load_trace(paths: Sequence[Path | str] | Path | str) -> list[Session]:
-    """Every session of every trace file, in file order (Mooncake rows chained per file)."""
+def load_trace(paths: Sequence[Path | str] | Path | str,
+               split_chains: bool = True) -> list[Session]:
+    """Every session of every trace file, in file order (Mooncake rows chained per file);
+    `split_chains`: see `weka.parse_session`."""
     if isinstance(paths, str | Path):
         paths = [paths]
     sessions: list[Session] = []
     for path in trace_files(paths):
-        trace = read_trace_file(path)
+        trace = read_trace_file(path, split_chains)
         sessions.extend(trace.sessions)
         if trace.rows:
             sessions.extend(mooncake.chain_sessions(trace.rows, path.name))
