@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from dataclasses import replace
 
+from conftest import TRACES
 from fixtures.servers import free_port, script
 from fixtures.transformers_server import wait_http
 
 from kvbench.files import read_jsonl
 from kvbench.replay import ReplayConfig, run_replay
 from kvbench.workload.bounds import WorkloadBounds
+from kvbench.workload.loader import load_trace
 from kvbench.workload.tree import ROOT, TreeRun
 from kvbench.workload.weka import parse_session
 
@@ -73,6 +76,25 @@ def _drive(run: TreeRun, request_s: float = 1.0) -> list[tuple[float, int, int, 
         for r in run.finished(k, at + request_s):
             heapq.heappush(queue, (r.at_s, r.k, r.stream))
     return out
+
+
+def test_a_request_waits_for_the_requests_of_other_streams_recorded_before_it():
+    """The harness's replay barriers (`Session.after`, tests/workload/test_chains.py checks
+    them against its own): on the bundled sessions with chains split off their root, no
+    request leaves before the requests it waits for ended, every request leaves, and some
+    leave later than their own stream alone would send them."""
+    bounds = WorkloadBounds(think_time_cap_s=None)
+    later = 0
+    for session in load_trace(TRACES / "claude-code-subagents"):
+        sent = {k: at for at, _, k, _ in _drive(TreeRun(session, bounds.shaped,
+                                                         bounds.think_s))}
+        assert sorted(sent) == list(range(len(session.turns))), session.session_id
+        for k, before in (session.after or {}).items():
+            assert all(sent[p] + 1.0 <= sent[k] + 1e-9 for p in before), (session.session_id, k)
+        free = {k: at for at, _, k, _ in _drive(TreeRun(replace(session, after=None),
+                                                         bounds.shaped, bounds.think_s))}
+        later += sum(sent[k] > free[k] + 1e-9 for k in sent)
+    assert later > 0
 
 
 def test_children_run_alongside_their_parent_and_a_join_waits_for_them():

@@ -4,7 +4,8 @@ included (`workload/chains.py`): its own reconstruction of the bundled traces
 is the oracle: the same streams (root main chain, subagent chains, detected flat chains),
 each with the same requests in the same order and the same end-to-start delays, spawned by
 the same root request, joined by the same root request, each first request at the same
-offset from its branch's start."""
+offset from its branch's start, and each request waiting for the same requests of the
+agent's other streams (the harness's replay barriers)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def _harness_view(convs: list[dict]) -> dict:
     streams = {c["id"]: [(round(t["t_ms"], 3), t["in"],
                           None if k == 0 else round(t["delay_ms"], 3))
                          for k, t in enumerate(c["turns"])] for c in convs}
+    after = {(c["id"], k): sorted(map(tuple, t["after"]))
+             for c in convs for k, t in enumerate(c["turns"]) if t["after"]}
     root = convs[0]
     spawns, joins, offsets = {}, {}, {}
     for p, t in enumerate(root["turns"]):
@@ -37,7 +40,8 @@ def _harness_view(convs: list[dict]) -> dict:
         for b in t["joins"]:
             for child in by_branch[b]["children"]:
                 joins[child] = p
-    return {"streams": streams, "spawns": spawns, "joins": joins, "offsets": offsets}
+    return {"streams": streams, "spawns": spawns, "joins": joins, "offsets": offsets,
+            "after": after}
 
 
 def _kvbench_view(session) -> dict:
@@ -53,15 +57,19 @@ def _kvbench_view(session) -> dict:
                 for i, k in enumerate(ks)]
 
     streams = {session.session_id: stream(root)}
+    where = {k: (session.session_id, p) for p, k in enumerate(root)}
     spawns, joins, offsets = {}, {}, {}
     for b in branches:
         sid = harness_stream_id(session.session_id, b.agent)
+        where.update({k: (sid, k - b.first) for k in range(b.first, b.end)})
         streams[sid] = stream(list(range(b.first, b.end)))
         spawns[sid] = pos[b.spawn]
         if b.join is not None:
             joins[sid] = pos[b.join]
         offsets[sid] = round(b.delay_s * 1000, 3)
-    return {"streams": streams, "spawns": spawns, "joins": joins, "offsets": offsets}
+    after = {where[k]: sorted(where[p] for p in ps) for k, ps in (session.after or {}).items()}
+    return {"streams": streams, "spawns": spawns, "joins": joins, "offsets": offsets,
+            "after": after}
 
 
 @pytest.mark.parametrize("corpus", ["claude-code-subagents", "claude-code", "agentx-small"])
@@ -78,6 +86,7 @@ def test_trees_are_the_harness_s(corpus):
         assert got["spawns"] == want["spawns"], sid
         assert got["joins"] == want["joins"], sid
         assert got["offsets"] == pytest.approx(want["offsets"], abs=2e-3), sid
+        assert got["after"] == want["after"], sid
         split += any("::sa:" not in c["id"] and "::" in c["id"] for c in convs)
     # the corpora hold flat chains the harness splits off (none in the small oracle set)
     assert split == {"claude-code-subagents": 2, "claude-code": 14, "agentx-small": 0}[corpus]

@@ -194,11 +194,11 @@ def parse_session(obj: Any, where: str, split_chains: bool = True) -> Session:
     # the trace's system and tool prefix (kv-cache-tester headers), for the corpus fit
     meta.update({k: obj[k] for k in ("system_tokens", "tool_tokens")
                  if isinstance(obj.get(k), int) and not isinstance(obj.get(k), bool)})
-    turns, branches = _tree(roots, entries, split_chains)
+    turns, branches, after = _tree(roots, entries, split_chains)
     if not turns:
         raise WorkloadError(f"{where}: field requests: no request has a root request before "
                             "it to spawn it")
-    return Session(sid, turns, namespace, where, meta, branches)
+    return Session(sid, turns, namespace, where, meta, branches, after)
 
 
 def _subagent_end_s(req: dict, own: list[Turn], where: str, path: str, spawn_t: float) -> float:
@@ -215,6 +215,8 @@ class _Stream:
     agent: str
     turns: list[Turn]
     group: tuple[str, int, int | None]  # (kind, spawn, join): its branch in the harness
+    scope: int  # the agent it belongs to: -1 the root's, else its subagent entry's
+    timed: list[bool]
 
 
 def _stream_turns(reqs: list[_Request], agent: str | None) -> list[Turn]:
@@ -223,8 +225,8 @@ def _stream_turns(reqs: list[_Request], agent: str | None) -> list[Turn]:
     return _stream_gaps(turns, [r.timed for r in reqs])
 
 
-def _tree(roots: list[_Request], entries: list[_Entry],
-          split_chains: bool) -> tuple[list[Turn], tuple[Branch, ...]]:
+def _tree(roots: list[_Request], entries: list[_Entry], split_chains: bool
+          ) -> tuple[list[Turn], tuple[Branch, ...], dict[int, tuple[int, ...]]]:
     """The root stream (the main chain of the root requests) and every other stream with
     its SPAWN/JOIN, laid out as `Session.turns` and `Branch`es (module docstring)."""
     by_pos = {r.call.pos: r for r in roots}
@@ -254,13 +256,14 @@ def _tree(roots: list[_Request], entries: list[_Entry],
             turns = _stream_turns([e.by_pos[c.pos] for c in calls], name)
             if n == 0 and turns[0].think_time_s == 0.0:  # the spawn follows the parent's
                 turns[0] = Turn(**{**_asdict(turns[0]), "think_time_s": e.think_s})  # turn
-            streams.append(_Stream(name, turns, group))
+            streams.append(_Stream(name, turns, group, e.pos,
+                                   [e.by_pos[c.pos].timed for c in calls]))
     for name, calls in split.workers:  # detected flat chains: spawned by turn 0 at worst
         first = calls[0].pos
         group = ("flat", spawn_of(first) or 0, join_of(first, max(c.end_s for c in calls)))
         starts[group] = min(starts.get(group, calls[0].t_s), calls[0].t_s)
         streams.append(_Stream(name, _stream_turns([by_pos[c.pos] for c in calls], name),
-                               group))
+                               group, -1, [by_pos[c.pos].timed for c in calls]))
     turns: list[Turn] = []
     index: list[int] = []  # Session.turns index of each main request
     firsts: dict[int, int] = {}
@@ -271,11 +274,48 @@ def _tree(roots: list[_Request], entries: list[_Entry],
             if st.group[1] == p:
                 firsts[s] = len(turns)
                 turns.extend(st.turns)
+    scopes: dict[int, list[list[int]]] = {-1: [[k for k, r in zip(index, main, strict=True)
+                                               if r.timed]]}
+    for s, st in enumerate(streams):
+        scopes.setdefault(st.scope, []).append(
+            [firsts[s] + i for i, timed in enumerate(st.timed) if timed])
+    after = {}
+    for lists in scopes.values():
+        after.update(_happens_before(turns, lists))
     return turns, tuple(
         Branch(st.agent, firsts[s], len(st.turns), index[st.group[1]],
                None if st.group[2] is None else index[st.group[2]],
                round(max(0.0, st.turns[0].t_s - starts[st.group]), 6))
-        for s, st in enumerate(streams))
+        for s, st in enumerate(streams)), after
+
+
+def _happens_before(turns: list[Turn], streams: list[list[int]]) -> dict[int, tuple[int, ...]]:
+    """agentx-harness 1.0.12 aiperf/timing/replay_dependencies.py
+    `infer_cross_stream_predecessors` (:64-118), applied per agent (`_replay_scope_for_session`,
+    weka_trace.py:49-59: the root with its flat chains, each subagent with its chains) and
+    enforced on dispatch (`ReplayBarrierCoordinator`, :150-377): a request waits, on every
+    other stream of its agent, for the latest request recorded to have ended by its start
+    (start before, end at or before it), except one that another such request followed."""
+    if len(streams) < 2:
+        return {}
+    span = {k: (turns[k].t_s, turns[k].t_s + (turns[k].api_time_s or 0.0))
+            for ks in streams for k in ks}
+    out: dict[int, tuple[int, ...]] = {}
+    for s, ks in enumerate(streams):
+        for k in ks:
+            start = span[k][0]
+            frontier = []
+            for o, other in enumerate(streams):
+                done = [j for j in other if o != s and span[j][0] < start
+                        and span[j][1] <= start]
+                if done:
+                    frontier.append(max(done, key=lambda j: (span[j][1], span[j][0], j)))
+            keep = tuple(sorted(j for j in frontier if not any(
+                span[j][0] < span[i][0] and span[j][1] <= span[i][0]
+                for i in frontier if i != j)))
+            if keep:
+                out[k] = keep
+    return out
 
 
 def _asdict(turn: Turn) -> dict:
