@@ -10,7 +10,8 @@ to end (agentx-harness 1.0.12 `aiperf/timing/branch_orchestrator.py` `_maybe_sus
 predecessors on other streams (`Session.after`) is held, when due, until they have ended,
 then sent at once (`aiperf/timing/replay_dependencies.py` `ReplayBarrierCoordinator.submit`,
 `complete`); a resumed tree counts every turn before a stream's resume point as ended
-(`seed_completed_prefixes`). The tree is done when every stream is. Times are seconds of the trace's clock on the driver's timeline (`now_s`).
+(`seed_completed_prefixes`). The tree is done when every stream is. Times are seconds of the
+trace's clock on the driver's timeline (`now_s`).
 
 `snapshot_at` places a tree at an instant t* of its recording, as the harness samples each
 lane's start (`aiperf/timing/trajectory_source.py` `_build_timestamped_trajectory`,
