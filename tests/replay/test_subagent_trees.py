@@ -5,17 +5,19 @@ by a real aiohttp server; a lane holds its slot until its whole tree is done."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
 from dataclasses import replace
+from time import perf_counter_ns
 
 from conftest import TRACES
 from fixtures.servers import free_port, script
 from fixtures.transformers_server import wait_http
 
 from kvbench.files import read_jsonl
-from kvbench.replay import ReplayConfig, run_replay
+from kvbench.replay import ReplayConfig, idle, run_replay
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.loader import load_trace
 from kvbench.workload.tree import ROOT, TreeRun
@@ -114,6 +116,45 @@ def test_children_run_alongside_their_parent_and_a_join_waits_for_them():
     # D is spawned by root turn 11 and nothing waits for it: the root's last turn goes on
     assert when[12] < when[by_agent["D"].end - 1]
     assert run.streams[ROOT].state == "done"
+
+
+def test_an_idle_cap_shift_moves_a_root_blocked_on_its_subagents():
+    """The harness keeps a blocked root's own due time as a timer of its tree's group
+    (branch_orchestrator.py `_arm_join_replay_deadline`), which the tree's idle cap shifts
+    with the rest (loop_scheduler.py `cap_pending_delay_for_group`): released by its
+    subagents, it leaves at its due time less the shift, not at the recorded one."""
+    s = parse_session(_trace(), "tree.json:1")
+    bounds = WorkloadBounds(think_time_cap_s=None)
+    runs = [TreeRun(s, bounds.shaped, bounds.think_s) for _ in range(2)]
+    released = []
+    for shift_s in (0.0, 8.5):
+        run = runs[len(released)]
+        run.start(0.0)
+        run.sent(0)
+        spawned = run.finished(0, 1.0)  # root turn 9 is due at 1 + 9 = 10, blocked on A
+        assert run.streams[ROOT].state == "blocked"
+        run.shift(shift_s)  # the tree sat idle: its timers moved 8.5 s earlier
+        a = next(r for r in spawned if s.turns[r.k].agent == "A")
+        run.sent(a.k)
+        nxt = run.finished(a.k, a.at_s + 0.5)
+        run.sent(nxt[0].k)
+        out = run.finished(nxt[0].k, 1.4)  # A's last request ends at 1.4
+        released.append(next(r.at_s for r in out if r.stream == ROOT))
+    assert released == [10.0, 1.5]
+
+
+def test_an_idle_cap_tells_of_its_shifts():
+    heard = []
+
+    async def main():
+        cap = idle.IdleCap(0.01, heard.append)
+        idle.enter([cap])
+        await idle.sleep_until([cap], perf_counter_ns() + 5 * 10**9, None)
+        idle.leave([cap])
+        return cap.shift_ns
+
+    shifted = asyncio.run(main())
+    assert len(heard) == 1 and heard[0] == shifted > 4 * 10**9
 
 
 def test_a_context_overflow_ends_only_its_stream():

@@ -243,10 +243,14 @@ class Lanes:
 
     def new_tree(self, lane: int, session: Session, pass_no: int, *,
                  zero_delay: bool = False, run: TreeRun | None = None) -> Tree:
-        cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / self.cfg.time_scale)
+        run = run or self.make_run(session, zero_delay)
+        scale = self.cfg.time_scale
+        # a root blocked on its subagents, a turn held for another stream: moved with the
+        # tree's timers
+        cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / scale,
+                            lambda ns: run.shift(ns / 1e9 * scale))
                if self.cfg.tree_idle_cap_s is not None else None)
-        return Tree(lane, session, pass_no, run or self.make_run(session, zero_delay), cap,
-                    warm=zero_delay)
+        return Tree(lane, session, pass_no, run, cap, warm=zero_delay)
 
     def next_tree(self, lane: int, *, zero_delay: bool = False, now_s: float | None = None
                   ) -> tuple[Tree, list[Ready]] | None:

@@ -189,6 +189,15 @@ class TreeRun:
                 out.append(Ready(self._stream_of[held], held, max(due_s, now_s)))
         return out
 
+    def shift(self, by_s: float) -> None:
+        """The driver moved the tree's pending timers `by_s` earlier (an idle cap): the due
+        times it keeps of its own (a root blocked on a join, held turns) move with them."""
+        root = self.streams[ROOT]
+        if root.state == "blocked":
+            root.due_s -= by_s
+        for k in self._held:
+            self._held[k] -= by_s
+
     def pending(self) -> list[tuple[int, int]]:
         """(stream, next turn) of every stream not done: what a handoff resumes."""
         return [(s, st.turns[st.pos]) for s, st in enumerate(self.streams)
