@@ -4,14 +4,14 @@ takes them apart again by their hash ids before it replays them (on by default,
 `WEKA_SPLIT_FLATTENED_AGENTS`). This module does the same partition, so kvbench replays the
 streams the harness replays. Sources, agentx-harness 1.0.12 (aiperf/):
 
-- dataset/loader/weka_agent_chains.py `detect_agent_chains` (:401-470): requests in (t,
-  position) order; phase 1 (`_Phase1State.classify`, :344-398) appends a request to the chain
+- dataset/loader/weka_agent_chains.py `detect_agent_chains` (:390-461): requests in (t,
+  position) order; phase 1 (`_Phase1State.classify`, :343-387) appends a request to the chain
   whose last hash-bearing request is a whole prefix of it, has ended by its start and ran on
   the same model (deepest such tail, then the lowest chain: `_find_extension_target`,
-  :473-497), else opens a new chain forked from the tail with the longest common prefix
-  (`_max_lcp_chain`, :500-514); a request without hash ids stays on the first chain;
-- phase 2 (`_resolve_seams`, :664-740; `_elect_continuation`, :570-620;
-  `_rekey_leftover_forks`, :623-661): a fork off a tail that nothing extended later is that
+  :464-487), else opens a new chain forked from the tail with the longest common prefix
+  (`_max_lcp_chain`, :490-504); a request without hash ids stays on the first chain;
+- phase 2 (`_resolve_seams`, :660-740; `_elect_continuation`, :571-621;
+  `_rekey_leftover_forks`, :624-657): a fork off a tail that nothing extended later is that
   agent's continuation after a context edit (a seam), spliced back on: the deepest
   same-model fork that starts after the tail ended, unless it starts more than 3,600 s
   later sharing under half the tail's blocks (`WEKA_SEAM_MAX_GAP_SECONDS`,
@@ -20,9 +20,9 @@ streams the harness replays. Sources, agentx-harness 1.0.12 (aiperf/):
   prefix with any other (a title-generation call) does not found the main chain; it rides
   it for replay;
 - the names (`_worker_suffix`, weka_trace.py:266-290): a short one-shot is an `aux` sidecar
-  (`is_aux_chain`, `is_reduction_chain`, weka_agent_chains.py:125-205, with the defaults of
+  (`is_aux_chain`, `is_reduction_chain`, weka_agent_chains.py:128-211, with the defaults of
   common/environment.py:444-540), a member of a concurrent fan-out off one fork point `wg`
-  (`worker_group_assignment`, :237-300), any other an `fa` agent."""
+  (`worker_group_assignment`, :247-312), any other an `fa` agent."""
 
 from __future__ import annotations
 

@@ -291,9 +291,9 @@ def _tree(roots: list[_Request], entries: list[_Entry], split_chains: bool
 
 def _happens_before(turns: list[Turn], streams: list[list[int]]) -> dict[int, tuple[int, ...]]:
     """agentx-harness 1.0.12 aiperf/timing/replay_dependencies.py
-    `infer_cross_stream_predecessors` (:64-118), applied per agent (`_replay_scope_for_session`,
+    `infer_cross_stream_predecessors` (:69-118), applied per agent (`_replay_scope_for_session`,
     weka_trace.py:49-59: the root with its flat chains, each subagent with its chains) and
-    enforced on dispatch (`ReplayBarrierCoordinator`, :150-377): a request waits, on every
+    enforced on dispatch (`ReplayBarrierCoordinator`, :164-443): a request waits, on every
     other stream of its agent, for the latest request recorded to have ended by its start
     (start before, end at or before it), except one that another such request followed."""
     if len(streams) < 2:
