@@ -54,9 +54,19 @@ def test_secret_names_by_shape(name):
 
 @pytest.mark.parametrize("name", ["SSL_KEY_FILE", "SGLANG_SIMULATE_ACC_TOKEN_MODE",
                                   "AIPERF_HTTP_X_SMG_ROUTING_KEY_FROM_CORRELATION_ID",
-                                  "MAX_NUM_BATCHED_TOKENS", "TOKENIZER_MODE", "KEY_PATH"])
+                                  "MAX_NUM_BATCHED_TOKENS", "TOKENIZER_MODE", "KEY_PATH",
+                                  "--config-keys", "--config-key", "ROUTING_KEY", "SORT_KEY"])
 def test_configuration_names_stay_readable(name):
     assert not is_secret_name(name)
+
+
+def test_config_keys_on_a_command_line_are_not_remembered_as_secrets():
+    """Issue 37: the results lock redacts kvbench's own argv; `--config-keys K` was hidden and
+    K remembered, so the job.json and result.json of every job named its key `<redacted>`."""
+    key = "qwen3.5-bf16-h200-sglang-agentic-mtp"
+    assert redact_argv(["run", "--config-keys", key, "--api-key", SECRET]) == [
+        "run", "--config-keys", key, "--api-key", REDACTED]
+    assert redact_json({"config_key": key}) == {"config_key": key}
 
 
 @pytest.mark.parametrize("argv", [

@@ -50,6 +50,13 @@ _ID_SUFFIX = {"ID", "VALUE", "B64", "BASE64", "HEADER", "LIST", "PEM", "DER", "J
 _PATH_SUFFIX = {"FILE", "PATH", "DIR"}
 # Counts and sizes of tokens are configuration (--max-prefill-tokens, ..._NUM_DRAFT_TOKEN).
 _COUNT_WORDS = {"NUM", "MAX", "MIN", "SIZE", "COUNT", "LEN", "LENGTH", "LIMIT", "RATIO"}
+# A KEY after one of these words is a lookup name, not a credential: kvbench's own
+# `--config-keys` (which recipe entries to run: hidden, it was remembered as a secret and every
+# job.json and result.json named its config key `<redacted>`, so a later `kvbench run` into the
+# same results took the job's directory for another job's and ran it again, issue 37 call 5),
+# a router's ROUTING_KEY, a SORT_KEY.
+_LOOKUP_WORDS = {"CONFIG", "ROUTING", "SORT", "PARTITION", "SHARD", "LOOKUP", "PRIMARY",
+                 "FOREIGN", "INDEX", "GROUP"}
 
 # Credential shapes (each provider's documented prefix and alphabet).
 _TOKEN = (
@@ -110,6 +117,8 @@ def is_secret_name(name: str) -> bool:
     if any(p in _ANYWHERE for p in parts):
         return True
     if any(p in _COUNT_WORDS for p in parts):
+        return False
+    if parts[-1] in ("KEY", "KEYS") and len(parts) >= 2 and parts[-2] in _LOOKUP_WORDS:
         return False
     if parts[-1] in _TRAILING:
         return True

@@ -72,7 +72,7 @@ def test_capacity_and_simulate_jobs_warn_on_the_real_row(capsys) -> None:
           "--format", "json"])
     err = capsys.readouterr().err
     assert "qwen3.5_tp8_kvdram-hicache_spec-mtp: at conc 8 the workload's working set" in err
-    assert "within the GPU pool of 5,632,370" in err
+    assert "within the GPU pool of 6,348,190" in err
     # budget sizing, as capacity sizes: the launcher's --hicache-size 77 (TOTAL / TP / 2)
     # oversubscribes these rows (tests/plan/test_launcher_sizing.py), which would be refused
     main(["simulate-jobs", *ROW, "--trace", "bundled", "--bounds", "once", "--format", "json",

@@ -18,6 +18,16 @@ from kvbench.launch import REDACTED, HelperSpec, ServerProcess, ServerStartError
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
+
+def start_fails(tmp_path, port, argv, timeout_s: float = 30) -> ServerStartError:
+    """The error of a server that never gets ready."""
+    with pytest.raises(ServerStartError) as info, ServerProcess(
+            argv, env={}, log_path=tmp_path / "server.log",
+            ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=timeout_s,
+            poll_interval_s=0.05) as server:
+        server.wait_ready()
+    return info.value
+
 def test_ready_server_then_clean_teardown(tmp_path, port):
     argv = [*script(tmp_path, "ready", READY_SERVER), str(port), "0.3"]
     log = tmp_path / "job" / "server.log"
@@ -68,12 +78,7 @@ def test_dies_during_startup_with_tail_and_signature(tmp_path, port, log_line, s
         sys.exit(1)
     """)
     t0 = time.monotonic()
-    with pytest.raises(ServerStartError) as info, ServerProcess(
-            argv, env={}, log_path=tmp_path / "server.log",
-            ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=60,
-            poll_interval_s=0.05) as server:
-        server.wait_ready()
-    err = info.value
+    err = start_fails(tmp_path, port, argv, 60)
     assert time.monotonic() - t0 < 10, "must abort when the process dies, not at the deadline"
     assert err.returncode == 1
     assert err.signature is not None and err.signature.name == signature
@@ -83,19 +88,17 @@ def test_dies_during_startup_with_tail_and_signature(tmp_path, port, log_line, s
     assert err.to_json()["signature"] == signature
 
 
-def test_killed_by_sigkill_is_reported_as_host_oom(tmp_path, port):
+def test_killed_by_sigkill_without_an_oom_kill_is_not_host_oom(tmp_path, port):
+    """A SIGKILL the cgroup did not count as an OOM kill is reported as SIGKILL."""
     argv = script(tmp_path, "oomkilled", """
         import os, signal
         print("allocating pinned host pool", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    with pytest.raises(ServerStartError) as info, ServerProcess(
-            argv, env={}, log_path=tmp_path / "server.log",
-            ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=30,
-            poll_interval_s=0.05) as server:
-        server.wait_ready()
-    assert info.value.returncode == -signal.SIGKILL
-    assert info.value.signature.name == "host_oom"
+    err = start_fails(tmp_path, port, argv)
+    assert err.returncode == -signal.SIGKILL
+    assert err.signature.name == "sigkill"
+    assert "host out of memory" not in str(err)
 
 
 def test_hang_hits_the_deadline(tmp_path, port):
@@ -228,3 +231,22 @@ def test_for_spec_starts_the_router_after_the_engine(tmp_path, port):
         assert proc.wait_ready() == took  # idempotent: the router is not started twice
         assert [p.name for p in proc._procs] == ["server", "router"]
         assert proc.argv[-2:] == [str(port), "0.1"]
+
+
+IPC_OOM = Path(__file__).resolve().parents[1] / "data" / "sglang" / \
+    "server-0.5.17-qwen3.5-ipc-oom-exit0.excerpt.log"
+
+
+def test_the_cause_far_above_the_shown_tail_is_named(tmp_path, port):
+    """Issue 37, device call 3: SGLang 0.5.17's tokenizer worker ran out of GPU memory in its
+    multimodal CUDA-IPC pool, and the server exited 0 some 140 lines of health checks and
+    teardown later. The real log replayed: named as CUDA out of memory, not as the teardown."""
+    argv = script(tmp_path, "ipc_oom", f"""
+        import sys
+        sys.stdout.write(open({str(IPC_OOM)!r}).read())
+        sys.stdout.flush()
+    """)
+    err = start_fails(tmp_path, port, argv)
+    assert err.returncode == 0 and err.signature.name == "cuda_oom"
+    assert err.signature.line.startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert len(err.log_tail) == 40 and not any("OutOfMemoryError" in x for x in err.log_tail)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 from kvbench.launch import REDACTED, recognise, redact_argv, redact_env
 from kvbench.launch.logtail import read_tail
@@ -41,9 +42,52 @@ def test_recognise_prefers_specific_signature_and_falls_back_to_last_error():
     m = recognise(lines, 1)
     assert m.name == "error" and "mutually exclusive" in m.line
     assert recognise(["ok"], 0) is None
-    assert recognise(["ok"], -signal.SIGKILL).name == "host_oom"
     assert recognise(["fine"], 1, oom_kills=1).name == "host_oom"
+    assert recognise(["fine"], -signal.SIGKILL, oom_kills=2).name == "host_oom"
     assert recognise(["x", "CUDA error: out of memory", "NCCL error"], 1).name == "cuda_oom"
+
+
+def test_sigkill_without_a_counted_oom_kill_is_not_the_host_oom_killer():
+    """An oom_kill count of 0 (or an unreadable counter) never reads as the OOM killer."""
+    zero = recognise(["allocating"], -signal.SIGKILL, oom_kills=0)
+    assert (zero.name, zero.line) == ("sigkill", "killed by SIGKILL (cgroup oom_kill events: 0)")
+    unknown = recognise(["allocating"], -signal.SIGKILL, oom_kills=None)
+    assert unknown.name == "sigkill" and "unreadable" in unknown.line
+    assert "host out of memory" not in zero.title + zero.hint + unknown.title
+
+
+DEEP_GEMM = Path(__file__).resolve().parents[1] / "data" / "sglang" / \
+    "server-0.5.17-qwen3.5-deep-gemm.excerpt.log"
+
+
+def test_sglang_0517_draft_graph_capture_without_deep_gemm_is_named_from_the_log():
+    """Issue 37, device call 2: SGLang 0.5.17's draft CUDA-graph capture imports deep_gemm, the
+    scheduler dies, the launcher kills its own tree (exit -9, no OOM kill). Read as the import
+    error, not as the host OOM killer; the engine's "Ignore import error ... No module named
+    'helion'" notes earlier in the same log are not the cause."""
+    lines = read_tail(DEEP_GEMM, 40)
+    assert any("No module named 'helion'" in line for line in DEEP_GEMM.read_text().splitlines())
+    m = recognise(lines, -signal.SIGKILL, oom_kills=0)
+    assert (m.name, m.line) == ("missing_module",
+                                "ModuleNotFoundError: No module named 'deep_gemm'")
+    assert "deep_gemm" in m.hint
+    # the whole log too, notes included, and with the counter unreadable
+    every = DEEP_GEMM.read_text().splitlines()
+    assert recognise(every, -signal.SIGKILL, oom_kills=None).name == "missing_module"
+    # a warning that quotes the error mid-line is not a failure to start
+    quoted = ["WARNING:  OpenAI Responses API (/v1/responses) disabled: OpenAIServingResponses "
+              "init failed (ModuleNotFoundError: No module named 'openai_harmony')"]
+    assert recognise(quoted, 0) is None or recognise(quoted, 0).name != "missing_module"
+
+
+def test_the_engines_own_tree_teardown_reads_as_the_error_before_it():
+    lines = ["Traceback (most recent call last):", "ValueError: bad --foo",
+             "[t] Received sigquit from a child process. It usually means the child failed.",
+             "[t] kill_process_tree called: parent_pid=1, include_parent=True, pid=1"]
+    m = recognise(lines, -signal.SIGKILL, oom_kills=0)
+    assert (m.name, m.line) == ("error", "ValueError: bad --foo")
+    bare = recognise(lines[2:], -signal.SIGKILL, oom_kills=0)
+    assert bare.name == "error" and "sigquit" in bare.line
 
 
 def test_read_tail_of_a_large_log(tmp_path):

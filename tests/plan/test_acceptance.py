@@ -22,8 +22,9 @@ def test_qwen35_fp8_b300_tp2_gets_144_gb_per_rank_within_599():
     # 12,288 conv channels x 3 x 2 B) / TP2 = 48,844,800 B per request per rank;
     # 144e9 // 48,844,800 = 2,948, + 1 slot -> 2,949 states
     assert pools["mamba"].bytes_per_rank == 2_949 * 48_844_800
-    # NEXTN draft: one attention layer = 1/15 of the target KV, outside --hicache-size
-    assert pools["draft_kv"].bytes_per_rank == 18_750_016 * 512
+    # NEXTN draft: one attention layer = 1/15 of the target KV, outside --hicache-size, with
+    # the page SGLang adds to the sidecar (kv_cache_builder.py host_to_device_ratio, host_size 0)
+    assert pools["draft_kv"].bytes_per_rank == 18_750_080 * 512
     assert not pools["draft_kv"].inside_configured_size
     # per rank 144.00 + 144.05 + 9.60 = 297.65 GB; x 2 ranks = 595.29 GB <= 599 GB
     assert plan.projected_host_bytes == 2 * sum(p.bytes_per_rank for p in plan.host_pools)
@@ -122,10 +123,12 @@ def test_glm52_split_rows_are_sized_as_sglang_allocates():
     # 576/44,928 = 1.2420 -> 144 GB; 144e9 // 44,928 = 3,205,128 -> 50,081 pages of 64
     assert plan.engine_args[plan.engine_args.index("--hicache-size") + 1] == "144"
     pools = {p.name: p.bytes_per_rank for p in plan.host_pools}
+    # the draft's sidecar: the KV host slots as a ratio of the device pool, plus SGLang's page
+    # (sglang 0.5.17 kv_cache_builder.py:104-118, pool_host/base.py:124-127)
     assert pools == {"kv": 3_205_184 * 44_928, "indexer": 3_205_184 * 78 * 132,
-                     "draft_kv": 3_205_184 * 576}
-    # 4 x 3,205,184 x 55,800 B = 715.40 GB <= 717 GB usable (145 GB would need 720.35 GB)
-    assert plan.projected_host_bytes == 715_397_068_800 and plan.within_budget
+                     "draft_kv": 3_205_248 * 576}
+    # 4 x (3,205,184 x 55,224 + 3,205,248 x 576) B = 715.40 GB <= 717 GB usable
+    assert plan.projected_host_bytes == 715_397_216_256 and plan.within_budget
 
 
 def test_a_recipe_write_policy_replaces_the_launchers():

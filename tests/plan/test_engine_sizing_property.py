@@ -59,8 +59,9 @@ WORKER = textwrap.dedent("""
         def set_from_flat_data_page(self, *a, **k): pass
 
     def host_units(p):
-        return Sized(dtype=None, device_capacity_tokens=0, size_per_token=p["unit_bytes"],
-                     start_layer=0, end_layer=1, host_to_device_ratio=0.0,
+        return Sized(dtype=None, device_capacity_tokens=p.get("device") or 0,
+                     size_per_token=p["unit_bytes"],
+                     start_layer=0, end_layer=1, host_to_device_ratio=p.get("ratio") or 0.0,
                      host_size=p.get("host_size") or 0, page_size=p["page"],
                      layout="page_first", pin_memory=False, device="cpu", is_dummy=True,
                      host_token_capacity=p.get("capacity")).size
@@ -123,7 +124,13 @@ def engine_footprint(plan, job, ask) -> int | None:
         requests = []
         for p in plan.host_pools:
             page = 1 if p.name == "mamba" else plan.page_size_tokens
-            if p.configured_gb is None:  # a sidecar mirrors the KV pool's capacity
+            if p.name == "draft_kv":
+                # the MTP draft's sidecar (up to 0.5.17): the KV host pool's slots as a ratio
+                # of the device pool, host size 0 (sglang 0.5.17 kv_cache_builder.py:104-118)
+                requests.append({"unit_bytes": p.unit_bytes, "page": page,
+                                 "device": plan.gpu_kv_tokens,
+                                 "ratio": kv.units / plan.gpu_kv_tokens})
+            elif p.configured_gb is None:  # a sidecar mirrors the KV pool's capacity
                 requests.append({"unit_bytes": p.unit_bytes, "page": page,
                                  "capacity": kv.units})
             else:

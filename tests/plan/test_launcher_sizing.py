@@ -303,8 +303,9 @@ def test_a_size_within_the_budget_but_not_kvbench_headroom_runs_with_a_warning()
 def test_dsv4_ratio_takes_the_launchers_measurement_beside_the_estimate():
     """DSv4 B300 TP4 --hicache-ratio 8: the launcher measured ~1 TB on the node
     (dsv4_fp4_b300_sglang_mtp.sh:71-72), a device pool of 31.25 GB per rank; kvbench's
-    estimate (HBM x fraction - weights, less SGLang's MTP draft share) is beside it, and the
-    verdict is on the measurement: 1,000 GB of a 1,199 GB budget."""
+    estimate (the memory free before the weights x fraction - the weights loaded, the MTP
+    draft's own embedding and head among them, less SGLang's MTP draft share) is beside it,
+    and the verdict is on the measurement: 1,000 GB of a 1,199 GB budget."""
     rec = next(r for r in ROWS if r["config-key"] == "dsv4-fp4-b300-sglang-agentic-hicache-mtp")
     plan = plan_job(_job(rec), _RUNNERS)
     assert plan.accepted and plan.launcher["value"] == 8, plan.errors
@@ -313,17 +314,17 @@ def test_dsv4_ratio_takes_the_launchers_measurement_beside_the_estimate():
     text = "\n".join(plan.arithmetic)
     assert "less the MTP draft worker's share (SGLang DSV4PoolConfigurator: x 61/62)" in text
     assert "TP4 ratio=8 near 1 TB" in text and "-> 1,000 GB pinned on the node" in text
-    assert "at the device-pool estimate: 8 x the device pools = 382.53 GB per rank" in text
+    assert "at the device-pool estimate: 8 x the device pools = 369.85 GB per rank" in text
 
 
 def test_a_measurement_without_a_figure_is_shown_and_the_estimate_judges():
     """DSv4 B200 TP8 --hicache-ratio 8: the launcher says it "stays below the configured
     host-memory capacity" (dsv4_fp4_b200_sglang_mtp.sh:70-71) without a figure; kvbench's
-    estimate (8 x 45.16 GB device pools) is 2,890 GB on a 2,399 GB budget: refused, and the
+    estimate (8 x 44.08 GB device pools) is 2,821 GB on a 2,399 GB budget: refused, and the
     claim stands beside the arithmetic."""
     rec = next(r for r in ROWS if r["config-key"] == "dsv4-fp4-b200-sglang-agentic-hicache-mtp")
     plan = plan_job(_job(rec), _RUNNERS)
-    assert plan.is_refused and "2,890 GB > the 2,399 GB DRAM budget" in plan.errors[0]
+    assert plan.is_refused and "2,821 GB > the 2,399 GB DRAM budget" in plan.errors[0]
     assert any("stays below the configured host-memory capacity" in line
                and "no figure: the verdict keeps the estimate" in line
                for line in plan.arithmetic)

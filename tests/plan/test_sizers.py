@@ -126,10 +126,12 @@ def test_split_semantics_before_0518_keeps_the_draft_a_sidecar():
     pools = {p.name: p for p in plan.host_pools}
     assert set(pools) == {"kv", "mamba", "draft_kv"}
     assert not pools["draft_kv"].inside_configured_size
-    # fp8 KV 7,680 B/token; the draft mirrors its tokens at 512 B (one attention layer)
+    # fp8 KV 7,680 B/token; the draft mirrors its tokens at 512 B (one attention layer), the
+    # KV host slots as a ratio of the device pool plus the page SGLang adds (sglang 0.5.17
+    # kv_cache_builder.py:104-118, pool_host/base.py:124-127)
     assert pools["kv"].bytes_per_rank % 7_680 == 0
     tokens = pools["kv"].bytes_per_rank // 7_680
-    assert pools["draft_kv"].bytes_per_rank == tokens * 512
+    assert pools["draft_kv"].bytes_per_rank == (tokens + 64) * 512
     size = int(arg(plan, "--hicache-size")) * GB
     # proportional split: KV and Mamba together stay within one --hicache-size (+1 page of
     # 64 tokens, +1 bf16 state of 48,844,800 B)
@@ -159,9 +161,9 @@ def test_indexer_covers_every_layer_in_split_semantics():
     assert arg(plan, "--hicache-size") == "240"
     assert pools["kv"] == 5_341_888 * 44_928
     assert pools["indexer"] == 5_341_888 * 78 * 132  # 55.00 GB, not 21 layers' 14.81 GB
-    assert pools["draft_kv"] == 5_341_888 * 576
-    # 8 x 5,341,888 x (44,928 + 10,296 + 576) B = 2,384.62 GB <= 2,391 GB usable
-    assert plan.projected_host_bytes == 8 * sum(pools.values()) == 2_384_618_803_200
+    assert pools["draft_kv"] == (5_341_888 + 64) * 576  # the sidecar's page
+    # 8 x (5,341,888 x (44,928 + 10,296) + 5,341,952 x 576) B = 2,384.62 GB <= 2,391 GB usable
+    assert plan.projected_host_bytes == 8 * sum(pools.values()) == 2_384_619_098_112
     assert plan.within_budget
 
 

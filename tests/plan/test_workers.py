@@ -27,10 +27,11 @@ def test_prefill_offloads_within_its_node_budget_and_decode_keeps_kv_on_the_gpu(
     assert prefill.plan.backend == "hicache" and prefill.plan.host_pools
     assert prefill.plan.projected_host_bytes <= 2399 * GB
     # no single-node launcher sizes a disaggregated worker: the budget sizing,
-    # floor10(per-rank budget / the device-pool estimate)
+    # floor10(per-rank budget / the device-pool estimate; SGLang's pools come from the memory
+    # free after its CUDA context, plan/gpu.py SGLANG_PRE_LOAD_RESERVE_BYTES)
     assert prefill.plan.sizing == "budget"
     assert prefill.plan.engine_args[prefill.plan.engine_args.index("--hicache-ratio") + 1] \
-        == "2.2"
+        == "2.3"
     assert decode.plan.backend is None and not decode.plan.host_pools
     # each role's settings rule (plan/data/settings.yaml, role: [prefill, decode])
     assert {w.plan.mem_fraction_static for w in planned.workers} == {0.85}

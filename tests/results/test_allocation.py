@@ -35,40 +35,22 @@ def test_the_recorded_0517_log_matches_the_plan_of_its_job():
     assert format_rows(list(rows.values()))[1].startswith("device kv")
 
 
-# The hybrid pools' lines as SGLang 0.5.17 formats them (memory_pool.py:788-794 and 1656-1676,
-# scheduler.py:1068-1076, pool_host/base.py:153-158, memory_pool_host.py:134-138), filled with
-# the issue-37 plan's numbers for the capped Qwen3.5 HiCache arm (tests/plan/test_engine_caps):
-# no H200 log of the hybrid model exists yet, so this checks the reading, not the engine.
-HYBRID_LOG = """\
-[2026-12-03 10:00:01] Mamba Cache is allocated. max_mamba_cache_size: 80, conv_state size: 0.03GB, \
-ssm_state size: 0.99GB intermediate_ssm_state_cache size: 0.83GB \
-intermediate_conv_window_cache size: 0.02GB
-[2026-12-03 10:00:01] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 43648, \
-K size: 0.04 GB, V size: 0.04 GB
-[2026-12-03 10:00:02] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 43648, \
-K size: 0.02 GB, V size: 0.02 GB
-[2026-12-03 10:00:05] max_total_num_tokens=43648, chunked_prefill_size=8192, \
-max_prefill_tokens=16384, max_running_requests=16, context_len=262144, \
-available_gpu_mem=60.12 GB
-[2026-12-03 10:00:05] Allocating kv hierarchical KV host pool: 688000 tokens, 1.41 GB host memory.
-[2026-12-03 10:00:19] Allocating 30.60 GB host memory for hierarchical Mamba cache \
-(layout=page_first).
-[2026-12-03 10:00:20] Allocating draft hierarchical KV host pool: 688000 tokens, 0.70 GB host \
-memory.
-"""
-
-
 def test_hybrid_pools_are_read_and_compared_pool_by_pool():
-    alloc = engine_allocation(HYBRID_LOG)
-    assert alloc.state_slots == 80 and alloc.state_device_gb["intermediate_ssm"] == 0.83
-    assert [t for t, _ in alloc.device_kv] == [43_648, 43_648]  # target, then the MTP draft
-    assert alloc.host == {"kv": (688_000, 1.41), "mamba": (None, 30.6),
-                          "draft_kv": (688_000, 0.7)}
+    """The Qwen3.5 HiCache + MTP arm on the H200 (issue 37): the target's and the draft's
+    device KV, the Mamba states with their speculative intermediates, and the three host pools
+    (the Mamba pool in GB: SGLang prints no slot count)."""
+    log = (DATA / "server-0.5.17-qwen3.5-capped-hicache.excerpt.log").read_text()
+    alloc = engine_allocation(log)
+    assert (alloc.device_kv_tokens, alloc.max_running_requests) == (43_648, 16)
+    assert alloc.state_slots == 80 and alloc.state_device_gb["intermediate_ssm"] == 0.8
+    assert alloc.device_kv == [(43_648, 0.08), (43_648, 0.04)]  # target, then the MTP draft
+    assert alloc.host == {"kv": (688_960, 1.41), "mamba": (None, 30.6),
+                          "draft_kv": (689_024, 0.71)}
     plan = {"gpu-kv-tokens": 43_648, "gpu-state-slots": 80, "projected-host-bytes": 0,
             "host-pools": [
-                {"name": "kv", "units": 688_000, "bytes-per-rank": 1_409_024_000},
-                {"name": "mamba", "units": 2_349, "bytes-per-rank": 30_596_382_720},
-                {"name": "draft_kv", "units": 688_000, "bytes-per-rank": 704_512_000}]}
+                {"name": "kv", "units": 688_960, "bytes-per-rank": 688_960 * 2_048},
+                {"name": "mamba", "units": 2_349, "bytes-per-rank": 2_349 * 13_025_280},
+                {"name": "draft_kv", "units": 689_024, "bytes-per-rank": 689_024 * 1_024}]}
     rows = {r.pool: r for r in plan_vs_allocated(plan, alloc)}
     assert list(rows) == ["device kv", "device mamba", "host kv", "host mamba", "host draft_kv"]
     assert all(r.diff == 0 for n, r in rows.items() if r.unit != "GB")

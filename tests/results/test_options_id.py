@@ -9,6 +9,7 @@ from pathlib import Path
 from kvbench.report import write_dashboard
 from kvbench.results import compare, read_result, write_result
 from kvbench.results.build import options_digest
+from kvbench.results.option_sets import option_labels
 
 RUNS = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/vllm/runs"
 
@@ -53,3 +54,45 @@ def test_the_dashboard_names_two_option_sets_apart(tmp_path):
     one = write_dashboard([RUNS], tmp_path / "one.html").read_text()
     # one set (the session-1 runs' id derived from their job.json by rescore): names as ever
     assert "[options" not in one
+
+
+def test_arms_apart_only_by_options_are_named_and_pair_when_the_selections_name_them(tmp_path):
+    """Issue 37: the Qwen3.5 resident twin ran with its own --page-size 16 (another options_id
+    than the HiCache arm's). compare pairs nothing and names the two ids; selections naming
+    each arm's options_id pair them."""
+    other = _copies(tmp_path / "other", ("aaaaaaaaaaaa", "bbbbbbbbbbbb"))
+    out = compare(other)
+    assert out["cells"] == [] and out["options_ids"] == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    named = compare(other, a={"kv_offloading": "none", "options_id": "aaaaaaaaaaaa"},
+                    b={"kv_offloading": "dram", "options_id": "bbbbbbbbbbbb"})
+    [cell] = named["cells"]
+    assert [len(r) for r in cell["runs"].values()] == [2, 2] and named["options_ids"] == []
+    assert named["options"] == {} and "options_id" not in cell["key"]
+    # one options set and nothing paired for another reason: no options line
+    assert compare(other[:2])["options_ids"] == []
+
+
+def test_engine_argument_lists_apart_past_the_cut_are_named_by_their_own_flags(tmp_path):
+    """The Qwen3.5 runs (issue 37): six shared engine flags, then the resident twin's
+    --page-size=16; the first 60 characters of both lists are the same."""
+    shared = ["--attention-backend=triton", "--sampling-backend=pytorch", "--disable-cuda-graph",
+              "--max-total-tokens=43680", "--max-mamba-cache-size=80"]
+    runs = _copies(tmp_path, ("aaaaaaaaaaaa", "bbbbbbbbbbbb"))
+    for r in runs:
+        page = ["--page-size=16"] if r.options_id == "aaaaaaaaaaaa" else []
+        r.run_options = {"engine_args": shared + page, "duration_s": 50.0}
+    assert option_labels(runs) == {"aaaaaaaaaaaa": "engine_args+=--page-size=16",
+                                   "bbbbbbbbbbbb": "engine_args-=--page-size=16"}
+
+
+def test_cli_compare_names_the_options_and_pairs_arms_selected_by_them(tmp_path, capsys):
+    from kvbench.cli import main
+
+    _copies(tmp_path, ("aaaaaaaaaaaa", "bbbbbbbbbbbb"))
+    main(["compare", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "the arms ran with other run options (options_id aaaaaaaaaaaa" in out
+    main(["compare", str(tmp_path), "--a", "kv_offloading=none,options_id=aaaaaaaaaaaa",
+          "--b", "kv_offloading=dram,options_id=bbbbbbbbbbbb"])
+    out = capsys.readouterr().out
+    assert "TTFT p50 ms" in out and "sets of run options" not in out

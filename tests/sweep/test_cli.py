@@ -123,3 +123,24 @@ def test_two_write_policies_run_apart_keep_both_results(tmp_path):
                   str(tmp_path / "r"), "--min-conc", "3", "--max-conc", "3", "--max-requests", "3",
                   "--format", "json", "--no-dashboard")
     assert out.returncode == 0 and [o["status"] for o in json.loads(out.stdout)] == ["skipped"]
+
+
+def test_a_run_with_config_keys_resumes_in_a_later_call(tmp_path):
+    """Issue 37 call 5: `--config-keys K` in one call, then `--repeat 2` in the next. The
+    first call's repeat is done and skipped, the second runs beside it: no job takes its own
+    earlier directory for another job's (the key was redacted in job.json, issue 37), and every
+    job file names its config key. ~10 s: two embedded-engine runs of 3 requests."""
+    key = "qwen3-32b-fp8-h100-sim-agentic"
+    base = ["run", str(RECIPE), "--config-keys", key, "--exp-name", "qwen3-32b_tp1_conc3_kvnone",
+            "--results", str(tmp_path), "--max-requests", "3", "--time-scale", "100",
+            "--think-time-scale", "0", "--format", "json", "--no-dashboard"]
+    first = kvbench(*base)
+    assert first.returncode == 0, first.stderr
+    again = kvbench(*base, "--repeat", "2")
+    assert again.returncode == 0, again.stderr
+    assert [o["status"] for o in json.loads(again.stdout)] == ["skipped", "ok"]
+    dirs = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert dirs == ["qwen3-32b_tp1_conc3_kvnone", "qwen3-32b_tp1_conc3_kvnone__r1"]
+    for d in dirs:
+        assert json.loads((tmp_path / d / "job.json").read_text())["config_key"] == key
+        assert json.loads((tmp_path / d / "result.json").read_text())["config_key"] == key

@@ -37,12 +37,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--memory", type=Path, help="the offload job's host-memory samples")
     ap.add_argument("--resident-memory", type=Path, help="a resident job's samples")
     ap.add_argument("--tolerance", type=float, default=0.02)
+    ap.add_argument("--plan-file", default="plan.json",
+                    help="the plan to compare (plan.orig.json: the run's own, before a replan)")
     args = ap.parse_args(argv)
     off = False
     for job in args.jobs:
-        plan_path, log_path = job / "plan.json", job / "server.log"
+        plan_path, log_path = job / args.plan_file, job / "server.log"
         if not plan_path.is_file() or not log_path.is_file():
-            print(f"{job}: no plan.json or server.log", file=sys.stderr)
+            print(f"{job}: no {args.plan_file} or server.log", file=sys.stderr)
             off = True
             continue
         plan = json.loads(plan_path.read_text())

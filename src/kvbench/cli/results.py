@@ -120,6 +120,12 @@ def _print_tables(out: dict) -> None:
     if not out["cells"]:
         console.print(f"no pairs to compare across {', '.join(out['arms'])} "
                       f"({out['unpaired_cells']} configuration(s) with a single arm)")
+        if out.get("options_ids"):
+            named = out.get("options") or {}
+            console.print("the arms ran with other run options (" + "; ".join(
+                f"options_id {i}: {named.get(i, 'options ' + i)}" for i in out["options_ids"])
+                + "); to compare them anyway, name each arm's in --a/--b "
+                "(--a kv_offloading=none,options_id=ID --b ...)")
         return
     by_mode = len(out["compared"]) <= 2 and all("," not in a for a in out["arms"])
     keys = [k for k in out["cells"][0]["key"] if k != "options_id"]

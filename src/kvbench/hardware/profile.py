@@ -73,6 +73,9 @@ class HardwareProfile(BaseModel):
     vendor: str
     kind: str = Field(description="'datasheet' or 'measured'")
     hbm_bytes: Sourced
+    # What CUDA reports as the device's memory (cudaDeviceProp.totalGlobalMem), which engines
+    # size their pools from; the datasheet's figure (hbm_bytes) where nobody measured it.
+    device_memory_bytes: Sourced | None = None
     hbm_bandwidth_bytes_per_s: Sourced
     flops_per_s: dict[str, Sourced] = Field(description="dense FLOP/s by dtype: bf16, fp8, fp4")
     host_to_device_bytes_per_s: Sourced
@@ -95,7 +98,8 @@ class HardwareProfile(BaseModel):
     kv_page_copies: list[KvPageCopy] = Field(default_factory=list)
     layer_timings: list[LayerTimings] = Field(default_factory=list)
 
-    @field_validator("hbm_bytes", "hbm_bandwidth_bytes_per_s", "host_to_device_bytes_per_s",
+    @field_validator("hbm_bytes", "device_memory_bytes", "hbm_bandwidth_bytes_per_s",
+                     "host_to_device_bytes_per_s",
                      "device_to_host_bytes_per_s", "kv_transfer_bytes_per_s",
                      "host_dram_bytes_per_node", "pin_seconds_per_gib")
     @classmethod

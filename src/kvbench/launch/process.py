@@ -33,6 +33,10 @@ from kvbench.launch.watchdog import Watchdog
 from kvbench.redaction import redact_file, redact_text
 
 TAIL_LINES = 40
+# the lines read for the cause: SGLang 0.5.17 exits 0 after a tokenizer worker's CUDA OOM and
+# logs ~140 lines of health checks and teardown after it (issue 37, call 3's probe), so the
+# cause lies far above the tail a user is shown
+RECOGNISE_LINES = 400
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +127,7 @@ class ServerProcess:
         self.on_log_line = on_log_line
         self.name = name
         self._procs: list[_Proc] = []
-        self._oom_kills_at_start = 0
+        self._oom_kills_at_start: int | None = None
         self._stopped = False
         self._old_handlers: dict[int, object] = {}
         self._watchdog: Watchdog | None = None
@@ -250,9 +254,11 @@ class ServerProcess:
 
     def _failure(self, proc: _Proc, what: str, code: int | None, hung: bool = False
                  ) -> ServerStartError:
-        lines = [redact_text(line) for line in read_tail(proc.log_path, TAIL_LINES)]
-        oom = cgroup_oom_kills() - self._oom_kills_at_start
-        match = recognise(lines, code, oom)
+        window = [redact_text(line) for line in read_tail(proc.log_path, RECOGNISE_LINES)]
+        lines = window[-TAIL_LINES:]
+        now, start = cgroup_oom_kills(), self._oom_kills_at_start
+        oom = None if now is None or start is None else now - start  # None: unreadable
+        match = recognise(window, code, oom)
         cause = f": {match.title} ({match.line})" if match else ""
         hint = match.hint if match else None
         if hung and match is None:

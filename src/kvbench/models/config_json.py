@@ -39,7 +39,10 @@ def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int,
     the 2h -> h fusion each."""
     h = c["hidden_size"]
     embed = c["vocab_size"] * h * (1 if c.get("tie_word_embeddings") else 2)
-    per_attn = h * q_dim * 2 + h * kv_dim * 2
+    # q (doubled by an output gate: Qwen3-Next/3.5 attn_output_gate, sglang 0.5.17
+    # models/qwen3_5.py), k and v (kv_dim is both), o
+    gate = 2 if c.get("attn_output_gate") else 1
+    per_attn = h * q_dim * gate + h * kv_dim + q_dim * h
     attn = (layers - linear_layers) * per_attn + linear_layers * (
         _gdn_params(c) if linear_layers else 0) + mtp_layers * (per_attn + 2 * h * h)
     blocks = layers + mtp_layers
@@ -50,11 +53,32 @@ def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int,
         shared = (c.get("n_shared_experts") or c.get("num_shared_experts") or 0) * moe_inter
         shared = c.get("shared_expert_intermediate_size") or shared
         per_expert = 3 * h * moe_inter
-        total = embed + attn + blocks * (experts * per_expert + 3 * h * shared)
-        active = embed + attn + blocks * (top_k * per_expert + 3 * h * shared)
+        router = experts * h + (h if shared else 0)  # the gate, the shared expert's gate
+        total = embed + attn + blocks * (experts * per_expert + 3 * h * shared + router)
+        active = embed + attn + blocks * (top_k * per_expert + 3 * h * shared + router)
         return int(total), int(active)
     dense = embed + attn + blocks * 3 * h * c["intermediate_size"]
     return int(dense), int(dense)
+
+
+def _vision_params(c: dict[str, Any]) -> int:
+    """A Qwen3-VL-style vision tower's parameters (`vision_config`: patch embedding, learned
+    positions, `depth` pre-norm blocks of fused qkv, projection and a two-layer MLP, all with
+    biases, and the patch merger to the text width; sglang 0.5.17 models/qwen3_vl.py
+    Qwen3VLMoeVisionModel). SGLang loads it on every start of a multimodal architecture; the
+    scaled Qwen3.5's target logged 30.64 GB, its text weights and this tower."""
+    v = c.get("vision_config")
+    if not isinstance(v, dict) or not {"depth", "hidden_size", "intermediate_size"} <= set(v):
+        return 0
+    d, i = v["hidden_size"], v["intermediate_size"]
+    patch = v.get("in_channels", 3) * v.get("temporal_patch_size", 2) * \
+        v.get("patch_size", 16) ** 2 * d + d
+    positions = v.get("num_position_embeddings", 0) * d
+    block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * i + i) + (i * d + d)
+    merged = d * v.get("spatial_merge_size", 2) ** 2
+    out = v.get("out_hidden_size", c.get("hidden_size", d))
+    merger = 2 * d + (merged * merged + merged) + (merged * out + out)
+    return patch + positions + v["depth"] * block + merger
 
 
 def profile_from_config(path: Path, name: str | None = None) -> ModelProfile:
@@ -144,11 +168,15 @@ def _build(c: dict[str, Any], path: Path, name: str | None = None) -> ModelProfi
     linear = fields.get("linear_layers", 0) if "linear_num_value_heads" in c else 0
     total, active = _params(c, layers, q_dim, kv_dim, linear, fields["mtp_layers"])
     fields["total_params"], fields["active_params"] = total, active
+    if vision := _vision_params(c):
+        fields["vision_params"] = vision
     src = f"local config.json {path}"
     descriptive = {"name", "model_type", "hf_ids"}
     fields["sources"] = {k: src for k in fields if k not in descriptive}
     fields["estimated"] = {
         "total_params": "estimated from matrix shapes in config.json",
         "active_params": "estimated from matrix shapes in config.json (top-k experts)",
+        **({"vision_params": "estimated from vision_config's shapes"}
+           if "vision_params" in fields else {}),
     }
     return ModelProfile.model_validate(fields)

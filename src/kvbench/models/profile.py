@@ -98,6 +98,9 @@ class ModelProfile(BaseModel):
     linear: LinearSpec | None = None
     compressed: CompressedSpec | None = None
     mtp_layers: int = Field(0, description="MTP/NEXTN draft layers shipped with the checkpoint")
+    vision_params: int = Field(0, ge=0, description="a multimodal checkpoint's vision tower, "
+                               "not in total_params (text decode never reads it); engines "
+                               "load it on every start")
     # Mixture of experts (0 = dense): routed experts per MoE layer and how many each token
     # picks; the simulator reads only the experts a decode batch touches.
     num_experts: int = Field(0, ge=0, description="routed experts per MoE layer")

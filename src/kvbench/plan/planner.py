@@ -16,7 +16,7 @@ from kvbench.errors import KvbenchError, PlanError
 from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
-from kvbench.plan.gpu import GpuEstimate, engine_caps, estimate_gpu
+from kvbench.plan.gpu import EngineFacts, GpuEstimate, engine_caps, estimate_gpu
 from kvbench.plan.image import image_mods, recipe_patch_mods, resolved
 from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
@@ -169,13 +169,22 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
     pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype,
                                         state_dtype=settings.mamba_ssm_dtype), topo)
-    page = settings.page_size_tokens or page_size_tokens(topo.engine, model)
     caps = caps if topo.engine == "sglang" else None
+    # a page size among the engine args is the one the engine runs (gpu.engine_caps)
+    page = (caps or {}).get("page_size") or settings.page_size_tokens or \
+        page_size_tokens(topo.engine, model)
+    facts = EngineFacts(
+        release=image_version(topo.image).release,
+        running_unset="max-running-requests" in settings.unset,
+        tokenizer_workers=settings.tokenizer_workers,
+        device_memory_bytes=int(hardware.device_memory_bytes.value)
+        if hardware.device_memory_bytes else None,
+        cuda=hardware.vendor == "nvidia")
     gpu = estimate_gpu(topo, model, pools, int(hardware.hbm_bytes.value), hardware.name,
                        hicache=offload and topo.backend == "hicache",
                        recipe_fraction=settings.mem_fraction,
                        weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB,
-                       caps=caps, page_tokens=page)
+                       caps=caps, page_tokens=page, facts=facts)
     common = dict(
         base,
         model=model.name,
@@ -452,11 +461,19 @@ def _hicache_options(launcher: dict[str, str], topo: Topology) -> dict[str, str]
 def _gpu_line(gpu: GpuEstimate, model: ModelProfile, topo: Topology,
               weights_offload_gib: int | None = None) -> str:
     offloaded = f", less {weights_offload_gib} GiB in host memory" if weights_offload_gib else ""
-    return (
-        f"GPU ({gpu.hardware}): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - weights "
-        f"{gpu.weights_per_rank_bytes / GB:.1f} GB/rank ({model.name} {topo.precision} / "
-        f"{topo.weight_shards}{offloaded}) -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate)"
-    )
+    weights = (f"weights {gpu.weights_per_rank_bytes / GB:.1f} GB/rank ({model.name} "
+               f"{topo.precision} / {topo.weight_shards}{offloaded})")
+    if gpu.pre_load_bytes:  # SGLang: the fraction of what is free before the weights
+        draft = gpu.loaded_weights_bytes - gpu.weights_per_rank_bytes
+        return (
+            f"GPU ({gpu.hardware}): {gpu.pre_load_bytes / GB:.1f} GB free before the weights "
+            f"x {gpu.mem_fraction} - {weights}"
+            + (f" - the MTP draft's own embedding and head {draft / GB:.1f} GB" if draft else "")
+            + f" -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate; "
+            f"{gpu.running_requests} running requests)"
+        )
+    return (f"GPU ({gpu.hardware}): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - "
+            f"{weights} -> ~{gpu.kv_tokens:,} KV tokens per rank (estimate)")
 
 
 def _row_warnings(topo: Topology, model: ModelProfile) -> list[str]:

@@ -20,7 +20,7 @@ from kvbench.errors import PlanError
 DATA = Path(__file__).parent / "data" / "settings.yaml"
 _STRICT = ConfigDict(extra="forbid", populate_by_name=True)
 Scalar = str | int | float | bool
-UNSETTABLE = ("page-size", "kv-dtype", "mem-fraction")
+UNSETTABLE = ("page-size", "kv-dtype", "mem-fraction", "max-running-requests")
 
 
 class When(BaseModel):
@@ -68,6 +68,9 @@ class _Set(BaseModel):
     # "the space in GiB to offload to CPU, per GPU", vllm 0.33 config/offload.py:23-24):
     # taken out of the host budget before the KV pools are sized
     weights_offload_gib: int | None = Field(None, alias="weights-offload-gib", gt=0)
+    # tokenizer processes the launcher starts (SGLang --tokenizer-worker-num): each holds a
+    # CUDA context and a share of the multimodal CUDA-IPC pool on GPU 0 (plan/gpu.py)
+    tokenizer_workers: int | None = Field(None, alias="tokenizer-workers", ge=1)
     unset: list[str] = Field(default_factory=list)
     hicache: _HiCache | None = None
 
@@ -93,6 +96,7 @@ class RecipeSettings:
     page_size_tokens: int | None = None
     mamba_ssm_dtype: str | None = None
     weights_offload_gib: int | None = None
+    tokenizer_workers: int | None = None
     unset: tuple[str, ...] = ()
     hicache: dict[str, str] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
@@ -133,6 +137,7 @@ def recipe_settings(facts: dict[str, Any]) -> RecipeSettings:
         page_size_tokens=values.get("page_size"),
         mamba_ssm_dtype=values.get("mamba_ssm_dtype"),
         weights_offload_gib=values.get("weights_offload_gib"),
+        tokenizer_workers=values.get("tokenizer_workers"),
         unset=tuple(values.get("unset", ())),
         hicache=hicache,
         sources=tuple(sources),

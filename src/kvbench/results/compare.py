@@ -290,8 +290,10 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
     for k in list(compared):
         compared |= COUPLED.get(k, set())
     # results of other run options (traces, bounds, engine arguments) are other experiments:
-    # they never pair with, nor pool as repeats of, these
-    key_fields = [f for f in IDENTITY if f not in compared] + ["options_id"]
+    # they never pair with, nor pool as repeats of, these; unless the selections name them
+    # (an arm's own engine flag: the Qwen3.5 resident twin's --page-size 16, issue 37)
+    key_fields = [f for f in IDENTITY if f not in compared] + (
+        [] if "options_id" in compared else ["options_id"])
     cells: dict[tuple, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
         arm = arm_of(r)
@@ -349,8 +351,23 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
                           "offload_idle": sorted(idle), "metrics": rows})
     return {"compared": sorted(compared), "arms": arm_names, "cells": out_cells,
             "unpaired_cells": unpaired, "confidence": CONFIDENCE,
-            # options_id -> the options that tell the sets apart (several sets only)
-            "options": {str(k): v for k, v in option_labels(ok).items()}}
+            # options_id -> the options that tell the sets apart (several sets only; none
+            # where the selections name options_id: the arms are the sets)
+            "options": {} if "options_id" in compared
+            else {str(k): v for k, v in option_labels(ok).items()},
+            "options_ids": [] if out_cells or "options_id" in compared
+            else _split_by_options(ok, arm_of, key_fields[:-1])}
+
+
+def _split_by_options(ok: list[Result], arm_of, key_fields: list[str]) -> list[str]:
+    """The options_ids of arms that would pair but for their run options (none paired)."""
+    arms: dict[tuple, set[str]] = defaultdict(set)
+    for r in ok:
+        if (arm := arm_of(r)) is not None:
+            arms[tuple(field_value(r, f) for f in key_fields)].add(arm)
+    if not any(len(a) > 1 for a in arms.values()):
+        return []
+    return sorted({str(r.options_id) for r in ok if arm_of(r) is not None})
 
 
 def run_name(r: Result) -> str:

@@ -38,9 +38,25 @@ def option_labels(results: list[Result]) -> dict[str | None, str]:
         return {}
     known = [o for o in sets.values() if o is not None]
     keys = sorted({k for o in known for k in o})
-    differing = [k for k in keys if len({_shown(o.get(k)) for o in known}) > 1]
+    # told apart on the whole value: two engine-argument lists can differ past the cut
+    differing = [k for k in keys if len({repr(o.get(k)) for o in known}) > 1]
     labels = {}
     for options_id, opts in sets.items():
-        named = " ".join(f"{k}={_shown(opts.get(k))}" for k in differing) if opts else ""
+        named = " ".join(_differing(k, opts.get(k), [o.get(k) for o in known])
+                         for k in differing) if opts else ""
         labels[options_id] = named or f"options {options_id or 'unknown'}"
     return labels
+
+
+def _differing(key: str, value: Any, values: list[Any]) -> str:
+    """`key=value`; a list among lists by its own items (`engine_args+=--page-size=16`), or
+    the items the others have and it lacks (`engine_args-=--page-size=16`): the resident
+    twin's one extra engine flag reads as that flag (issue 37), not as a cut-off list."""
+    if not isinstance(value, list) or not all(isinstance(v, list) for v in values):
+        return f"{key}={_shown(value)}"
+    common = [x for x in value if all(x in v for v in values)]
+    own = [x for x in value if x not in common]
+    if own:
+        return f"{key}+={_shown(own)}"
+    lacking = [x for v in values for x in v if x not in value]
+    return f"{key}-={_shown(list(dict.fromkeys(map(str, lacking))))}"

@@ -25,6 +25,16 @@ def aligned_tokens(tokens: int, page: int) -> int:
     return (tokens // page + 1) * page
 
 
+def _sidecar_tokens(host_tokens: int, device_tokens: int, page: int) -> int:
+    """The draft's host pool: the KV host pool's slots as a ratio of the device pool, then the
+    page SGLang always adds (mem_cache/kv_cache_builder.py:104-118 host_to_device_ratio =
+    primary.size / pool.size with host_size 0 -> pool_host/base.py:124-127, sglang 0.5.17), in
+    the same float arithmetic: 688,960 KV slots gave the draft 689,024 on the H200."""
+    if device_tokens <= 0:
+        return host_tokens
+    return aligned_tokens(int(device_tokens * (host_tokens / device_tokens)), page)
+
+
 class HiCacheSizer:
     name = "hicache"
     engines = ("sglang",)
@@ -105,10 +115,11 @@ class HiCacheSizer:
                                   units=tokens, unit_bytes=bpt))
         if draft is not None and not sem.draft_packed:
             bpt = draft.bytes_per_token_per_rank
-            pools.append(HostPool(name="draft_kv", bytes_per_rank=tokens * bpt,
+            dtokens = _sidecar_tokens(tokens, ctx.gpu.kv_tokens, page)
+            pools.append(HostPool(name="draft_kv", bytes_per_rank=dtokens * bpt,
                                   inside_configured_size=False,
-                                  note=f"{tokens:,} tokens x {bpt:,} B sidecar draft pool outside "
-                                  "--hicache-size", units=tokens, unit_bytes=bpt))
+                                  note=f"{dtokens:,} tokens x {bpt:,} B sidecar draft pool "
+                                  "outside --hicache-size", units=dtokens, unit_bytes=bpt))
         return pools
 
     def _shares(self, ctx: SizingContext, sem: HiCacheSemantics, anchor_bpt: int,
@@ -120,7 +131,10 @@ class HiCacheSizer:
             return {"kv": float(size_gb), "mamba": float(size_gb), "swa": float(size_gb)}
         # split: proportional to device-pool bytes (hybrid_pool_assembler._split_hicache_size:
         # hicache_size * pool_bytes / total_bytes)
-        device = {"kv": ctx.gpu.kv_tokens * anchor_bpt}
+        # the KV pool's buffers hold size + page rows (the padded page, sglang 0.5.17
+        # mem_cache/memory_pool.py:2037), which get_kv_size_bytes counts
+        device = {"kv": (ctx.gpu.kv_tokens + ctx.page_size_tokens) * anchor_bpt
+                  if ctx.gpu.kv_tokens else 0}
         device.update({n: ctx.gpu.device_bytes.get(n, 0) for n in hybrid})
         total = sum(device.values())
         if total <= 0:
@@ -169,8 +183,10 @@ class HiCacheSizer:
         pool_configurator.py:670-677, 0.5.23 :1250-1257)."""
         gpu = ctx.gpu
         device = {name: b for name, b in gpu.device_bytes.items() if b}
-        lines = [f"device pools (estimate): {gpu.hbm_bytes / GB:.0f} GB x {gpu.mem_fraction} - "
-                 f"weights {gpu.weights_per_rank_bytes / GB:.1f} GB = "
+        memory = (f"{gpu.pre_load_bytes / GB:.1f} GB free before the weights"
+                  if gpu.pre_load_bytes else f"{gpu.hbm_bytes / GB:.0f} GB")
+        lines = [f"device pools (estimate): {memory} x {gpu.mem_fraction} - weights "
+                 f"{(gpu.loaded_weights_bytes or gpu.weights_per_rank_bytes) / GB:.1f} GB = "
                  f"{sum(device.values()) / GB:.2f} GB per rank"]
         if ctx.model.compressed is not None and ctx.topo.spec_decoding == "mtp":
             layers = ctx.model.num_layers
