@@ -30,6 +30,8 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
+from kvbench.workload.blocks import common_prefix
+
 EPSILON_S = 1e-6  # weka_agent_chains.py `_EPSILON_SECONDS`
 SEAM_MAX_GAP_S = 3600.0
 SEAM_MIN_OVERLAP = 0.5
@@ -59,15 +61,6 @@ class Call:
     def end_s(self) -> float:
         api = self.api_time_s
         return self.t_s + (api if api is not None and math.isfinite(api) and api > 0 else 0.0)
-
-
-def _lcp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 @dataclass(slots=True)
@@ -104,7 +97,7 @@ def split_preamble(calls: list[Call]) -> tuple[list[Call], list[Call]]:
     first, rest = ordered[0], ordered[1:]
     if not first.hash_ids:
         return [], calls
-    if any(_lcp(first.hash_ids, c.hash_ids) > 0 for c in rest if c.hash_ids):
+    if any(common_prefix(first.hash_ids, c.hash_ids) > 0 for c in rest if c.hash_ids):
         return [], calls
     if first.output_tokens > TITLE_GEN_MAX_OUTPUT:
         seen = {h for c in rest for h in c.hash_ids}
@@ -134,7 +127,7 @@ def _deepest_fork(chains: list[_Chain], call: Call) -> tuple[int | None, int]:
     for i, ch in enumerate(chains):
         if ch.tail is None:
             continue
-        depth = _lcp(ch.tail.hash_ids, call.hash_ids)
+        depth = common_prefix(ch.tail.hash_ids, call.hash_ids)
         if depth and (depth, len(ch.tail.hash_ids)) > key:
             best, key = i, (depth, len(ch.tail.hash_ids))
     return best, key[0]
@@ -233,7 +226,7 @@ def _phase2(chains: list[_Chain], owner: dict[int, int], forks: dict[int, list[i
             ch = chains[i]
             if i == chosen or ch.merged_into is not None or ch.fork is None:
                 continue
-            depth = _lcp(new_tail.hash_ids, ch.calls[0].hash_ids)
+            depth = common_prefix(new_tail.hash_ids, ch.calls[0].hash_ids)
             if depth <= 0:
                 continue
             ch.fork.tail_pos, ch.fork.depth, ch.fork.parent = new_tail.pos, depth, own
