@@ -177,10 +177,14 @@ class Lanes:
         self._seq, self._seq_step = shard
         self.lane_offset = 0  # this shard's first lane (and open-loop session) number
         # closed loop only: an open loop's arrivals are its own clock, not think times. With
-        # --workers each shard caps its own lanes' idleness (replay/idle.py)
-        self.idle = (idle.IdleCap(cfg.system_idle_cap_s / (cfg.time_scale or 1.0))
+        # --workers each shard caps its own lanes' idleness (replay/idle.py); a shift moves
+        # every live tree's own timers too (the harness's `cap_pending_delay` moves every
+        # pending timer of its scheduler, a blocked join's included)
+        self.idle = (idle.IdleCap(cfg.system_idle_cap_s / (cfg.time_scale or 1.0),
+                                  self._shift_trees)
                      if cfg.system_idle_cap_s is not None and cfg.session_rate is None
                      else None)
+        self.live_trees: dict[int, Tree] = {}  # the trees being driven, by id
         self.t0_ns = perf_counter_ns()  # the trees' clock: trace seconds since then
         self.warming = False  # the warm-up phase: idle caps off, one-token requests
         self.quota: dict[int, int] = {}  # warm-up requests each lane may still send
@@ -237,6 +241,10 @@ class Lanes:
         return True
 
     # -- trees -----------------------------------------------------------------------------
+    def _shift_trees(self, shift_ns: int) -> None:
+        for tree in self.live_trees.values():
+            tree.run.shift(shift_ns / 1e9 * (self.cfg.time_scale or 1.0))
+
     def make_run(self, session: Session, zero_delay: bool = False) -> TreeRun:
         return TreeRun(session, self.bounds.shaped, self.bounds.think_s, zero_delay=zero_delay,
                        delay_scale=self.bounds.think_time_scale)
@@ -267,6 +275,7 @@ class Lanes:
         sent (the run's end, the warm-up's quota: its pending turns are left as they are).
         `after`: a virtual clock's, what each first request follows."""
         tree.drained.clear()
+        self.live_trees[id(tree)] = tree
         self._schedule(tree, ready, first=True, after=after)
         try:
             if tree.tasks:
@@ -276,6 +285,7 @@ class Lanes:
                 t.cancel()
             raise
         finally:
+            self.live_trees.pop(id(tree), None)
             for t in tree.ahead.values():  # renderings no turn will wait for
                 t.cancel()
             tree.ahead.clear()
