@@ -253,6 +253,39 @@ def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
     assert agents <= {"A", "B", "C", None}
 
 
+def test_a_root_blocked_on_its_subagent_moves_with_its_tree_s_idle_cap(tmp_path):
+    """Against a real server: the subagent's 40 s pause is cut to the tree's 2 s cap, and
+    the root waiting on it (due 0.1 s after the subagent's recorded end) moves with that
+    shift, as the harness moves its join deadline (`cap_pending_delay_for_group`): it leaves
+    just after the subagent ends, not a second cap later."""
+    trace = {"id": "pause", "block_size": 64, "requests": [
+        _req(0.0, 640, 0.15),
+        {"t": 0.2, "type": "subagent", "agent_id": "S", "duration_ms": 40300,
+         "requests": [_req(0.3, 300, 0.15), _req(40.3, 364, 0.15)]},
+        _req(40.6, 704, 0.15)]}
+    path = tmp_path / "pause.json"
+    path.write_text(json.dumps(trace))
+    port = free_port()
+    proc = subprocess.Popen([*script(tmp_path, "counting", COUNTING_SERVER), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_http(f"{url}/health", 30, proc)
+        cfg = ReplayConfig(url=url, model="m", trace=[path], concurrency=1,
+                           output_dir=tmp_path / "out", think_time_cap_s=None,
+                           tree_idle_cap_s=2.0, max_tokens_cap=4, max_requests=4)
+        run_replay(cfg)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    recs = read_jsonl(tmp_path / "out" / "records.jsonl")
+    assert [(r["agent"], r["status"]) for r in recs] == [
+        (None, "ok"), ("S", "ok"), ("S", "ok"), (None, "ok")]
+    sub_end, root_send = recs[2]["t_last_ns"], recs[3]["t_send_ns"]
+    assert recs[2]["t_send_ns"] - recs[1]["t_last_ns"] > 1.5e9  # the cap, not 39.85 s
+    assert root_send - sub_end < 1.0e9  # not the cap again (2 s) after the subagent
+
+
 def test_the_simulator_replays_the_same_trees():
     """`kvbench simulate`'s closed loop drives the same `TreeRun`: three subagents spawned
     together are in flight together on one lane, in virtual time."""
