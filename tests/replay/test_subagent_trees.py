@@ -253,18 +253,23 @@ def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
     assert agents <= {"A", "B", "C", None}
 
 
+def _pause() -> dict:
+    """A root request, a subagent with a 40 s pause between its two requests, and the root's
+    next request joining it 0.1 s after its recorded end."""
+    return {"id": "pause", "block_size": 64, "requests": [
+        _req(0.0, 640, 0.15),
+        {"t": 0.2, "type": "subagent", "agent_id": "S", "duration_ms": 40300,
+         "requests": [_req(0.3, 300, 0.15), _req(40.3, 364, 0.15)]},
+        _req(40.6, 704, 0.15)]}
+
+
 def test_a_root_blocked_on_its_subagent_moves_with_its_tree_s_idle_cap(tmp_path):
     """Against a real server: the subagent's 40 s pause is cut to the tree's 2 s cap, and
     the root waiting on it (due 0.1 s after the subagent's recorded end) moves with that
     shift, as the harness moves its join deadline (`cap_pending_delay_for_group`): it leaves
     just after the subagent ends, not a second cap later."""
-    trace = {"id": "pause", "block_size": 64, "requests": [
-        _req(0.0, 640, 0.15),
-        {"t": 0.2, "type": "subagent", "agent_id": "S", "duration_ms": 40300,
-         "requests": [_req(0.3, 300, 0.15), _req(40.3, 364, 0.15)]},
-        _req(40.6, 704, 0.15)]}
     path = tmp_path / "pause.json"
-    path.write_text(json.dumps(trace))
+    path.write_text(json.dumps(_pause()))
     port = free_port()
     proc = subprocess.Popen([*script(tmp_path, "counting", COUNTING_SERVER), str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -308,3 +313,34 @@ def test_the_simulator_replays_the_same_trees():
                            requests=done)
     assert len(done) == len(s.turns) and summary["requests"] == len(s.turns)
     assert summary["inflight"] == {"max": 3, "lanes": 1}
+
+
+def test_the_simulator_caps_idle_trees_as_the_replay_does():
+    """In virtual time: the subagent's 40 s pause is cut to the tree's cap (2 s) and the
+    root blocked on it moves with the shift; the system cap (0.5 s, nothing else in
+    flight) cuts it further. Without caps the pause passes as recorded."""
+    import math
+
+    from kvbench.hardware import load_hardware
+    from kvbench.sim.costs import CostModel
+    from kvbench.sim.simulate import SimSetup, run_sessions
+
+    s = parse_session(_pause(), "pause.json:1")
+    got = {}
+    for caps in ((None, None), (2.0, None), (2.0, 0.5)):
+        done: list = []
+        run_sessions([s], CostModel.reference(load_hardware("h200")), SimSetup(math.inf),
+                     WorkloadBounds(concurrency=1, think_time_cap_s=None, max_requests=4,
+                                    tree_idle_cap_s=caps[0], system_idle_cap_s=caps[1]),
+                     requests=done)
+        done.sort(key=lambda r: r.arrival_s)
+        assert [r.meta["agent"] for r in done] == [None, "S", "S", None]
+        # the pause before the subagent's second request, the root's wait after it
+        got[caps] = (round(done[2].arrival_s - done[1].finish_s, 3),
+                     round(done[3].arrival_s - done[2].finish_s, 3))
+    pause = got[(None, None)][0]
+    assert pause > 39  # end-to-start, as recorded
+    assert got[(2.0, None)][0] == 2.0 and got[(2.0, 0.5)][0] == 0.5
+    # the root's own due time moved with the shift: it waits after the subagent as long
+    # as without caps (0.46 s), not a cap again
+    assert got[(2.0, None)][1] == got[(2.0, 0.5)][1] == got[(None, None)][1] < 0.5

@@ -41,5 +41,13 @@ class Arrivals:
         heapq.heapify(self._heap)
         return True
 
+    def take(self, reqs: set[int]) -> list[SimRequest]:
+        """Withdraw the requests (by id) still on their way; those withdrawn."""
+        out = [a[2] for a in self._heap if id(a[2]) in reqs]
+        if out:
+            self._heap = [a for a in self._heap if id(a[2]) not in reqs]
+            heapq.heapify(self._heap)
+        return out
+
     def __len__(self) -> int:
         return len(self._heap)
