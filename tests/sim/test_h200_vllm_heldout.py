@@ -1,10 +1,11 @@
 """The vllm profile on two halves of the real vLLM 0.26 H200 runs' sessions (issue 26):
 benchmarks/gpu/heldout.py splits the 42 sessions by a fixed hash into 21 fit and 21
-held-out, simulates each run whole and scores each half. Nothing in the profile was tuned on
-these runs (its overheads are the probe fit: test_h200_vllm_fit.py), so both halves are out of
-sample for it; the fit half is where a future tuning may look. Targets (issue 12): TTFT p50
-and tok/s within 15%, hit rate within 5 points, offload / resident ratios within 10%. Where a
-half misses, the bound below is the measured miss (docs/performance.md, "Held-out sessions")."""
+held-out, simulates each run whole and scores each half. The profile's overheads are the
+probe fit (test_h200_vllm_fit.py); one number, load_stall_s, was fitted on the fit half of
+these runs (benchmarks/gpu/vllm/load_stall.py, issue 36 item 2), so the held-out half is out
+of sample for every number. Targets (issue 12): TTFT p50 and tok/s within 15%, hit rate
+within 5 points, offload / resident ratios within 10%. Where a half misses, the bound below
+is the measured miss (docs/performance.md, "Held-out sessions")."""
 
 from __future__ import annotations
 
@@ -45,9 +46,8 @@ def test_the_split_is_a_fixed_hash_of_the_session_id(heldout) -> None:
 
 # (half, conc, arm) -> TTFT p50 bound where 15% is missed; (half, conc) -> offload / resident
 # TTFT p50 ratio bound where 10% is missed
-TTFT_P50_MISSED = {("held-out", 4, "resident"): 0.21, ("held-out", 4, "vllm-native"): 0.54,
-                   ("held-out", 4, "vllm-simple"): 0.42}
-RATIO_MISSED = {("fit", 4): 0.13, ("held-out", 4): 0.43}
+TTFT_P50_MISSED: dict[tuple[str, int, str], float] = {}
+RATIO_MISSED = {("held-out", 4): 0.15}  # simple: 0.44 real (its repeats: 0.37, 0.50) -> 0.50
 
 
 def test_both_halves_against_the_targets(rows) -> None:
@@ -67,3 +67,18 @@ def test_both_halves_against_the_targets(rows) -> None:
             assert out["sim"] == pytest.approx(out["real"], rel=0.10), name
             bound = RATIO_MISSED.get((r["half"], r["conc"]), 0.10)
             assert ttft["sim"] == pytest.approx(ttft["real"], rel=bound), name
+
+
+def test_the_shipped_load_stall_is_the_fit_half_fit() -> None:
+    """engines/vllm.yaml's load_stall_s is what benchmarks/gpu/vllm/load_stall.py fits on the
+    fit half's requests of the offload runs (its grid, every run simulated at each value),
+    and the fit reads the fit half only: scrambling the held-out half changes nothing."""
+    from kvbench.sim.engine_profile import load_engine_profile
+
+    spec = importlib.util.spec_from_file_location("load_stall", HERE / "vllm" / "load_stall.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    errors = module.per_request_log_errors([0.0, 0.04, 0.045, 0.05, 0.06])
+    assert module.fitted(errors) == load_engine_profile("vllm").load_stall_s.value == 0.05
+    scrambled = {v: {"fit": h["fit"], "held-out": [9.0]} for v, h in errors.items()}
+    assert module.fitted(scrambled) == 0.05

@@ -280,6 +280,48 @@ def test_the_tokenizer_follows_arrival_time_not_submission_order() -> None:
     assert c_s == pytest.approx(1.016, abs=1e-9)
 
 
+def test_an_earlier_arrival_submitted_later_is_tokenized_first() -> None:
+    """C is submitted first to arrive at 1.0 s, D second to arrive at 0.995 s (a lane starting
+    a session when another's turn ends): the one thread takes D first, [0.995, 1.011], and C
+    once D is done, [1.011, 1.027]; a booking made when C was submitted would have held D
+    back behind C (D seen at 1.032)."""
+    c_s, d_s = _tokenizer_admissions((10, 1.0), (10, 0.995))
+    assert d_s == pytest.approx(1.011, abs=1e-9)
+    assert c_s == pytest.approx(1.027, abs=1e-9)
+
+
+def _stalled_host_hit(load_stall_s: float) -> tuple[SimRequest, SimRequest]:
+    """The lone host hit of the tokenization test (no tokenization) beside D, a request
+    decoding 200 tokens from t = 0 (a one-block prompt)."""
+    from dataclasses import replace
+
+    pool = BlockPool(200, B, host_blocks=100)
+    a, d = _req(0, "a", 40, out=1), _req(1, "d", 1, out=200)
+    pool.host.store(block_chain(a, B).chain[:39])
+    costs = replace(_load_costs(2), load_stall_s=load_stall_s)
+    eng = VllmEngine(pool, costs, EngineConfig(chunked_prefill_tokens=256))
+    eng.submit(d, 0.0)
+    eng.submit(a, 0.0)
+    eng.run_until()
+    return a, d
+
+
+def test_a_request_resumed_after_its_host_load_stalls_the_step() -> None:
+    """load_stall_s 50 ms of host work to resume A after its 624 ms load, done while the step
+    before runs (asynchronous scheduling): that step is one of D's decode steps, 11 ms (10 ms
+    overhead + 1 ms for its token), so 39 ms of it shows, for A (TTFT) and for D decoding
+    beside it (its finish: the stall is the engine's, not A's). 10 ms of host work hides
+    wholly behind the 11 ms step; nothing else moves."""
+    a0, d0 = _stalled_host_hit(0.0)
+    a1, d1 = _stalled_host_hit(0.05)
+    assert a1.host_hit_tokens == a0.host_hit_tokens == 624
+    assert a1.ttft_s - a0.ttft_s == pytest.approx(0.039, abs=1e-9)
+    assert d1.finish_s - d0.finish_s == pytest.approx(0.039, abs=1e-9)
+    assert d1.first_s == d0.first_s
+    a2, d2 = _stalled_host_hit(0.01)
+    assert (a2.first_s, d2.finish_s) == (a0.first_s, d0.finish_s)
+
+
 def test_the_vllm_profile_slows_host_loads_to_its_copy_size_rate() -> None:
     """engines/vllm.yaml: loads at 0.75 of h200-measured's 53.36 GB/s host-to-device rate
     (40.0 GB/s, its 2.25 MiB point), so 19,136 tokens of Qwen3-8B KV (147,456 B each, 2.82 GB)
@@ -299,7 +341,7 @@ def test_the_vllm_profile_slows_host_loads_to_its_copy_size_rate() -> None:
 
 @pytest.mark.parametrize(("field", "value", "allowed"), [
     ("load_bandwidth_efficiency", 0.0, "(0, 1]"), ("load_bandwidth_efficiency", 1.5, "(0, 1]"),
-    ("prompt_token_overhead_s", -1e-6, ">= 0")])
+    ("prompt_token_overhead_s", -1e-6, ">= 0"), ("load_stall_s", -1e-3, ">= 0")])
 def test_engine_profile_refuses_impossible_host_costs(field: str, value: float, allowed: str,
                                                       tmp_path: Path) -> None:
     from kvbench.errors import SimError

@@ -1,7 +1,8 @@
 """The requests of the real vLLM 0.26 H200 runs that had the server to themselves (no other
 request in flight between their send and their first token), against the cost model alone:
 the engine profile's tokenization of the whole prompt, the host hit's load at the profile's
-H2D rate and `load_ready_steps` step starts, then the rest of the prompt in chunks of 8,192.
+H2D rate, `load_ready_steps` step starts and what of `load_stall_s` outlasts the step before,
+then the rest of the prompt in chunks of 8,192.
 The hit is the real one (records.jsonl cached_tokens); nothing is fitted.
 
     PYTHONPATH=src python benchmarks/gpu/vllm/lone_requests.py [--engine-profile vllm]
@@ -26,6 +27,8 @@ def modelled_ttft_s(costs, prompt: int, cached: int) -> float:
     t = costs.prompt_token_overhead_s * prompt
     if cached:
         t += costs.load_s(cached) + max(costs.load_ready_steps, 0) * costs.step_overhead_s
+        # resuming it: host work behind the connector-only step before (sim/vllm.py)
+        t += max(0.0, costs.load_stall_s - costs.step_overhead_s)
     left, ctx = prompt - cached, cached
     while left > 0:
         n = min(CHUNK_TOKENS, left)

@@ -66,6 +66,9 @@ class CostModel:
     # hit waits for its load (-1: the load overlaps the first chunk's step instead).
     admit_full_prompt: bool = False
     load_ready_steps: int = -1
+    # ... and the host work of resuming such a request after its load, overlapping the step
+    # before (what outlasts it stalls the step that resumes the request)
+    load_stall_s: float = 0.0
     # SGLang HiCache (engine_profile: load_back_min_tokens): a host hit shorter than this is
     # recomputed instead of loaded back (radix KV manager, cache.py)
     load_back_min_tokens: int = 0
@@ -277,6 +280,7 @@ class CostModel:
             attention=engine.attention, engine=engine.name,
             admit_full_prompt=bool(engine.admit_full_prompt.value),
             load_ready_steps=int(engine.load_ready_steps.value),
+            load_stall_s=engine.load_stall_s.value,
             load_back_min_tokens=int(engine.load_back_min_tokens.value),
             prompt_token_overhead_s=engine.prompt_token_overhead_s.value,
             h2d_bytes_per_s=self.h2d_bytes_per_s * engine.load_bandwidth_efficiency.value,

@@ -65,6 +65,11 @@ class EngineProfile(BaseModel):
         ">= 0: the vllm_blocks scheduler loads a host hit asynchronously; the "
         "request is scheduled for the rest of its prompt only once this many steps have "
         "started after the load ended (vLLM's WAITING_FOR_REMOTE_KVS)")
+    load_stall_s: Sourced = _defaulted(
+        0.0, "default: admitting a host hit and resuming it after its load cost nothing extra",
+        "host seconds the engine spends resuming a request after its asynchronous host load "
+        "(load_ready_steps >= 0), done while the step before runs: what outlasts that step "
+        "stalls the step that resumes it, every request in it")
     load_back_min_tokens: Sourced = _defaulted(
         0, "default: every host hit is loaded back",
         "the radix KV manager recomputes a host hit of fewer tokens than this instead of "
@@ -111,7 +116,8 @@ class EngineProfile(BaseModel):
             raise ValueError(f"value must be a finite number > 0, got {v.value}")
         return v
 
-    @field_validator("prefill_overhead_s", "per_sequence_overhead_s", "prompt_token_overhead_s")
+    @field_validator("prefill_overhead_s", "per_sequence_overhead_s", "prompt_token_overhead_s",
+                     "load_stall_s")
     @classmethod
     def _non_negative(cls, v: Sourced) -> Sourced:
         # zero is real data (sglang.yaml: no extra prefill or per-sequence cost)

@@ -25,7 +25,9 @@ and core/kv_cache_manager.py:
   for its hit only (beside what the prefilling requests still need) and computes nothing;
   its load queues on the H2D link; it is scheduled for the rest of its prompt, ahead of the
   waiting queue, once that many steps have started after the load ended (a poll per step,
-  asynchronous scheduling: engines/vllm.yaml). Else the load overlaps its first chunk's step."""
+  asynchronous scheduling: engines/vllm.yaml); resuming it costs the engine `load_stall_s` of
+  host work, of which what outlasts the step before stalls the step that resumes it (every
+  request in it). Else the load overlaps its first chunk's step."""
 
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class VllmEngine(Engine):
         self.loading: list[SimRequest] = []
         self._preempted_now = False
         self._chains = ChainCache()
+        self._prev_step_s = 0.0  # the last composed step's time, one step of a stretch
 
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
@@ -64,7 +67,7 @@ class VllmEngine(Engine):
             pool.lazy_store()
         budget = cfg.chunked_prefill_tokens - self.decode_batch * costs.verify_tokens
         chunks: list[tuple[SimRequest, int]] = []
-        load_tokens = 0
+        load_tokens = resumed = 0
         preempted = blocked = False
         for req in list(self.prefilling):
             if budget <= 0:
@@ -90,6 +93,7 @@ class VllmEngine(Engine):
                     break
                 chunks.append((req, n))
                 budget -= n
+                resumed += 1
             while not blocked and self.waiting and budget > 0 and (
                     self.num_running - len(self.loading) < cfg.max_running_requests):
                 req = self.waiting[0]
@@ -114,8 +118,13 @@ class VllmEngine(Engine):
         if self.loading:  # a decode stretch ends when a load does, then steps one by one
             first = min(r.blocks.ready_s for r in self.loading)
             horizon_s = min(horizon_s, max(first, now))
-        # allocations that took blocks whose stores were in flight wait for them first
-        step = self._step_for(chunks, load_tokens, 0, pool.sync_until_s - now, horizon_s)
+        # allocations that took blocks whose stores were in flight wait for them first; a
+        # request resumed after its host load costs the engine load_stall_s of host work,
+        # done while the step before runs (asynchronous scheduling: the next step is
+        # composed while one is in flight), so only what outlasts that step stalls this one
+        stall = resumed * costs.load_stall_s - self._prev_step_s
+        wait_s = pool.sync_until_s - now + (stall if stall > 0 else 0.0)
+        step = self._step_for(chunks, load_tokens, 0, wait_s, horizon_s)
         if step is None and self.loading:
             if blocked and self.num_running == len(self.loading):
                 # Loaded requests hold the pool between them and none can go on: the newest
@@ -130,6 +139,9 @@ class VllmEngine(Engine):
         for req in self.loading:
             if now >= req.blocks.ready_s:
                 req.blocks.starts_after_ready += 1
+        if step is not None:  # one step's time (a decode stretch runs several)
+            self._prev_step_s = (step.end_s - step.start_s) / (
+                step.decode_steps if not step.chunks and step.decode_steps > 1 else 1)
         return step
 
     def _unit(self, req: SimRequest) -> int:
