@@ -102,7 +102,7 @@ class Engine:
 
     def reschedule(self, reqs: list[SimRequest], by_s: float) -> None:
         """Move requests still on their way `by_s` earlier (never before now): a client's
-        idle cap (sim/lanes.py). The tokenizer time they had reserved stays reserved."""
+        idle cap (sim/lanes.py). One the tokenizer thread took already keeps its time there."""
         for req in self.arrivals.take({id(r) for r in reqs}):
             req.arrival_s = max(self.now_s, req.arrival_s - by_s)
             self.submit(req, req.arrival_s)
