@@ -218,32 +218,38 @@ web.run_app(app, host="127.0.0.1", port=port, print=None)
 """
 
 
-def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
-    """One lane, one tree: the root's first turn spawns three subagents that run together,
-    so the server sees three requests at once (counted by the server itself); the run's
-    summary records the same, and the lane takes no second session before its tree is
-    done."""
-    trace = tmp_path / "tree.json"
-    trace.write_text(json.dumps(_trace()))
+def _on_counting_server(tmp_path, trace: dict, **options) -> tuple[ReplayConfig, dict, dict]:
+    """Replay `trace` on one lane against the counting server: the config, the run's summary
+    and the server's counts."""
+    import urllib.request
+
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
     port = free_port()
     proc = subprocess.Popen([*script(tmp_path, "counting", COUNTING_SERVER), str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(f"{url}/health", 30, proc)
-        cfg = ReplayConfig(url=url, model="m", trace=[trace], concurrency=1,
-                           output_dir=tmp_path / "out", think_time_scale=0.01,
-                           think_time_cap_s=None, max_tokens_cap=4)
-        t0 = time.monotonic()
+        cfg = ReplayConfig(url=url, model="m", trace=[path], concurrency=1,
+                           output_dir=tmp_path / "out", think_time_cap_s=None,
+                           max_tokens_cap=4, **options)
         summary = run_replay(cfg)
-        assert time.monotonic() - t0 < 30
-        import urllib.request
-
         with urllib.request.urlopen(f"{url}/stats") as r:
-            server = json.load(r)
+            return cfg, summary, json.load(r)
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
+    """One lane, one tree: the root's first turn spawns three subagents that run together,
+    so the server sees three requests at once (counted by the server itself); the run's
+    summary records the same, and the lane takes no second session before its tree is
+    done."""
+    t0 = time.monotonic()
+    cfg, summary, server = _on_counting_server(tmp_path, _trace(), think_time_scale=0.01)
+    assert time.monotonic() - t0 < 40
     recs = read_jsonl(tmp_path / "out" / "records.jsonl")
     assert server["seen"] == len(recs) == 15 and all(r["status"] == "ok" for r in recs)
     assert server["max"] >= 3 > cfg.concurrency  # the tree's fan-out, one lane
@@ -268,21 +274,7 @@ def test_a_root_blocked_on_its_subagent_moves_with_its_tree_s_idle_cap(tmp_path)
     the root waiting on it (due 0.1 s after the subagent's recorded end) moves with that
     shift, as the harness moves its join deadline (`cap_pending_delay_for_group`): it leaves
     just after the subagent ends, not a second cap later."""
-    path = tmp_path / "pause.json"
-    path.write_text(json.dumps(_pause()))
-    port = free_port()
-    proc = subprocess.Popen([*script(tmp_path, "counting", COUNTING_SERVER), str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_http(f"{url}/health", 30, proc)
-        cfg = ReplayConfig(url=url, model="m", trace=[path], concurrency=1,
-                           output_dir=tmp_path / "out", think_time_cap_s=None,
-                           tree_idle_cap_s=2.0, max_tokens_cap=4, max_requests=4)
-        run_replay(cfg)
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    _on_counting_server(tmp_path, _pause(), tree_idle_cap_s=2.0, max_requests=4)
     recs = read_jsonl(tmp_path / "out" / "records.jsonl")
     assert [(r["agent"], r["status"]) for r in recs] == [
         (None, "ok"), ("S", "ok"), ("S", "ok"), (None, "ok")]
