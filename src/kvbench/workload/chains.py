@@ -115,7 +115,7 @@ def _extends(chains: list[_Chain], call: Call) -> int | None:
         n = len(tail.hash_ids)
         if n > len(call.hash_ids) or n <= best_len or tail.model != call.model:
             continue
-        if tail.end_s > call.t_s + EPSILON_S:
+        if tail.end_s > call.t_s + EPSILON_S or call.hash_ids[n - 1] != tail.hash_ids[-1]:
             continue
         if call.hash_ids[:n] == tail.hash_ids:
             best, best_len = i, n
