@@ -56,3 +56,32 @@ def artifacts_dir() -> Path:
     """Where tests leave files worth keeping (screenshots, dashboards)."""
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+# ---- the suite in parallel (pytest-xdist: the README's `-n 4`) ------------------------------
+# Which tests share a worker (`--dist loadgroup`, in the order collected: addopts has
+# --no-loadscope-reorder): a module whose tests share a module-scoped fixture (a server, a
+# parse of every real row, a fuzz tally) or a real Slurm cluster (a session fixture,
+# tests/fixtures/slurm.py) stays on one worker, so the fixture is built once per module at
+# most. The modules with a slow test go first, so that the longest work starts early and no
+# worker is left with it at the end. No test needs the machine to itself: none asserts on its
+# load, pace or speed (those are measurements, in benchmarks/).
+SLURM_FIXTURES = ("slurm_cluster", "slurm_cluster_2n")
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(name in SLURM_FIXTURES or d.scope in ("module", "class", "package")
+               for name, defs in info.name2fixturedefs.items() for d in defs)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shared = {item.path for item in items if _shares_a_fixture(item)}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and item.path in shared:
+            item.add_marker(pytest.mark.xdist_group(str(item.path.relative_to(REPO))))
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: each module keeps its order

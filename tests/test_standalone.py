@@ -27,3 +27,11 @@ def test_the_committed_data_is_attributed():
             top = path.relative_to(TESTS / "data").parts
             named = path.name if top[0] == "inferencex" else "/".join(top[:-1])
             assert named in readme or path.name in readme, path
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run runs the README's test command verbatim (its line after the install)."""
+    repo = TESTS.parent
+    readme = (repo / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.startswith("bash .ci/install"))
+    assert command in (repo / ".ci" / "run").read_text().splitlines()

@@ -134,6 +134,18 @@ def write_output(path: str | Path, data: bytes | str) -> int:
     return len(raw)
 
 
+def json_text(obj: Any) -> str:
+    """The JSON a command prints: orjson (its C writer; `json.dumps` with an indent runs the
+    pure-Python encoder), two-space indent, keys in their order, numpy numbers as numbers."""
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+                        | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def print_json(obj: Any) -> None:
+    """`json_text(obj)` and a newline on stdout: every command's `--format json`."""
+    sys.stdout.write(json_text(obj) + "\n")
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> Path:
     return write_atomic(path, orjson.dumps(obj, option=JSON_OPTS) + b"\n")
 

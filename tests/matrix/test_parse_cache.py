@@ -1,5 +1,5 @@
-"""The recipe parse cache (recipe/cache.py) and the typer-free `matrix` path
-(cli/matrix_fast.py): same rows, no pydantic when cold and valid (recipe/plain.py), no YAML
+"""The recipe parse cache (recipe/cache.py) and the typer-free `matrix` path (cli/fast.py,
+cli/matrix_fast.py): same rows, no pydantic when cold and valid (recipe/plain.py), no YAML
 parser either when warm, any edit a miss."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from kvbench.cli import main
-from kvbench.cli.matrix_fast import parse
+from kvbench.cli.fast import parse
+from kvbench.cli.matrix_fast import MATRIX_FLAGS
 from kvbench.errors import RecipeError
 from kvbench.recipe.cache import load_recipes
 
@@ -101,12 +102,13 @@ def test_a_corrupt_cache_entry_is_ignored(files, tmp_path, monkeypatch):
     ["--config-files"],
 ])
 def test_the_fast_parser_leaves_the_unusual_to_typer(args):
-    assert parse(args) is None
+    assert parse(args, MATRIX_FLAGS, "matrix") is None
 
 
 def test_the_fast_parser_reads_the_reference_spelling():
     values = parse(["--config-files", "a.yaml", "b.yaml", "--max-conc=64", "--no-evals",
-                    "--scenario-type", "agentic-coding", "fixed-seq-len", "--format", "json"])
+                    "--scenario-type", "agentic-coding", "fixed-seq-len", "--format", "json"],
+                   MATRIX_FLAGS, "matrix")
     assert values["config_files"] == [Path("a.yaml"), Path("b.yaml")]
     assert values["max_conc"] == 64 and values["no_evals"] is True
     assert values["scenario_type"] == ["agentic-coding", "fixed-seq-len"]

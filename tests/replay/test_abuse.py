@@ -8,11 +8,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from fixtures.servers import free_port, script
+from fixtures.servers import free_port, script, stop
 from fixtures.transformers_server import wait_http
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,32 +59,13 @@ def fault_server(tmp_path: Path, mode: str):
     return proc, f"http://127.0.0.1:{port}"
 
 
-# Runs argv[2:] in a forked grandchild and writes its peak RSS (KiB) to argv[1]. A child that
-# subprocess starts with vfork + exec reports in ru_maxrss the high-water RSS of the address
-# space it exec'd from -- the test process's own, gigabytes after the suite has loaded torch
-# (Linux fs/exec.c exec_mmap: setmax_mm_hiwater_rss) -- so the replay is started from a
-# small process by a real fork, whose copied address space is this wrapper's few MiB.
-PEAK_RSS_WRAPPER = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as f:
-    f.write(str(usage.ru_maxrss))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
-def replay(url: str, out: Path, *extra: str) -> tuple[int, str, int]:
-    """Exit status, stderr and the replay process's own peak RSS in KiB."""
-    argv = [sys.executable, "-m", "kvbench", "replay", "--url", url, "--model", "m",
-            "--trace", "synthetic", "--sessions", "1", "--think-time-scale", "0",
-            "--output", str(out), "--format", "json", *extra]
-    peak = out.parent / f"{out.name}.peak-rss-kib"
-    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_WRAPPER, str(peak), *argv],
+def replay(url: str, out: Path, *extra: str) -> tuple[int, str]:
+    """Exit status and stderr of a one-session replay."""
+    proc = subprocess.run([sys.executable, "-m", "kvbench", "replay", "--url", url, "--model",
+                           "m", "--trace", "synthetic", "--sessions", "1", "--think-time-scale",
+                           "0", "--output", str(out), "--format", "json", *extra],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
-    return proc.returncode, proc.stderr.decode(), int(peak.read_text())
+    return proc.returncode, proc.stderr.decode()
 
 
 def records(out: Path) -> list[dict]:
@@ -93,7 +73,7 @@ def records(out: Path) -> list[dict]:
 
 
 def test_all_connects_refused_is_a_failed_run(tmp_path):
-    code, err, _ = replay(f"http://127.0.0.1:{free_port()}", tmp_path / "out",
+    code, err = replay(f"http://127.0.0.1:{free_port()}", tmp_path / "out",
                           "--max-requests", "3")
     assert code == 3, err
     assert "3 of 3 measured requests failed (100% > --max-failed-ratio 0.1): connect 3" in err
@@ -104,15 +84,14 @@ def test_retry_after_is_honoured(tmp_path):
     proc, url = fault_server(tmp_path, "retry-after")
     try:
         out = tmp_path / "out"
-        code, err, _ = replay(url, out, "--max-requests", "3", "--max-failed-ratio", "1")
+        code, err = replay(url, out, "--max-requests", "3", "--max-failed-ratio", "1")
         assert code == 0, err
         sends = [r["t_send_ns"] for r in records(out)]
         assert [r["error_kind"] for r in records(out)] == ["http_429"] * 3
         assert (sends[1] - sends[0]) / 1e9 >= 1.0  # Retry-After: 1 after the first
         assert (sends[2] - sends[1]) / 1e9 < 0.9  # no header: no wait
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 @pytest.mark.slow
@@ -120,16 +99,12 @@ def test_a_runaway_event_is_a_request_error_not_client_memory(tmp_path):
     proc, url = fault_server(tmp_path, "runaway")
     try:
         out = tmp_path / "out"
-        t0 = time.monotonic()
-        code, err, peak_kib = replay(url, out, "--max-requests", "1", "--max-failed-ratio",
-                                     "1", "--request-timeout", "60")
+        code, err = replay(url, out, "--max-requests", "1", "--max-failed-ratio", "1",
+                           "--request-timeout", "60")
         assert code == 0, err
         (rec,) = records(out)
         assert rec["status"] == "error" and "response larger than 64 MiB" in rec["error"]
-        # not the 400 MB body (1.7 GB of RSS before the bound); 120 MiB measured, idle or with
-        # three CPU hogs beside it (docs/reliability.md)
-        assert peak_kib < 512 * 1024, peak_kib
-        assert time.monotonic() - t0 < 60
+        # cut at the bound, not after the 400 MB body (1.7 GB of RSS before the bound; the
+        # client's peak, 120 MiB, is a measurement: docs/reliability.md)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)

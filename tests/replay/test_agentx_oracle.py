@@ -21,7 +21,7 @@ import sys
 
 import pytest
 from conftest import REPO, TRACES
-from fixtures.servers import free_port
+from fixtures.servers import free_port, stop
 from fixtures.transformers_server import wait_http
 
 ORACLE = REPO / "benchmarks" / "agentx_oracle.py"
@@ -42,8 +42,7 @@ def sim_server(tiny_model, tmp_path):
         wait_http(f"http://127.0.0.1:{port}/v1/models", 60, proc)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
         log.close()
 
 

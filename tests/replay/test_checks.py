@@ -3,7 +3,11 @@ turns and records (values computed by hand in the comments)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from kvbench.replay.checks import ideal_hit_rate, prompt_agreement, warm_cache_guard
 from kvbench.replay.ideal import IdealCache
@@ -23,6 +27,67 @@ def test_ideal_cache_follows_prefix_chains_and_partial_blocks():
     assert c.observe(turn(128, (1, 5)), "s") == 64  # 1 shared, then a new branch
     assert c.observe(turn(128, (5, 1)), "s") == 0  # same ids in another order: no prefix
     assert c.observe(turn(64, (1,)), "s") == 63  # one token is always computed
+
+
+class ChainCache:
+    """The ceiling's definition, block by block: each chain of ids (a prefix) with the most
+    tokens of its last block seen (the radix tree's reference; kvbench's walk before it)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple, int] = {}
+
+    def observe(self, t: Turn, namespace: str) -> int:
+        hit, matching, left = 0, True, t.input_tokens
+        for i, _ in enumerate(t.hash_ids):
+            if left <= 0:
+                break
+            n = min(t.block_tokens, left)
+            key = (namespace, t.block_tokens, *t.hash_ids[:i + 1])
+            seen = self.seen.get(key, 0)
+            if matching:
+                hit += min(seen, n)
+                matching = seen >= n
+            self.seen[key] = max(seen, n)
+            left -= n
+        return min(hit, max(0, t.input_tokens - 1))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 1), max_size=5), st.integers(-3, 3),
+                          st.sampled_from([2, 4]), st.sampled_from(["a", "b"])),
+                max_size=30),
+       st.booleans())
+# an edge split below a partly seen block, whose rest is then reached in full
+@example([([0, 1, 1], -3, 4, "a"), ([0, 0], 0, 4, "a"), ([0, 1, 1], 0, 4, "a")], False)
+def test_the_radix_tree_serves_what_the_chain_of_every_block_serves(turns, as_runs):
+    """Prompts that share prefixes, diverge, end in partly seen blocks, go past them, in two
+    namespaces and block sizes, as tuples or as runs of ids: the same ceiling per turn."""
+    from kvbench.workload.blocks import Blocks
+
+    radix, chains = IdealCache(), ChainCache()
+    for steps, extra, bs, ns in turns:
+        ids = tuple(itertools.accumulate(steps))  # small steps: long shared prefixes
+        n = max(1, len(ids) * bs + extra)
+        held = Blocks([(h, h + 1) for h in ids]) if as_runs else ids
+        assert radix.observe(Turn(n, 1, held, bs), ns) == chains.observe(Turn(n, 1, ids, bs),
+                                                                          ns)
+
+
+def test_the_ceiling_holds_an_edge_per_stream_not_per_turn_or_block():
+    """A context growing over 60 turns (its last block partial each time), then a subagent
+    that shares its first blocks: the tree holds the shared prefix and the two streams' own
+    blocks, whatever the turns and blocks were."""
+    c = IdealCache()
+    ids = tuple(range(10_000))
+    for k in range(1, 61):
+        c.observe(turn(k * 100 * 64 + 30, ids[:k * 100 + 1]), "s")
+    assert c.observe(turn(20 * 64, (*ids[:10], 50_000, 50_001)), "s") == 10 * 64
+    edges, stack = 0, list(c._roots.values())
+    while stack:
+        edge = stack.pop()
+        edges += 1
+        stack.extend(edge.below.values())
+    assert edges == 4  # the root, the shared prefix, the context's rest, the subagent's own
 
 
 def rec(session: str, turn_no: int, sent: int, server: int, cached: int, ideal: int) -> dict:

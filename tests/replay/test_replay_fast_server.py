@@ -105,16 +105,14 @@ def _render_and_send_times(sse_server, tmp_path, monkeypatch, **cfg_over):
     rendered, sent = {}, []
     real_warm, real_one = Lanes._warm, Lanes._one
 
-    async def warm(self, turn, namespace):
-        await real_warm(self, turn, namespace)
-        if not self.prompts.missing(turn, namespace):
+    async def warm(self, stream, turn, namespace):
+        await real_warm(self, stream, turn, namespace)
+        if not self.prompts.sync(stream, turn, namespace, 0):  # nothing left to render
             rendered.setdefault((namespace, id(turn)), perf_counter_ns())
 
-    async def one(self, lane, key, k, turn, namespace, target, is_warmup, conn,
-                  max_tokens=None):
+    async def one(self, lane, key, k, turn, namespace, target, is_warmup, *rest):
         sent.append(((namespace, id(turn)), target))
-        return await real_one(self, lane, key, k, turn, namespace, target, is_warmup, conn,
-                              max_tokens)
+        return await real_one(self, lane, key, k, turn, namespace, target, is_warmup, *rest)
 
     monkeypatch.setattr(Lanes, "_warm", warm)
     monkeypatch.setattr(Lanes, "_one", one)

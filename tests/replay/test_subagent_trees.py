@@ -8,12 +8,11 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 from dataclasses import replace
 from time import perf_counter_ns
 
 from conftest import TRACES
-from fixtures.servers import free_port, script
+from fixtures.servers import free_port, script, stop
 from fixtures.transformers_server import wait_http
 
 from kvbench.files import read_jsonl
@@ -238,8 +237,7 @@ def _on_counting_server(tmp_path, trace: dict, **options) -> tuple[ReplayConfig,
         with urllib.request.urlopen(f"{url}/stats") as r:
             return cfg, summary, json.load(r)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
@@ -247,9 +245,7 @@ def test_parallel_subagents_put_more_requests_in_flight_than_lanes(tmp_path):
     so the server sees three requests at once (counted by the server itself); the run's
     summary records the same, and the lane takes no second session before its tree is
     done."""
-    t0 = time.monotonic()
     cfg, summary, server = _on_counting_server(tmp_path, _trace(), think_time_scale=0.01)
-    assert time.monotonic() - t0 < 40
     recs = read_jsonl(tmp_path / "out" / "records.jsonl")
     assert server["seen"] == len(recs) == 15 and all(r["status"] == "ok" for r in recs)
     assert server["max"] >= 3 > cfg.concurrency  # the tree's fan-out, one lane
@@ -278,9 +274,11 @@ def test_a_root_blocked_on_its_subagent_moves_with_its_tree_s_idle_cap(tmp_path)
     recs = read_jsonl(tmp_path / "out" / "records.jsonl")
     assert [(r["agent"], r["status"]) for r in recs] == [
         (None, "ok"), ("S", "ok"), ("S", "ok"), (None, "ok")]
-    sub_end, root_send = recs[2]["t_last_ns"], recs[3]["t_send_ns"]
-    assert recs[2]["t_send_ns"] - recs[1]["t_last_ns"] > 1.5e9  # the cap, not 39.85 s
-    assert root_send - sub_end < 1.0e9  # not the cap again (2 s) after the subagent
+    # when each was due (`t_target_ns`, after the shifts), against the end before it: the
+    # subagent's pause is the cap; the root is due 0.1-0.2 s after the subagent ends (its
+    # recorded wait, moved by the shift), where without the move the cap would come again
+    assert recs[2]["t_target_ns"] - recs[1]["t_last_ns"] > 1.5e9  # the cap, not 39.85 s
+    assert recs[3]["t_target_ns"] - recs[2]["t_last_ns"] < 1.5e9  # not the 2 s cap again
 
 
 def test_the_simulator_replays_the_same_trees():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from conftest import TRACES
-from transformers import AutoTokenizer
 
 from kvbench.files import read_jsonl
 from kvbench.replay import ReplayConfig, run_replay
@@ -14,6 +13,8 @@ pytestmark = pytest.mark.slow
 
 
 def _template_overhead(model_dir) -> int:
+    from transformers import AutoTokenizer  # not at collection: every xdist worker collects
+
     tok = AutoTokenizer.from_pretrained(model_dir)
     msgs = [{"role": "user", "content": " the"}]
     ids = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)

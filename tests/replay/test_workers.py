@@ -78,6 +78,9 @@ def test_two_workers_send_what_one_does_into_one_records_file(tmp_path):
     assert s2["run"]["workers"] == 2 and s2["run"]["concurrency"] == 4
     assert s2["requests"]["profiled"] == s1["requests"]["profiled"]
     assert s2["tokens"] == s1["tokens"]
+    # the corpus is the whole workload's, not the first shard's share of it
+    assert s2["run"]["corpus"] == s1["run"]["corpus"]
+    assert s2["run"]["corpus"]["sessions"] == 8
     assert len(s2["client"]["workers"]) == 2 and s2["client"]["cpu_cores"] > 0
     assert json.loads((out2 / "summary.json").read_text()) == s2
     assert not (out2 / ".workers").exists() and not workers_of(out2)

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fixtures.servers import stop
 from sim.conftest import MOONCAKE
 
 from kvbench.cli import main
@@ -119,8 +120,7 @@ def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):
         assert {"sglang:prompt_tokens", "sglang:hicache_host_total_tokens",
                 "sglang:max_total_num_tokens"} <= names
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
         log.close()
     assert "(vllm engine)" in (tmp_path / "server.log").read_text()
 

@@ -46,7 +46,6 @@ def test_a_second_run_is_refused_naming_the_first_and_a_killed_run_leaves_no_loc
     first = _start_run(results)
     try:
         _wait_locked(results, first)
-        t0 = time.monotonic()
         second = subprocess.run(
             [sys.executable, "-m", "kvbench", "run", str(RECIPE), "--results", str(results),
              "--max-requests", "2", "--max-conc", "3"],
@@ -55,7 +54,6 @@ def test_a_second_run_is_refused_naming_the_first_and_a_killed_run_leaves_no_loc
         assert f"{results} is in use by another kvbench run (pid {first.pid}, started" in (
             second.stderr)
         assert "Traceback" not in second.stderr
-        assert time.monotonic() - t0 < 30
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
         with results_lock(results):  # the kernel dropped the killed run's lock

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from transformers import AutoTokenizer
 
 from kvbench.workload import PromptBuilder, Turn, Vocabulary
 from kvbench.workload.prompt import MARKER_TOKENS
@@ -17,6 +16,8 @@ def tiny_dir(tmp_path_factory):
 
 
 def test_every_prompt_has_exactly_the_turns_token_count(tiny_dir):
+    from transformers import AutoTokenizer  # not at collection: every xdist worker collects
+
     tok = AutoTokenizer.from_pretrained(tiny_dir)
     b = PromptBuilder(Vocabulary(str(tiny_dir)), "run-a")
     for n_in, ids, bs in [(150, (1, 2), 64), (100, (1, 2), 64), (3, (), 64), (513, (7,), 512),
@@ -27,6 +28,8 @@ def test_every_prompt_has_exactly_the_turns_token_count(tiny_dir):
 
 
 def test_equal_leading_blocks_give_byte_identical_prefixes_and_token_ids(tiny_dir):
+    from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(tiny_dir)
     vocab = Vocabulary(str(tiny_dir))
     text = PromptBuilder(vocab, "run-a")
@@ -50,3 +53,49 @@ def test_run_marker_busts_the_cache_across_runs_only():
     assert run1a == run1b
     assert run1a[:MARKER_TOKENS] != run2[:MARKER_TOKENS]
     assert run1a[MARKER_TOKENS:] == run2[MARKER_TOKENS:]
+
+
+def _whole(turn: Turn) -> int:
+    return min(len(turn.hash_ids), turn.input_tokens // turn.block_tokens)
+
+
+def test_a_stream_holds_one_context_and_renders_only_the_blocks_a_turn_adds(monkeypatch):
+    """Over a session's turns (growing, compacted, with subagents inline) a stream keeps the
+    rendered blocks of its latest turn's context and nothing of its history, renders just the
+    blocks a turn does not share with the one before, and sends what a prompt rendered from
+    nothing would be."""
+    from kvbench.workload import SyntheticSpec, generate_sessions
+    from kvbench.workload.blocks import common_prefix
+    from kvbench.workload.prompt import PromptStream
+
+    spec = SyntheticSpec(num_sessions=3, seed=11, scale=0.05, max_turns=40,
+                         compaction_prob=0.15, subagent_prob=0.2)
+    vocab = Vocabulary(None)
+    incremental = PromptBuilder(vocab, "run", shared_blocks=0)  # nothing shared: all counted
+    scratch = PromptBuilder(vocab, "run", shared_blocks=0)
+    rendered = []
+    real = incremental._block
+    monkeypatch.setattr(incremental, "_block", lambda *a: rendered.append(a) or real(*a))
+    compacted = 0
+    for session in generate_sessions(spec):
+        stream, prev = PromptStream(), None
+        for k, turn in enumerate(session.turns):
+            rendered.clear()
+            got = incremental.json(turn, "ns", k, stream)
+            fresh = scratch.json(turn, "ns", k)  # a stream of its own: from nothing
+            assert b"".join(got.pieces) == b"".join(fresh.pieces)
+            shared = 0 if prev is None else min(common_prefix(prev.hash_ids, turn.hash_ids),
+                                                _whole(prev))
+            assert len(rendered) == max(0, _whole(turn) - shared)
+            compacted += prev is not None and _whole(turn) < _whole(prev)
+            assert len(stream.pieces) == max(_whole(turn), shared)  # this context, no more
+            assert stream.ids is turn.hash_ids
+            prev = turn
+    assert compacted  # the case where a context shrinks was exercised
+
+
+def test_the_shared_blocks_stay_within_their_bound():
+    b = PromptBuilder(Vocabulary(None), "run", shared_blocks=8)
+    for h in range(50):
+        b.json(Turn(4 * 64, 1, (h, h + 1, h + 2, h + 3), 64), "ns", h)
+    assert len(b._shared) == 8

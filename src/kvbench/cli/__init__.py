@@ -1,7 +1,8 @@
 """The command line: the one error boundary of kvbench.
 
 Command modules import only typer and kvbench's light modules at import time; each command
-imports what it needs inside its body so that `kvbench --help` stays fast."""
+imports what it needs inside its body. The commands run most (`--help`, `version`, `matrix`,
+`validate`, `plan`) take a typer-free short path first (cli/fast.py)."""
 
 from __future__ import annotations
 
@@ -96,14 +97,16 @@ def _quiet_broken_pipe() -> None:
     sys.exit(BROKEN_PIPE_EXIT)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; turn kvbench errors into a clear message and an exit code."""
+def main(argv: list[str] | None = None, *, fast: bool = True) -> None:
+    """Run the CLI; turn kvbench errors into a clear message and an exit code. `fast=False`
+    sends every command through typer (the reference the short paths are tested against)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        from kvbench.cli.matrix_fast import try_matrix
+        if fast:
+            from kvbench.cli.fast import try_fast
 
-        if try_matrix(args):
-            return
+            if try_fast(args):
+                return
         code = _command().main(args=args, prog_name="kvbench", standalone_mode=False)
         # typer returns (not raises) 130 on Ctrl-C when not in standalone mode
         if isinstance(code, int) and code:

@@ -51,7 +51,6 @@ def calibrate(
     fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
 ) -> None:
     """Measure HBM, matmul FLOP/s, host links, KV page copies, pinning and per-layer times."""
-    import json
     import shlex
 
     from kvbench.calibrate import (
@@ -88,6 +87,8 @@ def calibrate(
     profile = build_profile(cal, name=name, command=command, base=base_profile)
     path = write_profile(profile, output)
     if fmt == "json":
-        print(json.dumps(profile.model_dump(mode="json"), indent=2))
+        from kvbench.files import print_json
+
+        print_json(profile.model_dump(mode="json"))
     else:
         print(f"wrote {path}")

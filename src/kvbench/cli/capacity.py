@@ -177,7 +177,6 @@ def capacity(
 ) -> None:
     """Sessions under an SLO per host-tier size (simulated; measured with --url) and the knee:
     the host size beyond which more DRAM adds no sessions, with its flags."""
-    import json
     import sys
     import time
 
@@ -308,7 +307,9 @@ def capacity(
             print_capacity(doc)
     if output_format == "json":
         body = [d.model_dump(mode="json") for d in docs]
-        print(json.dumps(body[0] if len(body) == 1 else body, indent=1))
+        from kvbench.files import print_json
+
+        print_json(body[0] if len(body) == 1 else body)
 
 
 def _write(doc, output: Path) -> None:

@@ -156,9 +156,9 @@ def changelog_check(
                       flags=JobFlags(all_evals=all_evals, evals_only=evals_only))
     summary = report.to_json()
     if format == "json":
-        import orjson
+        from kvbench.files import print_json
 
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(summary)
         return
     entries = summary["new-entries"]
     rows = ", ".join(f"{name} {n}" for name, n in summary["rows"].items() if n) or "no rows"

@@ -1,6 +1,6 @@
 """The matrix selection flags as data: one table that both the typer commands
-(cli/selection.py) and the typer-free `matrix` path (cli/matrix_fast.py) read, so the two
-spell and convert every flag alike. Light: no typer, no pydantic."""
+(cli/selection.py) and the typer-free short paths (cli/fast.py) read, so the two spell and
+convert every flag alike. Light: no typer, no pydantic."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@ running one server. Imported only when the command runs."""
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import time
@@ -16,7 +15,7 @@ from rich.table import Table
 
 from kvbench.engines import LaunchSpec, get_adapter
 from kvbench.errors import EngineError, KvbenchError, LaunchError
-from kvbench.files import path_part, write_atomic, write_json_atomic
+from kvbench.files import json_text, path_part, write_atomic, write_json_atomic
 from kvbench.launch import REDACTED, ServerProcess, redact_argv, redact_env
 from kvbench.matrix import Job, select_jobs
 from kvbench.matrix.selection import Selection
@@ -104,7 +103,7 @@ def _redacted_source(src: dict) -> dict:
 
 
 def print_json(built: list[Built], skipped: list[tuple[Job, str]], explain: bool) -> None:
-    print(json.dumps([_job_json(b, explain) for b in built], indent=1))
+    print(json_text([_job_json(b, explain) for b in built]))
     for job, why in skipped:
         print(f"skipped {job.exp_name} ({job.config_key}): {why}", file=sys.stderr)
 

@@ -54,7 +54,7 @@ def _validated(path: Path, text: str, runners_path: Path) -> None:
     """The edited file must load and budget-check exactly as `kvbench validate` does."""
     import tempfile
 
-    from kvbench.cli.recipe import _budget_errors
+    from kvbench.cli.validate_fast import _budget_errors
     from kvbench.recipe.loader import master_config_errors, runners_errors
 
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",

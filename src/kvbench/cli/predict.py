@@ -22,7 +22,6 @@ def predict_matrix(selection: Selection, *, trace: list | None, noise: float, th
     every selected row with a host tier on its workload (as simulate-jobs does), rank them
     by predicted offload benefit; `emit="github-matrix"` prints the CI matrix (as
     `kvbench run --emit github-matrix`) of the rows kept."""
-    import json
 
     from kvbench.capacity import jobs as sim_jobs
     from kvbench.capacity.prune import has_host_tier, kept_jobs, predict_jobs
@@ -68,7 +67,9 @@ def predict_matrix(selection: Selection, *, trace: list | None, noise: float, th
                          + "\n")
         return
     if output_format == "json":
-        print(json.dumps([p.to_json() for p in predictions], indent=1))
+        from kvbench.files import print_json
+
+        print_json([p.to_json() for p in predictions])
         return
     _print_table(predictions, noise, threshold)
 

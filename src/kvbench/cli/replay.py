@@ -204,7 +204,9 @@ def replay_cmd(
         print(e.message, file=sys.stderr)
         raise SystemExit(130) from None
     if fmt == "json":
-        print(json.dumps(summary, indent=2))
+        from kvbench.files import print_json
+
+        print_json(summary)
     else:
         _print_human(summary, output)
     if (stopped := summary["run"].get("stopped")) is not None:

@@ -39,9 +39,9 @@ def compare(
                      a=parse_selection(a) if a is not None else None,
                      b=parse_selection(b) if b is not None else None, valid_only=valid_only)
     if format == "json":
-        import orjson
+        from kvbench.files import print_json
 
-        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(out)
         return
     _print_tables(out)
 
@@ -281,9 +281,9 @@ def rescore(
             continue
         print(f"error: {failed[-1]}", file=sys.stderr)  # named now; the others go on
     if format == "json":
-        import orjson
+        from kvbench.files import print_json
 
-        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(rows)
         _rescore_failures(failed, len(found))
         return
     from rich.table import Table

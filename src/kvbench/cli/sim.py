@@ -4,7 +4,6 @@ the same core in virtual time, no HTTP)."""
 from __future__ import annotations
 
 import errno
-import json
 import math
 import sys
 from typing import Annotated
@@ -415,7 +414,9 @@ def simulate(
 
         write_output(output, orjson.dumps(doc, option=JSON_OPTS) + b"\n")
     if output_format == "json":
-        print(json.dumps(doc, indent=2))
+        from kvbench.files import print_json
+
+        print_json(doc)
     else:
         from kvbench.sim.table import print_arms
 

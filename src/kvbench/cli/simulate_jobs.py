@@ -3,7 +3,6 @@ selected job (the per-job modelling is in capacity/jobs.py)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
@@ -191,7 +190,9 @@ def simulate_jobs(
                                  workers or sim_jobs.default_workers(), progress=_Progress(),
                                  mode=bounds, sizing=sizing)
     if output_format == "json":
-        print(json.dumps(out, indent=1))
+        from kvbench.files import print_json
+
+        print_json(out)
     else:
         print_jobs(out)
     print_warnings(out)

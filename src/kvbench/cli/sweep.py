@@ -211,7 +211,6 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     pass without the final report and says itself that it resumed). `earlier`: outcomes of
     jobs this same invocation already ran (the quickstart's pace probe), reported as run, not
     as resumed."""
-    import orjson
 
     from kvbench.matrix.generate import runner_config_path
     from kvbench.sweep import SlurmExecutor, build_specs, failures_error, run_local
@@ -300,8 +299,9 @@ def run_sweep(selection: Selection, options, *, results: Path, executor: str = "
     outcomes = [ran.get(o.dir_name, o) if o.status == "skipped" else o for o in outcomes]
     mine = [results / s.dir_name for s in specs]
     if format == "json":
-        sys.stdout.write(orjson.dumps([o.to_json() for o in outcomes],
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        from kvbench.files import print_json
+
+        print_json([o.to_json() for o in outcomes])
     elif final_report:
         _final_report(results, outcomes, dashboard, mine)
     if len(outcomes) < len(specs):

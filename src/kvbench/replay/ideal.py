@@ -2,44 +2,81 @@
 for exactly the requests this run sent, in the order it sent them.
 
 A prompt's content is a function of (namespace, hash id, block size) (workload/prompt.py), so
-two prompts share a prefix exactly where their leading hash ids agree. The ceiling walks the
-leading blocks of each prompt through the chain of blocks seen before in this run; a block
-seen only partially (the last, partial block of an earlier turn, whose content is a prefix of
-the full block) counts for the tokens seen and ends the match. Tokens after the hashed blocks
+two prompts share a prefix exactly where their leading hash ids agree. The ceiling matches
+the leading blocks of each prompt against the blocks seen before in this run; a block seen
+only partially (the last, partial block of an earlier turn, whose content is a prefix of the
+full block) counts for the tokens seen and ends the match. Tokens after the hashed blocks
 are unique per turn and never hit. The achieved hit rate of a real cache is at most this
-(it has finite tiers and may not yet hold a concurrent request's pages)."""
+(it has finite tiers and may not yet hold a concurrent request's pages).
+
+What was seen is a radix tree of hash ids per (namespace, block size), as SGLang's radix
+cache holds token pages: each edge a run of blocks seen whole but perhaps its last. A turn
+walks a few edges (the shared prefix, its stream's context) and compares them as
+sequences, so neither its cost nor the tree's size grows with the blocks of a context: a
+1M-token turn of 15,600 blocks walks and stores a handful of edges, not 15,600 entries."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from kvbench.workload.blocks import common_prefix
 from kvbench.workload.session import Turn
 
 
-class IdealCache:
-    """Prefix chains seen so far (a 64-bit hash of the chain of ids: a 100K-token prompt
-    costs a walk, not a rehash of its whole prefix per block), each with the most tokens of its
-    last block seen."""
+class _Edge:
+    """Blocks `ids` seen whole but the last, of which `last` tokens were seen; the edges
+    below it by their first id."""
 
-    __slots__ = ("_seen",)
+    __slots__ = ("below", "ids", "last")
+
+    def __init__(self, ids: Sequence[int], last: int, below: dict[int, _Edge] | None = None
+                 ) -> None:
+        self.ids = ids
+        self.last = last
+        self.below = below if below is not None else {}
+
+
+class IdealCache:
+    __slots__ = ("_roots",)
 
     def __init__(self) -> None:
-        self._seen: dict[int, int] = {}
+        self._roots: dict[tuple[str, int], _Edge] = {}
 
     def observe(self, turn: Turn, namespace: str) -> int:
         """Tokens of `turn` an unlimited cache holds from earlier requests; then remember
         its blocks. At least one token is always computed, as in every engine."""
-        bs, left = turn.block_tokens, turn.input_tokens
-        chain = hash((namespace, bs))
-        hit, matching = 0, True
-        for h in turn.hash_ids:
-            if left <= 0:
+        bs, n = turn.block_tokens, turn.input_tokens
+        k = min(len(turn.hash_ids), -(-n // bs))  # the blocks the prompt reaches into
+        if k <= 0:
+            return 0
+        ids = turn.hash_ids[:k]
+        tail = min(bs, n - (k - 1) * bs)  # tokens of the prompt in its last block
+        root = self._roots.get((namespace, bs))
+        if root is None:
+            root = self._roots[(namespace, bs)] = _Edge((), bs)
+        edge, pos, hit = root, 0, 0
+        while True:
+            nxt = edge.below.get(ids[pos])
+            if nxt is None:  # the rest was never seen
+                edge.below[ids[pos]] = _Edge(ids[pos:], tail)
                 break
-            n = min(bs, left)
-            chain = hash((chain, h))
-            seen = self._seen.get(chain, 0)
-            if matching:
-                hit += min(seen, n)
-                matching = seen >= n
-            if n > seen:
-                self._seen[chain] = n
-            left -= n
-        return min(hit, max(0, turn.input_tokens - 1))
+            label = nxt.ids
+            c = common_prefix(label, ids[pos:])
+            ends = pos + c == k  # the prompt's last block is among the matched
+            if c < len(label):  # matched blocks seen whole (the edge's last is further on)
+                hit += c * bs - (bs - tail if ends else 0)
+                if not ends:  # the prompt leaves the edge: split it there
+                    rest = _Edge(label[c:], nxt.last, nxt.below)
+                    nxt.ids, nxt.last = label[:c], bs
+                    nxt.below = {label[c]: rest, ids[pos + c]: _Edge(ids[pos + c:], tail)}
+                break
+            want = tail if ends else bs  # the prompt's tokens in the edge's last block
+            hit += (c - 1) * bs + min(nxt.last, want)
+            nxt.last = max(nxt.last, want)
+            if ends:
+                break
+            if not nxt.below:  # a stream's context grown (nothing went past a partly seen
+                nxt.ids, nxt.last = ids[pos:], tail  # block): the edge grows with it
+                break
+            edge, pos = nxt, pos + c  # an edge with edges below was seen whole
+        return min(hit, max(0, n - 1))

@@ -28,7 +28,7 @@ from kvbench.replay.lockstep import After, arrival_ns, ended, resolve_request, s
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
-from kvbench.workload.prompt import PromptBuilder
+from kvbench.workload.prompt import PromptBuilder, PromptJson, PromptStream
 from kvbench.workload.session import Session, Turn
 from kvbench.workload.tree import Ready, TreeRun
 
@@ -116,8 +116,9 @@ class Counters:
 
 @dataclass(slots=True)
 class Tree:
-    """One pass of a session tree on a lane: its request order (`run`), its idle scope, and
-    the tasks sending its streams' turns."""
+    """One pass of a session tree on a lane: its request order (`run`), its idle scope, the
+    tasks sending its streams' turns, and each stream's rendered context (handed on to the
+    tree that continues the same pass: warm-up to profiling)."""
 
     lane: int
     session: Session
@@ -129,8 +130,15 @@ class Tree:
     drained: asyncio.Event = field(default_factory=asyncio.Event)
     # each stream's next turn, rendered while the stream's request is in flight
     ahead: dict[int, asyncio.Task] = field(default_factory=dict)
+    prompts: dict[int, PromptStream] = field(default_factory=dict)
     # a virtual clock: the tree's last request and its end, which the lane's next follows
     last: tuple[str, float] | None = None
+
+    def prompt(self, stream: int) -> PromptStream:
+        got = self.prompts.get(stream)
+        if got is None:
+            got = self.prompts[stream] = PromptStream()
+        return got
 
     @property
     def key(self) -> str:
@@ -194,6 +202,9 @@ class Lanes:
         self.tree_shifts = 0  # shifts of the trees' idle caps, in all
         self.tree_shifted_ns = 0
         self.stream_tasks: set[asyncio.Task] = set()  # every tree's, to cancel at the end
+        # one prompt renders at a time, a slice per hold, so that every lane's new context
+        # at once (the run's start, the warm-up) never makes one long loop iteration
+        self.render_gate = asyncio.Lock()
         self.error: BaseException | None = None  # a stream task's own failure
         # the profiling phase on the records' clock: after the warm-up, for the duration
         self.profiling_started_ns: int | None = None
@@ -250,7 +261,10 @@ class Lanes:
                        delay_scale=self.bounds.think_time_scale)
 
     def new_tree(self, lane: int, session: Session, pass_no: int, *,
-                 zero_delay: bool = False, run: TreeRun | None = None) -> Tree:
+                 zero_delay: bool = False, run: TreeRun | None = None,
+                 prompts: dict[int, PromptStream] | None = None) -> Tree:
+        """A tree pass; `prompts` are the streams' contexts of the tree it continues (the
+        same pass)."""
         run = run or self.make_run(session, zero_delay)
         scale = self.cfg.time_scale
         # a root blocked on its subagents, a turn held for another stream: moved with the
@@ -258,7 +272,8 @@ class Lanes:
         cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / scale,
                             lambda ns: run.shift(ns / 1e9 * scale))
                if self.cfg.tree_idle_cap_s is not None else None)
-        return Tree(lane, session, pass_no, run, cap, warm=zero_delay)
+        return Tree(lane, session, pass_no, run, cap, warm=zero_delay,
+                    prompts=prompts if prompts is not None else {})
 
     def next_tree(self, lane: int, *, zero_delay: bool = False, now_s: float | None = None
                   ) -> tuple[Tree, list[Ready]] | None:
@@ -341,7 +356,7 @@ class Lanes:
         if perf_counter_ns() < target:
             # rendered while the agent "thinks": lateness is then the client failing the
             # schedule, not text synthesis the schedule leaves time for
-            await self._warm(turn, namespace)
+            await self._warm(tree.prompt(r.stream), turn, namespace)
             caps = self._caps(tree)
             if caps:
                 target = await idle.sleep_until(caps, target, self.deadline_ns)
@@ -355,6 +370,7 @@ class Lanes:
                 # due after the run's end (the loop may wake a timer a clock tick early)
                 self.stopping = True
                 return
+        prompt = await self._prompt(tree, r, turn)
         is_warmup = tree.warm or self.bounds.is_warmup(False, self.c.sent)
         if not self._may_send(is_warmup):
             return
@@ -367,7 +383,8 @@ class Lanes:
         tree.run.sent(r.k)
         if (ahead := self._prefetch(tree, r)) is not None:
             tree.ahead[r.stream] = ahead
-        ok, overflow = await self._send(tree, r, turn, target if timed else None, is_warmup)
+        ok, overflow = await self._send(tree, r, turn, prompt, target if timed else None,
+                                        is_warmup)
         if tree.warm and not ok and r.stream == 0:
             # the harness aborts on a terminal warm-up failure of a root conversation, at once
             # (agentic_replay.py `report_warmup_failures`)
@@ -384,6 +401,7 @@ class Lanes:
         assert turn is not None
         if (ahead := tree.ahead.pop(r.stream, None)) is not None:
             await ahead
+        prompt = await self._prompt(tree, r, turn)
         is_warmup = tree.warm or self.bounds.is_warmup(False, self.c.sent)
         past = self.virtual_deadline_s is not None and r.at_s >= self.virtual_deadline_s
         if past or not self._may_send(is_warmup):
@@ -394,7 +412,7 @@ class Lanes:
             tree.ahead[r.stream] = ahead
         key = (tree.key, r.k)
         self._follows[key] = after.headers(r.at_s)
-        _, overflow = await self._send(tree, r, turn, None, is_warmup)
+        _, overflow = await self._send(tree, r, turn, prompt, None, is_warmup)
         answer = self._answers.pop(key, None)
         if answer is None:  # nothing answered: the clock cannot be told what follows
             self.halt(f"the virtual-clock server did not answer a request of {tree.key} "
@@ -433,23 +451,35 @@ class Lanes:
     def _prefetch(self, tree: Tree, r: Ready) -> asyncio.Task | None:
         """Render the stream's next turn while this one is in flight: with no think time
         (the quickstart's) a 68K-token context took 29 ms to render between the previous
-        turn's end and the send, which the send lateness check counted against the client."""
+        turn's end and the send, which the send lateness check counted against the client.
+        Started once this turn's prompt is built: a stream renders one turn at a time (two
+        turns that share no prefix, across a compaction, would undo each other's blocks)."""
         st = tree.run.streams[r.stream]
         nxt = st.pos + 1
         if nxt >= len(st.turns):
             return None
         turn = tree.run.turns[st.turns[nxt]]
-        return asyncio.create_task(self._warm(turn, tree.namespace)) if turn else None
+        if turn is None:
+            return None
+        return asyncio.create_task(self._warm(tree.prompt(r.stream), turn, tree.namespace))
 
-    async def _send(self, tree: Tree, r: Ready, turn: Turn, target: int | None,
-                    is_warmup: bool, max_tokens: int | None = None) -> tuple[bool, bool]:
+    async def _prompt(self, tree: Tree, r: Ready, turn: Turn) -> PromptJson:
+        """The turn's prompt; the blocks it adds are rendered now where no think time or
+        earlier turn in flight left time for them (a session's first turn, the warm-up's)."""
+        stream = tree.prompt(r.stream)
+        await self._warm(stream, turn, tree.namespace)
+        return self.prompts.json(turn, tree.namespace, (tree.key, r.k), stream)
+
+    async def _send(self, tree: Tree, r: Ready, turn: Turn, prompt: PromptJson,
+                    target: int | None, is_warmup: bool,
+                    max_tokens: int | None = None) -> tuple[bool, bool]:
         """One request on a connection of the lane's; (answered in full, context overflow)."""
         conns = self._conns.setdefault(tree.lane, [])
         conn = conns.pop() if conns else None
         if tree.warm:
             max_tokens = WARMUP_MAX_TOKENS
         conn, ok, overflow = await self._one(tree.lane, tree.key, r.k, turn, tree.namespace,
-                                             target, is_warmup, conn, max_tokens)
+                                             target, is_warmup, conn, prompt, max_tokens)
         if conn is not None:
             conns.append(conn)
         return ok, overflow
@@ -541,17 +571,24 @@ class Lanes:
             cap.release()
             self.close_lane(sid)
 
-    async def _warm(self, turn: Turn, namespace: str) -> None:
-        """Render the turn's first-seen blocks in slices, yielding between them: a new
-        100K-token context must not stall the loop that timestamps every other lane's bytes."""
-        missing = self.prompts.missing(turn, namespace)
-        for i in range(0, len(missing), WARM_SLICE_BLOCKS):
-            self.prompts.warm(namespace, missing[i:i + WARM_SLICE_BLOCKS], turn.block_tokens)
+    async def _warm(self, stream: PromptStream, turn: Turn, namespace: str) -> None:
+        """Render the blocks the turn adds to its stream's context in slices, one slice per
+        hold of the render gate, yielding between them: a new 100K-token context must not
+        stall the loop that timestamps every other lane's bytes."""
+        prompts = self.prompts
+        if not prompts.sync(stream, turn, namespace, 0):
+            return
+        while True:
+            async with self.render_gate:
+                left = prompts.sync(stream, turn, namespace, WARM_SLICE_BLOCKS)
+            if not left:
+                return
             await asyncio.sleep(0)
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool, conn: Connection | None,
-                   max_tokens: int | None = None) -> tuple[Connection | None, bool, bool]:
+                   prompt: PromptJson, max_tokens: int | None = None
+                   ) -> tuple[Connection | None, bool, bool]:
         """Send one request and hand its response to the digest; (the connection to reuse,
         answered in full, a context overflow)."""
         cfg = self.cfg
@@ -562,9 +599,6 @@ class Lanes:
         if not is_warmup:
             self.c.profiled_sent += 1
         max_tokens = max_tokens or self.bounds.max_tokens(turn)
-        # turns that follow no think time (a session's first, warm-up turns): render now
-        await self._warm(turn, namespace)
-        prompt = self.prompts.build(turn, namespace, (key, k))
         self.c.inflight += 1
         inflight = self.c.inflight
         self.c.max_inflight = max(self.c.max_inflight, inflight)
@@ -575,7 +609,7 @@ class Lanes:
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
                 "inflight": inflight,
                 "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
-        body = self.factory.body(prompt, max_tokens)
+        body = self.factory.body(max_tokens)
         t_send, err = perf_counter_ns(), None
         resp: Response | None = None
         try:
@@ -584,7 +618,8 @@ class Lanes:
                 conn = await self._connection(conn)
                 reused = conn.served > 0
                 t_send, resp = await asyncio.wait_for(
-                    conn.request(self.factory.encode(body, key, extra)), cfg.request_timeout_s)
+                    conn.request(self.factory.encode(body, key, prompt, extra)),
+                    cfg.request_timeout_s)
                 if resp.unanswered and reused and not resent:
                     # the server closed its idle end as we wrote: it never read the request
                     resent = True
@@ -596,7 +631,7 @@ class Lanes:
                 refitted = True
                 self.factory.dropped.update(rejected)
                 self.c.notes.append(f"server rejected {', '.join(rejected)}: sent without it")
-                body = self.factory.body(prompt, max_tokens)
+                body = self.factory.body(max_tokens)
         except ConnectionError as e:
             resp = None
             rec, err = build_record(None, chat=True, keep_text=False, error=str(e),

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import orjson
 
-from kvbench.errors import shown
+from kvbench.errors import ReplayOptionError, shown
 from kvbench.replay.config import ReplayConfig
 from kvbench.replay.http import Endpoint, Response
 from kvbench.replay.overflow import CONTEXT_OVERFLOW, is_context_overflow
 from kvbench.replay.stream import StreamResult, parse_stream, split_tokens
-from kvbench.workload.prompt import Prompt
+from kvbench.workload.prompt import PromptJson
 
 # fields some servers reject (HTTP 400/422); dropped once for the whole run if they do
 OPTIONAL_FIELDS = ("ignore_eos", "stream_options")
+# Where the prompt goes in a body: the body is serialised around it and the prompt's pieces
+# joined in its place, so a 100K-token context is never a Python string nor escaped again.
+PROMPT_SLOT = "\x00kvbench:prompt\x00"
+_SLOT_JSON = orjson.dumps(PROMPT_SLOT)
 
 
 class RequestFactory:
@@ -27,14 +31,18 @@ class RequestFactory:
         if cfg.api_key:
             head.append(f"Authorization: Bearer {cfg.api_key}")
         self._head = "\r\n".join(head)
+        if _SLOT_JSON in orjson.dumps(cfg.extra_body):
+            raise ReplayOptionError(f"extra_body holds {PROMPT_SLOT!r}, the text kvbench "
+                                    "marks the prompt's place with")
 
-    def body(self, prompt: Prompt, max_tokens: int) -> dict:
+    def body(self, max_tokens: int) -> dict:
+        """The request's JSON body, the prompt at `PROMPT_SLOT` (filled in by `encode`)."""
         cfg = self.cfg
         body: dict = {"model": cfg.model, "max_tokens": max_tokens, "stream": True}
         if self.chat:
-            body["messages"] = [{"role": "user", "content": prompt.text}]
+            body["messages"] = [{"role": "user", "content": PROMPT_SLOT}]
         else:
-            body["prompt"] = prompt.token_ids if prompt.token_ids is not None else prompt.text
+            body["prompt"] = PROMPT_SLOT
         if cfg.include_usage and "stream_options" not in self.dropped:
             opts = {"include_usage": True}
             if cfg.continuous_usage:
@@ -45,9 +53,14 @@ class RequestFactory:
         body.update(cfg.extra_body)
         return body
 
-    def encode(self, body: dict, session_key: str, extra_headers: str = "") -> bytes:
-        """The request's bytes; `extra_headers`: more header lines, each after a CRLF."""
+    def encode(self, body: dict, session_key: str, prompt: PromptJson,
+               extra_headers: str = "") -> bytes:
+        """The request's bytes, `prompt` in its slot; `extra_headers`: more header lines,
+        each after a CRLF."""
         payload = orjson.dumps(body)
+        before, slot, after = payload.partition(_SLOT_JSON)
+        if slot:  # else extra_body replaced the prompt's field
+            payload = b"".join([before, *prompt.pieces, after])
         head = self._head + extra_headers
         if self.cfg.correlation_header:
             head += f"\r\n{self.cfg.correlation_header}: {session_key}"

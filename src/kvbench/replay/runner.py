@@ -81,7 +81,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     vocab = Vocabulary(cfg.tokenizer, token_ids=token_ids)
     prompts = PromptBuilder(vocab, marker, token_ids=token_ids)
     pool = SessionPool.for_bounds(sessions, cfg.bounds)
-    corpus = identify(cfg.trace, sessions, cfg.corpus)
+    # a shard replays part of the sessions: its parent identifies the whole (workers.py)
+    corpus = identify(cfg.trace, sessions, cfg.corpus) if shard[1] == 1 else None
 
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)

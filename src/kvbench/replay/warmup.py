@@ -89,17 +89,19 @@ async def _primers(lanes: Lanes, placed: dict[int, _Placed]) -> None:
     start_ns = perf_counter_ns()
 
     async def one(p: _Placed, w: Warm) -> None:
-        offset = (max_lead - w.lead_s) if w.lead_s is not None else 0.0
-        if offset > 0:
-            await asyncio.sleep(offset / lanes.cfg.time_scale)
-        if lanes.stopping:
-            return
         turn = p.tree.run.turns[w.k]
         if turn is None:
             return
+        ready = Ready(w.stream, w.k, 0.0)
+        prompt = await lanes._prompt(p.tree, ready, turn)  # rendered before it is due
+        offset = (max_lead - w.lead_s) if w.lead_s is not None else 0.0
+        wait_s = offset / lanes.cfg.time_scale - (perf_counter_ns() - start_ns) / 1e9
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        if lanes.stopping:
+            return
         target = start_ns + int(offset / lanes.cfg.time_scale * 1e9) if offset > 0 else None
-        ok, _ = await lanes._send(p.tree, Ready(w.stream, w.k, 0.0), turn, target, True,
-                                  WARMUP_MAX_TOKENS)
+        ok, _ = await lanes._send(p.tree, ready, turn, prompt, target, True, WARMUP_MAX_TOKENS)
         if not ok and w.stream == ROOT:
             lanes.failed_warmup.append(p.tree.key)
             # one terminal root failure aborts at once (the harness does not wait for the
@@ -115,7 +117,8 @@ async def _pressure(lanes: Lanes, placed: dict[int, _Placed], per_lane: int) -> 
         lanes.quota[lane] = per_lane
 
     async def lane_run(lane: int, p: _Placed) -> None:
-        tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no, zero_delay=True)
+        tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no, zero_delay=True,
+                              prompts=p.tree.prompts)
         ready = tree.run.resume(p.resume, lanes.now_s())
         origin = p.origin_s
         while not lanes.stopping:
@@ -140,5 +143,5 @@ def _handoff(lanes: Lanes, placed: dict[int, _Placed]) -> None:
     now = lanes.now_s()
     for lane, resume in zip(order, resumes, strict=True):
         p = placed[lane]
-        tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no)
+        tree = lanes.new_tree(lane, p.tree.session, p.tree.pass_no, prompts=p.tree.prompts)
         lanes.first_trees[lane] = (tree, tree.run.resume(resume, now))

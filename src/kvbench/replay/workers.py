@@ -168,6 +168,7 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
         quiet_after_interrupt,
         start_virtual,
     )
+    from kvbench.workload.identity import identify
 
     Endpoint.parse(cfg.url)
     if sessions is None:
@@ -205,10 +206,14 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
             installed = True
     started_wall, t0 = time.time(), perf_counter_ns()
     counters = Counters()
+    corpus = None
     try:
         try:
             for w in workers:
                 await w.start()
+            # the corpus is the whole workload's (a shard sees its share): identified while
+            # the workers load theirs
+            corpus = await asyncio.to_thread(identify, cfg.trace, sessions, cfg.corpus)
             await _wait_workers(workers, counters, on_progress, t0)
         except asyncio.CancelledError:  # the caller's timeout: the workers stop, then merge
             interrupted = True
@@ -226,7 +231,8 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
             raise ReplayError("no replay worker wrote a summary",
                               hint=f"see {root}/<worker>/{LOG_FILE}")
         summary = _merge(cfg, workers, out, scale=scale, scale_source=scale_source,
-                         marker=marker, sessions=len(sessions), started_wall=started_wall,
+                         marker=marker, sessions=len(sessions), corpus=corpus,
+                         started_wall=started_wall,
                          elapsed_s=(perf_counter_ns() - t0) / 1e9, interrupted=interrupted)
     finally:
         if installed:
@@ -279,8 +285,8 @@ async def _stop_workers(workers: list[_Worker]) -> None:
 
 
 def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float,
-           scale_source: str, marker: str, sessions: int, started_wall: float,
-           elapsed_s: float, interrupted: bool) -> dict:
+           scale_source: str, marker: str, sessions: int, corpus: dict | None,
+           started_wall: float, elapsed_s: float, interrupted: bool) -> dict:
     """The shards' records in one file (a stream, one record at a time) and one summary."""
     from kvbench.replay.runner import INTERRUPTED, RECORDS_FILE, SUMMARY_FILE
     from kvbench.replay.stats import clock_waited, summarize
@@ -310,7 +316,8 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
     summary["run"] = {
         **runs[0],
         "url": cfg.url, "workload": [str(p) for p in cfg.trace] if cfg.trace else "synthetic",
-        "sessions": sessions, "concurrency": cfg.concurrency, "workers": cfg.workers,
+        "sessions": sessions, "corpus": corpus, "concurrency": cfg.concurrency,
+        "workers": cfg.workers,
         "max_requests": cfg.max_requests, "warmup_requests": cfg.warmup_requests,
         "seed": cfg.seed, "run_marker": marker, "time_scale": scale,
         "time_scale_source": scale_source, "started_unix_s": started_wall,

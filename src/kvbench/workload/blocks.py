@@ -102,6 +102,22 @@ class Blocks(Sequence[int]):
         return f"Blocks({list(self.runs)!r})"
 
 
+class FreshIds:
+    """Hash ids never handed out before, consecutive from `start`: a generated context is a
+    few runs (the shared prefix, its own growth), whatever its turns and tokens."""
+
+    __slots__ = ("next",)
+
+    def __init__(self, start: int = 0) -> None:
+        self.next = start
+
+    def take(self, n: int) -> tuple[int, int]:
+        """The next `n` ids, as one run (first id, end id)."""
+        run = (self.next, self.next + n)
+        self.next += n
+        return run
+
+
 def common_prefix(a: Sequence, b: Sequence) -> int:
     """How many leading entries two id sequences share: by runs for `Blocks`, else by slice
     comparisons (in C: one compare when one continues the other, a bisection when not)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kvbench.workload.blocks import common_prefix
@@ -52,7 +53,7 @@ class Call:
     pos: int
     t_s: float
     api_time_s: float | None
-    hash_ids: tuple[int, ...]
+    hash_ids: Sequence[int]  # a tuple or `Blocks`
     model: str
     input_tokens: int
     output_tokens: int  # as recorded (0 allowed)
@@ -117,7 +118,7 @@ def _extends(chains: list[_Chain], call: Call) -> int | None:
             continue
         if tail.end_s > call.t_s + EPSILON_S or call.hash_ids[n - 1] != tail.hash_ids[-1]:
             continue
-        if call.hash_ids[:n] == tail.hash_ids:
+        if common_prefix(tail.hash_ids, call.hash_ids) == n:
             best, best_len = i, n
     return best
 

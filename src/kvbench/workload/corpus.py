@@ -37,7 +37,7 @@ from statistics import NormalDist
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench.errors import WorkloadError
-from kvbench.workload.blocks import Blocks
+from kvbench.workload.blocks import Blocks, FreshIds
 from kvbench.workload.session import Session, Turn
 
 PARAMS = Path(__file__).resolve().parent / "data" / "corpus" / "claude-code.json"
@@ -157,21 +157,7 @@ def _cholesky(a: list[list[float]]) -> list[list[float]]:
     return low
 
 
-class _Ids:
-    """Fresh hash ids of one session."""
-
-    __slots__ = ("next",)
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def take(self, n: int) -> tuple[int, int]:
-        run = (self.next, self.next + n)
-        self.next += n
-        return run
-
-
-def _grow(ctx: Blocks, tokens: int, bs: int, ids: _Ids) -> Blocks:
+def _grow(ctx: Blocks, tokens: int, bs: int, ids: FreshIds) -> Blocks:
     """The context's blocks once it holds `tokens` (fresh ids appended as needed)."""
     need = tokens // bs - len(ctx)
     if need > 0:
@@ -184,7 +170,7 @@ def _think(draw: _Draw, table: str, zero: str) -> float:
     return 0.0 if draw.chance(zero) else round(draw(table), 3)
 
 
-def _subagent(draw: _Draw, ids: _Ids, prefix: tuple[int, int], bs: int, agent: str,
+def _subagent(draw: _Draw, ids: FreshIds, prefix: tuple[int, int], bs: int, agent: str,
               t_s: float) -> list[Turn]:
     prefix_tokens = (prefix[1] - prefix[0]) * bs
     tokens = max(round(draw("sub_first_input_tokens")), prefix_tokens + 1)
@@ -204,7 +190,7 @@ def _subagent(draw: _Draw, ids: _Ids, prefix: tuple[int, int], bs: int, agent: s
 
 def _session(draw: _Draw, bs: int, seed: int, index: int, context_tokens: int) -> Session:
     draw.rng.seed(f"kvbench-corpus:{seed}:{index}")
-    ids = _Ids()
+    ids = FreshIds()
     prefix_tokens = round(draw("prefix_tokens"))
     prefix = ids.take(prefix_tokens // bs)
     whole = draw.joint()

@@ -16,10 +16,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
 
 from kvbench.errors import WorkloadError
+from kvbench.workload.blocks import common_prefix
 from kvbench.workload.session import Turn
 
 MARKER_TOKENS = 8
@@ -39,6 +42,29 @@ class Prompt:
     text: str | None  # set for chat and text completions
     token_ids: list[int] | None  # set when completions are sent as token ids
     num_tokens: int  # tokens of content synthesised (before any chat template)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptJson:
+    """A prompt as the JSON value a request body carries (a string of words, or an array of
+    token ids), in pieces to be joined where the body is assembled: most of them are the
+    rendered blocks a stream keeps, shared and never copied until then."""
+
+    pieces: list[bytes]
+    num_tokens: int
+
+
+@dataclass(slots=True)
+class PromptStream:
+    """What one request stream (a session's root or a subagent) keeps between its turns: the
+    rendered pieces of the leading whole blocks of `ids`, its latest turn's hash ids. A turn
+    repeats its predecessor's context and adds a little, so the next prompt renders only the
+    blocks it adds; the stream holds one context, whatever its history."""
+
+    namespace: str = ""
+    block_tokens: int = 0
+    ids: Sequence[int] = ()
+    pieces: list[bytes] = field(default_factory=list)
 
 
 def _seed(*parts: object) -> int:
@@ -117,14 +143,29 @@ class Vocabulary:
     def draw(self, seed: int, n: int) -> list[int]:
         """n indices into the pool, a pure function of `seed` (one SHAKE call: fast enough
         that a first-seen 100K-token context costs milliseconds, not a stalled event loop)."""
-        raw = hashlib.shake_128(seed.to_bytes(8, "little")).digest(2 * n)
         size = len(self.words)
-        return [v % size for v in memoryview(raw).cast("H")]
+        return [v % size for v in draw_values(seed, n)]
+
+
+def draw_values(seed: int, n: int) -> memoryview:
+    """The n 16-bit values `Vocabulary.draw` reduces modulo the pool's size. SHAKE is an
+    extendable-output function: the first k values of n are the k values of k, so a block's
+    leading tokens are a prefix of the whole block."""
+    return memoryview(hashlib.shake_128(seed.to_bytes(8, "little")).digest(2 * n)).cast("H")
+
+
+# Whole blocks kept for every stream to share (a session's system prefix, the blocks a
+# subagent shares with its parent, a tree handed from the warm-up to the profiling phase):
+# about 8 MB of 64-token blocks. A stream's own context is in its `PromptStream`, so this
+# cache is never what a turn's prompt depends on being large.
+SHARED_BLOCKS = 16384
 
 
 class PromptBuilder:
-    """Builds prompts for turns. Rendered blocks are cached (LRU): a session's turns share all
-    but their last few blocks, so a 100K-token prompt costs a join, not a synthesis."""
+    """Builds prompts for turns, as JSON pieces (`json`, the replay's path) or whole
+    (`build`). A block renders as one join over a table from the draw's 16-bit values to
+    JSON-escaped words (or token ids) with their separator; JSON escapes character by
+    character, so escaped pieces join to the escaping of the joined text."""
 
     def __init__(
         self,
@@ -132,83 +173,126 @@ class PromptBuilder:
         run_marker: str,
         *,
         token_ids: bool = False,
-        cache_blocks: int = 65536,
+        shared_blocks: int = SHARED_BLOCKS,
     ) -> None:
         if token_ids and vocab.ids is None:
             raise WorkloadError("token-id prompts need a tokenizer", hint="pass --tokenizer")
         self.vocab = vocab
         self.token_ids = token_ids
         self.marker = vocab.draw(_seed("marker", run_marker), MARKER_TOKENS)
-        self._cache: OrderedDict[tuple, tuple[list[int], str | list[int]]] = OrderedDict()
-        self._cache_blocks = cache_blocks
-
-    def _render(self, idx: list[int]) -> str | list[int]:
-        if self.token_ids:
-            ids = self.vocab.ids
-            assert ids is not None
-            return [ids[i] for i in idx]
-        words = self.vocab.words
-        return "".join([words[i] for i in idx])
-
-    def _block(self, key: tuple, n: int) -> tuple[list[int], str | list[int]]:
-        hit = self._cache.get(key)
-        if hit is None:
-            idx = self.vocab.draw(_seed(*key), n)
-            hit = (idx, self._render(idx))
-            self._cache[key] = hit
-            if len(self._cache) > self._cache_blocks:
-                self._cache.popitem(last=False)
+        if token_ids:
+            assert vocab.ids is not None
+            self._sep, self._open, self._close = b",", b"[", b"]"
+            units = [str(i).encode() for i in vocab.ids]
         else:
-            self._cache.move_to_end(key)
+            self._sep, self._open, self._close = b"", b'"', b'"'
+            units = [orjson.dumps(w)[1:-1] for w in vocab.words]
+        size = len(units)
+        # indexed by a pool index (< size) or directly by a drawn 16-bit value
+        self._units = [self._sep + units[v % size] for v in range(1 << 16)]
+        self._shared: OrderedDict[tuple, bytes] = OrderedDict()
+        self._shared_blocks = shared_blocks
+
+    # -- blocks ------------------------------------------------------------------------------
+    def _render(self, idx: Sequence[int]) -> bytes:
+        return b"".join(map(self._units.__getitem__, idx))
+
+    def _block(self, namespace: str, h: int, bs: int) -> bytes:
+        key = (namespace, h, bs)
+        hit = self._shared.get(key)
+        if hit is None:
+            hit = self._render(draw_values(_seed(*key), bs))
+            self._shared[key] = hit
+            if len(self._shared) > self._shared_blocks:
+                self._shared.popitem(last=False)
+        else:
+            self._shared.move_to_end(key)
         return hit
 
-    def missing(self, turn: Turn, namespace: str) -> list[int]:
-        """Hash ids of `turn` whose blocks are not rendered yet."""
+    @staticmethod
+    def _layout(turn: Turn) -> tuple[int, int]:
+        """(whole blocks, tokens after them): the prompt is `whole` blocks, then the first
+        tokens of the next block (a partial block) or, past the hashed blocks, an unhashed
+        tail."""
+        whole = min(len(turn.hash_ids), turn.input_tokens // turn.block_tokens)
+        return whole, turn.input_tokens - whole * turn.block_tokens
+
+    def sync(self, stream: PromptStream, turn: Turn, namespace: str,
+             limit: int | None = None) -> int:
+        """Bring `stream` to `turn`'s whole blocks, rendering at most `limit` of those it
+        lacks (keeping those it shares with the stream's last turn); returns how many are
+        still missing."""
+        bs, ids = turn.block_tokens, turn.hash_ids
+        pieces = stream.pieces
+        if stream.ids is not ids or stream.namespace != namespace or \
+                stream.block_tokens != bs:
+            same = stream.namespace == namespace and stream.block_tokens == bs
+            keep = min(common_prefix(stream.ids, ids), len(pieces)) if same and pieces else 0
+            del pieces[keep:]
+            stream.ids, stream.namespace, stream.block_tokens = ids, namespace, bs
+        whole, _ = self._layout(turn)
+        have = len(pieces)
+        if have >= whole:
+            return 0
+        end = whole if limit is None else min(whole, have + limit)
+        if end > have:
+            pieces.extend(self._block(namespace, h, bs) for h in ids[have:end])
+        return whole - end
+
+    # -- prompts -----------------------------------------------------------------------------
+    def _part(self, turn: Turn, namespace: str, tail_key: object, i: int,
+              whole: int, rest: int) -> list[int]:
+        """Pool indices of the prompt's part `i`: a whole block, then the partial block or the
+        tail."""
         bs = turn.block_tokens
-        return [h for h in turn.hash_ids if (namespace, h, bs) not in self._cache]
+        if i < whole:
+            return self.vocab.draw(_seed(namespace, turn.hash_ids[i], bs), bs)
+        if whole < len(turn.hash_ids):
+            return self.vocab.draw(_seed(namespace, turn.hash_ids[whole], bs), rest)
+        return self.vocab.draw(_seed(namespace, "tail", tail_key), rest)
 
-    def warm(self, namespace: str, hash_ids: list[int], block_tokens: int) -> None:
-        """Render these blocks now (callers slice a long list to keep each call short)."""
-        for h in hash_ids:
-            self._block((namespace, h, block_tokens), block_tokens)
-
-    def indices(self, turn: Turn, namespace: str, tail_key: object) -> list[int]:
-        """Pool indices of the whole prompt (for tests and tools; `build` is the fast path)."""
-        return [i for part in self._parts(turn, namespace, tail_key) for i in part[0]]
-
-    def _parts(self, turn: Turn, namespace: str, tail_key: object) -> list[tuple[list[int], Any]]:
-        bs, n = turn.block_tokens, turn.input_tokens
-        parts: list[tuple[list[int], Any]] = []
-        left = n
-        for h in turn.hash_ids:
-            idx, rendered = self._block((namespace, h, bs), bs)
-            if left < bs:  # the last block is partial: its content is a prefix of the full block
-                parts.append((idx[:left], None))
-                left = 0
-                break
-            parts.append((idx, rendered))
-            left -= bs
-        if left > 0:
-            parts.append((self.vocab.draw(_seed(namespace, "tail", tail_key), left), None))
-        # the run marker replaces the first tokens (so the count stays exact); merge leading
-        # parts until they hold the marker (only tiny blocks need more than one)
-        m = min(MARKER_TOKENS, n)
+    def _head(self, turn: Turn, namespace: str, tail_key: object, whole: int,
+              rest: int) -> tuple[list[int], int]:
+        """The run marker replaces the first tokens (so the count stays exact): the indices of
+        the leading parts that hold it, marked, and how many parts they are (one but for
+        blocks smaller than the marker)."""
+        m = min(MARKER_TOKENS, turn.input_tokens)
         head: list[int] = []
         k = 0
         while len(head) < m:
-            head.extend(parts[k][0])
+            head.extend(self._part(turn, namespace, tail_key, k, whole, rest))
             k += 1
         head[:m] = self.marker[:m]
-        parts[:k] = [(head, None)]
-        return parts
+        return head, k
+
+    def json(self, turn: Turn, namespace: str, tail_key: object,
+             stream: PromptStream | None = None) -> PromptJson:
+        """The prompt as JSON pieces; `stream` (the turn's stream) keeps its whole blocks for
+        the next turn."""
+        stream = stream if stream is not None else PromptStream()
+        self.sync(stream, turn, namespace)
+        whole, rest = self._layout(turn)
+        head, k = self._head(turn, namespace, tail_key, whole, rest)
+        pieces = [self._open, self._render(head)[len(self._sep):]]
+        if k < whole:
+            pieces += stream.pieces[k:whole]
+        if k <= whole and rest:
+            pieces.append(self._render(self._part(turn, namespace, tail_key, whole, whole,
+                                                  rest)))
+        pieces.append(self._close)
+        return PromptJson(pieces, turn.input_tokens)
+
+    def indices(self, turn: Turn, namespace: str, tail_key: object) -> list[int]:
+        """Pool indices of the whole prompt (for tests and tools)."""
+        whole, rest = self._layout(turn)
+        head, k = self._head(turn, namespace, tail_key, whole, rest)
+        for i in range(k, whole + (rest > 0)):
+            head += self._part(turn, namespace, tail_key, i, whole, rest)
+        return head
 
     def build(self, turn: Turn, namespace: str, tail_key: object) -> Prompt:
-        parts = self._parts(turn, namespace, tail_key)
-        rendered = [r if r is not None else self._render(idx) for idx, r in parts]
-        n = sum(len(idx) for idx, _ in parts)
+        """The prompt whole: its text, or its token ids."""
+        value = orjson.loads(b"".join(self.json(turn, namespace, tail_key).pieces))
         if self.token_ids:
-            flat: list[int] = []
-            for r in rendered:
-                flat.extend(r)  # type: ignore[arg-type]
-            return Prompt(None, flat, n)
-        return Prompt("".join(rendered), None, n)  # type: ignore[arg-type]
+            return Prompt(None, value, turn.input_tokens)
+        return Prompt(value, None, turn.input_tokens)

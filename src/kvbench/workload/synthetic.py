@@ -24,6 +24,7 @@ import random
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kvbench.workload.blocks import Blocks, FreshIds
 from kvbench.workload.session import Session, Turn
 
 
@@ -57,16 +58,6 @@ class SyntheticSpec(BaseModel):
     scale: float = Field(1.0, gt=0, description="multiplies every token count (tiny test runs)")
 
 
-class _Ids:
-    def __init__(self, start: int) -> None:
-        self.next = start
-
-    def take(self, n: int) -> list[int]:
-        out = list(range(self.next, self.next + n))
-        self.next += n
-        return out
-
-
 def _lognormal(rng: random.Random, mu: float, sigma: float, scale: float) -> int:
     return max(1, round(rng.lognormvariate(mu, sigma) * scale))
 
@@ -77,29 +68,29 @@ def _think(rng: random.Random, spec: SyntheticSpec) -> float:
     return round(rng.lognormvariate(spec.think_mu, spec.think_sigma), 3)
 
 
-def _turns(rng: random.Random, spec: SyntheticSpec, ids: _Ids, prefix: list[int],
+def _turns(rng: random.Random, spec: SyntheticSpec, ids: FreshIds, prefix: Blocks,
            num_turns: int, first_tokens: int, agent: str | None) -> list[Turn]:
     bs = spec.block_tokens
     cap = max(int(spec.max_context_tokens * spec.scale), len(prefix) * bs + 1)
     own_tokens = max(1, first_tokens - len(prefix) * bs)
     context = len(prefix) * bs + own_tokens
-    own = ids.take(own_tokens // bs)
+    own = Blocks([ids.take(own_tokens // bs)])
     turns: list[Turn] = []
     for k in range(num_turns):
         if k:
             if rng.random() < spec.compaction_prob:
                 context = max(len(prefix) * bs + 1, int(context * spec.compaction_ratio))
-                own = ids.take((context - len(prefix) * bs) // bs)
+                own = Blocks([ids.take((context - len(prefix) * bs) // bs)])
             grown = context + _lognormal(rng, spec.growth_mu, spec.growth_sigma, spec.scale)
             context = min(grown, cap)
             need = (context - len(prefix) * bs) // bs
             if need > len(own):
-                own += ids.take(need - len(own))
+                own = own.extended(*ids.take(need - len(own)))
         context = min(context, cap)
-        blocks = prefix + own[: max(0, context // bs - len(prefix))]
+        blocks = Blocks([*prefix.runs, *own.prefix(max(0, context // bs - len(prefix))).runs])
         out = min(_lognormal(rng, spec.output_mu, spec.output_sigma, spec.scale),
                   spec.max_output_tokens)
-        turns.append(Turn(context, out, tuple(blocks), bs,
+        turns.append(Turn(context, out, blocks, bs,
                           think_time_s=_think(rng, spec) if k else 0.0, agent=agent))
     return turns
 
@@ -109,8 +100,8 @@ def generate_sessions(spec: SyntheticSpec) -> list[Session]:
     rng = random.Random(spec.seed)
     bs = spec.block_tokens
     prefix_blocks = round(spec.shared_prefix_tokens * spec.scale) // bs
-    ids = _Ids(prefix_blocks)
-    prefix = list(range(prefix_blocks))
+    ids = FreshIds(prefix_blocks)
+    prefix = Blocks([(0, prefix_blocks)])
     sessions = []
     for s in range(spec.num_sessions):
         n = min(spec.max_turns, _lognormal(rng, spec.turns_mu, spec.turns_sigma, 1.0))

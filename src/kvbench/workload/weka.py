@@ -25,10 +25,12 @@ the session's scope, subagents included, so prefix reuse between streams is kept
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kvbench.errors import WorkloadError, shown
+from kvbench.workload.blocks import Blocks, common_prefix
 from kvbench.workload.chains import Call, Chains, partition
 from kvbench.workload.session import Branch, Session, Turn
 
@@ -69,10 +71,35 @@ class _Subagent:
     end_t: float
 
 
+# A request's ids are held as runs (workload/blocks.py) when that takes at most a quarter of
+# the entries: kv-cache-tester numbers a session's blocks in order, so the bundled Claude Code
+# sessions' 7.8M ids are 12,112 runs, and a session holds its contexts' growth, not every
+# turn's whole list
+RUNS_PER_ID = 0.25
+
+
+def _held(ids: list[int], prev: list[int], prev_held: Sequence[int]) -> Sequence[int]:
+    """`ids` as runs or as a tuple; `prev` is the stream's previous request's ids (`prev_held`
+    as held), whose runs are reused for the prefix the two share."""
+    c = 0
+    if isinstance(prev_held, Blocks) and ids[:1] == prev[:1]:
+        c = common_prefix(prev, ids)
+    runs = list(prev_held.prefix(c).runs) if c else []
+    for h in ids[c:]:
+        if runs and runs[-1][1] == h:
+            runs[-1] = (runs[-1][0], h + 1)
+        else:
+            runs.append((h, h + 1))
+    if len(runs) > RUNS_PER_ID * len(ids):
+        return tuple(ids)
+    return Blocks(runs)
+
+
 def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
-          offset_s: float = 0.0) -> Turn:
+          offset_s: float = 0.0, prev: tuple[list[int], Sequence[int]] = ([], ())) -> Turn:
     """One request; `offset_s` is added to a `t` recorded before it (a subagent's inner
-    request relative to its spawn marker)."""
+    request relative to its spawn marker); `prev` is the previous request of its recorded
+    list (its raw ids and the ids as held: storage only, the chains are found later)."""
     n_in = _need(req, "in", (int,), where, path)
     n_out = _need(req, "out", (int,), where, path)
     ids = _need(req, "hash_ids", (list,), where, path)
@@ -92,7 +119,8 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
     if t is not None and t + JOIN_EPSILON_S < offset_s:
         t += offset_s
     return Turn(
-        input_tokens=n_in, output_tokens=max(1, n_out), hash_ids=tuple(ids), block_tokens=block,
+        input_tokens=n_in, output_tokens=max(1, n_out), hash_ids=_held(ids, *prev),
+        block_tokens=block,
         think_time_s=_opt_float(req, "think_time", where, path) or 0.0,
         api_time_s=_opt_float(req, "api_time", where, path),
         t_s=t if t is not None else 0.0, agent=agent,
@@ -118,6 +146,7 @@ class _Request:
     turn: Turn
     call: Call
     timed: bool
+    ids: list[int]  # as recorded
 
 
 @dataclass(slots=True)
@@ -132,12 +161,13 @@ class _Entry:
 
 
 def _request(req: dict, block: int, where: str, path: str, pos: int, agent: str | None,
-             offset_s: float = 0.0) -> _Request:
-    turn = _turn(req, block, where, path, agent, offset_s)
+             offset_s: float = 0.0, prev: _Request | None = None) -> _Request:
+    turn = _turn(req, block, where, path, agent, offset_s,
+                 ([], ()) if prev is None else (prev.ids, prev.turn.hash_ids))
     model = req.get("model")
     call = Call(pos, turn.t_s, turn.api_time_s, turn.hash_ids,
                 model if isinstance(model, str) else "", turn.input_tokens, req["out"])
-    return _Request(turn, call, req.get("t") is not None)
+    return _Request(turn, call, req.get("t") is not None, req["hash_ids"])
 
 
 def parse_session(obj: Any, where: str, split_chains: bool = True) -> Session:
@@ -169,7 +199,8 @@ def parse_session(obj: Any, where: str, split_chains: bool = True) -> Session:
                 f"{where}: field {path}.type = {shown(kind)}; allowed: {', '.join(REQUEST_TYPES)}"
             )
         if kind != "subagent":
-            roots.append(_request(req, block, where, path, i, None))
+            roots.append(_request(req, block, where, path, i, None,
+                                  prev=roots[-1] if roots else None))
             timed &= roots[-1].timed
             continue
         agent = str(req.get("agent_id") or f"subagent_{i:03d}")
@@ -179,7 +210,8 @@ def parse_session(obj: Any, where: str, split_chains: bool = True) -> Session:
         for j, sub in enumerate(inner):
             if not isinstance(sub, dict):
                 raise WorkloadError(f"{where}: field {path}.requests[{j}] must be an object")
-            own.append(_request(sub, block, where, f"{path}.requests[{j}]", j, agent, spawn_t))
+            own.append(_request(sub, block, where, f"{path}.requests[{j}]", j, agent, spawn_t,
+                                own[-1] if own else None))
             timed &= own[-1].timed
         if own:
             end_t = _subagent_end_s(req, [r.turn for r in own], where, path, spawn_t)

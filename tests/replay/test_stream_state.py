@@ -1,0 +1,65 @@
+"""What a replay keeps for a session is what its next request needs, not its history: each
+stream of a live session tree holds the rendered blocks of one context (its latest turn's),
+a turn's hash ids are a few runs whatever its context, and the ideal-cache ceiling holds an
+edge per stream, not one per turn or block. Structure, not bytes or seconds."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fixtures.body_recorder import Recorder
+
+from kvbench.replay import ReplayConfig, replay
+from kvbench.replay.lanes import Lanes
+from kvbench.workload import SyntheticSpec
+
+
+def _whole(turn) -> int:
+    return min(len(turn.hash_ids), turn.input_tokens // turn.block_tokens)
+
+
+def test_per_stream_state_is_one_context_whatever_the_turns(tmp_path, monkeypatch):
+    held: list[tuple[int, int, int, int]] = []  # (streams held, streams, pieces, bound)
+    runs: list[int] = []
+    last: dict[tuple[str, int], int] = {}  # (tree, stream) -> whole blocks of its last turn
+    real_prompt = Lanes._prompt
+
+    async def prompt(self, tree, r, turn):
+        out = await real_prompt(self, tree, r, turn)
+        before = last.get((tree.key, r.stream), 0)
+        last[(tree.key, r.stream)] = _whole(turn)
+        held.append((len(tree.prompts), len(tree.run.streams),
+                     len(tree.prompts[r.stream].pieces), max(_whole(turn), before)))
+        runs.append(len(turn.hash_ids.runs))
+        return out
+
+    monkeypatch.setattr(Lanes, "_prompt", prompt)
+    lanes: list[Lanes] = []
+    real_init = Lanes.__init__
+    monkeypatch.setattr(Lanes, "__init__",
+                        lambda self, *a, **k: real_init(self, *a, **k) or lanes.append(self))
+
+    async def run() -> None:
+        rec = Recorder()
+        srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        cfg = ReplayConfig(
+            url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path, concurrency=2,
+            think_time_scale=0, max_tokens_cap=2,
+            synthetic=SyntheticSpec(num_sessions=3, seed=2, scale=0.02, max_turns=60,
+                                    turns_mu=4.0, subagent_prob=0.2, compaction_prob=0.05))
+        async with srv:
+            await replay(cfg)
+
+    asyncio.run(run())
+    assert len(held) > 60
+    assert all(n_held <= n_streams for n_held, n_streams, _, _ in held)
+    assert all(pieces <= bound for _, _, pieces, bound in held)
+    assert max(runs) <= 2  # the shared prefix and the context's own growth
+    edges, stack = 0, list(lanes[0].ideal._roots.values())
+    while stack:
+        edge = stack.pop()
+        edges += 1
+        stack.extend(edge.below.values())
+    streams = len(last)
+    assert edges <= 2 + 2 * streams < len(held)
