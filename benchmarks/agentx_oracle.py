@@ -185,10 +185,11 @@ def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
 
 
 def _stream_names(traces: Path) -> dict[str, list[tuple[str, int]]]:
-    """Each session's turns as the harness names them: the root by its trace id, a subagent
-    `<id>::sa:<agent>`, each with its index in its own stream."""
+    """Each session's turns as the harness names them (`weka.harness_stream_id`), each with
+    its index in its own stream."""
     sys.path.insert(0, str(REPO / "src"))
     from kvbench.workload.loader import load_trace
+    from kvbench.workload.weka import harness_stream_id
 
     out = {}
     for s in load_trace(traces):
@@ -197,7 +198,7 @@ def _stream_names(traces: Path) -> dict[str, list[tuple[str, int]]]:
         counts: dict[str, int] = {}
         for k in range(len(s.turns)):
             b = owner.get(k)
-            name = s.session_id if b is None else f"{s.session_id}::sa:{b.agent}"
+            name = harness_stream_id(s.session_id, None if b is None else b.agent)
             names.append((name, counts.get(name, 0)))
             counts[name] = counts.get(name, 0) + 1
         out[s.session_id] = names

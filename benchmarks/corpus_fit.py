@@ -42,7 +42,7 @@ def _commit() -> str:
 
 
 def write_params() -> dict:
-    sessions = load_trace(FIT_SET)
+    sessions = load_trace(FIT_SET, split_chains=False)  # as recorded (weka.parse_session)
     doc = {"source": {**SOURCE, "sessions": str(len(sessions))}, "block_tokens": 64,
            **fit(sessions)}
     write_json_atomic(PARAMS, doc)
@@ -59,11 +59,11 @@ def _held_out(directory: Path, fit_ids: set[str]) -> list:
         if path.name.split(".")[0] in fit_ids:
             continue
         files.append(path)
-    return load_trace(files)
+    return load_trace(files, split_chains=False)
 
 
 def report(held_dir: Path, generated_sessions: int, seed: int) -> dict:
-    fit_sessions = load_trace(FIT_SET)
+    fit_sessions = load_trace(FIT_SET, split_chains=False)
     held = _held_out(held_dir, {s.session_id for s in fit_sessions})
     # the fitted traces are kv-cache-tester's full-context sessions: compare unfiltered
     corpus = generate_corpus(CorpusSpec(sessions=generated_sessions, seed=seed,

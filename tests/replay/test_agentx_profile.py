@@ -201,12 +201,14 @@ def test_sampled_starts_fall_in_the_middle_half_of_each_recording():
         if got is None:
             continue
         resume, warm = got
-        pos, offset = resume.streams[0]
-        t_next = session.turns[run.streams[0].turns[pos]].t_s
+        # the root, or where it ended before t* a chain split off it that runs on
+        s, (pos, offset) = min(resume.streams.items())
+        t_next = session.turns[run.streams[s].turns[pos]].t_s
         t_star = t_next - offset
         assert lo + 0.25 * (hi - lo) <= t_star * 1000 <= lo + 0.75 * (hi - lo) + 1e-6
-        assert session.turns[warm[0].k].t_s < t_star <= t_next
-        assert warm[0].lead_s <= 10.0
+        for w in warm:
+            assert session.turns[w.k].t_s < t_star and w.lead_s <= 10.0
+        assert [w.stream for w in warm if w.stream == s] == ([s] if pos else [])
 
 
 def test_replay_config_carries_the_profile(sse_server, tmp_path):

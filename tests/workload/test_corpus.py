@@ -29,7 +29,7 @@ FIT_SET = [TRACES / "claude-code", TRACES / "claude-code-subagents"]
 
 @pytest.fixture(scope="module")
 def fit_sessions():
-    return load_trace(FIT_SET)
+    return load_trace(FIT_SET, split_chains=False)  # the traces as recorded
 
 
 @pytest.fixture(scope="module")

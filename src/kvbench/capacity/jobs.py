@@ -177,6 +177,9 @@ def row_bounds(concurrency: int, given: dict | None = None, mode: str = "agentx"
         # the harness caps a tree's idle time (nothing of it in flight) at 300 s; the lanes
         # cap each gap there, which is the same wherever no subagent runs beside it
         settings["think_time_cap_s"] = AGENTX_V1.tree_idle_cap_s
+    # the idle caps themselves are `kvbench simulate --profile agentx`'s (sim/lanes.py); the
+    # jobs' forecasts keep the per-gap cap above until they are measured against it
+    names -= {"tree_idle_cap_s", "system_idle_cap_s"}
     return WorkloadBounds(**{k: v for k, v in {**settings, **given}.items() if k in names
                              and k != "concurrency"}, concurrency=concurrency)
 

@@ -137,7 +137,7 @@ def _bounds(concurrency: int | None, profile: str | None = None, **opts):
                 "max_tokens_cap": None, "think_time_cap": 60.0, "think_time_scale": 1.0,
                 "start": "beginning", "seed": 0, "block_tokens": None, "max_input_tokens": None,
                 "warmup_per_lane": None, "max_context_tokens": None, "start_ratio": (0.0, 1.0),
-                "order": "trace"}
+                "order": "trace", "tree_idle_cap_s": None, "system_idle_cap_s": None}
     given = {k: v for k, v in opts.items() if v is not None}
     if profile is not None and concurrency is not None:
         from kvbench.replay.profile import profile_named, replay_settings
@@ -164,7 +164,8 @@ def _bounds(concurrency: int | None, profile: str | None = None, **opts):
         start=opts["start"], start_ratio=opts["start_ratio"], seed=opts["seed"],
         block_tokens=opts["block_tokens"], max_input_tokens=opts["max_input_tokens"],
         warmup_per_lane=opts["warmup_per_lane"], max_context_tokens=opts["max_context_tokens"],
-        order=opts["order"])
+        order=opts["order"], tree_idle_cap_s=opts["tree_idle_cap_s"],
+        system_idle_cap_s=opts["system_idle_cap_s"])
 
 
 def _source(trace: list[str], num_sessions: int | None, seed: int):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 
 
@@ -39,15 +39,20 @@ class _Sleeper:
 
 
 class IdleCap:
-    """One scope; `shift_ns` is how far its timers have moved in all."""
+    """One scope; `shift_ns` is how far its timers have moved in all. `on_shift` hears each
+    shift: the scope's timers that are no task's (a root waiting on its subagents, whose
+    own due time the harness keeps as a timer of the tree's group and shifts with the rest:
+    aiperf/timing/branch_orchestrator.py `_arm_join_replay_deadline`,
+    common/loop_scheduler.py `cap_pending_delay_for_group`)."""
 
-    __slots__ = ("_sleepers", "awake", "cap_ns", "shift_ns", "shifts")
+    __slots__ = ("_sleepers", "awake", "cap_ns", "on_shift", "shift_ns", "shifts")
 
-    def __init__(self, cap_s: float) -> None:
+    def __init__(self, cap_s: float, on_shift: Callable[[int], None] | None = None) -> None:
         self.cap_ns = int(cap_s * 1e9)
         self.shift_ns = 0
         self.shifts = 0
         self.awake = 0
+        self.on_shift = on_shift
         self._sleepers: set[_Sleeper] = set()
 
     def _maybe_shift(self) -> None:
@@ -58,6 +63,8 @@ class IdleCap:
         if gap > 0:
             self.shift_ns += gap
             self.shifts += 1
+            if self.on_shift is not None:
+                self.on_shift(gap)
             for s in self._sleepers:
                 s.woken.set()  # every sleeper recomputes its due time
 

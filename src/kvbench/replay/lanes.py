@@ -195,10 +195,14 @@ class Lanes:
         self._seq, self._seq_step = shard
         self.lane_offset = 0  # this shard's first lane (and open-loop session) number
         # closed loop only: an open loop's arrivals are its own clock, not think times. With
-        # --workers each shard caps its own lanes' idleness (replay/idle.py)
-        self.idle = (idle.IdleCap(cfg.system_idle_cap_s / (cfg.time_scale or 1.0))
+        # --workers each shard caps its own lanes' idleness (replay/idle.py); a shift moves
+        # every live tree's own timers too (the harness's `cap_pending_delay` moves every
+        # pending timer of its scheduler, a blocked join's included)
+        self.idle = (idle.IdleCap(cfg.system_idle_cap_s / (cfg.time_scale or 1.0),
+                                  self._shift_trees)
                      if cfg.system_idle_cap_s is not None and cfg.session_rate is None
                      else None)
+        self.live_trees: dict[int, Tree] = {}  # the trees being driven, by id
         self.t0_ns = perf_counter_ns()  # the trees' clock: trace seconds since then
         self.warming = False  # the warm-up phase: idle caps off, one-token requests
         self.quota: dict[int, int] = {}  # warm-up requests each lane may still send
@@ -258,6 +262,10 @@ class Lanes:
         return True
 
     # -- trees -----------------------------------------------------------------------------
+    def _shift_trees(self, shift_ns: int) -> None:
+        for tree in self.live_trees.values():
+            tree.run.shift(shift_ns / 1e9 * (self.cfg.time_scale or 1.0))
+
     def make_run(self, session: Session, zero_delay: bool = False) -> TreeRun:
         return TreeRun(session, self.bounds.shaped, self.bounds.think_s, zero_delay=zero_delay,
                        delay_scale=self.bounds.think_time_scale)
@@ -267,10 +275,15 @@ class Lanes:
                  prompts: dict[int, PromptStream] | None = None) -> Tree:
         """A tree pass; `prompts` are the streams' contexts of the tree it continues (the
         same pass)."""
-        cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / self.cfg.time_scale)
+        run = run or self.make_run(session, zero_delay)
+        scale = self.cfg.time_scale
+        # a root blocked on its subagents, a turn held for another stream: moved with the
+        # tree's timers
+        cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / scale,
+                            lambda ns: run.shift(ns / 1e9 * scale))
                if self.cfg.tree_idle_cap_s is not None else None)
-        return Tree(lane, session, pass_no, run or self.make_run(session, zero_delay), cap,
-                    warm=zero_delay, prompts=prompts if prompts is not None else {})
+        return Tree(lane, session, pass_no, run, cap, warm=zero_delay,
+                    prompts=prompts if prompts is not None else {})
 
     def next_tree(self, lane: int, *, zero_delay: bool = False, now_s: float | None = None
                   ) -> tuple[Tree, list[Ready]] | None:
@@ -287,6 +300,7 @@ class Lanes:
         sent (the run's end, the warm-up's quota: its pending turns are left as they are).
         `after`: a virtual clock's, what each first request follows."""
         tree.drained.clear()
+        self.live_trees[id(tree)] = tree
         self._schedule(tree, ready, first=True, after=after)
         try:
             if tree.tasks:
@@ -296,6 +310,7 @@ class Lanes:
                 t.cancel()
             raise
         finally:
+            self.live_trees.pop(id(tree), None)
             for t in tree.ahead.values():  # renderings no turn will wait for
                 t.cancel()
             tree.ahead.clear()

@@ -68,5 +68,18 @@ class Arrivals:
                 return True
         return False
 
+    def take(self, reqs: set[int]) -> list[SimRequest]:
+        """Withdraw the requests (by id) still on their way; those withdrawn (one handed to
+        the thread already keeps it busy)."""
+        out = []
+        for name in ("_heap", "_pending"):
+            entries = getattr(self, name)
+            got = [e[2] for e in entries if id(e[2]) in reqs]
+            if got:
+                out += got
+                setattr(self, name, [e for e in entries if id(e[2]) not in reqs])
+                heapq.heapify(getattr(self, name))
+        return out
+
     def __len__(self) -> int:
         return len(self._heap) + len(self._pending)

@@ -100,6 +100,13 @@ class Engine:
                 self.decode_step)
             self._step = self._decode_stretch(context, math.inf)
 
+    def reschedule(self, reqs: list[SimRequest], by_s: float) -> None:
+        """Move requests still on their way `by_s` earlier (never before now): a client's
+        idle cap (sim/lanes.py). One the tokenizer thread took already keeps its time there."""
+        for req in self.arrivals.take({id(r) for r in reqs}):
+            req.arrival_s = max(self.now_s, req.arrival_s - by_s)
+            self.submit(req, req.arrival_s)
+
     def cancel(self, req: SimRequest) -> None:
         """Withdraw a request whose client went away (serve-sim): from the arrivals or the
         waiting queue at once; from the running set at once when decoding (its KV is

@@ -12,7 +12,11 @@ requests (one output token, spread on t*), then `warmup_per_lane` one-token requ
 with no idle delay, then the profiling phase for `duration_s` from its own start, each stream
 resuming at its recorded offset. Requests still running `grace_s` after the deadline are
 cancelled (not in the summary), as the replay cancels them. The idle caps of the replay
-(replay/idle.py) are not modelled: a recorded pause passes in virtual time as recorded."""
+(replay/idle.py) apply in the profiling phase: when none of a tree's requests is in flight
+(sent and not finished) its requests still on their way, and the due times its `TreeRun`
+keeps (a blocked root, held turns), move earlier so the next leaves within
+`tree_idle_cap_s`; when nothing is in flight anywhere, every lane's the same by
+`system_idle_cap_s`."""
 
 from __future__ import annotations
 
@@ -54,6 +58,8 @@ class _Lane:
     # ids they came from: a stream's next turn continues its previous prompt, so its keys are
     # mostly a copy of those (AgentX prompts are 1.5K-16K pages)
     sent_keys: dict = field(default_factory=dict)
+    waiting: dict = field(default_factory=dict)  # rid -> its requests not arrived yet
+    inflight: int = 0  # its requests arrived and not finished
 
 
 class LaneDriver:
@@ -79,6 +85,8 @@ class LaneDriver:
         self.profiling_start_s = 0.0
         self.quota: dict[int, int] = {}
         self.failed_warmup: list[str] = []
+        self.inflight = 0
+        self.idle_shifts = 0
         self._lanes: list[_Lane] = []
         self.engine = make_engine(on_finish=self._on_finish, on_arrival=self._on_arrival)
 
@@ -138,6 +146,8 @@ class LaneDriver:
         for lane in self._lanes:
             if lane.resume is None and not self._start_next(lane, engine.now_s, False):
                 break
+        for lane in self._lanes:  # a tree idle from the start (`observe_idle_root`)
+            self._cap_idle(lane, engine.now_s)
         d = self.deadline_s
         engine.run_until(math.inf if d is None else d + b.grace_s)
 
@@ -191,6 +201,7 @@ class LaneDriver:
         self.rid += 1
         if not primer:
             lane.run.sent(r.k)
+        lane.waiting[req.rid] = req
         self.engine.submit(req, r.at_s)
 
     @staticmethod
@@ -211,6 +222,8 @@ class LaneDriver:
     def _on_arrival(self, req: SimRequest) -> bool:
         """The replay's send-time decision: False drops the request and stops the run."""
         bounds, meta = self.bounds, req.meta
+        lane = self._lanes[req.session]
+        lane.waiting.pop(req.rid, None)
         d = self.deadline_s
         if self.stopping or (d is not None and req.arrival_s >= d):
             self.stopping = True
@@ -220,6 +233,8 @@ class LaneDriver:
             self.stopping = True
             return False
         meta["is_warmup"] = warmup
+        lane.inflight += 1
+        self.inflight += 1
         self.sent += 1
         if not warmup:
             self.profiled_sent += 1
@@ -229,6 +244,8 @@ class LaneDriver:
         self.done.append(req)
         meta = req.meta
         lane = self._lanes[req.session]
+        lane.inflight -= 1
+        self.inflight -= 1
         if meta.get("warm_turn") and req.error is not None and meta["stream"] == ROOT:
             self.failed_warmup.append(meta["session_id"])  # the harness aborts the run
         if meta.get("primer") or self.stopping or lane.run is None:
@@ -241,6 +258,30 @@ class LaneDriver:
         # the lane takes its next session once its whole tree is done
         if lane.run.done and not (warm and self.quota.get(lane.index, 0) <= 0):
             self._start_next(lane, now, warm)
+        self._cap_idle(lane, now)
+
+    def _cap_idle(self, lane: _Lane, now: float) -> None:
+        """The replay's idle caps (module docstring), at the instant a scope falls idle."""
+        b = self.bounds
+        if self.phase != "profiling":
+            return  # warm-up requests go back to back: no idle to cap
+        if b.tree_idle_cap_s is not None and not lane.inflight:
+            self._shift([lane], now, b.tree_idle_cap_s)
+        if b.system_idle_cap_s is not None and not self.inflight:
+            self._shift(self._lanes, now, b.system_idle_cap_s)
+
+    def _shift(self, lanes: list[_Lane], now: float, cap_s: float) -> None:
+        waiting = [r for lane in lanes for r in lane.waiting.values()]
+        if not waiting:
+            return
+        gap = min(r.arrival_s for r in waiting) - now - cap_s
+        if gap <= 0:
+            return
+        self.idle_shifts += 1
+        self.engine.reschedule(waiting, gap)
+        for lane in lanes:
+            if lane.run is not None:
+                lane.run.shift(gap)
 
     def _start_next(self, lane: _Lane, now: float, warm: bool) -> bool:
         """The lane's next session from its first turn; a whole pass over the pool without a

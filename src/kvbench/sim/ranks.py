@@ -135,6 +135,11 @@ class RankedEngines:
         self.engines[rank].submit(req, at_s)
         self._touched.add(rank)
 
+    def reschedule(self, reqs: list[SimRequest], by_s: float) -> None:
+        for rank in {r.meta["rank"] for r in reqs}:
+            self.engines[rank].reschedule([r for r in reqs if r.meta["rank"] == rank], by_s)
+            self._touched.add(rank)
+
     def run_until(self, horizon_s: float = math.inf) -> None:
         """Advance to `horizon_s`, event by event: at each, only the ranks whose next event
         it is run (the others would only move their idle clocks; a request submitted to a

@@ -56,6 +56,9 @@ class WorkloadBounds:
     warmup_per_lane: int | None = None
     # whole sessions whose peak prompt + output exceeds this are dropped before the run
     max_context_tokens: int | None = None
+    # the idle caps (replay/idle.py), in the profiling phase: a tree, the whole run
+    tree_idle_cap_s: float | None = None
+    system_idle_cap_s: float | None = None
 
     def __post_init__(self) -> None:
         checks = (
@@ -84,6 +87,10 @@ class WorkloadBounds:
              self.warmup_per_lane is None or self.warmup_per_lane >= 0, ">= 0"),
             ("max_context_tokens", self.max_context_tokens,
              self.max_context_tokens is None or self.max_context_tokens >= 1, ">= 1"),
+            ("tree_idle_cap_s", self.tree_idle_cap_s,
+             self.tree_idle_cap_s is None or self.tree_idle_cap_s > 0, "> 0"),
+            ("system_idle_cap_s", self.system_idle_cap_s,
+             self.system_idle_cap_s is None or self.system_idle_cap_s > 0, "> 0"),
         )
         for name, value, ok, allowed in checks:
             # `not ok` also catches NaN, which fails every comparison

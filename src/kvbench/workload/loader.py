@@ -105,13 +105,14 @@ class TraceFile:
     rows: list[tuple[float, Turn, str]]
 
 
-def read_trace_file(path: Path) -> TraceFile:
-    """Parse and validate every record of one file; an empty file is an error."""
+def read_trace_file(path: Path, split_chains: bool = True) -> TraceFile:
+    """Parse and validate every record of one file; an empty file is an error.
+    `split_chains`: see `weka.parse_session`."""
     sessions: list[Session] = []
     rows: list[tuple[float, Turn, str]] = []
     for obj, where in _records(path):
         if isinstance(obj, dict) and "requests" in obj:
-            sessions.append(weka.parse_session(obj, where))
+            sessions.append(weka.parse_session(obj, where, split_chains))
         elif isinstance(obj, dict) and ("input_length" in obj or "timestamp" in obj):
             t_s, turn = mooncake.parse_row(obj, where)
             rows.append((t_s, turn, where))
@@ -128,14 +129,16 @@ def read_trace_file(path: Path) -> TraceFile:
     return TraceFile(path, sessions, rows)
 
 
-def load_trace(paths: Sequence[Path | str] | Path | str) -> list[Session]:
-    """Every session of every trace file, in file order (Mooncake rows chained per file)."""
+def load_trace(paths: Sequence[Path | str] | Path | str,
+               split_chains: bool = True) -> list[Session]:
+    """Every session of every trace file, in file order (Mooncake rows chained per file);
+    `split_chains`: see `weka.parse_session`."""
     if isinstance(paths, str | Path):
         paths = [paths]
     sessions: list[Session] = []
     earlier: set[str] = set()  # session ids of the files read before this one
     for index, path in enumerate(trace_files(paths)):
-        trace = read_trace_file(path)
+        trace = read_trace_file(path, split_chains)
         for session in trace.sessions:
             if session.session_id in earlier and session.namespace != "global":
                 # Local hash ids mean equal content within one session only: a second file

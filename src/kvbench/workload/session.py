@@ -59,6 +59,9 @@ class Session:
     meta: dict = field(default_factory=dict)
     # the subagents; None: derived from the turns' `agent` (`tree()`)
     branches: tuple[Branch, ...] | None = None
+    # turn -> the turns of other streams that must have ended before it is sent (the
+    # recorded happens-before between streams of one agent: `workload/weka.py`)
+    after: dict[int, tuple[int, ...]] | None = None
 
     @property
     def num_turns(self) -> int:
@@ -96,8 +99,11 @@ class Session:
             Branch(b.agent, b.first, b.count, b.spawn,
                    b.join if b.join is not None and b.join < max_turns else None, b.delay_s)
             for b in self.tree() if b.end <= max_turns)
+        after = None if self.after is None else {
+            k: tuple(p for p in ps if p < max_turns)
+            for k, ps in self.after.items() if k < max_turns}
         return Session(self.session_id, self.turns[:max_turns], self.namespace, self.source,
-                       dict(self.meta), kept)
+                       dict(self.meta), kept, after)
 
     def peak_context_tokens(self) -> int:
         """The largest prompt plus requested output of any turn: what a server's context must

@@ -6,8 +6,12 @@ turns one after another, a turn when the previous one of its stream ended plus i
 time. A root turn's end spawns the branches it spawns, each first request at its recorded
 offset; a root turn that joins branches waits, besides its own think time, for all of them
 to end (agentx-harness 1.0.12 `aiperf/timing/branch_orchestrator.py` `_maybe_suspend_parent`,
-`_arm_join_replay_deadline`: "replay time and child completion"). The tree is done when every
-stream is. Times are seconds of the trace's clock on the driver's timeline (`now_s`).
+`_arm_join_replay_deadline`: "replay time and child completion"). A turn with recorded
+predecessors on other streams (`Session.after`) is held, when due, until they have ended,
+then sent at once (`aiperf/timing/replay_dependencies.py` `ReplayBarrierCoordinator.submit`,
+`complete`); a resumed tree counts every turn before a stream's resume point as ended
+(`seed_completed_prefixes`). The tree is done when every stream is. Times are seconds of the
+trace's clock on the driver's timeline (`now_s`).
 
 `snapshot_at` places a tree at an instant t* of its recording, as the harness samples each
 lane's start (`aiperf/timing/trajectory_source.py` `_build_timestamped_trajectory`,
@@ -83,11 +87,16 @@ class TreeRun:
     _stream_of: dict[int, int] = field(default_factory=dict)
     _spawns: dict[int, list[int]] = field(default_factory=dict)  # root pos -> streams
     _joins: dict[int, set[int]] = field(default_factory=dict)  # root pos -> live streams
+    # the recorded happens-before between streams (`Session.after`): a turn due before the
+    # turns it waits for ended is held until they have, then sent at once
+    _ended: set[int] = field(default_factory=set)
+    _held: dict[int, float] = field(default_factory=dict)  # turn -> when it was due
 
     def __post_init__(self) -> None:
         session = self.session
         self.turns = [self.shaped(t) for t in session.turns]
         kept = [k for k, t in enumerate(self.turns) if t is not None]
+        self._ended = {k for k, t in enumerate(self.turns) if t is None}  # never waited for
         branches = session.tree()
         in_branch = {k for b in branches for k in range(b.first, b.end)}
         root = [k for k in kept if k not in in_branch]
@@ -119,7 +128,7 @@ class TreeRun:
         """A fresh pass: the root's first turn now (and branches spawned before it, if any)."""
         out = self._spawn(-1, now_s)
         out += self._advance(ROOT, now_s, first=True)
-        return out
+        return self._gate(out)
 
     def resume(self, at: Resume, now_s: float) -> list[Ready]:
         """Pick up at `at`: every stream in it due at its offset after `now_s`; branches not
@@ -127,12 +136,15 @@ class TreeRun:
         out = []
         for s in at.finished:
             self.streams[s].state = "done"
+            self._ended.update(self.streams[s].turns)
         if ROOT not in at.streams:  # the root ended before: its branches run on alone
             root = self.streams[ROOT]
             root.pos, root.state = len(root.turns), "done"
+            self._ended.update(root.turns)
         for s, (pos, _) in sorted(at.streams.items()):
             st = self.streams[s]
             st.pos = pos
+            self._ended.update(st.turns[:pos])  # the history before it (`seed_completed_prefixes`)
             if pos >= len(st.turns):
                 st.state = "done"
                 continue
@@ -150,7 +162,7 @@ class TreeRun:
             st.state = "ready"
             out.append(Ready(s, st.turns[pos], now_s + offset))
         self._release_joins(now_s, out)
-        return out
+        return self._gate(out)
 
     def sent(self, k: int) -> None:
         self.streams[self._stream_of[k]].state = "inflight"
@@ -162,13 +174,29 @@ class TreeRun:
         st = self.streams[s]
         assert st.turns[st.pos] == k, (k, st.pos)  # a stream sends one turn at a time
         st.pos += 1
+        self._ended.add(k)
         out: list[Ready] = []
         if s == ROOT:
             out += self._spawn(st.pos - 1, now_s)
         if stop:
+            self._ended.update(st.turns[st.pos:])  # never sent: nothing waits for them
             st.pos = len(st.turns)
         out += self._advance(s, now_s)
+        out = self._gate(out)
+        for held, due_s in list(self._held.items()):
+            if self._may_send(held):
+                del self._held[held]
+                out.append(Ready(self._stream_of[held], held, max(due_s, now_s)))
         return out
+
+    def shift(self, by_s: float) -> None:
+        """The driver moved the tree's pending timers `by_s` earlier (an idle cap): the due
+        times it keeps of its own (a root blocked on a join, held turns) move with them."""
+        root = self.streams[ROOT]
+        if root.state == "blocked":
+            root.due_s -= by_s
+        for k in self._held:
+            self._held[k] -= by_s
 
     def pending(self) -> list[tuple[int, int]]:
         """(stream, next turn) of every stream not done: what a handoff resumes."""
@@ -196,6 +224,19 @@ class TreeRun:
         return Resume(streams, finished)
 
     # -- internals -------------------------------------------------------------------------
+    def _may_send(self, k: int) -> bool:
+        after = self.session.after
+        return not after or all(p in self._ended for p in after.get(k, ()))
+
+    def _gate(self, out: list[Ready]) -> list[Ready]:
+        sendable = []
+        for r in out:
+            if self._may_send(r.k):
+                sendable.append(r)
+            else:
+                self._held[r.k] = r.at_s
+        return sendable
+
     def _delay(self, s: int, first: bool) -> float:
         st = self.streams[s]
         if self.zero_delay:

@@ -1,17 +1,26 @@
 """The kv-cache-tester / weka session format (Claude Code traces): one JSON object per session,
 `{id, block_size, hash_id_scope, requests: [...]}`, requests of type "n"/"s" and "subagent"
-(with nested requests). A subagent becomes a `Branch` as agentx-harness 1.0.12 builds its
-SPAWN/JOIN (aiperf/dataset/loader/weka_trace.py `_reconstruct_serial`): spawned by the last
-root request before it, joined by the first later root request that starts at or after the
-subagent's recorded end (`_sa_end_seconds`: t + duration_ms, else its last request's end),
-in the background when none does, dropped when no root request precedes it; subagents with
-the same spawn and join share one start (the earliest), each one's first request at its
-recorded offset from it. Inner `t` before the spawn marker is relative to it
-(`_subagent_request_absolute_t`). The gap before a request is its stream's end-to-start
-idle time, `t - (t_prev + api_time_prev)` (`_end_to_start_delay_ms`; a missing api_time
-counts 0), where both requests have a recorded `t`, else its `think_time`. Hash ids live
-in the session's scope, subagents included, so prefix reuse between parent and subagent is
-kept."""
+(with nested requests). The tree is built as agentx-harness 1.0.12 builds it
+(aiperf/dataset/loader/weka_trace.py `_build_reconstruction_plans`, `_reconstruct_serial`):
+
+- the root requests are split into agent chains by their hash ids (`workload/chains.py`,
+  `_detect_and_split_flat_chains`): the main chain is the root stream, every other chain a
+  stream spawned by the last main request before its first request (the first main request
+  when none is), joined by the first later main request that starts at or after the chain's
+  last request ended (background when none does);
+- a subagent entry's requests are split the same way (`_expand_subagent_to_child_plans`);
+  all its chains are spawned by the last main request before the entry (dropped when none
+  is) and joined by the first later one that starts at or after the subagent's recorded end
+  (`_sa_end_seconds`: t + duration_ms, else its last request's end);
+- streams with the same spawn and join share one start (the earliest), each first request
+  at its recorded offset from it. Inner `t` before the spawn marker is relative to it
+  (`_subagent_request_absolute_t`).
+
+The gap before a request is its stream's end-to-start idle time, `t - (t_prev +
+api_time_prev)` (`_end_to_start_delay_ms`; a missing api_time counts 0), where both requests
+have a recorded `t`, else its `think_time`. `Session.turns` holds the main chain in order,
+each other stream's requests right after the main request that spawns it. Hash ids live in
+the session's scope, subagents included, so prefix reuse between streams is kept."""
 
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ from kvbench import bounds
 from kvbench.errors import WorkloadError, shown
 from kvbench.redaction import redacted_id
 from kvbench.workload.blocks import Blocks, common_prefix
+from kvbench.workload.chains import Call, Chains, partition
 from kvbench.workload.session import Branch, Session, Turn
 
 REQUEST_TYPES = ("n", "s", "subagent")
@@ -98,8 +108,8 @@ def _held(ids: list[int], prev: list[int], prev_held: Sequence[int]) -> Sequence
 def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
           offset_s: float = 0.0, prev: tuple[list[int], Sequence[int]] = ([], ())) -> Turn:
     """One request; `offset_s` is added to a `t` recorded before it (a subagent's inner
-    request relative to its spawn marker); `prev` is its stream's previous request (its raw
-    ids and the ids as held)."""
+    request relative to its spawn marker); `prev` is the previous request of its recorded
+    list (its raw ids and the ids as held: storage only, the chains are found later)."""
     n_in = _need(req, "in", (int,), where, path)
     n_out = _need(req, "out", (int,), where, path)
     ids = _need(req, "hash_ids", (list,), where, path)
@@ -145,8 +155,39 @@ def _stream_gaps(turns: list[Turn], timed: list[bool]) -> list[Turn]:
     return out
 
 
-def parse_session(obj: Any, where: str) -> Session:
-    """Validate one session object; `where` is "file:line" for error messages."""
+@dataclass(slots=True)
+class _Request:
+    turn: Turn
+    call: Call
+    timed: bool
+    ids: list[int]  # as recorded
+
+
+@dataclass(slots=True)
+class _Entry:
+    pos: int  # position among the session's requests
+    agent: str
+    spawn_t: float
+    end_t: float
+    think_s: float  # the subagent's own think_time: its first request's gap
+    chains: Chains
+    by_pos: dict[int, _Request]  # its requests by position in the entry
+
+
+def _request(req: dict, block: int, where: str, path: str, pos: int, agent: str | None,
+             offset_s: float = 0.0, prev: _Request | None = None) -> _Request:
+    turn = _turn(req, block, where, path, agent, offset_s,
+                 ([], ()) if prev is None else (prev.ids, prev.turn.hash_ids))
+    model = req.get("model")
+    call = Call(pos, turn.t_s, turn.api_time_s, turn.hash_ids,
+                model if isinstance(model, str) else "", turn.input_tokens, req["out"])
+    return _Request(turn, call, req.get("t") is not None, req["hash_ids"])
+
+
+def parse_session(obj: Any, where: str, split_chains: bool = True) -> Session:
+    """Validate one session object; `where` is "file:line" for error messages. Without
+    `split_chains` the streams are the trace's own (the root requests, one per subagent
+    entry): the sessions as recorded, which the corpus generator is fitted to."""
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: a session must be a JSON object, got {type(obj).__name__}")
     # ids reach every record and the correlation header: one shaped like a credential is
@@ -161,11 +202,9 @@ def parse_session(obj: Any, where: str) -> Session:
         raise WorkloadError(
             f"{where}: field hash_id_scope = {shown(scope)}; allowed: local, global")
     reqs = _need(obj, "requests", (list,), where, "session")
-    turns: list[Turn] = []
-    roots: list[int] = []  # indexes into turns of the root's requests
-    roots_timed: list[bool] = []
-    root_prev: tuple[list[int], Sequence[int]] = ([], ())
-    subagents: list[_Subagent] = []
+    roots: list[_Request] = []
+    entries: list[_Entry] = []
+    timed = True  # every request has its recorded time: the tree can be placed in it
     for i, req in enumerate(reqs):
         path = f"requests[{i}]"
         if not isinstance(req, dict):
@@ -176,49 +215,38 @@ def parse_session(obj: Any, where: str) -> Session:
                 f"{where}: field {path}.type = {shown(kind)}; allowed: {', '.join(REQUEST_TYPES)}"
             )
         if kind != "subagent":
-            roots.append(len(turns))
-            roots_timed.append(req.get("t") is not None)
-            turns.append(_turn(req, block, where, path, None, prev=root_prev))
-            root_prev = (req["hash_ids"], turns[-1].hash_ids)
+            roots.append(_request(req, block, where, path, i, None,
+                                  prev=roots[-1] if roots else None))
+            timed &= roots[-1].timed
             continue
         agent = redacted_id(str(req.get("agent_id") or f"subagent_{i:03d}"))
         spawn_t = _opt_float(req, "t", where, path) or 0.0
         inner = _need(req, "requests", (list,), where, path)
-        own: list[Turn] = []
-        timed: list[bool] = []
-        prev: tuple[list[int], Sequence[int]] = ([], ())
+        own: list[_Request] = []
         for j, sub in enumerate(inner):
             if not isinstance(sub, dict):
                 raise WorkloadError(f"{where}: field {path}.requests[{j}] must be an object")
-            own.append(_turn(sub, block, where, f"{path}.requests[{j}]", agent, spawn_t,
-                             prev))
-            prev = (sub["hash_ids"], own[-1].hash_ids)
-            timed.append(sub.get("t") is not None)
-        if own and own[0].think_time_s == 0.0:
-            # the spawn happens after the parent's previous turn; inherit the subagent's gap
-            gap = _opt_float(req, "think_time", where, path) or 0.0
-            own[0] = Turn(**{**_asdict(own[0]), "think_time_s": gap})
-        own = _stream_gaps(own, timed)
+            own.append(_request(sub, block, where, f"{path}.requests[{j}]", j, agent, spawn_t,
+                                own[-1] if own else None))
+            timed &= own[-1].timed
         if own:
-            end_t = _subagent_end_s(req, own, where, path, spawn_t)
-            subagents.append(_Subagent(len(roots) - 1, agent, len(turns), len(own), spawn_t,
-                                       end_t))
-            turns.extend(own)
-    if not turns:
+            end_t = _subagent_end_s(req, [r.turn for r in own], where, path, spawn_t)
+            think = _opt_float(req, "think_time", where, path) or 0.0
+            entries.append(_Entry(i, agent, spawn_t, end_t, think,
+                                  partition([r.call for r in own], always=True, split=split_chains),
+                                  {r.call.pos: r for r in own}))
+    if not roots and not entries:
         raise WorkloadError(f"{where}: field requests is empty: a session needs at least one turn")
-    for k, turn in zip(roots, _stream_gaps([turns[k] for k in roots], roots_timed),
-                       strict=True):
-        turns[k] = turn
     namespace = sid if scope == "local" else "global"
-    # every request has its recorded time: the tree can be placed at an instant of it
-    timed = all(roots_timed) and all(
-        sub.get("t") is not None for r in reqs if r.get("type") == "subagent"
-        for sub in r["requests"])
     meta = {"format": "weka", "block_size": block, "timed": timed}
     # the trace's system and tool prefix (kv-cache-tester headers), for the corpus fit
     meta.update({k: obj[k] for k in ("system_tokens", "tool_tokens")
                  if isinstance(obj.get(k), int) and not isinstance(obj.get(k), bool)})
-    return Session(sid, turns, namespace, where, meta, _branches(turns, roots, subagents))
+    turns, branches, after = _tree(roots, entries, split_chains)
+    if not turns:
+        raise WorkloadError(f"{where}: field requests: no request has a root request before "
+                            "it to spawn it")
+    return Session(sid, turns, namespace, where, meta, branches, after)
 
 
 def _subagent_end_s(req: dict, own: list[Turn], where: str, path: str, spawn_t: float) -> float:
@@ -230,25 +258,126 @@ def _subagent_end_s(req: dict, own: list[Turn], where: str, path: str, spawn_t: 
     return max(t.t_s + (t.api_time_s or 0.0) for t in own)
 
 
-def _branches(turns: list[Turn], roots: list[int],
-              subagents: list[_Subagent]) -> tuple[Branch, ...]:
-    """SPAWN/JOIN from the recorded times (module docstring)."""
-    placed = []
-    for sa in subagents:
-        if sa.after < 0:
+@dataclass(slots=True)
+class _Stream:
+    agent: str
+    turns: list[Turn]
+    group: tuple[str, int, int | None]  # (kind, spawn, join): its branch in the harness
+    scope: int  # the agent it belongs to: -1 the root's, else its subagent entry's
+    timed: list[bool]
+
+
+def _stream_turns(reqs: list[_Request], agent: str | None) -> list[Turn]:
+    turns = [r.turn if r.turn.agent == agent else Turn(**{**_asdict(r.turn), "agent": agent})
+             for r in reqs]
+    return _stream_gaps(turns, [r.timed for r in reqs])
+
+
+def _tree(roots: list[_Request], entries: list[_Entry], split_chains: bool
+          ) -> tuple[list[Turn], tuple[Branch, ...], dict[int, tuple[int, ...]]]:
+    """The root stream (the main chain of the root requests) and every other stream with
+    its SPAWN/JOIN, laid out as `Session.turns` and `Branch`es (module docstring)."""
+    by_pos = {r.call.pos: r for r in roots}
+    split = partition([r.call for r in roots], split=split_chains)
+    main = [by_pos[c.pos] for c in split.main]
+    at = [r.call.pos for r in main]  # each main request's position among the session's
+    by_at = sorted(range(len(main)), key=lambda p: at[p])
+
+    def spawn_of(pos: int) -> int | None:
+        return max((p for p in range(len(main)) if at[p] < pos), default=None)
+
+    def join_of(pos: int, end_t: float) -> int | None:
+        return next((p for p in by_at
+                     if at[p] > pos and main[p].turn.t_s + JOIN_EPSILON_S >= end_t), None)
+
+    streams: list[_Stream] = []
+    starts: dict[tuple[str, int, int | None], float] = {}
+    for e in entries:  # subagents, a branch per (spawn, join)
+        spawn = spawn_of(e.pos)
+        if spawn is None:
             continue  # no root request before it: nothing spawns it
-        join = next((roots[r] for r in range(sa.after + 1, len(roots))
-                     if turns[roots[r]].t_s + JOIN_EPSILON_S >= sa.end_t), None)
-        placed.append((roots[sa.after], join, sa))
-    group_start: dict[tuple[int, int | None], float] = {}
-    for spawn, join, sa in placed:
-        key = (spawn, join)
-        group_start[key] = min(group_start.get(key, sa.spawn_t), sa.spawn_t)
-    return tuple(
-        Branch(sa.agent, sa.first, sa.count, spawn, join,
-               round(max(0.0, turns[sa.first].t_s - group_start[(spawn, join)]), 6))
-        for spawn, join, sa in placed)
+        group = ("sa", spawn, join_of(e.pos, e.end_t))
+        starts[group] = min(starts.get(group, e.spawn_t), e.spawn_t)
+        named = [(e.agent, e.chains.main)] + [(f"{e.agent}:{suffix}", calls)
+                                              for suffix, calls in e.chains.workers]
+        for n, (name, calls) in enumerate(named):
+            turns = _stream_turns([e.by_pos[c.pos] for c in calls], name)
+            if n == 0 and turns[0].think_time_s == 0.0:  # the spawn follows the parent's
+                turns[0] = Turn(**{**_asdict(turns[0]), "think_time_s": e.think_s})  # turn
+            streams.append(_Stream(name, turns, group, e.pos,
+                                   [e.by_pos[c.pos].timed for c in calls]))
+    for name, calls in split.workers:  # detected flat chains: spawned by turn 0 at worst
+        first = calls[0].pos
+        group = ("flat", spawn_of(first) or 0, join_of(first, max(c.end_s for c in calls)))
+        starts[group] = min(starts.get(group, calls[0].t_s), calls[0].t_s)
+        streams.append(_Stream(name, _stream_turns([by_pos[c.pos] for c in calls], name),
+                               group, -1, [by_pos[c.pos].timed for c in calls]))
+    turns: list[Turn] = []
+    index: list[int] = []  # Session.turns index of each main request
+    firsts: dict[int, int] = {}
+    for p, turn in enumerate(_stream_turns(main, None)):
+        index.append(len(turns))
+        turns.append(turn)
+        for s, st in enumerate(streams):
+            if st.group[1] == p:
+                firsts[s] = len(turns)
+                turns.extend(st.turns)
+    scopes: dict[int, list[list[int]]] = {-1: [[k for k, r in zip(index, main, strict=True)
+                                               if r.timed]]}
+    for s, st in enumerate(streams):
+        scopes.setdefault(st.scope, []).append(
+            [firsts[s] + i for i, timed in enumerate(st.timed) if timed])
+    after = {}
+    for lists in scopes.values():
+        after.update(_happens_before(turns, lists))
+    return turns, tuple(
+        Branch(st.agent, firsts[s], len(st.turns), index[st.group[1]],
+               None if st.group[2] is None else index[st.group[2]],
+               round(max(0.0, st.turns[0].t_s - starts[st.group]), 6))
+        for s, st in enumerate(streams)), after
+
+
+def _happens_before(turns: list[Turn], streams: list[list[int]]) -> dict[int, tuple[int, ...]]:
+    """agentx-harness 1.0.12 aiperf/timing/replay_dependencies.py
+    `infer_cross_stream_predecessors` (:69-118), applied per agent (`_replay_scope_for_session`,
+    weka_trace.py:49-59: the root with its flat chains, each subagent with its chains) and
+    enforced on dispatch (`ReplayBarrierCoordinator`, :164-443): a request waits, on every
+    other stream of its agent, for the latest request recorded to have ended by its start
+    (start before, end at or before it), except one that another such request followed."""
+    if len(streams) < 2:
+        return {}
+    span = {k: (turns[k].t_s, turns[k].t_s + (turns[k].api_time_s or 0.0))
+            for ks in streams for k in ks}
+    out: dict[int, tuple[int, ...]] = {}
+    for s, ks in enumerate(streams):
+        for k in ks:
+            start = span[k][0]
+            frontier = []
+            for o, other in enumerate(streams):
+                done = [j for j in other if o != s and span[j][0] < start
+                        and span[j][1] <= start]
+                if done:
+                    frontier.append(max(done, key=lambda j: (span[j][1], span[j][0], j)))
+            keep = tuple(sorted(j for j in frontier if not any(
+                span[j][0] < span[i][0] and span[j][1] <= span[i][0]
+                for i in frontier if i != j)))
+            if keep:
+                out[k] = keep
+    return out
 
 
 def _asdict(turn: Turn) -> dict:
     return {name: getattr(turn, name) for name in Turn.__slots__}
+
+
+FLAT_MARKERS = ("fa:", "aux:", "wg:")  # a detected flat chain's name (`_worker_suffix`)
+
+
+def harness_stream_id(session_id: str, agent: str | None) -> str:
+    """The harness's conversation id of a stream: the root's is the trace id, a subagent
+    chain's `<id>::sa:<agent>[:<suffix>]`, a flat chain's `<id>::<suffix>`."""
+    if agent is None:
+        return session_id
+    if agent.startswith(FLAT_MARKERS):
+        return f"{session_id}::{agent}"
+    return f"{session_id}::sa:{agent}"
