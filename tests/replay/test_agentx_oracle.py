@@ -39,7 +39,7 @@ def sim_server(tiny_model, tmp_path):
         stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     try:
-        wait_http(f"http://127.0.0.1:{port}/v1/models", 60, proc)
+        wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(proc)
