@@ -16,6 +16,8 @@ statistic?
 3. The simulator (shipped profile, one simulation per setting: both connectors alike) per
    request, ln(simulated / real TTFT), by connector and half: a connector term would be asked
    for by the fit half only if the two connectors' biases there differed.
+4. The connector term that would be: `load_stall_s` fitted, by load_stall.py's rule, on the
+   simple arm's fit-half requests alone.
 
     PYTHONPATH=src python benchmarks/gpu/vllm/connectors.py
 """
@@ -33,11 +35,13 @@ from kvbench.files import iter_jsonl
 GPU = Path(__file__).resolve().parents[1]
 RUNS = GPU.parents[0] / "results" / "h200" / "vllm" / "runs"
 ARMS = ("vllm-native", "vllm-simple")
+STALLS = (0.03, 0.035, 0.04, 0.045, 0.05, 0.055, 0.06, 0.07)  # load_stall_s candidates, s
 FAST_MS = 400.0  # below: a host hit that waited for nothing (the clusters' gap is 300-450 ms)
 
 
 def _module(name: str):
-    spec = importlib.util.spec_from_file_location(name, GPU / f"{name}.py")
+    """A benchmark script by its path under benchmarks/gpu, without `.py`."""
+    spec = importlib.util.spec_from_file_location(Path(name).name, GPU / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -92,19 +96,15 @@ def evidence(conc: int = 4) -> dict:
                 for m in _matched(ttft[a.name], ttft[b.name], half, half_of)]
         out["repeats"][half] = statistics.fmean(abs(math.log(b / a)) for a, b in reps)
     validate = _module("validate_sim")
-    sessions, sims = validate.sessions_as_sent(), {}
-    for arm in ARMS:
-        for p in runs[arm]:
-            real = validate._real(p)
-            key = validate.setting(real)
-            if key not in sims:
-                sims[key] = validate._simulated(sessions, real, "h200-measured")
-            sim = sims[key]["ttft_by_request"]
-            for k, a in real["ttft_by_request"].items():
-                if k in sim and a > 0 and sim[k] > 0:
-                    out["sim_bias"].setdefault((arm, half_of(k[0])), []).append(
-                        math.log(sim[k] / a))
-    out["settings_simulated"] = len(sims)
+    reals = [validate._real(p) for arm in ARMS for p in runs[arm]]
+    errors = _module("vllm/load_stall").log_errors_by_arm(
+        validate, validate.sessions_as_sent(), reals, half_of)
+    out["sim_bias"] = {(arm, half): x for (arm, _, half), x in errors.items()}
+    out["settings_simulated"] = len({validate.setting(r) for r in reals})
+    # what a simple-only load_stall_s would be, by load_stall.py's rule on the fit half
+    stall = _module("vllm/load_stall")
+    out["simple_stall"] = stall.per_request_log_errors(list(STALLS), arms=("vllm-simple",))
+    out["simple_stall_fit"] = stall.fitted(out["simple_stall"])
     return out
 
 
@@ -126,6 +126,14 @@ def main() -> None:
     for (arm, half), x in sorted(e["sim_bias"].items()):
         print(f"  {arm:12s} {half:8s} n {len(x):3d} median {statistics.median(x):+.3f} "
               f"mean |ln| {statistics.fmean(abs(y) for y in x):.3f}")
+    print("\n4. load_stall_s fitted on the simple arm's fit-half requests alone (load_stall.py's "
+          "rule; the held-out half printed beside it, never used)")
+    for value, halves in e["simple_stall"].items():
+        print(f"  {value * 1e3:4.0f} ms: " + "   ".join(
+            f"{h} median {statistics.median(x):+.4f} mean |ln| "
+            f"{statistics.fmean(abs(y) for y in x):.4f}" for h, x in halves.items()))
+    print(f"  simple-only fit: {e['simple_stall_fit'] * 1e3:.0f} ms (shipped, both connectors: "
+          "50 ms)")
 
 
 if __name__ == "__main__":
