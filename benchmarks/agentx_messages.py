@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agentx_trees import loader_for  # noqa: E402
+from agentx_trees import loader_for
 
 
 def _count(content: str) -> int:

@@ -114,13 +114,16 @@ class ChatLayout:
     """The segments of one stream's turns, advanced turn by turn as the stream is sent (a
     resumed stream replays the geometry of the turns before its first, which is cheap: no
     content is rendered). `turns` are the stream's turns as sent, in order; `prefix_tokens`
-    the declared tool + system tokens its turn 0 starts with (0: none)."""
+    the declared tool + system tokens its turn 0 starts with (0: none); `key` names the stream
+    (the seed of the tails it keeps in its history)."""
 
-    __slots__ = ("turns", "prefix_tokens", "caps", "segments", "pos")
+    __slots__ = ("caps", "key", "pos", "prefix_tokens", "segments", "turns")
 
-    def __init__(self, turns: Sequence[Turn], prefix_tokens: int = 0) -> None:
+    def __init__(self, turns: Sequence[Turn], prefix_tokens: int = 0,
+                 key: object = None) -> None:
         self.turns = turns
         self.prefix_tokens = prefix_tokens
+        self.key = key
         self.caps = assistant_caps(turns)
         self.segments: list[Segment] = []
         self.pos = -1  # the turn `segments` are for

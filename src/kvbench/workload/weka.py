@@ -329,9 +329,10 @@ def _tree(roots: list[_Request], entries: list[_Entry], split_chains: bool, decl
                                               for suffix, calls in e.chains.workers]
         base = _first_ids([e.by_pos[c.pos] for c in e.chains.main])
         prefixes[e.agent] = e.prefix_tokens
-        for name, calls in named[1:]:  # weka_trace.py:443-455: the first hash-bearing request
-            prefixes[name] = _chain_prefix(e.prefix_tokens, e.by_pos[calls[0].pos].turn.block_tokens,
-                                           base, _first_ids([e.by_pos[c.pos] for c in calls]))
+        for name, calls in named[1:]:  # weka_trace.py:443-455: its first hash-bearing request
+            first = [e.by_pos[c.pos] for c in calls]
+            prefixes[name] = _chain_prefix(e.prefix_tokens, first[0].turn.block_tokens, base,
+                                           _first_ids(first))
         for n, (name, calls) in enumerate(named):
             turns = _stream_turns([e.by_pos[c.pos] for c in calls], name)
             if n == 0 and turns[0].think_time_s == 0.0:  # the spawn follows the parent's
