@@ -166,7 +166,9 @@ class ChatLayout:
         tail = turn.input_tokens - covered * bs
         segs = self.segments
         _cut(segs, cut)
-        reply = _ceil_blocks(prev.output_tokens, bs)
+        out = prev.output_tokens if prev.recorded_output_tokens is None \
+            else prev.recorded_output_tokens
+        reply = _ceil_blocks(out, bs)
         if not any(s.role == USER for s in segs):
             reply = 0  # the context lost every user message: it resumes with one
         reply = min(reply, added)

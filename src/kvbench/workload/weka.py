@@ -138,6 +138,7 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
         think_time_s=_opt_float(req, "think_time", where, path) or 0.0,
         api_time_s=_opt_float(req, "api_time", where, path),
         t_s=t if t is not None else 0.0, agent=agent,
+        recorded_output_tokens=n_out if n_out < 1 else None,
     )
 
 
