@@ -45,6 +45,20 @@ def _forget_secrets():
     redaction._forget_all()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_urlopen():
+    """urllib.request builds its global opener on the first urlopen of a process and keeps
+    the proxies the environment had then (CPython 3.11 urllib/request.py `urlopen`,
+    `ProxyHandler.__init__` -> getproxies()). A test that opens a URL while it sets
+    http_proxy (tests/launch/conftest.py points it at a dead port) left every later test of
+    its xdist worker going through that proxy: servers that answered looked dead. Dropped
+    after each test, so the next builds one from the environment it runs in."""
+    yield
+    import urllib.request
+
+    urllib.request.install_opener(None)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The committed copy of the real data (the fixture keeps its historical name)."""

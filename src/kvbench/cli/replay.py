@@ -24,6 +24,7 @@ def _first_model(url: str, api_key: str | None = None) -> str:
     import urllib.request
 
     from kvbench.bounds import MAX_MODEL_ID_CHARS
+    from kvbench.replay.http import DIRECT
 
     base = url.rstrip("/").removesuffix("/v1")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -31,7 +32,7 @@ def _first_model(url: str, api_key: str | None = None) -> str:
         req = urllib.request.Request(f"{base}/v1/models", headers=headers)
         deadline = time.monotonic() + MODELS_DEADLINE_S
         raw = b""
-        with urllib.request.urlopen(req, timeout=MODELS_DEADLINE_S) as r:
+        with DIRECT.open(req, timeout=MODELS_DEADLINE_S) as r:
             while piece := r.read1(65536):
                 raw += piece
                 if len(raw) > MODELS_MAX_BYTES or time.monotonic() > deadline:

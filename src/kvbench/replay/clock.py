@@ -10,10 +10,10 @@ server stamps on each event instead of its own."""
 from __future__ import annotations
 
 import math
-import urllib.request
 
 from kvbench.bounds import TIME_SCALE
 from kvbench.errors import ReplayError, ReplayOptionError
+from kvbench.replay.http import DIRECT
 
 # sim/server.py sends the same name (a test ties the two)
 TIME_SCALE_HEADER = "X-Kvbench-Time-Scale"
@@ -29,7 +29,7 @@ def advertised_clock(base_url: str) -> tuple[float | None, bool]:
     (the run itself will say what is wrong)."""
     base = base_url.rstrip("/").removesuffix("/v1")
     try:
-        with urllib.request.urlopen(f"{base}/v1/models", timeout=PROBE_TIMEOUT_S) as r:
+        with DIRECT.open(f"{base}/v1/models", timeout=PROBE_TIMEOUT_S) as r:
             raw, clock = r.headers.get(TIME_SCALE_HEADER), r.headers.get(CLOCK_HEADER)
     except Exception:  # no answer here is not this module's failure to report
         return None, False

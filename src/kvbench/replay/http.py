@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl as ssl_module
+import urllib.request
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
@@ -19,6 +20,10 @@ from kvbench.errors import ReplayOptionError, shown
 from kvbench.replay.chunked import ChunkedDecoder
 
 RCVBUF_BYTES = 4 << 20
+# The replay's connections go to the server directly, never through an http_proxy; so do its
+# one-off probes (/v1/models, the clock's handshake), or a proxy in the environment would
+# stand between kvbench and the server it measures for those alone.
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # Idle time after which a kept-alive connection is not reused when the server advertises no
 # `Keep-Alive: timeout=N`: below the 5 s that uvicorn, aiohttp and nginx-style servers close
 # idle connections at, so the client never writes into a connection the server is closing.

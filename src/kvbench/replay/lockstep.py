@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import orjson
 
 from kvbench.errors import ReplayError
-from kvbench.replay.http import Response
+from kvbench.replay.http import DIRECT, Response
 
 AFTER_HEADER = "X-Kvbench-After"
 FOLLOWS_HEADER = "X-Kvbench-Follows"
@@ -60,7 +60,7 @@ def start_run(base_url: str, lanes: int) -> float:
     req = urllib.request.Request(f"{base}{RUN_PATH}", data=orjson.dumps({"lanes": lanes}),
                                  headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=START_TIMEOUT_S) as r:
+        with DIRECT.open(req, timeout=START_TIMEOUT_S) as r:
             return orjson.loads(r.read())["now_ns"] / 1e9
     except Exception as e:  # any failure here leaves the run nothing to stand on
         raise ReplayError(f"the virtual-clock server refused the run's start: {e}") from None
