@@ -205,6 +205,10 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
             if lanes.error is not None:
                 raise ReplayError(f"a session stream failed: {lanes.error!r}"
                                   ) from lanes.error
+        elif cfg.session_rate is None and cfg.virtual_lanes is None:
+            # every lane's first prompts rendered before the clock and the duration start
+            await lanes.prepare(lane_ids)
+            lanes.t0_ns = perf_counter_ns()
         lanes.profiling_started_ns = perf_counter_ns()
         if cfg.duration_s is not None and cfg.virtual_lanes is None:
             # (a virtual clock's lanes check the deadline in its time: replay/lanes.py)
@@ -247,13 +251,17 @@ def _done_event(task: asyncio.Task) -> asyncio.Event:
 
 
 def phases(lanes: Lanes, t0: int) -> dict:
-    """When the profiling phase ran, on the records' clock (perf_counter_ns), the warm-up
-    before it, and the most requests in flight at once."""
+    """When the profiling phase ran, on the records' clock (perf_counter_ns), the
+    preparation or warm-up before it, and the most requests in flight at once."""
     start, end = lanes.profiling_started_ns, lanes.profiling_ended_ns
     c = lanes.c
     return {"profiling_started_ns": start, "profiling_ended_ns": end,
             "deadline_ns": lanes.deadline_ns,
-            "warmup_s": (start - t0) / 1e9 if start else None,
+            # before the profiling phase: the preparation (each lane's first prompts
+            # rendered, no request sent), or the warm-up
+            "prepare_s": round(lanes.prepared_s, 3),
+            "prepared_prompt_tokens": lanes.prepared_tokens,
+            "warmup_s": (start - t0) / 1e9 - lanes.prepared_s if start else None,
             "inflight": {"max": c.max_inflight, "max_profiled": c.max_inflight_profiled,
                          "lanes": lanes.cfg.concurrency}}
 

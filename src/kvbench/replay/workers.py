@@ -337,6 +337,8 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
         "profiling_ended_ns": max((r["profiling_ended_ns"] or 0 for r in runs), default=None),
         "deadline_ns": max((r["deadline_ns"] or 0 for r in runs), default=None) or None,
         "warmup_s": max((r["warmup_s"] or 0.0 for r in runs), default=None),
+        "prepare_s": max((r.get("prepare_s") or 0.0 for r in runs), default=0.0),
+        "prepared_prompt_tokens": sum(r.get("prepared_prompt_tokens") or 0 for r in runs),
         # each shard's most at once, added up: at most what was in flight together
         "inflight": {"max": sum(r["inflight"]["max"] for r in runs),
                      "max_profiled": sum(r["inflight"]["max_profiled"] for r in runs),
