@@ -646,8 +646,11 @@ class Lanes:
         self.c.max_inflight = max(self.c.max_inflight, inflight)
         if not is_warmup:
             self.c.max_inflight_profiled = max(self.c.max_inflight_profiled, inflight)
+        # t_ready_ns: the prompt rendered, the send asking for the loop; lateness before it
+        # is rendering the schedule left no time for, after it the loop's own
         base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,
+                "t_ready_ns": None if self.virtual else perf_counter_ns(),
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
                 "inflight": inflight,
                 "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
@@ -660,7 +663,7 @@ class Lanes:
             while True:
                 conn = await self._connection(conn)
                 reused = conn.served > 0
-                await self.sends.admit(prompt_bytes)
+                await self.sends.admit(prompt_bytes, target)
                 # in this task (not wait_for's own, which starts a pass later): the body is
                 # joined and written in the pass the budget counted it in
                 async with asyncio.timeout(cfg.request_timeout_s):

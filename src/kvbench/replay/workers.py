@@ -305,9 +305,11 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
         writer.close()
     summary = summarize(iter_jsonl(records), num_gpus=cfg.num_gpus, client=None,
                         time_scale=scale, slo_ms=cfg.slo_ms)
+    merged = summary["client"]
     summary["client"] = merge_client([p["client"] for p in parts],
-                                     summary["client"]["send_lateness_ms_p99"],
-                                     summary["client"]["reasons"])
+                                     merged["send_lateness_ms_p99"], merged["reasons"])
+    for key in ("send_lateness_render_ms_p99", "send_lateness_after_render_ms_p99"):
+        summary["client"][key] = merged[key]  # over every record, as the whole lateness
     if cfg.virtual_lanes is not None:
         summary["client"] = clock_waited(summary["client"])
     runs = [p["run"] for p in parts]
