@@ -79,6 +79,14 @@ def test_every_lanes_first_prompt_is_rendered_before_the_first_send(tmp_path, mo
     tokens = sum(tree.run.turns[r.k].input_tokens for tree, ready in firsts for r in ready)
     assert run["prepared_prompt_tokens"] == tokens > 0
     assert run["prepare_s"] > 0
+    # the records say it too: the first turns' prompts were ready before the clock started
+    recs = read_jsonl(tmp_path / "records.jsonl")
+    firsts_sent = [r for r in recs if r["turn"] == 0 and r["t_target_ns"] is None]
+    assert len(firsts_sent) >= LANES
+    by_key = {tree.key for tree, _ in firsts}
+    assert all(r["t_ready_ns"] < run["profiling_started_ns"] for r in firsts_sent
+               if r["session_id"] in by_key)
+    assert all(r["t_ready_ns"] <= r["t_send_ns"] for r in recs)
 
 
 class CountingLoop(asyncio.SelectorEventLoop):

@@ -520,8 +520,10 @@ class Lanes:
         conn = conns.pop() if conns else None
         if tree.warm:
             max_tokens = WARMUP_MAX_TOKENS
-        conn, ok, overflow, end_ns = await self._one(tree.lane, tree.key, r.k, turn, tree.namespace,
-                                             target, is_warmup, conn, prompt, max_tokens)
+        ready_ns = tree.prompt(r.stream).rendered_ns or None
+        conn, ok, overflow, end_ns = await self._one(tree.lane, tree.key, r.k, turn,
+                                                     tree.namespace, target, is_warmup, conn,
+                                                     prompt, max_tokens, ready_ns)
         if conn is not None:
             conns.append(conn)
         return ok, overflow, end_ns
@@ -619,20 +621,23 @@ class Lanes:
         stall the loop that timestamps every other lane's bytes."""
         prompts = self.prompts
         if not prompts.sync(stream, turn, namespace, 0):
+            stream.rendered_ns = stream.rendered_ns or perf_counter_ns()
             return
         while True:
             async with self.render_gate:
                 left = prompts.sync(stream, turn, namespace, WARM_SLICE_BLOCKS)
             if not left:
+                stream.rendered_ns = perf_counter_ns()  # the send's `t_ready_ns`
                 return
             await asyncio.sleep(0)
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool, conn: Connection | None,
-                   prompt: PromptJson, max_tokens: int | None = None
-                   ) -> tuple[Connection | None, bool, bool, int]:
+                   prompt: PromptJson, max_tokens: int | None = None,
+                   ready_ns: int | None = None) -> tuple[Connection | None, bool, bool, int]:
         """Send one request and hand its response to the digest; (the connection to reuse,
-        answered in full, a context overflow)."""
+        answered in full, a context overflow, when it ended). `ready_ns`: when its prompt
+        was rendered."""
         cfg = self.cfg
         # a virtual clock's succession headers (replay/lockstep.py)
         extra = self._follows.pop((key, k), "") if self.virtual else ""
@@ -646,11 +651,12 @@ class Lanes:
         self.c.max_inflight = max(self.c.max_inflight, inflight)
         if not is_warmup:
             self.c.max_inflight_profiled = max(self.c.max_inflight_profiled, inflight)
-        # t_ready_ns: the prompt rendered, the send asking for the loop; lateness before it
-        # is rendering the schedule left no time for, after it the loop's own
+        # t_ready_ns: when the prompt's blocks were rendered (`ready_ns`); lateness before it
+        # is rendering the schedule left no time for, after it the loop's own (a timer woken
+        # late, the connection, the byte budget)
         base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,
-                "t_ready_ns": None if self.virtual else perf_counter_ns(),
+                "t_ready_ns": None if self.virtual else ready_ns,
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
                 "inflight": inflight,
                 "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
