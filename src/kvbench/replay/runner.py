@@ -184,7 +184,6 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
     # out of the collector's reach, so no full collection walks it mid-replay (one took
     # 48-60 ms in the quickstart, the loop lag that flagged its runs saturated)
     gc.freeze()
-    monitor.start()
     lanes.digest.start()
     lanes.t0_ns = t0
     tasks: list[asyncio.Task] = []
@@ -193,7 +192,15 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
         ticker = asyncio.create_task(_tick(on_progress, lanes.c, t0))
     try:
         lane_ids = [lanes.lane_offset + i for i in range(cfg.concurrency)]
-        if cfg.session_rate is None and (cfg.start == "sampled" or cfg.warmup_per_lane):
+        warm_first = cfg.session_rate is None and (cfg.start == "sampled"
+                                                   or bool(cfg.warmup_per_lane))
+        if cfg.session_rate is None and cfg.virtual_lanes is None and not warm_first:
+            # every lane's first prompts rendered before the clock, the duration and the
+            # client's self-check start: no request is sent, there is no schedule to keep
+            await lanes.prepare(lane_ids)
+            lanes.t0_ns = perf_counter_ns()
+        monitor.start()
+        if warm_first:
             warm = asyncio.create_task(warm_up(lanes, lane_ids))
             await _first(_done_event(warm), lanes.halted, None)
             if not warm.done():
@@ -205,10 +212,6 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
             if lanes.error is not None:
                 raise ReplayError(f"a session stream failed: {lanes.error!r}"
                                   ) from lanes.error
-        elif cfg.session_rate is None and cfg.virtual_lanes is None:
-            # every lane's first prompts rendered before the clock and the duration start
-            await lanes.prepare(lane_ids)
-            lanes.t0_ns = perf_counter_ns()
         lanes.profiling_started_ns = perf_counter_ns()
         if cfg.duration_s is not None and cfg.virtual_lanes is None:
             # (a virtual clock's lanes check the deadline in its time: replay/lanes.py)
