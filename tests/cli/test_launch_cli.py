@@ -102,7 +102,7 @@ def test_real_launch_of_a_missing_engine_fails_fast_with_its_reason(tmp_path):
     # with the log tail rather than wait for the deadline, and leave its records behind.
     res = kvbench("launch", *SEL, "--config-keys", "qwen3.5-fp8-b300-sglang-agentic-mtp",
                   "--exp-name", "qwen3.5_tp2_conc1_kvnone_spec-mtp", "--work-dir",
-                  str(tmp_path), "--ready-timeout", "60", "--grace", "2",
+                  str(tmp_path), "--ready-timeout", "300", "--grace", "2",
                   "--port", "39517", timeout=120)
     assert res.returncode == 3, res.stdout + res.stderr
     assert "exited with code" in res.stderr

@@ -49,7 +49,7 @@ def test_launch_sim_serves_then_ctrl_c_cleans_up(tmp_path):
     if not _has_serve_sim():
         pytest.skip("kvbench serve-sim is not part of this checkout")
     port = free_port()
-    argv = launch_sim_argv(tmp_path, port, ready_timeout_s=60, grace_s=3)
+    argv = launch_sim_argv(tmp_path, port, ready_timeout_s=300, grace_s=3)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=ENV)
     try:

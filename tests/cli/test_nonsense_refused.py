@@ -163,6 +163,9 @@ def test_a_result_with_bad_usage_is_not_valid():
     (("request_metrics", "ttft_ms", "p50"), float("inf")),
     (("server_metrics",), {"x": -1}),
     (("num_requests_total",), -1),
+    # a word where the name carries a unit (found by tests/fuzz's results generator: a
+    # TypeError in the dashboard's mean)
+    (("request_metrics", "throughput", "output_tok_s_per_gpu"), "U\u00f1 "),
 ])
 @pytest.mark.parametrize("command", ["compare", "report"])
 def test_compare_and_report_refuse_impossible_metrics(where, value, command, tmp_path,

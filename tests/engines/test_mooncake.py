@@ -94,7 +94,7 @@ def test_master_runs_before_the_engine_and_stops_after_it(tmp_path):
         "argv": [sys.executable, "-c", ENGINE, str(engine_port), str(master_port)],
         "health_url": f"http://127.0.0.1:{engine_port}/health", "env": {}})
     server = ServerProcess.for_spec(spec, log_path=tmp_path / "server.log",
-                                    ready_timeout_s=60, grace_s=5)
+                                    ready_timeout_s=300, grace_s=5)
     with server:
         server.wait_ready()
         # the master holds its RPC port and answers on its admin port while the engine runs

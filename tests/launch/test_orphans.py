@@ -25,7 +25,7 @@ from kvbench.launch import ServerProcess
 argv = [sys.executable, {server!r}, "{port}", {pids!r}, "{stubborn}"]
 try:
     with ServerProcess(argv, env={{}}, log_path={log!r}, ready_url="http://127.0.0.1:{port}/",
-                       ready_timeout_s=60, grace_s={grace}, poll_interval_s=0.1) as s:
+                       ready_timeout_s=300, grace_s={grace}, poll_interval_s=0.1) as s:
         s.wait_ready()
         print("READY", s.pid, flush=True)
         time.sleep(600)
@@ -141,7 +141,7 @@ def _serve_sim_pids(root: int) -> list[int]:
 @pytest.mark.slow
 def test_sigkill_of_kvbench_launch_takes_serve_sim_down(tmp_path):
     port = free_port()
-    argv = launch_sim_argv(tmp_path, port, ready_timeout_s=90, grace_s=2)
+    argv = launch_sim_argv(tmp_path, port, ready_timeout_s=300, grace_s=2)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=ENV)
     sims: list[int] = []

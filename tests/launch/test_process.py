@@ -34,7 +34,7 @@ def test_ready_server_then_clean_teardown(tmp_path, port):
     lines: list[str] = []
     env = {"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz", "SGLANG_SIMULATE_ACC_TOKEN_MODE": "x"}
     with ServerProcess(argv, env=env, log_path=log, ready_url=f"http://127.0.0.1:{port}/health",
-                       ready_timeout_s=20, grace_s=2, poll_interval_s=0.1,
+                       ready_timeout_s=300, grace_s=2, poll_interval_s=0.1,
                        on_log_line=lines.append) as server:
         took = server.wait_ready()
         pid = server.pid
@@ -124,7 +124,7 @@ def test_grandchildren_do_not_survive_teardown(tmp_path, port):
     pid_file = tmp_path / "pids"
     argv = [*script(tmp_path, "forks", FORKING_SERVER), str(port), str(pid_file)]
     with ServerProcess(argv, env={}, log_path=tmp_path / "server.log",
-                       ready_url=f"http://127.0.0.1:{port}/", ready_timeout_s=30, grace_s=2,
+                       ready_url=f"http://127.0.0.1:{port}/", ready_timeout_s=300, grace_s=2,
                        poll_interval_s=0.1) as server:
         server.wait_ready()
         pids = [int(p) for p in pid_file.read_text().split()] + [server.pid]
@@ -143,7 +143,7 @@ def test_helper_process_started_after_ready_and_torn_down(tmp_path, port):
     helper = HelperSpec("router", [*argv[:1], argv[1], str(router_port), "0.1"],
                         ready_url=f"http://127.0.0.1:{router_port}/health")
     with ServerProcess(argv, env={}, log_path=tmp_path / "server.log",
-                       ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=20,
+                       ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=300,
                        extra_procs=[helper], grace_s=2, poll_interval_s=0.1) as server:
         server.wait_ready()
         helper_pid = server._procs[1].popen.pid
@@ -163,7 +163,7 @@ argv = [sys.executable, "-c",
         "print('started', flush=True); time.sleep(600)"]
 try:
     with ServerProcess(argv, env={{}}, log_path={log!r}, ready_url="http://127.0.0.1:{port}/",
-                       ready_timeout_s=120, grace_s=2, poll_interval_s=0.1) as s:
+                       ready_timeout_s=300, grace_s=2, poll_interval_s=0.1) as s:
         print("PID", s.pid, flush=True)
         s.wait_ready()
 except KeyboardInterrupt:
@@ -223,7 +223,7 @@ def test_for_spec_starts_the_router_after_the_engine(tmp_path, port):
         health_url=f"http://127.0.0.1:{port}/health",
         router_argv=[*server, str(router_port), "0.1"],
         router_health_url=f"http://127.0.0.1:{router_port}/health")
-    with ServerProcess.for_spec(spec, log_path=tmp_path / "server.log", ready_timeout_s=20,
+    with ServerProcess.for_spec(spec, log_path=tmp_path / "server.log", ready_timeout_s=300,
                                 extra_args=["0.1"], grace_s=2, poll_interval_s=0.1) as proc:
         took = proc.wait_ready()
         assert proc.wait_ready() == took  # idempotent: the router is not started twice

@@ -101,7 +101,7 @@ def test_server_log_command_and_env_records_hold_no_secret(tmp_path, monkeypatch
            "PROXY": f"http://bob:{S['url-password']}@proxy:3128"}
     out = tmp_path / "job"
     with ServerProcess(argv, env=env, log_path=out / "server.log",
-                       ready_url=f"http://127.0.0.1:{port}/", ready_timeout_s=30, grace_s=2,
+                       ready_url=f"http://127.0.0.1:{port}/", ready_timeout_s=300, grace_s=2,
                        poll_interval_s=0.1) as server:
         server.wait_ready()
     log = (out / "server.log").read_text()
@@ -119,7 +119,7 @@ def test_a_sweep_and_its_dashboard_hold_no_secret(tmp_path):
     engine = [a for arg in planted_engine_args() for a in ("--engine-arg", arg)]
     run = subprocess.run(
         [sys.executable, "-m", "kvbench", "run", str(REPO / "examples" / "quickstart.yaml"),
-         "--max-conc", "3", "--results", str(results), "--ready-timeout", "60",
+         "--max-conc", "3", "--results", str(results), "--ready-timeout", "300",
          "--model-path", f"https://bob:{S['url-password']}@models.example.com/{S['hf']}",
          "--continue-on-error", *engine],
         capture_output=True, text=True, env=env, timeout=600)

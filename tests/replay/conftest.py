@@ -22,7 +22,7 @@ def fast_sse_server(*args: str) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, str(FAST_SSE_SERVER), "--port", str(port), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_http(f"http://127.0.0.1:{port}/health", 20, proc)
+        wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(proc)

@@ -55,7 +55,7 @@ def fault_server(tmp_path: Path, mode: str):
     port = free_port()
     proc = subprocess.Popen([*script(tmp_path, "fault", FAULT_SERVER), str(port), mode],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    wait_http(f"http://127.0.0.1:{port}/health", 30, proc)
+    wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
     return proc, f"http://127.0.0.1:{port}"
 
 

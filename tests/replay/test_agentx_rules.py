@@ -74,7 +74,7 @@ def test_a_context_overflow_ends_its_session_and_is_not_a_failure(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_http(f"{url}/health", 30, proc)
+        wait_http(f"{url}/health", proc=proc)
         cfg = ReplayConfig(url=url, model="m", synthetic=SLOW_THINKERS.model_copy(
                                update={"think_mu": 0.0, "zero_think_frac": 1.0}),
                            concurrency=1, max_requests=6, output_dir=tmp_path / "out",

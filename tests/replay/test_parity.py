@@ -71,7 +71,7 @@ def auth_server(tmp_path_factory):
     port = free_port()
     proc = subprocess.Popen([*script(tmp, "auth", AUTH_SERVER), str(port), KEY],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    wait_http(f"http://127.0.0.1:{port}/health", 30, proc)
+    wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
     yield f"http://127.0.0.1:{port}"
     stop(proc)
 
@@ -172,7 +172,7 @@ def test_open_loop_sessions_arrive_at_the_rate_whatever_the_server(tmp_path):
                              "--delay", "0.1"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        wait_http(f"http://127.0.0.1:{port}/health", 20, proc)
+        wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
         out = tmp_path / "out"
         run = subprocess.run(
             [sys.executable, "-m", "kvbench", "replay", "--url", f"http://127.0.0.1:{port}",

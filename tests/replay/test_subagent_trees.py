@@ -229,7 +229,7 @@ def _on_counting_server(tmp_path, trace: dict, **options) -> tuple[ReplayConfig,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_http(f"{url}/health", 30, proc)
+        wait_http(f"{url}/health", proc=proc)
         cfg = ReplayConfig(url=url, model="m", trace=[path], concurrency=1,
                            output_dir=tmp_path / "out", think_time_cap_s=None,
                            max_tokens_cap=4, **options)

@@ -10,6 +10,7 @@ is the measured miss (docs/performance.md, "Held-out sessions")."""
 from __future__ import annotations
 
 import importlib.util
+import statistics
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,9 @@ def test_the_split_is_a_fixed_hash_of_the_session_id(heldout) -> None:
 # (half, conc, arm) -> TTFT p50 bound where 15% is missed; (half, conc) -> offload / resident
 # TTFT p50 ratio bound where 10% is missed
 TTFT_P50_MISSED: dict[tuple[str, int, str], float] = {}
-RATIO_MISSED = {("held-out", 4): 0.15}  # simple: 0.44 real (its repeats: 0.37, 0.50) -> 0.50
+# simple: 0.44 real (its repeats: 0.37, 0.50) -> 0.50; the statistic, not the connector:
+# test_the_simple_arms_held_out_miss_is_its_median_not_its_connector
+RATIO_MISSED = {("held-out", 4): 0.15}
 
 
 def test_both_halves_against_the_targets(rows) -> None:
@@ -82,3 +85,30 @@ def test_the_shipped_load_stall_is_the_fit_half_fit() -> None:
     assert module.fitted(errors) == load_engine_profile("vllm").load_stall_s.value == 0.05
     scrambled = {v: {"fit": h["fit"], "held-out": [9.0]} for v, h in errors.items()}
     assert module.fitted(scrambled) == 0.05
+
+
+def test_the_simple_arms_held_out_miss_is_its_median_not_its_connector() -> None:
+    """benchmarks/gpu/vllm/connectors.py on the conc-4 runs: the real simple arm's held-out
+    TTFT p50 (521 ms, 18% below native's 637) rests on one run whose 22 requests put the
+    median between 294 and 595 ms (the gap between unqueued host hits and queued requests);
+    the same requests in the simple and native runs differ by a median 1.4% held-out, 0.3%
+    fit, against native repeats' own 11-21% per request; and the simulator's per-request bias
+    is the same for both connectors on the fit half, so the fit half asks for no connector
+    term (the one consistent difference, unqueued hits 8-11 ms sooner in simple, is 4-5% of
+    those hits and moves no p50): fitted on the simple arm alone, load_stall_s is 55 ms, not
+    below the shipped 50 (~1.5 s)."""
+    from kvbench.sim.engine_profile import load_engine_profile
+
+    spec = importlib.util.spec_from_file_location("connectors", HERE / "vllm" / "connectors.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    e = module.evidence()
+    simple = [r for r in e["runs"] if r["arm"] == "vllm-simple" and r["half"] == "held-out"]
+    assert max(hi - lo for lo, hi in (r["middle_ms"] for r in simple)) > 250
+    for half in ("fit", "held-out"):
+        assert abs(e["pairs"][half]) < 0.03 < e["repeats"][half] / 3, half
+        assert -15 < statistics.median(e["fast_ms"][half]) < -5, half
+    bias = {k: statistics.median(x) for k, x in e["sim_bias"].items()}
+    assert abs(bias[("vllm-simple", "fit")] - bias[("vllm-native", "fit")]) < 0.02
+    # load_stall.py's rule on the simple arm's fit-half requests alone: no shorter stall
+    assert e["simple_stall_fit"] >= load_engine_profile("vllm").load_stall_s.value == 0.05

@@ -32,7 +32,7 @@ def serve_sim(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str, Path]:
     log = tmp_path / "serve-sim.log"
     proc = subprocess.Popen([sys.executable, "-m", "kvbench", "serve-sim", "--port", str(port),
                              *args], stdout=log.open("wb"), stderr=subprocess.STDOUT, env=ENV)
-    wait_http(f"http://127.0.0.1:{port}/health", 60, proc)
+    wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
     return proc, f"http://127.0.0.1:{port}", log
 
 

@@ -112,7 +112,7 @@ def test_launch_stops_with_exit_2_when_the_anchor_moved(recipe, engine, tmp_path
     with pytest.raises(SystemExit) as e:
         main(["launch", "--config-files", str(recipe), "--exp-name",
               "qwen3-32b_tp1_conc3_kvdram-hicache", "--work-dir", str(tmp_path / "w"),
-              "--ready-timeout", "30"])
+              "--ready-timeout", "300"])
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "patch sglang-34560: anchor" in err and str(engine) in err

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 RECIPE = REPO / "examples" / "quickstart.yaml"
 ARGS = ["run", str(RECIPE), "--max-conc", "6", "--time-scale", "50", "--max-requests", "8",
-        "--think-time-scale", "0", "--ready-timeout", "60", "--replay-timeout", "60",
+        "--think-time-scale", "0", "--ready-timeout", "300", "--replay-timeout", "60",
         "--no-dashboard", "--format", "json"]
 JOBS = 4  # two arms x concurrencies 3 and 6
 

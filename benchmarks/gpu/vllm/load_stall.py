@@ -75,29 +75,42 @@ def stalls(run: Path) -> list[dict]:
     return out
 
 
-def per_request_log_errors(values: list[float]) -> dict[float, dict[str, list[float]]]:
-    """value -> half -> ln(simulated / real TTFT) per request of the offload runs."""
+def log_errors_by_arm(validate, sessions, runs: list[dict], half_of) -> dict[tuple, list[float]]:
+    """(arm, conc, half) -> ln(simulated / real TTFT) per request both sent, for the real runs
+    `runs` (validate_sim._real), each setting simulated once with the current profile."""
+    sims: dict[tuple, dict] = {}
+    out: dict[tuple, list[float]] = {}
+    for real in runs:
+        key = validate.setting(real)
+        if key not in sims:
+            sims[key] = validate._simulated(sessions, real, "h200-measured")
+        sim = sims[key]["ttft_by_request"]
+        for k, a in real["ttft_by_request"].items():
+            if k in sim and a > 0 and sim[k] > 0:
+                out.setdefault((real["arm"], real["conc"], half_of(k[0])), []).append(
+                    math.log(sim[k] / a))
+    return out
+
+
+def per_request_log_errors(values: list[float], arms: tuple[str, ...] = ("vllm-native",
+                                                                        "vllm-simple"),
+                           ) -> dict[float, dict[str, list[float]]]:
+    """value -> half -> ln(simulated / real TTFT) per request of the offload runs (of `arms`:
+    both connectors unless told)."""
     validate, heldout = _module("validate_sim"), _module("heldout")
     sessions = validate.sessions_as_sent()
-    runs = [validate._real(p) for p in sorted(RUNS.iterdir()) if (p / "result.json").is_file()]
+    runs = [r for r in (validate._real(p) for p in sorted(RUNS.iterdir())
+                        if (p / "result.json").is_file()) if r["arm"] in arms]
     resolve = validate.resolve_costs
     out: dict[float, dict[str, list[float]]] = {}
     try:
         for value in values:
             validate.resolve_costs = lambda *a, _v=value, **k: dataclasses.replace(
                 resolve(*a, **k), load_stall_s=_v)
-            sims: dict[tuple, dict] = {}
             halves: dict[str, list[float]] = {h: [] for h in heldout.HALVES}
-            for real in runs:
-                if real["arm"] == "resident":
-                    continue
-                key = validate.setting(real)
-                if key not in sims:
-                    sims[key] = validate._simulated(sessions, real, "h200-measured")
-                sim = sims[key]["ttft_by_request"]
-                for k, a in real["ttft_by_request"].items():
-                    if k in sim and a > 0 and sim[k] > 0:
-                        halves[heldout.half_of(k[0])].append(math.log(sim[k] / a))
+            for (_, _, half), x in log_errors_by_arm(validate, sessions, runs,
+                                                     heldout.half_of).items():
+                halves[half].extend(x)
             out[value] = halves
     finally:
         validate.resolve_costs = resolve

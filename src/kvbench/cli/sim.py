@@ -409,8 +409,10 @@ def simulate(
         if line:
             print(line, file=sys.stderr)
     for name, summary in results.items():
-        if not summary.get("requests"):
-            # no latency, rate or hit rate means anything over no request (0/0 printed as 0%)
+        answered = (summary.get("rejected") or {}).get("context", 0)
+        if not summary.get("requests") and not answered and not summary.get("errors"):
+            # no latency, rate or hit rate means anything over no request (0/0 printed as 0%);
+            # requests refused or failed are an answer and say so themselves
             raise SimError(f"the simulation ({name}) completed no request: its bounds ended it "
                            "before any finished", hint="a longer --duration, more "
                            "--max-requests, or fewer --warmup-requests")

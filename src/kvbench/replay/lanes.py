@@ -34,8 +34,10 @@ from kvbench.replay.ideal import IdealCache
 from kvbench.replay.lockstep import After, arrival_ns, ended, resolve_request, successors
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.pacing import PassBudget
+from kvbench.replay.profile import PROFILES
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
+from kvbench.workload.messages import ChatLayout
 from kvbench.workload.prompt import PromptBuilder, PromptJson, PromptStream
 from kvbench.workload.session import Session, Turn
 from kvbench.workload.tree import Ready, TreeRun
@@ -141,6 +143,9 @@ class Tree:
     # each stream's next turn, rendered while the stream's request is in flight
     ahead: dict[int, asyncio.Task] = field(default_factory=dict)
     prompts: dict[int, PromptStream] = field(default_factory=dict)
+    # each stream's chat message layout and its turns' places in it (a profile's
+    # `chat_segments`), made when the stream's first prompt is
+    chats: dict[int, tuple[ChatLayout, dict[int, int]]] = field(default_factory=dict)
     # a virtual clock: the tree's last request and its end, which the lane's next follows
     last: tuple[str, float] | None = None
 
@@ -173,6 +178,9 @@ class Lanes:
         self.write_error: OSError | None = None  # the records could not be written (disk full)
         self.c = counters
         self.factory = RequestFactory(cfg, ep)
+        # the profile's chat prompts: the harness's role segments (workload/messages.py)
+        profile = PROFILES.get(cfg.profile) if cfg.profile is not None else None
+        self.chat_segments = self.factory.chat and profile is not None and profile.chat_segments
         # a virtual-clock server (replay/lockstep.py): its stamps are the times recorded, and
         # each request says what it follows
         self.virtual = cfg.virtual_lanes is not None
@@ -509,7 +517,22 @@ class Lanes:
         earlier turn in flight left time for them (a session's first turn, the warm-up's)."""
         stream = tree.prompt(r.stream)
         await self._warm(stream, turn, tree.namespace)
-        return self.prompts.json(turn, tree.namespace, (tree.key, r.k), stream)
+        chat, pos = self._chat(tree, r) if self.chat_segments else (None, 0)
+        return self.prompts.json(turn, tree.namespace, (tree.key, r.k), stream, chat, pos)
+
+    @staticmethod
+    def _chat(tree: Tree, r: Ready) -> tuple[ChatLayout, int]:
+        """The stream's message layout over its turns as sent, and the turn's place in it; its
+        declared prefix is its agent's (workload/weka.py `prompt_prefix_tokens`)."""
+        got = tree.chats.get(r.stream)
+        if got is None:
+            ks = tree.run.streams[r.stream].turns
+            agent = tree.session.turns[ks[0]].agent if ks else None
+            prefix = tree.session.meta.get("prompt_prefix_tokens", {}).get(agent or "", 0)
+            turns = [t for t in map(tree.run.turns.__getitem__, ks) if t is not None]
+            got = tree.chats[r.stream] = (ChatLayout(turns, prefix, (tree.key, r.stream)),
+                                          {k: p for p, k in enumerate(ks)})
+        return got[0], got[1][r.k]
 
     async def _send(self, tree: Tree, r: Ready, turn: Turn, prompt: PromptJson,
                     target: int | None, is_warmup: bool,

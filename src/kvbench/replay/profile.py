@@ -34,7 +34,9 @@ aiperf/common/scenario/validator.py `apply_scenario`) with the flags InferenceX 
 - first-token or inter-token observations reaching through at least 95% of the profiling
   phase (`minimum_profile_metric_coverage_ratio`, aiperf/records/records_manager.py
   `_validate_profile_metric_duration_coverage`: not checked below the 900 s minimum);
-- a fresh server deployment per concurrency point; seed 42 (InferenceX's `--random-seed 42`).
+- a fresh server deployment per concurrency point; seed 42 (InferenceX's `--random-seed 42`);
+- a chat request's history as the harness's system / user / assistant messages over the
+  trace's blocks (aiperf/dataset/loader/weka_synth_buf.py; workload/messages.py).
 kvbench adds two of its own: a run the embedded engine served (`kvbench serve-sim`, or
 `--stand-in sim`) is a simulation, never a submission, whatever else it follows; and at
 least 95% of the successful profiled requests must carry complete metrics (first-token time
@@ -71,6 +73,8 @@ class ValidityProfile:
     min_phase_coverage: float  # of the profiling phase reached by token observations
     min_request_coverage: float  # kvbench's own: successful requests with complete metrics
     fresh_server_per_concurrency: bool
+    # a chat prompt as the harness's role segments (workload/messages.py), not one message
+    chat_segments: bool = False
 
 
 AGENTX_V1 = ValidityProfile(
@@ -93,6 +97,9 @@ AGENTX_V1 = ValidityProfile(
     min_phase_coverage=0.95,  # :39
     min_request_coverage=0.95,
     fresh_server_per_concurrency=True,
+    # weka_synth_buf.py ConversationReconstructor, sent as DELTAS_WITH_RESPONSES
+    # (workers/session_manager.py:126-148)
+    chat_segments=True,
 )
 
 PROFILES = {"agentx": AGENTX_V1, AGENTX_V1.name: AGENTX_V1}

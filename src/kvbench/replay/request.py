@@ -17,6 +17,8 @@ OPTIONAL_FIELDS = ("ignore_eos", "stream_options")
 # joined in its place, so a 100K-token context is never a Python string nor escaped again.
 PROMPT_SLOT = "\x00kvbench:prompt\x00"
 _SLOT_JSON = orjson.dumps(PROMPT_SLOT)
+# a prompt that is a whole message list (`PromptJson.messages`) takes the one message's place
+_MESSAGE_SLOT_JSON = orjson.dumps([{"role": "user", "content": PROMPT_SLOT}])
 
 
 class RequestFactory:
@@ -58,7 +60,8 @@ class RequestFactory:
         """The request's bytes, `prompt` in its slot; `extra_headers`: more header lines,
         each after a CRLF."""
         payload = orjson.dumps(body)
-        before, slot, after = payload.partition(_SLOT_JSON)
+        before, slot, after = payload.partition(
+            _MESSAGE_SLOT_JSON if prompt.messages else _SLOT_JSON)
         # one join of the head and the body's pieces: a 5 MB prompt is copied once, not
         # joined and then copied again behind its head
         parts = [before, *prompt.pieces, after] if slot else [payload]

@@ -182,6 +182,9 @@ _UNIT_RANGES: tuple[tuple[Any, bounds.Range], ...] = (
     (lambda k: k.endswith("tokens") or k.startswith("cached_tokens"), bounds.TOKEN_TOTAL),
 )
 _STATS = frozenset({"mean", "std", "n", "min", "max", "p50", "p75", "p90", "p95", "p99"})
+# mappings of a metric's name to the words it was read from (server_metrics.sources: the
+# engine counter each figure came from), not to numbers
+_LABELS = frozenset({"sources"})
 
 
 def _unit_range(key: str, inherited: bounds.Range | None) -> bounds.Range | None:
@@ -203,7 +206,7 @@ def _impossible(value: Any, path: str, rng: bounds.Range | None = None) -> str |
     of its unit (`rng`, from its name), as `path: value`."""
     if value is None:
         return None
-    if isinstance(value, bool):  # a flag, unless its name gives it a unit
+    if isinstance(value, bool | str):  # a flag or a word, unless its name gives it a unit
         return None if rng is None else f"{path} is {value!r}: {rng.problem(value)}"
     if isinstance(value, int | float):
         if not math.isfinite(value) or value < 0:
@@ -223,6 +226,8 @@ def _impossible(value: Any, path: str, rng: bounds.Range | None = None) -> str |
     else:
         return None
     for k, v in items:
+        if k in _LABELS:
+            continue
         bad = _impossible(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]",
                           _unit_range(k, rng) if isinstance(k, str) else rng)
         if bad:

@@ -23,6 +23,7 @@ import orjson
 
 from kvbench.errors import WorkloadError
 from kvbench.workload.blocks import common_prefix
+from kvbench.workload.messages import ChatLayout
 from kvbench.workload.session import Turn
 
 MARKER_TOKENS = 8
@@ -52,6 +53,8 @@ class PromptJson:
 
     pieces: list[bytes]
     num_tokens: int
+    # the pieces are a whole chat message list (workload/messages.py), not one string
+    messages: bool = False
 
 
 @dataclass(slots=True)
@@ -165,6 +168,11 @@ SHARED_BLOCKS = 16384
 SHARED_TOKENS = SHARED_BLOCKS * 64
 
 
+# the opening of a message, up to its content's first character
+_OPEN = {role: orjson.dumps({"role": role, "content": ""})[:-2] for role in
+         ("system", "user", "assistant")}
+
+
 class PromptBuilder:
     """Builds prompts for turns, as JSON pieces (`json`, the replay's path) or whole
     (`build`). A block renders as one join over a table from the draw's 16-bit values to
@@ -275,11 +283,15 @@ class PromptBuilder:
         return head, k
 
     def json(self, turn: Turn, namespace: str, tail_key: object,
-             stream: PromptStream | None = None) -> PromptJson:
+             stream: PromptStream | None = None, chat: ChatLayout | None = None,
+             pos: int = 0) -> PromptJson:
         """The prompt as JSON pieces; `stream` (the turn's stream) keeps its whole blocks for
-        the next turn."""
+        the next turn. With `chat` (the stream's message layout; `pos` the turn's place in
+        it) the pieces are a chat message list, the same content cut into its messages."""
         stream = stream if stream is not None else PromptStream()
         self.sync(stream, turn, namespace)
+        if chat is not None:
+            return self._messages(turn, namespace, tail_key, stream, chat, pos)
         whole, rest = self._layout(turn)
         head, k = self._head(turn, namespace, tail_key, whole, rest)
         pieces = [self._open, self._render(head)[len(self._sep):]]
@@ -290,6 +302,49 @@ class PromptBuilder:
                                                   rest)))
         pieces.append(self._close)
         return PromptJson(pieces, turn.input_tokens)
+
+    def _messages(self, turn: Turn, namespace: str, tail_key: object, stream: PromptStream,
+                  chat: ChatLayout, pos: int) -> PromptJson:
+        """The turn's messages: each segment's blocks (the stream's rendered ones), then its
+        tail: the turn's own (as the one-message prompt ends) on the trailing segment, an
+        earlier turn's left in the history drawn from that turn's place in the stream, so it
+        reads the same in every later request. The run marker replaces the first tokens."""
+        if self.token_ids:
+            raise WorkloadError("chat messages carry text, not token ids",
+                                hint="use --endpoint chat")
+        whole, rest = self._layout(turn)
+        bs = turn.block_tokens
+        pieces = [b"["]
+        marker = list(self.marker[:min(MARKER_TOKENS, turn.input_tokens)])
+        total = 0
+        for i, seg in enumerate(chat.at(pos)):
+            pieces.append(_OPEN[seg.role] if i == 0 else b"," + _OPEN[seg.role])
+            for b in range(seg.first, seg.first + seg.blocks):
+                if marker:
+                    idx = self.vocab.draw(_seed(namespace, turn.hash_ids[b], bs), bs)
+                    pieces.append(self._render(self._mark(idx, marker)))
+                else:
+                    pieces.append(stream.pieces[b])
+            if seg.tail_tokens:
+                if seg.tail_of == pos:
+                    idx = self._part(turn, namespace, tail_key, whole, whole, rest)
+                else:
+                    idx = self.vocab.draw(_seed(namespace, "tail", chat.key, seg.tail_of),
+                                          seg.tail_tokens)
+                pieces.append(self._render(self._mark(idx, marker)))
+            pieces.append(b'"}')
+            total += seg.tokens(bs)
+        pieces.append(b"]")
+        return PromptJson(pieces, total, messages=True)
+
+    @staticmethod
+    def _mark(idx: list[int], marker: list[int]) -> list[int]:
+        """`idx` with its first tokens the marker's still to be placed (taken from it)."""
+        n = min(len(idx), len(marker))
+        if n:
+            idx[:n] = marker[:n]
+            del marker[:n]
+        return idx
 
     def indices(self, turn: Turn, namespace: str, tail_key: object) -> list[int]:
         """Pool indices of the whole prompt (for tests and tools)."""

@@ -29,6 +29,9 @@ class Turn:
     api_time_s: float | None = None  # the recorded server time, for reference only
     t_s: float = 0.0  # offset from the session start in the trace (the root's clock)
     agent: str | None = None  # subagent id when the turn belongs to a subagent
+    # the output recorded when it was 0 (`output_tokens` asks for 1): the harness sizes the
+    # reply in the next prompt's history from the recorded count (workload/messages.py)
+    recorded_output_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,7 @@ def _turn(req: dict, block: int, where: str, path: str, agent: str | None,
         think_time_s=_opt_float(req, "think_time", where, path) or 0.0,
         api_time_s=_opt_float(req, "api_time", where, path),
         t_s=t if t is not None else 0.0, agent=agent,
+        recorded_output_tokens=n_out if n_out < 1 else None,
     )
 
 
@@ -172,6 +173,7 @@ class _Entry:
     think_s: float  # the subagent's own think_time: its first request's gap
     chains: Chains
     by_pos: dict[int, _Request]  # its requests by position in the entry
+    prefix_tokens: int = 0  # its declared tool + system tokens
 
 
 def _request(req: dict, block: int, where: str, path: str, pos: int, agent: str | None,
@@ -234,7 +236,7 @@ def parse_session(obj: Any, where: str, split_chains: bool = True) -> Session:
             think = _opt_float(req, "think_time", where, path) or 0.0
             entries.append(_Entry(i, agent, spawn_t, end_t, think,
                                   partition([r.call for r in own], always=True, split=split_chains),
-                                  {r.call.pos: r for r in own}))
+                                  {r.call.pos: r for r in own}, _declared(req)))
     if not roots and not entries:
         raise WorkloadError(f"{where}: field requests is empty: a session needs at least one turn")
     namespace = sid if scope == "local" else "global"
@@ -242,11 +244,35 @@ def parse_session(obj: Any, where: str, split_chains: bool = True) -> Session:
     # the trace's system and tool prefix (kv-cache-tester headers), for the corpus fit
     meta.update({k: obj[k] for k in ("system_tokens", "tool_tokens")
                  if isinstance(obj.get(k), int) and not isinstance(obj.get(k), bool)})
-    turns, branches, after = _tree(roots, entries, split_chains)
+    turns, branches, after, prefixes = _tree(roots, entries, split_chains, _declared(obj))
+    if any(prefixes.values()):
+        # each stream's declared prefix, keyed by its agent ("" the root's main chain): the
+        # system message its turn 0 starts with under the AgentX profile (workload/messages.py)
+        meta["prompt_prefix_tokens"] = {k: n for k, n in prefixes.items() if n}
     if not turns:
         raise WorkloadError(f"{where}: field requests: no request has a root request before "
                             "it to spawn it")
     return Session(sid, turns, namespace, where, meta, branches, after)
+
+
+def _declared(obj: dict) -> int:
+    """The tool + system tokens a trace (or a subagent entry) declares its prompts start with
+    (kv-cache-tester headers; absent: 0)."""
+    return sum(v for k in ("tool_tokens", "system_tokens")
+               if isinstance(v := obj.get(k), int) and not isinstance(v, bool) and v > 0)
+
+
+def _chain_prefix(declared: int, block: int, base: Sequence[int], first: Sequence[int]) -> int:
+    """A chain split from a main chain starts with the declared prefix only when its first
+    request provably does: its first ceil(declared / block) blocks are the main chain's
+    (agentx-harness 1.0.12 weka_trace.py:631-660 `_chain_init_tokens`)."""
+    n = -(-declared // block)
+    return declared if n and len(first) >= n and len(base) >= n and \
+        list(first[:n]) == list(base[:n]) else 0
+
+
+def _first_ids(reqs: list[_Request]) -> list[int]:
+    return next((r.ids for r in reqs if r.ids), [])
 
 
 def _subagent_end_s(req: dict, own: list[Turn], where: str, path: str, spawn_t: float) -> float:
@@ -273,13 +299,15 @@ def _stream_turns(reqs: list[_Request], agent: str | None) -> list[Turn]:
     return _stream_gaps(turns, [r.timed for r in reqs])
 
 
-def _tree(roots: list[_Request], entries: list[_Entry], split_chains: bool
-          ) -> tuple[list[Turn], tuple[Branch, ...], dict[int, tuple[int, ...]]]:
+def _tree(roots: list[_Request], entries: list[_Entry], split_chains: bool, declared: int
+          ) -> tuple[list[Turn], tuple[Branch, ...], dict[int, tuple[int, ...]], dict[str, int]]:
     """The root stream (the main chain of the root requests) and every other stream with
-    its SPAWN/JOIN, laid out as `Session.turns` and `Branch`es (module docstring)."""
+    its SPAWN/JOIN, laid out as `Session.turns` and `Branch`es (module docstring), and each
+    stream's declared prefix tokens (by agent, "" the root)."""
     by_pos = {r.call.pos: r for r in roots}
     split = partition([r.call for r in roots], split=split_chains)
     main = [by_pos[c.pos] for c in split.main]
+    prefixes = {"": declared}
     at = [r.call.pos for r in main]  # each main request's position among the session's
     by_at = sorted(range(len(main)), key=lambda p: at[p])
 
@@ -300,14 +328,24 @@ def _tree(roots: list[_Request], entries: list[_Entry], split_chains: bool
         starts[group] = min(starts.get(group, e.spawn_t), e.spawn_t)
         named = [(e.agent, e.chains.main)] + [(f"{e.agent}:{suffix}", calls)
                                               for suffix, calls in e.chains.workers]
+        base = _first_ids([e.by_pos[c.pos] for c in e.chains.main])
+        prefixes[e.agent] = e.prefix_tokens
+        for name, calls in named[1:]:  # weka_trace.py:443-455: its first hash-bearing request
+            first = [e.by_pos[c.pos] for c in calls]
+            prefixes[name] = _chain_prefix(e.prefix_tokens, first[0].turn.block_tokens, base,
+                                           _first_ids(first))
         for n, (name, calls) in enumerate(named):
             turns = _stream_turns([e.by_pos[c.pos] for c in calls], name)
             if n == 0 and turns[0].think_time_s == 0.0:  # the spawn follows the parent's
                 turns[0] = Turn(**{**_asdict(turns[0]), "think_time_s": e.think_s})  # turn
             streams.append(_Stream(name, turns, group, e.pos,
                                    [e.by_pos[c.pos].timed for c in calls]))
+    base = _first_ids(main)
     for name, calls in split.workers:  # detected flat chains: spawned by turn 0 at worst
         first = calls[0].pos
+        # weka_trace.py:1171-1177: the chain's first request, hash-bearing or not
+        prefixes[name] = _chain_prefix(declared, by_pos[first].turn.block_tokens, base,
+                                       by_pos[first].ids)
         group = ("flat", spawn_of(first) or 0, join_of(first, max(c.end_s for c in calls)))
         starts[group] = min(starts.get(group, calls[0].t_s), calls[0].t_s)
         streams.append(_Stream(name, _stream_turns([by_pos[c.pos] for c in calls], name),
@@ -334,7 +372,7 @@ def _tree(roots: list[_Request], entries: list[_Entry], split_chains: bool
         Branch(st.agent, firsts[s], len(st.turns), index[st.group[1]],
                None if st.group[2] is None else index[st.group[2]],
                round(max(0.0, st.turns[0].t_s - starts[st.group]), 6))
-        for s, st in enumerate(streams)), after
+        for s, st in enumerate(streams)), after, prefixes
 
 
 def _happens_before(turns: list[Turn], streams: list[list[int]]) -> dict[int, tuple[int, ...]]:

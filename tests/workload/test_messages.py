@@ -1,0 +1,128 @@
+"""Under `--profile agentx` a chat prompt is the harness's message list, not one user message
+(workload/messages.py): agentx-harness 1.0.12's own messages for the bundled traces
+(tests/data/agentx_messages/, written by benchmarks/agentx_messages.py with the harness's
+Python: every conversation's every turn as role + token count per message) are the oracle.
+kvbench's layout of each stream must give the same roles, the same segment boundaries and the
+same token counts, turn by turn; the rendered request must carry them (one token is one word
+without a tokenizer) and cut the one-message prompt's own content into them."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+
+import orjson
+import pytest
+from conftest import DATA, TRACES
+from fixtures.body_recorder import Recorder
+
+from kvbench.replay import ReplayConfig, replay
+from kvbench.workload.loader import load_trace
+from kvbench.workload.messages import ChatLayout
+from kvbench.workload.prompt import PromptBuilder, PromptStream, Vocabulary
+from kvbench.workload.weka import harness_stream_id
+
+GOLDEN = DATA / "agentx_messages"
+
+
+def _streams(session) -> dict[str, tuple[str | None, list[int]]]:
+    """Each stream's harness id, agent and turns (indexes into `session.turns`)."""
+    branches = session.tree()
+    owned = {k for b in branches for k in range(b.first, b.end)}
+    out = {session.session_id: (None, [k for k in range(len(session.turns)) if k not in owned])}
+    for b in branches:
+        out[harness_stream_id(session.session_id, b.agent)] = (b.agent,
+                                                               list(range(b.first, b.end)))
+    return out
+
+
+def _layout(session, agent: str | None, ks: list[int]) -> ChatLayout:
+    prefix = session.meta.get("prompt_prefix_tokens", {}).get(agent or "", 0)
+    return ChatLayout([session.turns[k] for k in ks], prefix, (session.session_id, agent))
+
+
+def _shape(messages: list[tuple[str, int]]) -> str:
+    """The golden data's form: a message as its role's initial and its tokens."""
+    return " ".join(f"{role[0]}{n}" for role, n in messages)
+
+
+@pytest.mark.parametrize("corpus", ["agentx-small", "claude-code-subagents", "claude-code"])
+def test_every_turn_s_messages_are_the_harness_s(corpus):
+    golden = json.loads(gzip.decompress((GOLDEN / f"{corpus}.json.gz").read_bytes()))
+    sessions = load_trace(TRACES / corpus)
+    assert {s.session_id for s in sessions} == set(golden)
+    turns = roles = 0
+    for s in sessions:
+        streams = _streams(s)
+        assert set(streams) == set(golden[s.session_id])
+        for sid, (agent, ks) in streams.items():
+            layout = _layout(s, agent, ks)
+            for p, k in enumerate(ks):
+                bs = s.turns[k].block_tokens
+                got = _shape([(m.role, m.tokens(bs)) for m in layout.at(p)])
+                assert got == golden[s.session_id][sid][p], (sid, p)
+                turns += 1
+                roles |= 4 * ("a" in got) | 2 * ("u" in got) | ("s" in got)
+    # every role occurs where the traces declare a system prefix (not agentx-small's)
+    assert roles == (6 if corpus == "agentx-small" else 7) and turns > 100
+
+
+def test_a_layout_goes_back_to_an_earlier_turn_as_the_same():
+    s = load_trace(TRACES / "agentx-small")[0]
+    agent, ks = _streams(s)[s.session_id]
+    layout = _layout(s, agent, ks)
+    later = list(layout.at(len(ks) - 1))
+    first = list(layout.at(2))
+    assert first == list(_layout(s, agent, ks).at(2)) and layout.at(len(ks) - 1) == later
+
+
+def test_the_messages_are_the_one_message_prompt_cut_at_the_segments():
+    """Same words as the default prompt (marker first), split at the segment boundaries, a
+    message per segment with its role and its token count in words."""
+    prompts = PromptBuilder(Vocabulary(), "run-1")
+    for s in load_trace(TRACES / "agentx-small")[:2]:
+        for sid, (agent, ks) in _streams(s).items():
+            layout, stream = _layout(s, agent, ks), PromptStream()
+            for p, k in enumerate(ks):
+                turn = s.turns[k]
+                got = prompts.json(turn, s.session_id, (sid, k), stream, layout, p)
+                assert got.messages and got.num_tokens == turn.input_tokens
+                messages = orjson.loads(b"".join(got.pieces))
+                want = [(m.role, m.tokens(turn.block_tokens)) for m in layout.at(p)]
+                assert [(m["role"], len(m["content"].split())) for m in messages] == want
+                one = prompts.build(turn, s.session_id, (sid, k)).text
+                assert "".join(m["content"] for m in messages) == one
+
+
+async def _replay(tmp_path, profile: str | None) -> list[tuple[str, dict]]:
+    rec = Recorder(keep_bodies=True)
+    srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path,
+                       trace=[TRACES / "agentx-small"], think_time_scale=0, max_tokens_cap=4,
+                       concurrency=2, max_requests=12, profile=profile, start="sampled",
+                       start_ratio=(0.25, 0.75), seed=42, warmup_per_lane=2)
+    async with srv:
+        summary = await replay(cfg)
+    assert summary["requests"]["errors"] == 0
+    assert rec.bodies is not None
+    return rec.bodies
+
+
+def test_replay_under_the_profile_sends_the_harness_s_messages(tmp_path):
+    """Every request (warm-up included) carries a message list the harness sends for a turn
+    of the same trace; without the profile, one user message as before."""
+    golden = json.loads(gzip.decompress((GOLDEN / "agentx-small.json.gz").read_bytes()))
+    seen = asyncio.run(_replay(tmp_path / "agentx", "agentx"))
+    assert len(seen) > 12  # the warm-up's (from t*, with the history), then 12 profiled
+    several = 0
+    for key, body in seen:
+        trace = key.split("#")[0]
+        shapes = {shape for turns in golden[trace].values() for shape in turns}
+        got = _shape([(m["role"], len(m["content"].split())) for m in body["messages"]])
+        assert got in shapes, (key, got)
+        several += len(body["messages"]) > 1
+    assert several
+    plain = asyncio.run(_replay(tmp_path / "plain", None))
+    assert all([m["role"] for m in b["messages"]] == ["user"] for _, b in plain)
