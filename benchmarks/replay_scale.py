@@ -273,7 +273,10 @@ def kvbench_row(row: dict, out: Path) -> dict:
     c, r = summary["client"], summary["requests"]
     row.update({
         "replay_cpu_cores": c.get("cpu_cores"), "loop_lag_p99_ms": c.get("loop_lag_ms_p99"),
-        "send_lateness_p99_ms": c.get("send_lateness_ms_p99"), "saturated": c.get("saturated"),
+        "send_lateness_p99_ms": c.get("send_lateness_ms_p99"),
+        "lateness_render_p99_ms": c.get("send_lateness_render_ms_p99"),
+        "lateness_after_render_p99_ms": c.get("send_lateness_after_render_ms_p99"),
+        "prepare_s": summary["run"].get("prepare_s"), "saturated": c.get("saturated"),
         "reasons": c.get("reasons"), "requests_profiled": r.get("profiled"),
         "requests_errors": r.get("errors"), "requests_cancelled": r.get("cancelled")})
     return row

@@ -86,6 +86,22 @@ def test_saturation_flags_from_lateness_and_loop_lag():
     assert ok["client"]["saturated"] is False
 
 
+def test_lateness_splits_at_the_prompt_being_ready():
+    """30 ms late: 20 ms of it rendering the prompt after its due time, 10 ms from then to the
+    write; a prompt ready before its due time leaves all the lateness to the loop."""
+    ms = 1_000_000
+    rendering = _rec(t_target_ns=100, t_ready_ns=100 + 20 * ms, t_send_ns=100 + 30 * ms)
+    early = _rec(t_target_ns=100, t_ready_ns=50, t_send_ns=100 + 5 * ms)
+    old = _rec(t_target_ns=100, t_send_ns=100 + 7 * ms)  # a record from before the split
+    c = summarize([rendering])["client"]
+    assert c["send_lateness_ms_p99"] == pytest.approx(30)
+    assert c["send_lateness_render_ms_p99"] == pytest.approx(20)
+    assert c["send_lateness_after_render_ms_p99"] == pytest.approx(10)
+    c = summarize([early, old])["client"]
+    assert c["send_lateness_render_ms_p99"] == 0
+    assert c["send_lateness_after_render_ms_p99"] == pytest.approx(5)
+
+
 def test_empty_run_has_null_statistics():
     s = summarize([])
     assert s["ttft_ms"]["p50"] is None

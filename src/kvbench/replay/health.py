@@ -40,6 +40,8 @@ class LoopMonitor:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        if self._task is None:  # never started (the run ended while it prepared)
+            return
         self.cpu_s = time.process_time() - self._cpu0
         self.wall_s = (perf_counter_ns() - self._wall0) / 1e9
         if self._task is not None:

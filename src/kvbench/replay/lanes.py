@@ -33,6 +33,7 @@ from kvbench.replay.http import (
 from kvbench.replay.ideal import IdealCache
 from kvbench.replay.lockstep import After, arrival_ns, ended, resolve_request, successors
 from kvbench.replay.overflow import is_context_overflow
+from kvbench.replay.pacing import PassBudget
 from kvbench.replay.profile import PROFILES
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
@@ -214,7 +215,8 @@ class Lanes:
         self.t0_ns = perf_counter_ns()  # the trees' clock: trace seconds since then
         self.warming = False  # the warm-up phase: idle caps off, one-token requests
         self.quota: dict[int, int] = {}  # warm-up requests each lane may still send
-        self.first_trees: dict[int, tuple[Tree, list[Ready]]] = {}  # after the warm-up
+        # each lane's first tree and sends: prepared, or after the warm-up
+        self.first_trees: dict[int, tuple[Tree, list[Ready]]] = {}
         self.failed_warmup: list[str] = []  # root requests of the warm-up that failed
         self._conns: dict[int, list[Connection]] = {}  # each lane's idle connections
         self.tree_shifts = 0  # shifts of the trees' idle caps, in all
@@ -223,6 +225,11 @@ class Lanes:
         # one prompt renders at a time, a slice per hold, so that every lane's new context
         # at once (the run's start, the warm-up) never makes one long loop iteration
         self.render_gate = asyncio.Lock()
+        # request bytes written per loop pass (replay/pacing.py)
+        self.sends = PassBudget()
+        # the preparation before the clock starts: each lane's first prompts rendered
+        self.prepared_s = 0.0
+        self.prepared_tokens = 0
         self.error: BaseException | None = None  # a stream task's own failure
         # the profiling phase on the records' clock: after the warm-up, for the duration
         self.profiling_started_ns: int | None = None
@@ -301,6 +308,27 @@ class Lanes:
             return None
         tree = self.new_tree(lane, *got, zero_delay=zero_delay)
         return tree, tree.run.start(self.now_s() if now_s is None else now_s)
+
+    async def prepare(self, lane_ids: list[int]) -> None:
+        """Before the run's clock starts: take each lane's first session and render the
+        prompts of its first turns, so the schedule begins with every lane ready to send.
+        Otherwise every lane's first context (512 AgentX-sized ones: 78.6M tokens) is
+        rendered after the clock started, seconds in which the turns that follow are late
+        for a reason no agent has. The trees start at 0 of the trees' clock: the caller sets
+        `t0_ns` when the clock starts. Counted in `prepared_s` and `prepared_tokens`."""
+        t0 = perf_counter_ns()
+        for lane in lane_ids:
+            got = self.next_tree(lane, now_s=0.0)
+            if got is None:
+                break
+            self.first_trees[lane] = got
+            tree, ready = got
+            for r in ready:
+                turn = tree.run.turns[r.k]
+                if turn is not None:
+                    await self._warm(tree.prompt(r.stream), turn, tree.namespace)
+                    self.prepared_tokens += turn.input_tokens
+        self.prepared_s = (perf_counter_ns() - t0) / 1e9
 
     async def drive(self, tree: Tree, ready: list[Ready],
                     after: list[After] | None = None) -> None:
@@ -401,15 +429,18 @@ class Lanes:
         tree.run.sent(r.k)
         if (ahead := self._prefetch(tree, r)) is not None:
             tree.ahead[r.stream] = ahead
-        ok, overflow = await self._send(tree, r, turn, prompt, target if timed else None,
-                                        is_warmup)
+        ok, overflow, end_ns = await self._send(tree, r, turn, prompt,
+                                                target if timed else None, is_warmup)
         if tree.warm and not ok and r.stream == 0:
             # the harness aborts on a terminal warm-up failure of a root conversation, at once
             # (agentic_replay.py `report_warmup_failures`)
             self.failed_warmup.append(tree.key)
             self.halt(f"warm-up failed: a request of {tree.key} (turn {r.k}) failed")
         stop = overflow and self.cfg.end_session_on_context_overflow
-        self._schedule(tree, tree.run.finished(r.k, self.now_s(), stop=stop))
+        # the next turns are due after the response's last byte arrived, not after this task
+        # got the loop back: a loop running late must show as lateness, not move the schedule
+        end_s = (end_ns - self.t0_ns) / 1e9 * self.cfg.time_scale
+        self._schedule(tree, tree.run.finished(r.k, end_s, stop=stop))
 
     async def _stream_turn_virtual(self, tree: Tree, r: Ready, after: After) -> None:
         """A turn against a virtual-clock server: sent at once, naming what it follows and its
@@ -430,7 +461,7 @@ class Lanes:
             tree.ahead[r.stream] = ahead
         key = (tree.key, r.k)
         self._follows[key] = after.headers(r.at_s)
-        _, overflow = await self._send(tree, r, turn, prompt, None, is_warmup)
+        _, overflow, _ = await self._send(tree, r, turn, prompt, None, is_warmup)
         answer = self._answers.pop(key, None)
         if answer is None:  # nothing answered: the clock cannot be told what follows
             self.halt(f"the virtual-clock server did not answer a request of {tree.key} "
@@ -505,17 +536,20 @@ class Lanes:
 
     async def _send(self, tree: Tree, r: Ready, turn: Turn, prompt: PromptJson,
                     target: int | None, is_warmup: bool,
-                    max_tokens: int | None = None) -> tuple[bool, bool]:
-        """One request on a connection of the lane's; (answered in full, context overflow)."""
+                    max_tokens: int | None = None) -> tuple[bool, bool, int]:
+        """One request on a connection of the lane's; (answered in full, context overflow,
+        when it ended: its last byte's arrival, or when the lane could go on)."""
         conns = self._conns.setdefault(tree.lane, [])
         conn = conns.pop() if conns else None
         if tree.warm:
             max_tokens = WARMUP_MAX_TOKENS
-        conn, ok, overflow = await self._one(tree.lane, tree.key, r.k, turn, tree.namespace,
-                                             target, is_warmup, conn, prompt, max_tokens)
+        ready_ns = tree.prompt(r.stream).rendered_ns or None
+        conn, ok, overflow, end_ns = await self._one(tree.lane, tree.key, r.k, turn,
+                                                     tree.namespace, target, is_warmup, conn,
+                                                     prompt, max_tokens, ready_ns)
         if conn is not None:
             conns.append(conn)
-        return ok, overflow
+        return ok, overflow, end_ns
 
     def close_lane(self, lane: int) -> None:
         for conn in self._conns.pop(lane, []):
@@ -610,20 +644,23 @@ class Lanes:
         stall the loop that timestamps every other lane's bytes."""
         prompts = self.prompts
         if not prompts.sync(stream, turn, namespace, 0):
+            stream.rendered_ns = stream.rendered_ns or perf_counter_ns()
             return
         while True:
             async with self.render_gate:
                 left = prompts.sync(stream, turn, namespace, WARM_SLICE_BLOCKS)
             if not left:
+                stream.rendered_ns = perf_counter_ns()  # the send's `t_ready_ns`
                 return
             await asyncio.sleep(0)
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool, conn: Connection | None,
-                   prompt: PromptJson, max_tokens: int | None = None
-                   ) -> tuple[Connection | None, bool, bool]:
+                   prompt: PromptJson, max_tokens: int | None = None,
+                   ready_ns: int | None = None) -> tuple[Connection | None, bool, bool, int]:
         """Send one request and hand its response to the digest; (the connection to reuse,
-        answered in full, a context overflow)."""
+        answered in full, a context overflow, when it ended). `ready_ns`: when its prompt
+        was rendered."""
         cfg = self.cfg
         # a virtual clock's succession headers (replay/lockstep.py)
         extra = self._follows.pop((key, k), "") if self.virtual else ""
@@ -637,12 +674,17 @@ class Lanes:
         self.c.max_inflight = max(self.c.max_inflight, inflight)
         if not is_warmup:
             self.c.max_inflight_profiled = max(self.c.max_inflight_profiled, inflight)
+        # t_ready_ns: when the prompt's blocks were rendered (`ready_ns`); lateness before it
+        # is rendering the schedule left no time for, after it the loop's own (a timer woken
+        # late, the connection, the byte budget)
         base = {"request_id": f"{lane}-{self._seq}", "session_id": key, "turn": k, "lane": lane,
                 "agent": turn.agent, "is_warmup": is_warmup, "t_target_ns": target,
+                "t_ready_ns": None if self.virtual else ready_ns,
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
                 "inflight": inflight,
                 "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
         body = self.factory.body(max_tokens)
+        prompt_bytes = sum(map(len, prompt.pieces))
         t_send, err = perf_counter_ns(), None
         resp: Response | None = None
         try:
@@ -650,9 +692,12 @@ class Lanes:
             while True:
                 conn = await self._connection(conn)
                 reused = conn.served > 0
-                t_send, resp = await asyncio.wait_for(
-                    conn.request(self.factory.encode(body, key, prompt, extra)),
-                    cfg.request_timeout_s)
+                await self.sends.admit(prompt_bytes, target)
+                # in this task (not wait_for's own, which starts a pass later): the body is
+                # joined and written in the pass the budget counted it in
+                async with asyncio.timeout(cfg.request_timeout_s):
+                    t_send, resp = await conn.request(
+                        self.factory.encode(body, key, prompt, extra))
                 if resp.unanswered and reused and not resent:
                     # the server closed its idle end as we wrote: it never read the request
                     resent = True
@@ -698,19 +743,21 @@ class Lanes:
                 conn.close()
                 conn = None
             self.digest.submit(resp, lambda rec: self._finish(base, t_send, rec))
+            end_ns = resp.pieces[-1][0] if resp.pieces else perf_counter_ns()
             wait_s = retry_after_s(resp.status, resp.headers)
             if wait_s:
                 # an overloaded server (429/503) said when to come back: this stream waits
                 self.c.notes.append(f"HTTP {resp.status} with Retry-After: the lane waited")
                 await asyncio.sleep(wait_s)
-            return conn, ok, overflow
+                end_ns = perf_counter_ns()
+            return conn, ok, overflow, end_ns
         if conn is not None:
             conn.close()
             conn = None
         self._finish(base, t_send, rec)
         if err is not None:
             await asyncio.sleep(RECONNECT_BACKOFF_S)
-        return conn, False, False
+        return conn, False, False, perf_counter_ns()
 
     async def _connection(self, conn: Connection | None) -> Connection:
         """The lane's connection, fresh when it is closed or sat idle past keep-alive."""

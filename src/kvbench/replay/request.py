@@ -62,12 +62,14 @@ class RequestFactory:
         payload = orjson.dumps(body)
         before, slot, after = payload.partition(
             _MESSAGE_SLOT_JSON if prompt.messages else _SLOT_JSON)
-        if slot:  # else extra_body replaced the prompt's field
-            payload = b"".join([before, *prompt.pieces, after])
+        # one join of the head and the body's pieces: a 5 MB prompt is copied once, not
+        # joined and then copied again behind its head
+        parts = [before, *prompt.pieces, after] if slot else [payload]
         head = self._head + extra_headers
         if self.cfg.correlation_header:
             head += f"\r\n{self.cfg.correlation_header}: {session_key}"
-        return f"{head}\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload
+        length = sum(map(len, parts))
+        return b"".join([f"{head}\r\nContent-Length: {length}\r\n\r\n".encode(), *parts])
 
     def rejected_fields(self, resp: Response, body: dict) -> list[str]:
         """Optional fields a 400/422 answer names (the request is then resent without them)."""

@@ -184,7 +184,6 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
     # out of the collector's reach, so no full collection walks it mid-replay (one took
     # 48-60 ms in the quickstart, the loop lag that flagged its runs saturated)
     gc.freeze()
-    monitor.start()
     lanes.digest.start()
     lanes.t0_ns = t0
     tasks: list[asyncio.Task] = []
@@ -193,7 +192,15 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
         ticker = asyncio.create_task(_tick(on_progress, lanes.c, t0))
     try:
         lane_ids = [lanes.lane_offset + i for i in range(cfg.concurrency)]
-        if cfg.session_rate is None and (cfg.start == "sampled" or cfg.warmup_per_lane):
+        warm_first = cfg.session_rate is None and (cfg.start == "sampled"
+                                                   or bool(cfg.warmup_per_lane))
+        if cfg.session_rate is None and cfg.virtual_lanes is None and not warm_first:
+            # every lane's first prompts rendered before the clock, the duration and the
+            # client's self-check start: no request is sent, there is no schedule to keep
+            await lanes.prepare(lane_ids)
+            lanes.t0_ns = perf_counter_ns()
+        monitor.start()
+        if warm_first:
             warm = asyncio.create_task(warm_up(lanes, lane_ids))
             await _first(_done_event(warm), lanes.halted, None)
             if not warm.done():
@@ -247,13 +254,17 @@ def _done_event(task: asyncio.Task) -> asyncio.Event:
 
 
 def phases(lanes: Lanes, t0: int) -> dict:
-    """When the profiling phase ran, on the records' clock (perf_counter_ns), the warm-up
-    before it, and the most requests in flight at once."""
+    """When the profiling phase ran, on the records' clock (perf_counter_ns), the
+    preparation or warm-up before it, and the most requests in flight at once."""
     start, end = lanes.profiling_started_ns, lanes.profiling_ended_ns
     c = lanes.c
     return {"profiling_started_ns": start, "profiling_ended_ns": end,
             "deadline_ns": lanes.deadline_ns,
-            "warmup_s": (start - t0) / 1e9 if start else None,
+            # before the profiling phase: the preparation (each lane's first prompts
+            # rendered, no request sent), or the warm-up
+            "prepare_s": round(lanes.prepared_s, 3),
+            "prepared_prompt_tokens": lanes.prepared_tokens,
+            "warmup_s": (start - t0) / 1e9 - lanes.prepared_s if start else None,
             "inflight": {"max": c.max_inflight, "max_profiled": c.max_inflight_profiled,
                          "lanes": lanes.cfg.concurrency}}
 

@@ -133,6 +133,8 @@ class _Stream:
         self.itl_counts: dict[int, int] = {}  # ITL in ITL_RESOLUTION_NS units -> samples
         self.sent_ns, self.last_ns = array("q"), array("q")
         self.lateness = array("d")
+        # its parts: until the prompt was ready (rendering), and from then to the write
+        self.late_render, self.late_loop = array("d"), array("d")
         self.n_in = self.n_out = 0
         self.with_cache = self.prompt_c = self.cached = 0
         self.prompt = PromptAgreement()
@@ -146,7 +148,12 @@ class _Stream:
             self.warm += 1
             return
         if r.get("t_target_ns") and r.get("t_send_ns"):
-            self.lateness.append((r["t_send_ns"] - r["t_target_ns"]) / 1e6)
+            target, sent = r["t_target_ns"], r["t_send_ns"]
+            self.lateness.append((sent - target) / 1e6)
+            if ready := r.get("t_ready_ns"):
+                ready = min(max(ready, target), sent)
+                self.late_render.append((ready - target) / 1e6)
+                self.late_loop.append((sent - ready) / 1e6)
         status = r.get("status")
         if status == "cancelled":  # cut off by the end of the run: neither result nor error
             self.cancelled += 1
@@ -254,7 +261,10 @@ def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | No
 
     lag_ms = [x / 1e6 for x in (client or {}).get("loop_lag_ns", [])]
     lag_p99 = float(np.percentile(lag_ms, 99)) if lag_ms else None
-    late_p99 = float(np.percentile(acc.lateness, 99)) if len(acc.lateness) else None
+    def p99(xs: array) -> float | None:
+        return float(np.percentile(xs, 99)) if len(xs) else None
+
+    late_p99 = p99(acc.lateness)
     cpu = None
     if client and client.get("wall_s"):
         cpu = client["cpu_s"] / client["wall_s"]
@@ -303,6 +313,10 @@ def _summarize_wall(records: Iterable[dict], *, num_gpus: int, client: dict | No
         "warm_cache": acc.warm_guard.result(),
         "client": {
             "loop_lag_ms_p99": lag_p99, "send_lateness_ms_p99": late_p99,
+            # the lateness until each prompt was rendered, and from then to its write
+            # (the budget of bytes a loop pass, a connection, the loop itself)
+            "send_lateness_render_ms_p99": p99(acc.late_render),
+            "send_lateness_after_render_ms_p99": p99(acc.late_loop),
             "cpu_cores": cpu, "saturated": bool(reasons), "reasons": reasons,
         },
     }

@@ -101,7 +101,7 @@ async def _primers(lanes: Lanes, placed: dict[int, _Placed]) -> None:
         if lanes.stopping:
             return
         target = start_ns + int(offset / lanes.cfg.time_scale * 1e9) if offset > 0 else None
-        ok, _ = await lanes._send(p.tree, ready, turn, prompt, target, True, WARMUP_MAX_TOKENS)
+        ok, _, _ = await lanes._send(p.tree, ready, turn, prompt, target, True, WARMUP_MAX_TOKENS)
         if not ok and w.stream == ROOT:
             lanes.failed_warmup.append(p.tree.key)
             # one terminal root failure aborts at once (the harness does not wait for the

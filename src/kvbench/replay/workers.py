@@ -305,9 +305,11 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
         writer.close()
     summary = summarize(iter_jsonl(records), num_gpus=cfg.num_gpus, client=None,
                         time_scale=scale, slo_ms=cfg.slo_ms)
+    merged = summary["client"]
     summary["client"] = merge_client([p["client"] for p in parts],
-                                     summary["client"]["send_lateness_ms_p99"],
-                                     summary["client"]["reasons"])
+                                     merged["send_lateness_ms_p99"], merged["reasons"])
+    for key in ("send_lateness_render_ms_p99", "send_lateness_after_render_ms_p99"):
+        summary["client"][key] = merged[key]  # over every record, as the whole lateness
     if cfg.virtual_lanes is not None:
         summary["client"] = clock_waited(summary["client"])
     runs = [p["run"] for p in parts]
@@ -337,6 +339,8 @@ def _merge(cfg: ReplayConfig, workers: list[_Worker], out: Path, *, scale: float
         "profiling_ended_ns": max((r["profiling_ended_ns"] or 0 for r in runs), default=None),
         "deadline_ns": max((r["deadline_ns"] or 0 for r in runs), default=None) or None,
         "warmup_s": max((r["warmup_s"] or 0.0 for r in runs), default=None),
+        "prepare_s": max((r.get("prepare_s") or 0.0 for r in runs), default=0.0),
+        "prepared_prompt_tokens": sum(r.get("prepared_prompt_tokens") or 0 for r in runs),
         # each shard's most at once, added up: at most what was in flight together
         "inflight": {"max": sum(r["inflight"]["max"] for r in runs),
                      "max_profiled": sum(r["inflight"]["max_profiled"] for r in runs),

@@ -68,6 +68,7 @@ class PromptStream:
     block_tokens: int = 0
     ids: Sequence[int] = ()
     pieces: list[bytes] = field(default_factory=list)
+    rendered_ns: int = 0  # when its blocks were last brought up to date (perf_counter_ns)
 
 
 def _seed(*parts: object) -> int:
