@@ -26,4 +26,4 @@ def test_time_fn_rejects_zero_repeats():
 
 
 def test_time_once_measures_one_call():
-    assert 0.003 <= time_once(lambda: time.sleep(0.003)) < 1.0
+    assert 0.003 <= time_once(lambda: time.sleep(0.003)) < 60  # upper: a hang guard

@@ -40,7 +40,7 @@ def test_ready_server_then_clean_teardown(tmp_path, port):
         pid = server.pid
         assert alive(pid)
         assert server.poll() is None
-    assert 0.2 < took < 20
+    assert took > 0.2  # not ready before the server said so (its 0.3 s of loading)
     assert not alive(pid)
     assert "loading weights" in lines and "server ready" in lines
     command = json.loads((log.parent / "command.json").read_text())

@@ -42,7 +42,9 @@ def test_mooncake_trace_and_duration_bound(sse_server, tmp_path):
     summary = run_replay(cfg)
     assert summary["requests"]["profiled"] > 3
     assert summary["requests"]["errors"] == 0
-    assert summary["run"]["elapsed_s"] < 1.5 + 5
+    # the trace spans 1,022 s: ended by the 1.5 s bound and its 5 s grace, with room for a
+    # loaded machine that is still far from the trace's own length
+    assert summary["run"]["elapsed_s"] < 1.5 + 5 + 120
 
 
 def test_cli_replay_json(sse_server, tmp_path):
