@@ -196,7 +196,12 @@ async def chat(request):
     try:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        await asyncio.sleep(0.15)  # long enough for siblings to overlap
+        # held until three are in flight (a fan-out), or 0.5 s for a lone request: siblings
+        # overlap however late a loaded client sends the last of them within that window
+        for _ in range(50):
+            if state["now"] >= 3:
+                break
+            await asyncio.sleep(0.01)
         n = body.get("max_tokens", 4)
         for _ in range(n):
             await resp.write(b'data: {"choices":[{"delta":{"content":" w"}}]}\\n\\n')
