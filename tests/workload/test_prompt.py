@@ -74,8 +74,9 @@ def test_a_stream_holds_one_context_and_renders_only_the_blocks_a_turn_adds(monk
     incremental = PromptBuilder(vocab, "run", shared_blocks=0)  # nothing shared: all counted
     scratch = PromptBuilder(vocab, "run", shared_blocks=0)
     rendered = []
-    real = incremental._block
-    monkeypatch.setattr(incremental, "_block", lambda *a: rendered.append(a) or real(*a))
+    real = incremental._own
+    monkeypatch.setattr(incremental, "_own",
+                        lambda prefix, ids, bs: rendered.extend(ids) or real(prefix, ids, bs))
     compacted = 0
     for session in generate_sessions(spec):
         stream, prev = PromptStream(), None
@@ -95,7 +96,49 @@ def test_a_stream_holds_one_context_and_renders_only_the_blocks_a_turn_adds(monk
 
 
 def test_the_shared_blocks_stay_within_their_bound():
+    from kvbench.workload.prompt import PromptStream
+
     b = PromptBuilder(Vocabulary(None), "run", shared_blocks=8)
+    first = PromptStream()  # alive: every later stream of "ns" shares it
+    b.json(Turn(64, 1, (0,), 64), "ns", 0, first)
     for h in range(50):
         b.json(Turn(4 * 64, 1, (h, h + 1, h + 2, h + 3), 64), "ns", h)
     assert len(b._shared) == 8
+
+
+def test_a_stream_alone_in_its_namespace_renders_past_the_shared_cache(monkeypatch):
+    """A session whose hash ids are its own (AgentX's: a namespace a session) keeps its
+    blocks in its stream only; once a second live stream takes the namespace, both go
+    through the shared cache, and a third stream's shared prefix is all hits. The bytes
+    are the same either way."""
+    from kvbench.workload.prompt import PromptStream
+
+    b = PromptBuilder(Vocabulary(None), "run")
+    every = PromptBuilder(Vocabulary(None), "run")  # each prompt from a stream of its own
+    rendered: list[int] = []
+    real = b._own
+    monkeypatch.setattr(b, "_own", lambda p, ids, bs: rendered.extend(ids) or real(p, ids, bs))
+    grow = [Turn(n * 64 + 5, 1, tuple(range(n)), 64) for n in (4, 9, 20)]
+
+    def send(stream: PromptStream, turn: Turn, namespace: str) -> None:
+        got = b"".join(b.json(turn, namespace, 0, stream).pieces)
+        assert got == b"".join(every.json(turn, namespace, 0).pieces)
+
+    alone = [PromptStream(), PromptStream()]
+    for turn in grow:  # two sessions, a namespace each
+        send(alone[0], turn, "s1")
+        send(alone[1], turn, "s2")
+    assert alone[0].alone and alone[1].alone
+    assert len(rendered) == 2 * 20 and not b._shared  # each block rendered once, none cached
+
+    rendered.clear()
+    second = PromptStream()  # a subagent of s1's tree, sharing its first 9 blocks
+    send(second, Turn(12 * 64, 1, tuple(range(9)) + (100, 101, 102), 64), "s1")
+    assert not second.alone and not alone[0].alone and alone[1].alone
+    assert len(rendered) == 12 and len(b._shared) == 12  # rendered again once, then kept
+    rendered.clear()
+    send(alone[0], Turn(22 * 64, 1, tuple(range(22)), 64), "s1")  # s1's growth: cached now
+    assert rendered == [20, 21] and len(b._shared) == 14
+    rendered.clear()
+    send(PromptStream(), Turn(9 * 64, 1, tuple(range(9)), 64), "s1")
+    assert rendered == []  # the shared prefix: all hits

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,13 +52,16 @@ class PromptJson:
     token ids), in pieces to be joined where the body is assembled: most of them are the
     rendered blocks a stream keeps, shared and never copied until then."""
 
-    pieces: list[bytes]
+    # a tuple: a list of a context's 1.5-16K blocks, alive while its request is in flight,
+    # would be traversed by every collection of the garbage collector's young generations;
+    # a tuple of bytes leaves the collector's view at its first
+    pieces: tuple[bytes, ...]
     num_tokens: int
     # the pieces are a whole chat message list (workload/messages.py), not one string
     messages: bool = False
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class PromptStream:
     """What one request stream (a session's root or a subagent) keeps between its turns: the
     rendered pieces of the leading whole blocks of `ids`, its latest turn's hash ids. A turn
@@ -69,11 +73,19 @@ class PromptStream:
     ids: Sequence[int] = ()
     pieces: list[bytes] = field(default_factory=list)
     rendered_ns: int = 0  # when its blocks were last brought up to date (perf_counter_ns)
+    # the only live stream of its namespace when it took it: its blocks bypass the shared
+    # cache (`PromptBuilder.sync`)
+    alone: bool = False
 
 
 def _seed(*parts: object) -> int:
-    key = "\x1f".join(str(p) for p in parts).encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+    return int.from_bytes(_seed_bytes("\x1f".join(str(p) for p in parts)), "little")
+
+
+def _seed_bytes(key: str) -> bytes:
+    """`_seed` of the parts `key` joins, as the 8 bytes `draw_values` hashes (little-endian:
+    `_seed(...).to_bytes(8, "little")`)."""
+    return hashlib.blake2b(key.encode(), digest_size=8).digest()
 
 
 MIN_WORDS = 16
@@ -155,18 +167,29 @@ def draw_values(seed: int, n: int) -> memoryview:
     """The n 16-bit values `Vocabulary.draw` reduces modulo the pool's size. SHAKE is an
     extendable-output function: the first k values of n are the k values of k, so a block's
     leading tokens are a prefix of the whole block."""
-    return memoryview(hashlib.shake_128(seed.to_bytes(8, "little")).digest(2 * n)).cast("H")
+    return _draw(seed.to_bytes(8, "little"), n)
 
 
-# Whole blocks kept for every stream to share (a session's system prefix, the blocks a
-# subagent shares with its parent, a tree handed from the warm-up to the profiling phase):
-# about 8 MB of 64-token blocks. A stream's own context is in its `PromptStream`, so this
-# cache is never what a turn's prompt depends on being large.
+def _draw(seed_bytes: bytes, n: int) -> memoryview:
+    return memoryview(hashlib.shake_128(seed_bytes).digest(2 * n)).cast("H")
+
+
+# Whole blocks kept for every stream of a namespace to share (a system prefix sessions share
+# in a global namespace, the blocks a subagent shares with its parent): about 8 MB of
+# 64-token blocks. A stream's own context is in its `PromptStream`, so this cache is never
+# what a turn's prompt depends on being large. A stream alone in its namespace (a session of
+# a trace whose hash ids are local to it, as AgentX's: 1.2-12K blocks a context) renders
+# past it: at 512 such sessions the cache held none of the 1.37M blocks rendered long enough
+# to be read again (1.35M evictions), so every block paid the lookup, the insert and the
+# eviction for nothing.
 SHARED_BLOCKS = 16384
 # ...and bounded by tokens too: a trace's blocks are 1 to 2^20 tokens, so a count of blocks
 # alone bounds no memory (16,384 blocks of 2^20 tokens would be 16 G tokens)
 SHARED_TOKENS = SHARED_BLOCKS * 64
 
+
+# a namespace's owner once two streams have taken it (`PromptBuilder._take`)
+_SHARED = PromptStream()
 
 # the opening of a message, up to its content's first character
 _OPEN = {role: orjson.dumps({"role": role, "content": ""})[:-2] for role in
@@ -207,16 +230,29 @@ class PromptBuilder:
         self._shared_blocks = shared_blocks
         self._shared_tokens = shared_tokens
         self._shared_now = 0  # tokens in the shared blocks
+        # each namespace's stream while it is the only one to have taken it (weak: a
+        # finished session's stream leaves its namespace free)
+        self._owners: weakref.WeakValueDictionary[str, PromptStream] = \
+            weakref.WeakValueDictionary()
 
     # -- blocks ------------------------------------------------------------------------------
     def _render(self, idx: Sequence[int]) -> bytes:
         return b"".join(map(self._units.__getitem__, idx))
 
+    def _own(self, prefix: str, ids: Sequence[int], bs: int) -> list[bytes]:
+        """Whole blocks `ids`, rendered (`prefix`: the namespace and the separator): every
+        block a stream holds is rendered here, past the shared cache for a stream alone in
+        its namespace."""
+        units = self._units.__getitem__
+        draw, seed, join = _draw, _seed_bytes, b"".join
+        tail = f"\x1f{bs}"
+        return [join(map(units, draw(seed(f"{prefix}{h!s}{tail}"), bs))) for h in ids]
+
     def _block(self, namespace: str, h: int, bs: int) -> bytes:
         key = (namespace, h, bs)
         hit = self._shared.get(key)
         if hit is None:
-            hit = self._render(draw_values(_seed(*key), bs))
+            hit = self._own(f"{namespace}\x1f", (h,), bs)[0]
             self._shared[key] = hit
             self._shared_now += bs
             while self._shared and (len(self._shared) > self._shared_blocks
@@ -246,6 +282,8 @@ class PromptBuilder:
             same = stream.namespace == namespace and stream.block_tokens == bs
             keep = min(common_prefix(stream.ids, ids), len(pieces)) if same and pieces else 0
             del pieces[keep:]
+            if stream.namespace != namespace:
+                stream.alone = self._take(stream, namespace)
             stream.ids, stream.namespace, stream.block_tokens = ids, namespace, bs
         whole, _ = self._layout(turn)
         have = len(pieces)
@@ -253,8 +291,27 @@ class PromptBuilder:
             return 0
         end = whole if limit is None else min(whole, have + limit)
         if end > have:
-            pieces.extend(self._block(namespace, h, bs) for h in ids[have:end])
+            if stream.alone:
+                pieces += self._own(f"{namespace}\x1f", ids[have:end], bs)
+            else:
+                pieces.extend(self._block(namespace, h, bs) for h in ids[have:end])
         return whole - end
+
+    def _take(self, stream: PromptStream, namespace: str) -> bool:
+        """Whether `stream` is the only live stream to have taken `namespace` (then its blocks
+        are its own). A second stream makes the namespace shared for good, for both: blocks
+        the first rendered alone are rendered again by the second where it shares them
+        (once: from then on they are in the cache)."""
+        owner = self._owners.get(namespace)
+        if owner is None:
+            self._owners[namespace] = stream
+            return True
+        if owner is stream:
+            return stream.alone
+        if owner is not _SHARED:
+            owner.alone = False
+            self._owners[namespace] = _SHARED
+        return False
 
     # -- prompts -----------------------------------------------------------------------------
     def _part(self, turn: Turn, namespace: str, tail_key: object, i: int,
@@ -301,7 +358,7 @@ class PromptBuilder:
             pieces.append(self._render(self._part(turn, namespace, tail_key, whole, whole,
                                                   rest)))
         pieces.append(self._close)
-        return PromptJson(pieces, turn.input_tokens)
+        return PromptJson(tuple(pieces), turn.input_tokens)
 
     def _messages(self, turn: Turn, namespace: str, tail_key: object, stream: PromptStream,
                   chat: ChatLayout, pos: int) -> PromptJson:
@@ -335,7 +392,7 @@ class PromptBuilder:
             pieces.append(b'"}')
             total += seg.tokens(bs)
         pieces.append(b"]")
-        return PromptJson(pieces, total, messages=True)
+        return PromptJson(tuple(pieces), total, messages=True)
 
     @staticmethod
     def _mark(idx: list[int], marker: list[int]) -> list[int]:
