@@ -5,6 +5,10 @@ arrival time of the read it came in."""
 from __future__ import annotations
 
 
+# hex digits of a frame size the one-frame read is looked for with (16 TB)
+_SIZE_DIGITS = 10
+
+
 class ChunkedDecoder:
     __slots__ = ("carry", "done", "failed", "need", "pieces", "skip", "trailer")
 
@@ -21,6 +25,17 @@ class ChunkedDecoder:
         """Consume one read; True once the body is complete."""
         if self.trailer is not None:
             return self._trailer(data)
+        if not (self.need or self.skip or self.carry):
+            # the common read: one whole frame (a server flushes an event at a time)
+            eol = data.find(b"\r\n")
+            if 0 < eol <= _SIZE_DIGITS and data[-2:] == b"\r\n":
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = 0  # (a chunk extension, or garbage: the general path says)
+                if size > 0 and len(data) == eol + size + 4:
+                    self.pieces.append((t, data[eol + 2:eol + 2 + size]))
+                    return False
         if self.carry:
             data, self.carry = self.carry + data, b""
         n = len(data)

@@ -3,6 +3,7 @@ chunk arrived, how many tokens it carried, and the server's usage."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -12,6 +13,8 @@ from kvbench.errors import shown
 from kvbench.replay.http import Response
 from kvbench.replay.lockstep import STAMP_FIELD
 from kvbench.replay.sse import SseParser
+
+_loads = orjson.loads  # (a name of this module's: tests count the events parsed)
 
 
 @dataclass(slots=True)
@@ -66,11 +69,80 @@ def parse_stream(resp: Response, *, chat: bool, keep_text: bool = False,
 def parse_stream_steps(res: StreamResult, resp: Response, *, chat: bool, keep_text: bool,
                        step_events: int = 256) -> Iterator[None]:
     """`parse_stream` in steps of `step_events` events, so a caller on the event loop can yield
-    between steps (an 8K-token answer is ~20 ms of parsing)."""
+    between steps.
+
+    A stream's content events are one JSON shape with a different string in it (the id, the
+    model, `created` and the choice's other fields repeat), so an event whose bytes equal the
+    last parsed content event's around its text (`Shape`) is that event with this text:
+    counted without parsing it. Any other event is parsed as JSON and checked."""
+    shape: Shape | None = None
+    key = b'"content"' if chat else b'"text"'
     for i, (t, data) in enumerate(SseParser().feed_stamped(resp.pieces)):
-        _event(res, t, data, chat, keep_text)
+        text = shape.text(data) if shape is not None and not res.done else None
+        if text is not None:
+            res.num_events += 1
+            res.chunk_ns.append(t)
+            res.chunk_chars.append(len(text))
+            res.chunk_usage.append(None)
+            if keep_text:
+                res.text.append(text)
+        elif (obj := _event(res, t, data, chat, keep_text)) is not None:
+            shape = Shape.of(data, obj, chat, key) or shape
         if i % step_events == step_events - 1:
             yield
+
+
+# what ends a shape's text early (JSON escapes, control characters): such an event is parsed
+_NOT_PLAIN = re.compile(rb'[\x00-\x1f\\"]')
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A content event's bytes before (`head`, through the text's opening quote) and after
+    (`tail`, from its closing quote) its text, taken from an event that was parsed and found
+    to be one choice (index 0) with text, no finish reason, no usage: an event of the same
+    head and tail whose text is plain (no escape, no control character, valid UTF-8) is
+    the same JSON but for that text, and does what the parsed one did with its own text."""
+
+    head: bytes
+    tail: bytes
+
+    @classmethod
+    def of(cls, data: bytes, obj: dict, chat: bool, key: bytes) -> Shape | None:
+        choices = obj.get("choices")
+        if not (type(choices) is list and len(choices) == 1 and type(choices[0]) is dict):
+            return None
+        choice = choices[0]
+        part = choice.get("delta") if chat else choice
+        if type(part) is not dict or choice.get("index", 0) not in (0, None) or \
+                choice.get("finish_reason") or obj.get("usage") or obj.get("error"):
+            return None
+        text = part.get("content" if chat else "text")
+        if type(text) is not str or not text or data.count(key) != 1:
+            return None  # (a repeated key: JSON's last one wins, the bytes' first is found)
+        at = data.find(key) + len(key)
+        while data[at:at + 1] in (b" ", b":"):
+            at += 1
+        if data[at:at + 1] != b'"':
+            return None
+        end = at + 1 + len(text.encode())
+        if data[at + 1:end].decode("utf-8", "replace") != text or data[end:end + 1] != b'"':
+            return None  # the text was escaped in the bytes: not plain
+        return cls(data[:at + 1], data[end:])
+
+    def text(self, data: bytes) -> str | None:
+        """This event's text when it is of the shape with a plain text, else None."""
+        head, tail = self.head, self.tail
+        if not (data.startswith(head) and data.endswith(tail)):
+            return None
+        end = len(data) - len(tail)
+        raw = data[len(head):end]
+        if not raw or len(head) > end or _NOT_PLAIN.search(raw) is not None:
+            return None
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            return None
 
 
 def _bad(res: StreamResult, problem: str) -> None:
@@ -102,25 +174,28 @@ def _shape_problem(obj: dict, chat: bool) -> str | None:
     return None
 
 
-def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) -> None:
+def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool
+           ) -> dict | None:
+    """Count one event; the JSON object it carried when it was one of the OpenAI streaming
+    format (on a server's clock: never, each event's time is its own)."""
     res.num_events += 1
     if res.done:
         _bad(res, f"an event after [DONE]: {data[:80]!r}")
-        return
+        return None
     if data == b"[DONE]":
         res.done = True
-        return
+        return None
     try:
-        obj = orjson.loads(data)
+        obj = _loads(data)
     except orjson.JSONDecodeError:
         res.error, res.error_kind = f"unparsable SSE data {data[:80]!r}", "bad_event"
-        return
+        return None
     if type(obj) is not dict:
         _bad(res, f"an event that is not a JSON object: {shown(obj)}")
-        return
+        return None
     if (problem := _shape_problem(obj, chat)) is not None:
         _bad(res, problem)
-        return
+        return None
     if res.server_clock:
         stamp = obj.get(STAMP_FIELD)
         if type(stamp) is int:
@@ -128,7 +203,7 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
         elif obj.get("choices") or obj.get("usage"):  # a token or usage at no known time
             res.error = f"an event without the server's {STAMP_FIELD} (virtual clock)"
             res.error_kind = "bad_event"
-            return
+            return None
     choices = obj.get("choices")
     usage = obj.get("usage")
     text: str | None = None
@@ -146,7 +221,7 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
         err = obj["error"]
         res.error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:300]
         res.error_kind = "server_error"
-        return
+        return None
     cum = usage.get("completion_tokens") if isinstance(usage, dict) else None
     if not isinstance(cum, int) or isinstance(cum, bool) or cum < 0:
         cum = None  # _usage names the bad value
@@ -167,6 +242,7 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool) 
     if usage:
         _usage(res, usage)
         res.t_usage_ns = t
+    return None if res.server_clock else obj
 
 
 def _other_delta(delta: dict) -> str:
