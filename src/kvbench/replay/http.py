@@ -11,6 +11,7 @@ import asyncio
 import socket
 import ssl as ssl_module
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
@@ -251,16 +252,17 @@ class Connection(asyncio.Protocol):
             w.set_result(why)
 
     # --- API ---
-    async def request(self, raw: bytes) -> tuple[int, Response]:
-        """Send one request; return (send ns, response). A transport failure is a Response
-        with `error` set (a per-request failure is a record, not an exception)."""
+    async def request(self, raw: Sequence[bytes]) -> tuple[int, Response]:
+        """Send one request (its bytes in pieces); return (send ns, response). A transport
+        failure is a Response with `error` set (a per-request failure is a record, not an
+        exception)."""
         assert self.transport is not None
         self._reset()
         loop = asyncio.get_running_loop()
         self._waiter = loop.create_future()
         self._watch = loop.call_later(KEEPALIVE_ONLY_S, self._watch_keepalive, 0, 0)
         t_send = perf_counter_ns()
-        self.transport.write(raw)
+        self.transport.writelines(raw)
         try:
             why = await self._waiter
         finally:

@@ -485,7 +485,7 @@ class Lanes:
         raw = resolve_request(self.ep.host_header, self.ep.base_path, after, count, skipped)
         try:
             conn = await self._connection(conn)
-            _, resp = await asyncio.wait_for(conn.request(raw), self.cfg.request_timeout_s)
+            _, resp = await asyncio.wait_for(conn.request([raw]), self.cfg.request_timeout_s)
         except (ConnectionError, TimeoutError, OSError) as e:
             self.halt(f"the virtual-clock server stopped answering: {e}")
             return
@@ -684,7 +684,7 @@ class Lanes:
                 "inflight": inflight,
                 "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
         body = self.factory.body(max_tokens)
-        prompt_bytes = sum(map(len, prompt.pieces))
+        prompt_bytes = prompt.num_bytes
         t_send, err = perf_counter_ns(), None
         resp: Response | None = None
         try:

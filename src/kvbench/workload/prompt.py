@@ -59,6 +59,10 @@ class PromptJson:
     num_tokens: int
     # the pieces are a whole chat message list (workload/messages.py), not one string
     messages: bool = False
+    num_bytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_bytes", sum(map(len, self.pieces)))
 
 
 @dataclass(slots=True, weakref_slot=True)
