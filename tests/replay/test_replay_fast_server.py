@@ -94,8 +94,9 @@ def test_gc_is_frozen_for_the_replay_and_released_after(sse_server, tmp_path, mo
                        output_dir=tmp_path, synthetic=SyntheticSpec(num_sessions=3, scale=0.02),
                        think_time_scale=0, max_tokens_cap=4)
     run_replay(cfg)
-    # frozen before the first request was written, released once all six were
-    assert calls == [("freeze", 1), ("unfreeze", 6)]
+    # frozen before the first request was written (the trace, then the prepared contexts),
+    # released once all six were
+    assert calls == [("freeze", 1), ("freeze", 1), ("unfreeze", 6)]
     assert gc.get_freeze_count() == 0
 
 

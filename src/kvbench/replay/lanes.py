@@ -485,7 +485,7 @@ class Lanes:
         raw = resolve_request(self.ep.host_header, self.ep.base_path, after, count, skipped)
         try:
             conn = await self._connection(conn)
-            _, resp = await asyncio.wait_for(conn.request([raw]), self.cfg.request_timeout_s)
+            _, resp = await asyncio.wait_for(conn.request((raw,)), self.cfg.request_timeout_s)
         except (ConnectionError, TimeoutError, OSError) as e:
             self.halt(f"the virtual-clock server stopped answering: {e}")
             return
