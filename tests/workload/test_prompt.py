@@ -133,7 +133,7 @@ def test_a_stream_alone_in_its_namespace_renders_past_the_shared_cache(monkeypat
 
     rendered.clear()
     second = PromptStream()  # a subagent of s1's tree, sharing its first 9 blocks
-    send(second, Turn(12 * 64, 1, tuple(range(9)) + (100, 101, 102), 64), "s1")
+    send(second, Turn(12 * 64, 1, (*range(9), 100, 101, 102), 64), "s1")
     assert not second.alone and not alone[0].alone and alone[1].alone
     assert len(rendered) == 12 and len(b._shared) == 12  # rendered again once, then kept
     rendered.clear()

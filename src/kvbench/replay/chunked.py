@@ -4,7 +4,6 @@ arrival time of the read it came in."""
 
 from __future__ import annotations
 
-
 # hex digits of a frame size the one-frame read is looked for with (16 TB)
 _SIZE_DIGITS = 10
 

@@ -11,7 +11,7 @@ import asyncio
 import socket
 import ssl as ssl_module
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
@@ -252,7 +252,7 @@ class Connection(asyncio.Protocol):
             w.set_result(why)
 
     # --- API ---
-    async def request(self, raw: Sequence[bytes]) -> tuple[int, Response]:
+    async def request(self, raw: Iterable[bytes]) -> tuple[int, Response]:
         """Send one request (its bytes in pieces); return (send ns, response). A transport
         failure is a Response with `error` set (a per-request failure is a record, not an
         exception)."""
