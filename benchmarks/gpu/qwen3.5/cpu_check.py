@@ -6,7 +6,8 @@ holds the bundle's wheels for cp311 and the image's packages; README.md "CPU che
            without sglang-34560: the seed-000 condition; 1 with it, given PATCHED=1)
   mla      ModelConfig of an MLA directory (DeepSeek-V3), target and NextN draft: the class,
            the attention arch, the latent and rope widths SGLang's MLA pools are sized by,
-           the layers each pool holds (the draft's: num_nextn_predict_layers)
+           the layers each pool holds (the draft's: num_nextn_predict_layers), the model class
+           SGLang's registry imports for it
   state    the Mamba state per request SGLang sizes (mamba2_cache_params.mamba_cache_per_req)
            for fp32 and bf16 SSM states, beside kvbench's profile
   args     SGLang's parser and ServerArgs resolution on the argv kvbench renders for a step
@@ -46,6 +47,7 @@ def config(model: str) -> None:
 
 def mla(model: str) -> None:
     from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.models.registry import ModelRegistry
 
     for draft in (False, True):
         mc = ModelConfig(model_path=model, trust_remote_code=True, is_draft_model=draft)
@@ -62,6 +64,8 @@ def mla(model: str) -> None:
               mc.num_nextn_predict_layers, "experts", mc.hf_text_config.n_routed_experts,
               "first_k_dense_replace", mc.hf_text_config.first_k_dense_replace,
               "scaling", round(mc.scaling, 6))
+        cls, _ = ModelRegistry.resolve_model_cls(mc.hf_config.architectures)
+        print(f"  model class {cls.__module__}.{cls.__name__}")
         print(f"  pool: latent cell {cell} x bf16 x {layers} layers = {cell * 2 * layers} B "
               "per token")
 
@@ -148,5 +152,5 @@ def tokenizer(argv_json: str) -> None:
 
 
 if __name__ == "__main__":
-    {"config": config, "mla": mla, "state": state, "args": args, "tokenizer": tokenizer}[sys.argv[1]](
-        sys.argv[2])
+    steps = {"config": config, "mla": mla, "state": state, "args": args, "tokenizer": tokenizer}
+    steps[sys.argv[1]](sys.argv[2])
