@@ -53,18 +53,7 @@ probe() {  # kvbench launch of the patched HiCache arm, uncapped; one request; s
   python3 -m kvbench launch "${RECIPE[@]}" --config-keys $KEY --exp-name \
     qwen3.5_tp1_conc8_kvdram-hicache_spec-mtp --port $port "${COMMON[@]}" \
     --ready-timeout $(( $(left_s) - 40 )) --work-dir "$d/server" > "$d/launch.log" 2>&1 & LP=$!
-  while kill -0 $LP 2>/dev/null && ! curl -sf 127.0.0.1:$port/health > /dev/null; do
-    [ "$(left_s)" -lt 40 ] && break; sleep 2; done
-  if curl -sf 127.0.0.1:$port/health > /dev/null; then
-    echo "probe: ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
-  else
-    echo "probe: not ready after $((SECONDS - t0)) s (launch.log says why)" | tee -a "$d/call.log"
-  fi
-  curl -s 127.0.0.1:$port/metrics > "$d/metrics-idle.txt"
-  curl -s -m 60 127.0.0.1:$port/v1/chat/completions -H 'content-type: application/json' -d \
-    '{"model":"kvbench/qwen3.5-397b-a17b-scaled","max_tokens":64,"messages":[{"role":"user","content":"the model cache token file server data path list the of and to in is"}]}' \
-    > "$d/chat.json"; echo "probe: chat rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
-  curl -s 127.0.0.1:$port/metrics > "$d/metrics-after.txt"
+  probe_chat $port kvbench/qwen3.5-397b-a17b-scaled "$d" $t0  # ../sglang/env.sh
   kill -TERM $LP 2>/dev/null; wait $LP
   python3 "$here/plan_vs_allocated.py" "$d/server" > "$d/pva.txt" 2>&1
 }
