@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kvbench.matrix import Selection, select_jobs
+from kvbench.plan import plan_job
+from kvbench.recipe import load_runners
+
 REPO = Path(__file__).resolve().parents[2]
 HERE = REPO / "benchmarks" / "gpu" / "mla"
 # run.sh's COMMON and CAPS
@@ -56,12 +60,22 @@ def test_every_arm_renders_the_deepseek_settings_and_run_sh_flags():
         assert not [w for w in job["warnings"] if "do not fit" in w], name
 
 
-def test_uncapped_the_path_less_draft_pool_is_the_plans_warning_where_it_cannot_fit():
-    """Up to 0.5.17 SGLang sizes a path-less NextN draft's pool outside the memory fraction
-    with the target's token count (plan/gpu.py): uncapped, the resident MTP arm's 0.85 leaves
-    less than its one-layer latent pool needs; the HiCache arm's 0.82 (the probe) leaves enough."""
-    jobs = _launches("--attention-backend=triton", "--disable-cuda-graph")
-    (note,) = [w for w in jobs["dsv3_tp1_conc8_kvnone_spec-mtp"]["warnings"] if "do not fit" in w]
-    assert "path-less MTP draft's KV pool" in note and "0.85" in note
-    assert not [w for w in jobs["dsv3_tp1_conc8_kvdram-hicache_spec-mtp"]["warnings"]
-                if "do not fit" in w]
+def test_uncapped_the_plan_is_the_pools_the_h200_allocated():
+    """SGLang 0.5.17 gives DeepSeek-V3's MTP the model's own path as the draft path
+    (arg_groups/speculative_hook.py:560-580), so the NextN layer counts in the per-token cell
+    size (pool_configurator.py:147-163) and target and draft pools share the fraction. The
+    probe on the H200 (benchmarks/results/h200/mla/probe, session 11) allocated 15,461,376
+    tokens for each; the plan of the same launch is within 0.5%, and neither arm is warned."""
+    jobs = _launches("--attention-backend=triton", "--sampling-backend=pytorch",
+                     "--disable-cuda-graph")
+    log = (REPO / "benchmarks/results/h200/mla/probe/server/server.log").read_text()
+    allocated = [int(line.split("#tokens: ")[1].split(",")[0])
+                 for line in log.splitlines() if "KV Cache is allocated" in line]
+    assert allocated == [15_461_376, 15_461_376]  # target, then draft
+    (job,) = [j for j in select_jobs(Selection(config_files=(HERE / "recipe.yaml",)))
+              if j.exp_name == "dsv3_tp1_conc8_kvdram-hicache_spec-mtp"]
+    plan = plan_job(job, load_runners(HERE / "runners.yaml"), engine_args=[
+        "--attention-backend=triton", "--sampling-backend=pytorch", "--disable-cuda-graph"])
+    assert abs(plan.to_json()["gpu-kv-tokens"] / allocated[0] - 1) < 0.005
+    for name in ("dsv3_tp1_conc8_kvdram-hicache_spec-mtp", "dsv3_tp1_conc8_kvnone_spec-mtp"):
+        assert not [w for w in jobs[name]["warnings"] if "do not fit" in w], name
