@@ -63,3 +63,48 @@ def test_per_stream_state_is_one_context_whatever_the_turns(tmp_path, monkeypatc
         stack.extend(edge.below.values())
     streams = len(last)
     assert edges <= 2 + 2 * streams < len(held)
+
+
+def test_a_finished_trees_contexts_are_freed_by_slices(tmp_path, monkeypatch):
+    """When a lane's session tree ends, its streams' rendered contexts are emptied a slice
+    per loop pass (here 2 blocks), not dropped in one pass: every tree released, every
+    context emptied, and the release gave the loop back at least once per slice."""
+    from kvbench.replay import lanes as lanes_mod
+
+    monkeypatch.setattr(lanes_mod, "RELEASE_SLICE_BLOCKS", 2)
+    released: list[tuple[list, int]] = []  # (the tree's streams, loop passes the release took)
+    real = Lanes._release
+
+    async def release(tree):
+        streams, before = list(tree.prompts.values()), [len(p.pieces) for p in
+                                                        tree.prompts.values()]
+        steps = 0
+        coro = real(tree)
+        try:
+            while True:
+                coro.send(None)  # each yield is a pass given back to the loop
+                steps += 1
+                await asyncio.sleep(0)
+        except StopIteration:
+            pass
+        released.append((streams, steps, before))
+
+    monkeypatch.setattr(Lanes, "_release", staticmethod(release))
+
+    async def run() -> None:
+        rec = Recorder()
+        srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        cfg = ReplayConfig(
+            url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path, concurrency=2,
+            think_time_scale=0, max_tokens_cap=2,
+            synthetic=SyntheticSpec(num_sessions=3, seed=2, scale=0.02, max_turns=6,
+                                    subagent_prob=0.0))
+        async with srv:
+            await replay(cfg)
+
+    asyncio.run(run())
+    assert len(released) >= 3  # every session's tree (two lanes, three sessions)
+    for streams, steps, before in released:
+        assert all(not p.pieces for p in streams)
+        assert steps >= sum(max(0, (n - 1) // 2) for n in before) > 0
