@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 
 import orjson
 import pytest
@@ -20,7 +21,7 @@ from fixtures.body_recorder import Recorder
 from kvbench.replay import ReplayConfig, replay
 from kvbench.workload.loader import load_trace
 from kvbench.workload.messages import ChatLayout
-from kvbench.workload.prompt import PromptBuilder, PromptStream, Vocabulary
+from kvbench.workload.prompt import PromptBuilder, PromptStream, Vocabulary, tree_marker
 from kvbench.workload.weka import harness_stream_id
 
 GOLDEN = DATA / "agentx_messages"
@@ -102,12 +103,28 @@ async def _replay(tmp_path, profile: str | None) -> list[tuple[str, dict]]:
     cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path,
                        trace=[TRACES / "agentx-small"], think_time_scale=0, max_tokens_cap=4,
                        concurrency=2, max_requests=12, profile=profile, start="sampled",
-                       start_ratio=(0.25, 0.75), seed=42, warmup_per_lane=2)
+                       start_ratio=(0.25, 0.75), seed=42, warmup_per_lane=2,
+                       run_marker="0123456789ab")
     async with srv:
         summary = await replay(cfg)
     assert summary["requests"]["errors"] == 0
     assert rec.bodies is not None
     return rec.bodies
+
+
+MARKER = re.compile(r"\[rid:[0-9a-f]{12}\]\n\n")
+
+
+def _unmarked(body: dict) -> tuple[str | None, list[dict]]:
+    """The request's cache-bust marker and its messages without it."""
+    marker, out = None, []
+    for m in body["messages"]:
+        got = MARKER.match(m["content"])
+        if got is not None:
+            assert marker is None, "one marker per request"
+            marker, m = got.group(0), {**m, "content": m["content"][got.end():]}
+        out.append(m)
+    return marker, out
 
 
 def test_replay_under_the_profile_sends_the_harness_s_messages(tmp_path):
@@ -120,9 +137,33 @@ def test_replay_under_the_profile_sends_the_harness_s_messages(tmp_path):
     for key, body in seen:
         trace = key.split("#")[0]
         shapes = {shape for turns in golden[trace].values() for shape in turns}
-        got = _shape([(m["role"], len(m["content"].split())) for m in body["messages"]])
+        _, messages = _unmarked(body)
+        got = _shape([(m["role"], len(m["content"].split())) for m in messages])
         assert got in shapes, (key, got)
         several += len(body["messages"]) > 1
     assert several
+    # the harness's cache-bust marker opens the first user message (after the system one),
+    # the same on every request of a session tree, warm-up and profiling, and another for
+    # each tree: sha256 of run:pass:lane:trace (aiperf timing/strategies/cache_bust.py:106-111)
+    lanes = {}
+    for line in (tmp_path / "agentx" / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        lanes.setdefault(r["session_id"], set()).add(r["lane"])
+        assert r["cache_bust_marker"] == MARKER.match(r["cache_bust_marker"]).group(0)
+    markers: dict[str, set[str]] = {}
+    for key, body in seen:
+        marker, _ = _unmarked(body)
+        first_user = next(m for m in body["messages"] if m["role"] == "user")
+        assert marker is not None and first_user["content"].startswith(marker), key
+        assert all(m["role"] == "system" for m in
+                   body["messages"][:body["messages"].index(first_user)])
+        markers.setdefault(key, set()).add(marker)
+    assert all(len(m) == 1 for m in markers.values()), markers
+    assert len({m for ms in markers.values() for m in ms}) == len(markers) >= 2
+    for key, (marker,) in markers.items():
+        trace, _, pass_no = key.partition("#")
+        (lane,) = lanes[key]
+        assert marker == tree_marker("0123456789ab", int(pass_no or 0), lane, trace)
     plain = asyncio.run(_replay(tmp_path / "plain", None))
     assert all([m["role"] for m in b["messages"]] == ["user"] for _, b in plain)
+    assert not any(MARKER.search(b["messages"][0]["content"]) for _, b in plain)
