@@ -104,16 +104,20 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
         cmd += ["--max-context-length", str(a.max_context_length)]
     if a.lean:  # fewer of its service processes: a CI run's start-up, not its requests
         cmd += ["--workers-max", "1", "--record-processors", "1", "--no-server-metrics"]
+    if a.bodies:  # every request's body and cache-bust marker (raw_records/*.jsonl)
+        cmd += ["--export-level", "raw"]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - t0
     (out / "harness.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise SystemExit(f"the harness failed (exit {proc.returncode}): see {out}/harness.log")
+    bodies = _harness_bodies(out) if a.bodies else {}
     records = []
     for line in (out / "profile_export.jsonl").read_text().splitlines():
         r = json.loads(line)
         m, x = r["metadata"], r.get("metrics") or {}
+        marker = bodies.get(m.get("x_request_id"), {})
 
         def val(name: str, x=x):
             return (x.get(name) or {}).get("value")
@@ -126,9 +130,11 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
             "out_tokens": val("usage_completion_tokens") or val("output_token_count"),
             "prompt_tokens": val("usage_prompt_tokens"),
             "cached_tokens": val("usage_prompt_cache_read_tokens"),
-            "ok": not r.get("error") and not m.get("was_cancelled")})
+            "ok": not r.get("error") and not m.get("was_cancelled"), **marker})
     agg = json.loads((out / "profile_export_aiperf.json").read_text())
     meta = agg.get("metadata") or {}
+    # the run's random id (cli_runner/__init__.py:108), the seed of its cache-bust markers
+    a.harness_run_id = agg.get("benchmark_id")
 
     def avg(name: str) -> float:
         return float((agg.get(name) or {}).get("avg") or 0.0)
@@ -136,7 +142,7 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
     ok, errors = avg("request_count"), avg("error_request_count")
     # a context overflow is in neither count nor in profile_export.jsonl: the harness keeps
     # it apart (record_processor_service.py:339-351, records_manager.py:831-846)
-    return {"records": records, "wall_s": wall,
+    return {"records": records, "wall_s": wall, "run_id": a.harness_run_id,
             "overflows": int(avg("skipped_context_overflow_count")),
             "verdict": {"submission_valid": bool(meta.get("submission_valid")),
                         "reasons": list(meta.get("submission_invalid_reasons") or []),
@@ -144,7 +150,35 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
                         "failed_ratio": errors / (ok + errors) if ok + errors else None}}
 
 
-def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
+def _harness_bodies(out: Path) -> dict[str, dict]:
+    """Per request id: the cache-bust marker the harness sent and where it sat (the index of
+    its message in the body, whether it opened the first user message), from the raw export
+    (`--export-level raw`: profile_export_raw.jsonl, or the record processors' own files,
+    post_processors/raw_record_writer_processor.py)."""
+    got = {}
+    paths = [out / "profile_export_raw.jsonl"] if (out / "profile_export_raw.jsonl").exists() \
+        else sorted((out / "raw_records").glob("*.jsonl"))
+    for path in paths:
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            m, marker = r["metadata"], r.get("cache_bust_marker")
+            messages = (r.get("payload") or {}).get("messages") or []
+            at = next((i for i, msg in enumerate(messages)
+                       if marker and isinstance(msg.get("content"), str)
+                       and marker in msg["content"]), None)
+            first_user = next((i for i, msg in enumerate(messages)
+                               if msg.get("role") == "user"), None)
+            got[m.get("x_request_id")] = {
+                "marker": marker, "marker_message": at,
+                "marker_opens_first_user": at is not None and at == first_user
+                and messages[at]["content"].startswith(marker)}
+    return got
+
+
+def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path,
+                run_id: str | None = None) -> dict:
+    """`run_id`: the harness's run id of the same repeat, so that both send the same
+    cache-bust markers (kvbench `--run-marker`)."""
     cmd = [sys.executable, "-m", "kvbench", "replay", "--url", url, "--model", model,
            "--trace", str(a.traces), "--output", str(out), "--tokenizer", a.tokenizer,
            "--concurrency", str(a.concurrency), "--duration", str(a.duration),
@@ -152,6 +186,8 @@ def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
            "--format", "json"]
     if a.max_context_length:
         cmd += ["--max-context-length", str(a.max_context_length)]
+    if run_id:
+        cmd += ["--run-marker", run_id]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO / "src")})
@@ -176,7 +212,8 @@ def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
             "turn": turn, "start_ns": r["t_send_ns"], "end_ns": r["t_last_ns"] or r["t_send_ns"],
             "ttft_ms": (r["t_first_ns"] - r["t_send_ns"]) / 1e6 if r["t_first_ns"] else None,
             "out_tokens": r["completion_tokens"], "prompt_tokens": r["prompt_tokens"],
-            "cached_tokens": r["cached_tokens"], "ok": r["status"] == "ok"})
+            "cached_tokens": r["cached_tokens"], "ok": r["status"] == "ok",
+            "marker": r.get("cache_bust_marker")})
     v = summary["profile"]
     return {"records": records, "wall_s": wall, "summary_inflight": summary["run"]["inflight"],
             "overflows": overflows,
@@ -225,6 +262,11 @@ def describe(run: dict) -> dict:
         by_stream.setdefault(r["stream"], []).append(r["turn"])
     warm_end = max((r["end_ns"] for r in warm), default=start)
     return {
+        # each request's prompt as the server counted it, with its cache-bust marker
+        "prompts": sorted((r["phase"], r["stream"], r["turn"], r.get("marker") or "",
+                           r["prompt_tokens"] or 0) for r in recs if r["ok"]),
+        "markers_open_first_user": [r.get("marker_opens_first_user") for r in recs
+                                    if "marker_opens_first_user" in r],
         "warmup": sorted((r["stream"], r["turn"]) for r in warm),
         "profiling": by_stream, "profiled_requests": len(prof),
         "max_inflight": peak, "window_s": window_s,
@@ -253,7 +295,18 @@ def compare(h: dict, k: dict) -> dict:
         else:
             differ.append({"stream": s, "harness": h["profiling"].get(s, []),
                            "kvbench": k["profiling"].get(s, [])})
-    return {"warmup_equal": h["warmup"] == k["warmup"], "streams": len(streams),
+    # the same request (phase, stream, turn) with the same marker: the same prompt tokens
+    hp = {p[:4]: p[4] for p in h["prompts"]}
+    kp = {p[:4]: p[4] for p in k["prompts"]}
+    both = sorted(set(hp) & set(kp))
+    unequal = [[*key, hp[key], kp[key]] for key in both if hp[key] != kp[key]]
+    deltas = Counter(kp[key] - hp[key] for key in both)
+    return {"prompts": {"harness": len(hp), "kvbench": len(kp), "same_marker": len(both),
+                        "same_tokens": len(both) - len(unequal),
+                        # kvbench's prompt tokens less the harness's: {delta: requests}
+                        "token_deltas": {str(d): n for d, n in sorted(deltas.items())},
+                        "differing": unequal[:20]},
+            "warmup_equal": h["warmup"] == k["warmup"], "streams": len(streams),
             "streams_equal": same, "streams_differing": differ, "cut_at_window_end": cut,
             "inflight_equal": h["max_inflight"] == k["max_inflight"],
             "overflows_equal": h["overflows"] == k["overflows"],
@@ -288,6 +341,9 @@ def main() -> None:
     p.add_argument("--harness-venv", type=Path, default=None)
     p.add_argument("--lean", action="store_true",
                    help="one harness worker and record processor, no server metrics")
+    p.add_argument("--bodies", action="store_true",
+                   help="the harness exports every request body (--export-level raw): where "
+                        "its cache-bust marker sat (costs it writing them)")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args()
     venv = harness_venv(a.harness_venv)
@@ -302,11 +358,11 @@ def main() -> None:
             url, model = (a.url, a.model) if a.url else (server.url, server.model)
             try:
                 run = (run_harness(venv, url, model, a, out) if tool == "harness"
-                       else run_kvbench(url, model, a, out))
+                       else run_kvbench(url, model, a, out, pair["harness"]["run_id"]))
             finally:
                 if server is not None:
                     server.stop()
-            pair[tool] = describe(run)
+            pair[tool] = {**describe(run), "run_id": run.get("run_id")}
         pair["agreement"] = compare(pair["harness"], pair["kvbench"])
         runs.append(pair)
     result = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},

@@ -96,6 +96,35 @@ def test_the_messages_are_the_one_message_prompt_cut_at_the_segments():
                 assert "".join(m["content"] for m in messages) == one
 
 
+def test_the_tree_marker_opens_the_first_user_message_after_the_system_one():
+    """With a tree's marker (the AgentX profile) the run marker is gone, the system message
+    (the trace's declared prefix) comes first as the harness sends it, untouched and the
+    same for every tree, and the marker opens the user message after it
+    (aiperf/workers/worker.py:344-409 `_apply_cache_bust`, first_turn_prefix); its words are
+    counted on top of the turn's."""
+    prompts = PromptBuilder(Vocabulary(), "run-1")
+    s = load_trace(TRACES / "claude-code-subagents")[0]
+    sid = s.session_id
+    agent, ks = _streams(s)[sid]
+    bodies = []
+    for bust in (tree_marker("run-1", 0, 0, sid), tree_marker("run-1", 1, 0, sid)):
+        layout, stream = _layout(s, agent, ks), PromptStream()
+        for p, k in enumerate(ks[:2]):
+            turn = s.turns[k]
+            got = prompts.json(turn, s.namespace, (sid, k), stream, layout, p, bust)
+            messages = orjson.loads(b"".join(got.pieces))
+            assert [m["role"] for m in messages][:2] == ["system", "user"]
+            assert messages[1]["content"].startswith(bust) and got.marker == bust
+            assert not any(bust in m["content"] for m in messages[2:] + messages[:1])
+            assert got.marker_at_block == layout.at(p)[1].first
+            assert got.num_tokens == turn.input_tokens + got.marker_tokens
+            assert got.marker_tokens == 1  # no tokenizer: one word
+            bodies.append(messages)
+    # two trees (passes) of one trace: the same system message, other markers after it
+    assert bodies[0][0] == bodies[2][0] and bodies[0][1] != bodies[2][1]
+    assert bodies[0][1]["content"].split()[1:] == bodies[2][1]["content"].split()[1:]
+
+
 async def _replay(tmp_path, profile: str | None) -> list[tuple[str, dict]]:
     rec = Recorder(keep_bodies=True)
     srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
