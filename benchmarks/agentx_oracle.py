@@ -8,10 +8,13 @@ given tokenizer, as both clients synthesise them with it), the harness runs once
 `build_replay_cmd` at 843c6254f; `--unsafe-override` as the traces are local and the phase
 short), then, on another fresh server, kvbench (`kvbench replay --profile agentx` with the
 same concurrency, duration and warm-up). Compared per repeat: the requests each sent per
-session stream and turn in the warm-up and the profiling phase, the most requests in flight
-at once, the profiling window, the verdict; over the repeats: TTFT p50 and throughput, agreeing
-when their difference is within the run-to-run noise (two standard errors of the
-difference of the means).
+session stream and turn in the warm-up and the profiling phase, each request's prompt (the
+server's token count, with its cache-bust marker: kvbench runs with the harness's run id,
+`--run-marker`, so both mark each session tree alike), the most requests in flight at once,
+the profiling window, the verdict; over the repeats: TTFT p50 and throughput, judged as
+`kvbench compare` judges two arms (results/compare.py: the 95% interval of the difference of
+the means, Student t on the pooled repeat variance). The runs alternate (harness, kvbench,
+harness, ...), each on a fresh server; the machine's load is recorded before and after each.
 
     python3 benchmarks/agentx_oracle.py --traces tests/data/traces/agentx-small \\
         --tokenizer DIR --concurrency 2 --duration 30 --warmup-per-lane 3 --repeats 3 \\
@@ -315,16 +318,25 @@ def compare(h: dict, k: dict) -> dict:
             k["verdict"]["submission_valid"]}
 
 
-def noise(values_h: list[float], values_k: list[float]) -> dict:
-    mh, mk = statistics.mean(values_h), statistics.mean(values_k)
-    n = min(len(values_h), len(values_k))
-    if n < 2:
-        return {"harness": mh, "kvbench": mk, "delta": mk - mh, "within_noise": None}
-    se = (statistics.variance(values_h) / len(values_h)
-          + statistics.variance(values_k) / len(values_k)) ** 0.5
-    return {"harness": mh, "kvbench": mk, "harness_sd": statistics.stdev(values_h),
-            "kvbench_sd": statistics.stdev(values_k), "delta": mk - mh,
-            "two_se": 2 * se, "within_noise": abs(mk - mh) <= 2 * se}
+def noise(values_h: list[float], values_k: list[float], higher_is_better: bool) -> dict:
+    """kvbench's own verdict on the difference (results/compare.py, as `kvbench compare`
+    judges two arms: the 95% interval of the difference of the means, Student t on the
+    pooled repeat variance), the harness the first arm."""
+    sys.path.insert(0, str(REPO / "src"))
+    from kvbench.results.compare import _delta, _stats
+
+    h, k = _stats(values_h), _stats(values_k)
+    d = _delta(h, k, higher_is_better)
+    return {"harness": h["mean"], "kvbench": k["mean"], "harness_sd": h["std"],
+            "kvbench_sd": k["std"], "n": [h["n"], k["n"]], "delta": d["abs"],
+            "delta_pct": d["pct"], "interval": d["noise"], "interval_pct": d["noise_pct"],
+            "verdict": d["verdict"],
+            "within_noise": None if d["significant"] is None else not d["significant"]}
+
+
+def load() -> list[float]:
+    """The machine's load averages (1, 5, 15 min): the runs share it."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def main() -> None:
@@ -354,6 +366,7 @@ def main() -> None:
         for tool in ("harness", "kvbench"):
             out = a.out / f"{tool}-{i}"
             out.mkdir(parents=True, exist_ok=True)
+            before = load()
             server = None if a.url else SimServer(a.tokenizer, out / "server.log")
             url, model = (a.url, a.model) if a.url else (server.url, server.model)
             try:
@@ -362,14 +375,17 @@ def main() -> None:
             finally:
                 if server is not None:
                     server.stop()
-            pair[tool] = {**describe(run), "run_id": run.get("run_id")}
+            pair[tool] = {**describe(run), "run_id": run.get("run_id"),
+                          "load_before": before, "load_after": load()}
         pair["agreement"] = compare(pair["harness"], pair["kvbench"])
         runs.append(pair)
     result = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
               "runs": runs}
-    for metric in ("ttft_p50_ms", "requests_s", "output_tok_s", "max_inflight", "window_s"):
+    for metric, higher in (("ttft_p50_ms", False), ("requests_s", True),
+                           ("output_tok_s", True), ("max_inflight", True),
+                           ("window_s", True)):
         result[metric] = noise([r["harness"][metric] for r in runs],
-                               [r["kvbench"][metric] for r in runs])
+                               [r["kvbench"][metric] for r in runs], higher)
     (a.out / "oracle.json").write_text(json.dumps(result, indent=1))
     print(table(result))
 
@@ -386,6 +402,10 @@ def table(result: dict) -> str:
                     f"{k['profiled_requests']} | {ag['streams_equal']}/{ag['streams']} "
                     f"streams send the same turns ({ag['cut_at_window_end']} cut by the "
                     "window's end) |")
+        pr = ag["prompts"]
+        rows.append(f"| run {i}: prompts (server's tokens) | {pr['harness']} | {pr['kvbench']} "
+                    f"| {pr['same_marker']} the same (stream, turn, marker); tokens kvbench "
+                    f"less harness: {pr['token_deltas']} |")
         rows.append(f"| run {i}: most requests in flight ({result['settings']['concurrency']} "
                     f"lanes) | {h['max_inflight']} | {k['max_inflight']} | "
                     f"{'yes' if ag['inflight_equal'] else 'no'} |")
@@ -397,12 +417,19 @@ def table(result: dict) -> str:
                           ("output_tok_s", "output tokens/s"),
                           ("window_s", "profiling window (s)")):
         m = result[metric]
-        sd_h = f" ±{m['harness_sd']:.2f}" if "harness_sd" in m else ""
-        sd_k = f" ±{m['kvbench_sd']:.2f}" if "kvbench_sd" in m else ""
-        verdict = {None: "one repeat: no noise estimate", True: "within noise",
-                   False: "NOT within noise"}[m["within_noise"]]
+        sd_h = f" ±{m['harness_sd']:.2f}" if m["harness_sd"] is not None else ""
+        sd_k = f" ±{m['kvbench_sd']:.2f}" if m["kvbench_sd"] is not None else ""
+        delta = f"{m['delta']:+.3f}"
+        if m["interval"] is not None:
+            delta += f" ±{m['interval']:.3f}"
+        if m["delta_pct"] is not None:
+            delta += f" ({m['delta_pct']:+.1f}%" + (
+                f" ±{m['interval_pct']:.1f}" if m["interval_pct"] is not None else "") + ")"
         rows.append(f"| {label}, mean of {len(runs)} | {m['harness']:.2f}{sd_h} | "
-                    f"{m['kvbench']:.2f}{sd_k} | {verdict} |")
+                    f"{m['kvbench']:.2f}{sd_k} | {delta}: {m['verdict']} |")
+    loads = [r[t]["load_before"][0] for r in runs for t in ("harness", "kvbench")]
+    rows.append(f"| machine load (1-min average before each run) | {min(loads):.2f} to "
+                f"{max(loads):.2f} | | |")
     return "\n".join(rows)
 
 
