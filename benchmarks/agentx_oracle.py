@@ -81,6 +81,23 @@ class SimServer:
                 time.sleep(0.2)
         raise SystemExit(f"serve-sim did not answer within 60 s: see {log}")
 
+    def server_ttft_ms(self) -> float | None:
+        """The mean time to first token the engine itself measured, arrival to first token
+        in simulated time, over every request it served (sim/metrics.py): what the clients'
+        own TTFT adds to it is theirs (sending, reading, their event loops)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        got = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            for part in ("sum", "count"):
+                if name.startswith(f"sglang:time_to_first_token_seconds_{part}"):
+                    got[part] = got.get(part, 0.0) + float(value)
+        return got["sum"] / got["count"] * 1e3 if got.get("count") else None
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -275,6 +292,9 @@ def describe(run: dict) -> dict:
         "max_inflight": peak, "window_s": window_s,
         "warmup_s": (warm_end - min((r["start_ns"] for r in warm), default=warm_end)) / 1e9,
         "ttft_p50_ms": statistics.median(ttft) if ttft else None,
+        # every answered request's, warm-up included, as the engine's own mean counts them
+        "ttft_mean_all_ms": statistics.fmean(t) if (t := [
+            r["ttft_ms"] for r in recs if r["ok"] and r["ttft_ms"] is not None]) else None,
         "requests_s": len(ok) / window_s if window_s else None,
         "output_tok_s": sum(r["out_tokens"] or 0 for r in ok) / window_s if window_s else None,
         "verdict": run["verdict"], "wall_s": run["wall_s"], "overflows": run["overflows"],
@@ -298,13 +318,25 @@ def compare(h: dict, k: dict) -> dict:
         else:
             differ.append({"stream": s, "harness": h["profiling"].get(s, []),
                            "kvbench": k["profiling"].get(s, [])})
-    # the same request (phase, stream, turn) with the same marker: the same prompt tokens
-    hp = {p[:4]: p[4] for p in h["prompts"]}
-    kp = {p[:4]: p[4] for p in k["prompts"]}
+    # the same request (phase, stream, turn) with the same marker: the same prompt tokens.
+    # Without the harness's bodies its markers are unknown: a request is then its (phase,
+    # stream, turn) and its repeats (another pass of the trace) pair in token order
+    bodies = any(p[3] for p in h["prompts"])
+
+    def keyed(prompts: list) -> dict:
+        out, seen = {}, Counter()
+        for *key, tokens in sorted(prompts, key=lambda p: (*p[:3], p[4])):
+            key = tuple(key) if bodies else (*key[:3], seen[tuple(key[:3])])
+            seen[tuple(key[:3])] += 1
+            out[key] = tokens
+        return out
+
+    hp, kp = keyed(h["prompts"]), keyed(k["prompts"])
     both = sorted(set(hp) & set(kp))
     unequal = [[*key, hp[key], kp[key]] for key in both if hp[key] != kp[key]]
     deltas = Counter(kp[key] - hp[key] for key in both)
     return {"prompts": {"harness": len(hp), "kvbench": len(kp), "same_marker": len(both),
+                        "markers_compared": bodies,
                         "same_tokens": len(both) - len(unequal),
                         # kvbench's prompt tokens less the harness's: {delta: requests}
                         "token_deltas": {str(d): n for d, n in sorted(deltas.items())},
@@ -372,18 +404,30 @@ def main() -> None:
             try:
                 run = (run_harness(venv, url, model, a, out) if tool == "harness"
                        else run_kvbench(url, model, a, out, pair["harness"]["run_id"]))
+                run["server_ttft_ms"] = server.server_ttft_ms() if server else None
             finally:
                 if server is not None:
                     server.stop()
             pair[tool] = {**describe(run), "run_id": run.get("run_id"),
+                          "server_ttft_ms": run["server_ttft_ms"],
                           "load_before": before, "load_after": load()}
         pair["agreement"] = compare(pair["harness"], pair["kvbench"])
         runs.append(pair)
     result = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
               "runs": runs}
+    for run in runs:
+        for tool in ("harness", "kvbench"):
+            r = run[tool]
+            r["client_ttft_overhead_ms"] = (
+                r["ttft_mean_all_ms"] - r["server_ttft_ms"]
+                if r["server_ttft_ms"] is not None and r["ttft_mean_all_ms"] is not None
+                else None)
     for metric, higher in (("ttft_p50_ms", False), ("requests_s", True),
                            ("output_tok_s", True), ("max_inflight", True),
-                           ("window_s", True)):
+                           ("window_s", True), ("server_ttft_ms", False),
+                           ("client_ttft_overhead_ms", False)):
+        if any(r[t][metric] is None for r in runs for t in ("harness", "kvbench")):
+            continue  # a running server's (--url): not scraped per run
         result[metric] = noise([r["harness"][metric] for r in runs],
                                [r["kvbench"][metric] for r in runs], higher)
     (a.out / "oracle.json").write_text(json.dumps(result, indent=1))
@@ -404,8 +448,9 @@ def table(result: dict) -> str:
                     "window's end) |")
         pr = ag["prompts"]
         rows.append(f"| run {i}: prompts (server's tokens) | {pr['harness']} | {pr['kvbench']} "
-                    f"| {pr['same_marker']} the same (stream, turn, marker); tokens kvbench "
-                    f"less harness: {pr['token_deltas']} |")
+                    f"| {pr['same_marker']} the same (stream, turn"
+                    f"{', marker' if pr['markers_compared'] else ''}); tokens kvbench less "
+                    f"harness: {pr['token_deltas']} |")
         rows.append(f"| run {i}: most requests in flight ({result['settings']['concurrency']} "
                     f"lanes) | {h['max_inflight']} | {k['max_inflight']} | "
                     f"{'yes' if ag['inflight_equal'] else 'no'} |")
@@ -415,8 +460,13 @@ def table(result: dict) -> str:
                     f"reasons) | {'yes' if ag['verdict_equal'] else 'no'} |")
     for metric, label in (("ttft_p50_ms", "TTFT p50 (ms)"), ("requests_s", "requests/s"),
                           ("output_tok_s", "output tokens/s"),
-                          ("window_s", "profiling window (s)")):
-        m = result[metric]
+                          ("window_s", "profiling window (s)"),
+                          ("server_ttft_ms", "engine's own TTFT, mean of all requests (ms)"),
+                          ("client_ttft_overhead_ms",
+                           "client's TTFT less the engine's, means of all requests (ms)")):
+        m = result.get(metric)
+        if m is None:
+            continue
         sd_h = f" ±{m['harness_sd']:.2f}" if m["harness_sd"] is not None else ""
         sd_k = f" ±{m['kvbench_sd']:.2f}" if m["kvbench_sd"] is not None else ""
         delta = f"{m['delta']:+.3f}"
