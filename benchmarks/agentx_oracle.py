@@ -60,13 +60,13 @@ def _free_port() -> int:
 class SimServer:
     """A fresh `kvbench serve-sim` for one run, stopped after it."""
 
-    def __init__(self, tokenizer: str, log: Path) -> None:
+    def __init__(self, tokenizer: str, log: Path, args: list[str] = ()) -> None:
         self.port = _free_port()
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         self.log = open(log, "wb")  # noqa: SIM115 (the server writes it until stopped)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kvbench", "serve-sim", "--port", str(self.port),
-             "--tokenizer", tokenizer, "--time-scale", "1"],
+             "--tokenizer", tokenizer, "--time-scale", "1", *args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60
@@ -382,6 +382,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--url", default=None, help="a running server (default: serve-sim per run)")
     p.add_argument("--model", default=None)
+    p.add_argument("--server-args", default="",
+                   help="more serve-sim options, e.g. '--model llama-3.1-70b' (an engine whose "
+                        "TTFT is tens of milliseconds, as on a GPU, not a few)")
     p.add_argument("--harness-venv", type=Path, default=None)
     p.add_argument("--lean", action="store_true",
                    help="one harness worker and record processor, no server metrics")
@@ -399,7 +402,8 @@ def main() -> None:
             out = a.out / f"{tool}-{i}"
             out.mkdir(parents=True, exist_ok=True)
             before = load()
-            server = None if a.url else SimServer(a.tokenizer, out / "server.log")
+            server = None if a.url else SimServer(a.tokenizer, out / "server.log",
+                                                  a.server_args.split())
             url, model = (a.url, a.model) if a.url else (server.url, server.model)
             try:
                 run = (run_harness(venv, url, model, a, out) if tool == "harness"
