@@ -82,7 +82,8 @@ def test_a_missing_config_is_one_clear_error(tmp_path):
     res = kvbench("dummy-model", str(tmp_path / "m"), "--config", str(tmp_path / "nope.json"))
     assert res.returncode == 2 and "cannot read a config.json" in res.stderr
     res = kvbench("dummy-model", str(tmp_path / "m"), "--model", "gpt-9")
-    assert res.returncode == 2 and "allowed: qwen3-8b, qwen3.5-397b-a17b-scaled" in res.stderr
+    assert res.returncode == 2
+    assert "allowed: deepseek-v3-scaled, qwen3-8b, qwen3.5-397b-a17b-scaled" in res.stderr
 
 
 def test_the_scaled_qwen35_keeps_the_checkpoints_architecture(tmp_path):
@@ -116,3 +117,44 @@ def test_the_scaled_qwen35_keeps_the_checkpoints_architecture(tmp_path):
     assert {p.name: p for p in m.kv_pools(1, state_dtype="bf16")}[
         "mamba"].fixed_bytes_per_request_per_rank == 13_025_280
     assert pools["kv"].bytes_per_token_per_rank == 2 * 2 * 2 * 256 * 2
+
+
+def test_the_scaled_deepseek_v3_keeps_the_checkpoints_mla_moe_and_nextn_shapes(tmp_path):
+    """DeepSeek-V3 at 4 layers (1 dense + 3 MoE) and 64 routed experts, bf16: the checkpoint's
+    config.json keys and per-layer shapes (src/kvbench/models/data/hf-config/README.md); SGLang
+    0.5.17 serves it as DeepseekV3ForCausalLM with a DeepseekV3ForCausalLMNextN draft of one
+    layer (benchmarks/gpu/mla/cpu_check.txt). kvbench's profile caches the MLA latent, (512 +
+    64) x 2 B per layer, and the draft's one layer beside it."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from kvbench.models import load_model
+
+    out = tmp_path / "dsv3"
+    res = kvbench("dummy-model", str(out), "--model", "deepseek-v3-scaled")
+    assert res.returncode == 0, res.stderr
+    cfg = AutoConfig.from_pretrained(out)  # transformers' own deepseek_v3 configuration
+    assert (type(cfg).__name__, cfg.architectures, cfg.model_type) == (
+        "DeepseekV3Config", ["DeepseekV3ForCausalLM"], "deepseek_v3")
+    assert (cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim,
+            cfg.v_head_dim, cfg.num_attention_heads, cfg.hidden_size) == (
+        1536, 512, 128, 64, 128, 128, 7168)
+    assert (cfg.num_hidden_layers, cfg.first_k_dense_replace, cfg.n_routed_experts,
+            cfg.n_shared_experts, cfg.num_experts_per_tok, cfg.n_group, cfg.topk_group,
+            cfg.moe_intermediate_size, cfg.routed_scaling_factor, cfg.vocab_size) == (
+        4, 1, 64, 1, 8, 8, 4, 2048, 2.5, 129_280)
+    raw = json.loads((out / "config.json").read_text())
+    assert (raw["scoring_func"], raw["topk_method"], raw["num_nextn_predict_layers"],
+            raw["rope_scaling"]["type"], raw["rope_scaling"]["factor"]) == (
+        "sigmoid", "noaux_tc", 1, "yarn", 40)
+    assert "quantization_config" not in raw  # bf16: fp8 block GEMMs want deep_gemm
+    tok = AutoTokenizer.from_pretrained(out)
+    assert len(tok) == 129_280 and raw["eos_token_id"] == tok.convert_tokens_to_ids("<|im_end|>")
+    m = load_model("kvbench/deepseek-v3-scaled")
+    assert m.attention_kind == "mla" and (m.num_layers, m.mtp_layers, m.num_experts) == (4, 1, 64)
+    pools = {p.name: p for p in m.kv_pools(1)}
+    assert pools["kv"].bytes_per_token_per_rank == 4 * (512 + 64) * 2
+    assert pools["draft_kv"].bytes_per_token_per_rank == (512 + 64) * 2
+    # parameters from the shapes: MLA projections, one dense MLP, 4 MoE blocks (3 + the
+    # NextN layer) of 64 experts, embedding and head: 14.74 B, 29.5 GB in bf16
+    assert m.total_params == pytest.approx(14.74e9, rel=0.001)
+

@@ -53,11 +53,17 @@ def test_capped_hicache_arm_is_the_engines_to_the_token():
     is the KV host slots as a ratio of the device pool plus a page (kv_cache_builder.py)."""
     plan = _plan("dram", COMMON + CAPS)
     rows = _rows(plan, "server-0.5.17-qwen3.5-capped-hicache.excerpt.log")
-    assert list(rows) == ["device kv", "device mamba", "host kv", "host mamba",
+    assert list(rows) == ["device kv", "device kv size", "device draft_kv",
+                          "device draft_kv size", "device mamba", "host kv", "host mamba",
                           "host draft_kv"]
-    assert {n: (r.planned, r.allocated) for n, r in rows.items() if r.unit != "GB"} == {
-        "device kv": (43_648, 43_648), "device mamba": (80, 80),
-        "host kv": (688_960, 688_960), "host draft_kv": (689_024, 689_024)}
+    assert {n: (r.planned, r.allocated) for n, r in rows.items()
+            if r.unit in ("tokens", "slots")} == {
+        "device kv": (43_648, 43_648), "device draft_kv": (43_648, 43_648),
+        "device mamba": (80, 80), "host kv": (688_960, 688_960),
+        "host draft_kv": (689_024, 689_024)}
+    # the device pools' GiB (0.04 + 0.04 K and V, 0.02 + 0.02 for the draft) are the tokens
+    # plus a page at the plan's 2,048 and 1,024 B per token, within the log's decimals
+    assert all(rows[n].within == 0.0 for n in ("device kv size", "device draft_kv size"))
     assert rows["host mamba"].within == 0.0  # 30.60 GB at the log's two decimals
     kv_dev, mamba_dev = (43_648 + 64) * 2_048, 81 * 13_025_280 + 17 * 4 * 13_025_280
     kv_gb = 32 * kv_dev / (kv_dev + mamba_dev)  # hybrid_pool_assembler._split_hicache_size

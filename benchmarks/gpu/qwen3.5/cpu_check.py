@@ -4,6 +4,10 @@ holds the bundle's wheels for cp311 and the image's packages; README.md "CPU che
   config   ModelConfig of the dummy directory, target and MTP draft: the class SGLang serves
            it with, the hybrid GDN layer split, num_nextn_predict_layers of the draft (None
            without sglang-34560: the seed-000 condition; 1 with it, given PATCHED=1)
+  mla      ModelConfig of an MLA directory (DeepSeek-V3), target and NextN draft: the class,
+           the attention arch, the latent and rope widths SGLang's MLA pools are sized by,
+           the layers each pool holds (the draft's: num_nextn_predict_layers), the model class
+           SGLang's registry imports for it
   state    the Mamba state per request SGLang sizes (mamba2_cache_params.mamba_cache_per_req)
            for fp32 and bf16 SSM states, beside kvbench's profile
   args     SGLang's parser and ServerArgs resolution on the argv kvbench renders for a step
@@ -11,7 +15,7 @@ holds the bundle's wheels for cp311 and the image's packages; README.md "CPU che
   tokenizer  the tokenizer manager's start: processor, multimodal processor, tokenizer, chat
              template on the dummy directory
 
-    python cpu_check.py config|state MODEL_DIR
+    python cpu_check.py config|mla|state MODEL_DIR
     python cpu_check.py args|tokenizer ARGV_JSON"""
 
 from __future__ import annotations
@@ -39,6 +43,31 @@ def config(model: str) -> None:
           getattr(drf.hf_text_config, "num_nextn_predict_layers", None),
           "ModelConfig.num_nextn_predict_layers", drf.num_nextn_predict_layers,
           "hybrid", type(hybrid_gdn_config(drf)).__name__)
+
+
+def mla(model: str) -> None:
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.models.registry import ModelRegistry
+
+    for draft in (False, True):
+        mc = ModelConfig(model_path=model, trust_remote_code=True, is_draft_model=draft)
+        cell = mc.kv_lora_rank + mc.qk_rope_head_dim
+        # the layers the worker's KV pool holds: a draft with MTP layers, that many
+        # (model_runner_components/layer_setup.py:154-172, 0.5.17)
+        nextn = mc.num_nextn_predict_layers
+        layers = nextn if draft and nextn else max(mc.num_hidden_layers,
+                                                   mc.num_attention_layers)
+        print("draft" if draft else "target", mc.hf_config.architectures,
+              type(mc.hf_config).__name__, "attention", mc.attention_arch.name,
+              "kv_lora_rank", mc.kv_lora_rank, "qk_rope_head_dim", mc.qk_rope_head_dim,
+              "num_hidden_layers", mc.num_hidden_layers, "num_nextn_predict_layers",
+              mc.num_nextn_predict_layers, "experts", mc.hf_text_config.n_routed_experts,
+              "first_k_dense_replace", mc.hf_text_config.first_k_dense_replace,
+              "scaling", round(mc.scaling, 6))
+        cls, _ = ModelRegistry.resolve_model_cls(mc.hf_config.architectures)
+        print(f"  model class {cls.__module__}.{cls.__name__}")
+        print(f"  pool: latent cell {cell} x bf16 x {layers} layers = {cell * 2 * layers} B "
+              "per token")
 
 
 def state(model: str) -> None:
@@ -88,7 +117,10 @@ def args(argv_json: str) -> None:
               "mamba_track_interval", "mamba_ssm_dtype", "speculative_algorithm",
               "speculative_num_steps", "speculative_num_draft_tokens", "speculative_eagle_topk",
               "enable_hierarchical_cache", "hicache_size", "hicache_io_backend",
-              "hicache_mem_layout", "hicache_write_policy", "tokenizer_path", "quantization"):
+              "hicache_mem_layout", "hicache_write_policy", "tokenizer_path", "quantization",
+              "load_format", "disable_cuda_graph", "speculative_draft_model_path",
+              "speculative_moe_runner_backend", "moe_runner_backend", "disable_radix_cache",
+              "chunked_prefill_size"):
         print(f"{k} = {getattr(sa, k, '<none>')}")
 
 
@@ -120,5 +152,5 @@ def tokenizer(argv_json: str) -> None:
 
 
 if __name__ == "__main__":
-    {"config": config, "state": state, "args": args, "tokenizer": tokenizer}[sys.argv[1]](
-        sys.argv[2])
+    steps = {"config": config, "mla": mla, "state": state, "args": args, "tokenizer": tokenizer}
+    steps[sys.argv[1]](sys.argv[2])

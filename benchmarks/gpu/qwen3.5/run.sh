@@ -8,6 +8,10 @@
 #                          engine's), one chat request through prefill, decode and MTP, stopped:
 #                          server.log, plan.json, /metrics; the first start also builds every
 #                          JIT and Triton kernel into /tmp/sgjit for the later jobs
+#         engprobe         the resident arm (MTP, page 16) with the replay jobs' Mamba and
+#                          running caps but room for 4 x 32k prompts, probed at fixed prompt
+#                          lengths (benchmarks/gpu/probe.py, as ../sglang/run.sh probes
+#                          Qwen3-8B): prefill and decode speed for a Qwen3.5 engine profile
 #         ARM:CONC[xN]     one job of arm resident | hicache | unpatched at concurrency CONC,
 #                          N repeats (--repeat N; repeats already done are skipped). unpatched:
 #                          the HiCache arm without sglang-34560 (seed 000's crash expected);
@@ -27,6 +31,9 @@
 # and unpatched arms run the released 0.5.17 code.
 # Jobs go to /tmp/kvb/results-q35[-unpatched], per-step files to /tmp/kvb/<step>/, and after
 # each step $OUT/kvb.tar.gz holds /tmp/kvb.
+# The replay profile is pinned (PROFILE, default agentx): kvbench's default for agentic rows
+# changed between sessions 9 and 11 and moved the workload under the same command
+# (../../results/h200/qwen3.5/README.md, session 11); PROFILE=none replays as session 9 did.
 set -u
 [ $# -gt 0 ] || { echo "usage: run.sh STEP..." >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,20 +56,28 @@ probe() {  # kvbench launch of the patched HiCache arm, uncapped; one request; s
   python3 -m kvbench launch "${RECIPE[@]}" --config-keys $KEY --exp-name \
     qwen3.5_tp1_conc8_kvdram-hicache_spec-mtp --port $port "${COMMON[@]}" \
     --ready-timeout $(( $(left_s) - 40 )) --work-dir "$d/server" > "$d/launch.log" 2>&1 & LP=$!
-  while kill -0 $LP 2>/dev/null && ! curl -sf 127.0.0.1:$port/health > /dev/null; do
-    [ "$(left_s)" -lt 40 ] && break; sleep 2; done
-  if curl -sf 127.0.0.1:$port/health > /dev/null; then
-    echo "probe: ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
-  else
-    echo "probe: not ready after $((SECONDS - t0)) s (launch.log says why)" | tee -a "$d/call.log"
-  fi
-  curl -s 127.0.0.1:$port/metrics > "$d/metrics-idle.txt"
-  curl -s -m 60 127.0.0.1:$port/v1/chat/completions -H 'content-type: application/json' -d \
-    '{"model":"kvbench/qwen3.5-397b-a17b-scaled","max_tokens":64,"messages":[{"role":"user","content":"the model cache token file server data path list the of and to in is"}]}' \
-    > "$d/chat.json"; echo "probe: chat rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
-  curl -s 127.0.0.1:$port/metrics > "$d/metrics-after.txt"
+  probe_chat $port kvbench/qwen3.5-397b-a17b-scaled "$d" $t0  # ../sglang/env.sh
   kill -TERM $LP 2>/dev/null; wait $LP
   python3 "$here/plan_vs_allocated.py" "$d/server" > "$d/pva.txt" 2>&1
+}
+
+engprobe() {  # kvbench launch of the resident arm; probe.py; stop
+  local d=$1 port=30101 t0=$SECONDS
+  python3 -m kvbench launch "${RECIPE[@]}" --config-keys $KEY --exp-name \
+    qwen3.5_tp1_conc4_kvnone_spec-mtp --port $port "${COMMON[@]}" --engine-arg=--page-size=16 \
+    --engine-arg=--max-total-tokens=140000 --engine-arg=--max-mamba-cache-size=80 \
+    --engine-arg=--max-running-requests=16 \
+    --ready-timeout $(( $(left_s) - 40 )) --work-dir "$d/server" > "$d/launch.log" 2>&1 & LP=$!
+  while kill -0 $LP 2>/dev/null && ! curl -sf 127.0.0.1:$port/health > /dev/null; do
+    [ "$(left_s)" -lt 40 ] && break; sleep 2; done
+  echo "engprobe: ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  curl -s 127.0.0.1:$port/metrics > "$d/metrics-idle.txt"
+  timeout $(( $(left_s) - 20 )) python3 benchmarks/gpu/probe.py --url http://127.0.0.1:$port \
+    --model kvbench/qwen3.5-397b-a17b-scaled --tokenizer $M --prompt-tokens 128 1024 8192 32000 \
+    --concurrency 1 4 --requests 4 --max-tokens 32 --out "$d/probe.json" >> "$d/call.log" 2>&1
+  echo "engprobe: probe rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  curl -s 127.0.0.1:$port/metrics > "$d/metrics-after.txt"
+  kill -TERM $LP 2>/dev/null; wait $LP
 }
 
 for step in "$@"; do
@@ -73,10 +88,13 @@ for step in "$@"; do
   arm=${step%%:*}
   [ "$arm" = hicache ] || cp $CFG.pristine $CFG  # the released file for every arm but hicache
   need=${JOB_S:-200}; [ "$arm" = probe ] && need=${PROBE_S:-330}
+  [ "$arm" = engprobe ] && need=${PROBE_S:-240}
   if [ "$(left_s)" -lt "$need" ]; then
     echo "$step: skipped, $(left_s) s left, a step takes up to $need s" | tee -a "$d/call.log"
   elif [ "$arm" = probe ]; then
     probe "$d"
+  elif [ "$arm" = engprobe ]; then
+    engprobe "$d"
   else
     rest=${step#*:}; conc=${rest%%x*}; rep=1
     [ "$rest" != "$conc" ] && rep=${rest#*x}
@@ -96,6 +114,7 @@ for step in "$@"; do
       --exp-name "qwen3.5_tp1_conc${conc}_${sel}${spec}" --results "$res" \
       --min-conc "$conc" --max-conc "$conc" --repeat "$rep" --ready-timeout 420 \
       --trace benchmarks/gpu/vllm/traces --duration 50 --max-tokens-cap 256 \
+      --profile "${PROFILE:-agentx}" \
       "${COMMON[@]}" "${CAPS[@]}" "${extra[@]}" --no-dashboard --continue-on-error --compress \
       --format json > "$d/run.json" 2> "$d/run.log"
     echo "$step: kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"

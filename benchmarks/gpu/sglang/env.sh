@@ -9,3 +9,21 @@ export PYTHONPATH=/tmp/sgsite:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANS
 export TVM_FFI_CACHE_DIR=/tmp/sgjit TRITON_CACHE_DIR=/tmp/sgjit/triton
 DEADLINE=${DEADLINE:-$(( $(date +%s) + ${BUDGET_S:-560} ))}
 left_s() { echo $(( DEADLINE - $(date +%s) )); }
+# A probe's server (kvbench launch in the background, pid $LP, on PORT): wait until it is
+# ready or the deadline nears, save /metrics before and after one chat request of MODEL
+# through prefill and decode, into folder D (call.log says what happened; T0: $SECONDS at start)
+probe_chat() {
+  local port=$1 model=$2 d=$3 t0=$4
+  while kill -0 $LP 2>/dev/null && ! curl -sf 127.0.0.1:$port/health > /dev/null; do
+    [ "$(left_s)" -lt 40 ] && break; sleep 2; done
+  if curl -sf 127.0.0.1:$port/health > /dev/null; then
+    echo "probe: ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  else
+    echo "probe: not ready after $((SECONDS - t0)) s (launch.log says why)" | tee -a "$d/call.log"
+  fi
+  curl -s 127.0.0.1:$port/metrics > "$d/metrics-idle.txt"
+  curl -s -m 60 127.0.0.1:$port/v1/chat/completions -H 'content-type: application/json' -d \
+    '{"model":"'"$model"'","max_tokens":64,"messages":[{"role":"user","content":"the model cache token file server data path list the of and to in is"}]}' \
+    > "$d/chat.json"; echo "probe: chat rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  curl -s 127.0.0.1:$port/metrics > "$d/metrics-after.txt"
+}

@@ -14,7 +14,8 @@ from kvbench.cli.app import app
 def dummy_model(
     out: Annotated[Path, typer.Argument(help="Directory to write (config.json + tokenizer).")],
     model: Annotated[str, typer.Option(
-        "--model", help="A shipped architecture (qwen3-8b, qwen3.5-397b-a17b-scaled).")
+        "--model", help="A shipped architecture (deepseek-v3-scaled, qwen3-8b, "
+        "qwen3.5-397b-a17b-scaled).")
     ] = "qwen3-8b",
     config: Annotated[Path | None, typer.Option(
         "--config", help="A model's config.json instead of a shipped one.")] = None,

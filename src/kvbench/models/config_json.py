@@ -32,6 +32,20 @@ def _gdn_params(c: dict[str, Any]) -> int:
         + value_dim * h
 
 
+def _mla_params(c: dict[str, Any]) -> int:
+    """One MLA layer's projections (DeepSeek-V2/V3; sglang 0.5.17 models/deepseek_v2.py
+    DeepseekV2AttentionMLA): the query through its low-rank `q_lora_rank` (or directly), the
+    joint KV latent plus the rope key, its up-projection to per-head nope keys and values,
+    and the output."""
+    h, heads = c["hidden_size"], c["num_attention_heads"]
+    qk = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
+    q_lora = c.get("q_lora_rank")
+    q = h * q_lora + q_lora * heads * qk if q_lora else h * heads * qk
+    kv = h * (c["kv_lora_rank"] + c["qk_rope_head_dim"]) + \
+        c["kv_lora_rank"] * heads * (c["qk_nope_head_dim"] + c["v_head_dim"])
+    return q + kv + heads * c["v_head_dim"] * h
+
+
 def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int,
             linear_layers: int = 0, mtp_layers: int = 0) -> tuple[int, int]:
     """(total, active) parameters estimated from matrix shapes; linear-attention layers
@@ -42,7 +56,8 @@ def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int,
     # q (doubled by an output gate: Qwen3-Next/3.5 attn_output_gate, sglang 0.5.17
     # models/qwen3_5.py), k and v (kv_dim is both), o
     gate = 2 if c.get("attn_output_gate") else 1
-    per_attn = h * q_dim * gate + h * kv_dim + q_dim * h
+    per_attn = _mla_params(c) if c.get("kv_lora_rank") else \
+        h * q_dim * gate + h * kv_dim + q_dim * h
     attn = (layers - linear_layers) * per_attn + linear_layers * (
         _gdn_params(c) if linear_layers else 0) + mtp_layers * (per_attn + 2 * h * h)
     blocks = layers + mtp_layers
@@ -54,8 +69,14 @@ def _params(c: dict[str, Any], layers: int, q_dim: int, kv_dim: int,
         shared = c.get("shared_expert_intermediate_size") or shared
         per_expert = 3 * h * moe_inter
         router = experts * h + (h if shared else 0)  # the gate, the shared expert's gate
-        total = embed + attn + blocks * (experts * per_expert + 3 * h * shared + router)
-        active = embed + attn + blocks * (top_k * per_expert + 3 * h * shared + router)
+        # DeepSeek: the first `first_k_dense_replace` layers have a dense MLP instead
+        dense = min(c.get("first_k_dense_replace") or 0, layers)
+        dense_mlp = dense * 3 * h * c.get("intermediate_size", 0)
+        blocks -= dense
+        total = embed + attn + dense_mlp + blocks * (experts * per_expert + 3 * h * shared
+                                                     + router)
+        active = embed + attn + dense_mlp + blocks * (top_k * per_expert + 3 * h * shared
+                                                      + router)
         return int(total), int(active)
     dense = embed + attn + blocks * 3 * h * c["intermediate_size"]
     return int(dense), int(dense)
@@ -107,7 +128,9 @@ def _build(c: dict[str, Any], path: Path, name: str | None = None) -> ModelProfi
     layers = c["num_hidden_layers"]
     heads = c["num_attention_heads"]
     kv_heads = c.get("num_key_value_heads") or heads
-    head_dim = c.get("head_dim") or c["hidden_size"] // heads
+    # MLA's query/key head is nope + rope wide (DeepSeek's config.json has no head_dim)
+    mla_head = (c.get("qk_nope_head_dim") or 0) + (c.get("qk_rope_head_dim") or 0)
+    head_dim = c.get("head_dim") or mla_head or c["hidden_size"] // heads
     fields: dict[str, Any] = {
         "name": name or c.get("_name_or_path") or path.parent.name,
         "model_type": c.get("model_type", "unknown"),

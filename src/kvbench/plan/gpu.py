@@ -53,6 +53,13 @@ SGLANG_SPEC_RUNNING_DEFAULT = 48
 # draft's). 0.5.23 counts it (spec_aux_hidden_state.py:146-176); assumed from 0.5.18, the
 # release that packs the draft layers into the KV pool (sizers/hicache_semantics.py).
 LAST_DRAFT_OUTSIDE_BUDGET_RELEASE = (0, 5, 17)
+# ... except that SGLang gives these architectures' MTP the model's own path as the draft path
+# when none is passed (arg_groups/speculative_hook.py:560-580, 0.5.17: DeepseekV3/V32/V4,
+# Glm4Moe, Glm4MoeLite, GlmMoeDsa, ...), so their draft is a path-given one and its layer counts
+# in the cell size. Measured (issue 37, DeepSeek-V3 scaled to 4 layers, MTP, one H200): target
+# and draft pools of 15,461,376 tokens each, 66.35 + 16.59 GB, both inside the fraction.
+SGLANG_DRAFT_PATH_FILLED = frozenset({"deepseek_v3", "deepseek_v32", "deepseek_v4", "glm4_moe",
+                                      "glm4_moe_lite", "glm_moe_dsa"})
 # Multimodal features cross processes over CUDA IPC by default on one node from 0.5.17
 # (server_args.py:7604-7616; 0.5.16 defaults to CPU transport, 0.5.23 has a CUDA VMM
 # transport instead, not modelled): each tokenizer process reserves its share of
@@ -226,7 +233,8 @@ def estimate_gpu(
     # (DeepSeek-V4's own configurator gives the draft its share itself: sizers/hicache.py)
     draft_outside = (topo.engine == "sglang" and facts.release is not None
                      and facts.release <= LAST_DRAFT_OUTSIDE_BUDGET_RELEASE
-                     and model.compressed is None)
+                     and model.compressed is None
+                     and model.model_type not in SGLANG_DRAFT_PATH_FILLED)
     per_token = sum(p.bytes_per_token_per_rank for p in pools
                     if not (draft_outside and p.name == "draft_kv"))
     notes = []

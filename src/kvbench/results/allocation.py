@@ -8,13 +8,16 @@ beside the plan, pool by pool, with the difference. Log formats are SGLang 0.5.1
 
 - scheduler: `max_total_num_tokens=N, ..., max_running_requests=R, ...`
   (srt/managers/scheduler.py:1068-1076)
-- device KV: `KV Cache is allocated. dtype: D, #tokens: N, K size: X GB, V size: Y GB`
-  (srt/mem_cache/memory_pool.py:1656-1676; the target's pool first, an MTP draft's after it)
+- device KV: `KV Cache is allocated. dtype: D, #tokens: N, K size: X GB, V size: Y GB`, or
+  `..., KV size: X GB` for an MLA pool's one latent buffer (MLATokenToKVPool), in GiB
+  (srt/mem_cache/memory_pool.py:1655-1681, GB = 1024**3 at :103; the target's pool first, an
+  MTP draft's after it: MLATokenToKVPool logs at :3956-3958)
 - device states: `Mamba Cache is allocated. max_mamba_cache_size: S, conv_state size: XGB,
   ssm_state size: YGB [intermediate_ssm_state_cache size: ZGB intermediate_conv_window_cache
   size: WGB]` (memory_pool.py:788-814)
 - host KV: `Allocating kv|draft hierarchical KV host pool: N tokens, X GB host memory.`
-  (srt/mem_cache/pool_host/base.py:153-158)
+  (srt/mem_cache/pool_host/base.py:153-158; MHA and MLA host pools alike, pool_host/mla.py:
+  54-83, the draft's from mem_cache/kv_cache_builder.py:104-121)
 - host states: `Allocating X GB host memory for hierarchical Mamba cache (layout=L).`
   (srt/mem_cache/memory_pool_host.py:134-138; SGLang prints no slot count, so the state pool
   is compared in bytes at the log's 10 MB resolution)"""
@@ -27,7 +30,7 @@ from typing import Any
 
 _SCHED = re.compile(r"max_total_num_tokens=(\d+),.*?max_running_requests=(\d+)")
 _KV = re.compile(r"KV Cache is allocated\. dtype: (\S+), #tokens: (\d+), "
-                 r"K size: ([\d.]+) GB, V size: ([\d.]+) GB")
+                 r"(?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)")
 _MAMBA = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), "
                     r"conv_state size: ([\d.]+)GB, ssm_state size: ([\d.]+)GB"
                     r"(?: intermediate_ssm_state_cache size: ([\d.]+)GB)?"
@@ -36,7 +39,9 @@ _HOST_KV = re.compile(r"Allocating (\w+) hierarchical KV host pool: (\d+) tokens
                       r"([\d.]+) GB host memory")
 _HOST_MAMBA = re.compile(r"Allocating ([\d.]+) GB host memory for hierarchical Mamba cache")
 GB = 1e9  # SGLang prints decimal GB (x / 1e9) for the host pools and GiB-free GB on device
+GIB = 1 << 30  # and GiB for the device KV pools (memory_pool.py:103)
 _LOG_GB = 0.005  # the host pools' GB are printed with two decimals
+_LOG_KV_GIB = 0.01  # the device K and V sizes, two decimals each
 
 
 @dataclass(slots=True)
@@ -59,7 +64,8 @@ def engine_allocation(log_text: str) -> EngineAllocation:
         if m := _SCHED.search(line):
             out.device_kv_tokens, out.max_running_requests = int(m[1]), int(m[2])
         elif m := _KV.search(line):
-            out.device_kv.append((int(m[2]), float(m[3]) + float(m[4])))
+            gib = float(m[5]) if m[5] is not None else float(m[3]) + float(m[4])
+            out.device_kv.append((int(m[2]), gib))
         elif m := _MAMBA.search(line):
             out.state_slots = int(m[1])
             out.state_device_gb = {k: float(v) for k, v in zip(
@@ -102,6 +108,7 @@ def plan_vs_allocated(plan: dict[str, Any], alloc: EngineAllocation) -> list[Poo
     if alloc.device_kv_tokens is not None and plan.get("gpu-kv-tokens"):
         rows.append(PoolRow("device kv", "tokens", plan["gpu-kv-tokens"],
                             alloc.device_kv_tokens))
+    rows += _device_kv_rows(plan, alloc)
     if alloc.state_slots is not None and plan.get("gpu-state-slots"):
         rows.append(PoolRow("device mamba", "slots", plan["gpu-state-slots"], alloc.state_slots))
     for pool in plan.get("host-pools", []):
@@ -117,13 +124,34 @@ def plan_vs_allocated(plan: dict[str, Any], alloc: EngineAllocation) -> list[Poo
     return rows
 
 
+def _device_kv_rows(plan: dict[str, Any], alloc: EngineAllocation) -> list[PoolRow]:
+    """The device KV pools one by one: the MTP draft's token count (SGLang 0.5.17 gives a
+    path-less draft the target's, plan/gpu.py LAST_DRAFT_OUTSIDE_BUDGET_RELEASE), and each
+    pool's GiB against its tokens plus the padded page times the plan's bytes per token
+    (`unit-bytes` of the host pool of the same name: a HiCache plan), which checks the
+    per-token shape (an MLA latent, K and V heads) apart from the token count."""
+    rows: list[PoolRow] = []
+    unit = {p["name"]: p.get("unit-bytes") for p in plan.get("host-pools", [])}
+    page = plan.get("page-size-tokens") or 1
+    for i, (tokens, gib) in enumerate(alloc.device_kv[:2]):
+        name = "kv" if i == 0 else "draft_kv"
+        if i and plan.get("gpu-kv-tokens"):
+            rows.append(PoolRow(f"device {name}", "tokens", plan["gpu-kv-tokens"], tokens))
+        if unit.get(name):
+            planned_gib = (tokens + page) * unit[name] / GIB
+            rows.append(PoolRow(f"device {name} size", "GiB", planned_gib, gib,
+                                tolerance=_LOG_KV_GIB))
+    return rows
+
+
 def format_rows(rows: list[PoolRow]) -> list[str]:
-    out = [f"{'pool':<16} {'unit':<7} {'planned':>16} {'allocated':>16} {'diff':>14} "
+    out = [f"{'pool':<20} {'unit':<7} {'planned':>16} {'allocated':>16} {'diff':>14} "
            f"{'diff %':>8}"]
     for r in rows:
         pct = "" if r.diff_pct is None else f"{r.diff_pct:+.2f}"
-        fmt = (lambda v: f"{v:,.0f}") if r.unit != "GB" else (lambda v: f"{v:,.2f}")
-        out.append(f"{r.pool:<16} {r.unit:<7} {fmt(r.planned):>16} {fmt(r.allocated):>16} "
+        fmt = (lambda v: f"{v:,.0f}") if r.unit == "tokens" or r.unit == "slots" else (
+            lambda v: f"{v:,.2f}")
+        out.append(f"{r.pool:<20} {r.unit:<7} {fmt(r.planned):>16} {fmt(r.allocated):>16} "
                    f"{fmt(r.diff):>14} {pct:>8}")
     return out
 

@@ -1,0 +1,81 @@
+"""Issue 37, session 11: the device's /tmp/kvb (its last tarball holds every step) into the results
+folders, with the same repairs and files as qwen3.5/collect.py (whose helpers this imports):
+
+- the three Qwen3.5 conc-8 jobs, run under kvbench's default replay of agentic rows of the day
+  (`--profile agentx`: sampled starts, the harness's warm-up, 50 s profiled after it) into
+  `benchmarks/results/h200/qwen3.5/runs-agentx/{resident-c8-r0,resident-c8-r1,hicache-c8}`
+  with their steps' files (memory samples, call.log, run.log, SGLang's last /metrics);
+- the MLA probe (DeepSeek-V3 scaled, `kvbench launch` of the HiCache + MTP arm, uncapped) into
+  `benchmarks/results/h200/mla/probe/`, planned again with this kvbench (the run's plan kept as
+  `plan.orig.json`) where the new plan gives the engine the same arguments.
+
+    PYTHONPATH=src python benchmarks/gpu/collect_s11.py TARBALL
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from kvbench.files import read_json
+from kvbench.matrix import Selection, select_jobs
+from kvbench.plan import plan_job
+from kvbench.recipe import load_runners
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE.parents[0] / "results" / "h200"
+JOB = "results-q35/qwen3.5_tp1_conc8_{arm}_spec-mtp"
+# (destination under qwen3.5/, job directory, the run.sh step's directory)
+JOBS = [("runs-agentx/resident-c8-r0", JOB.format(arm="kvnone"), "resident-c8"),
+        ("runs-agentx/resident-c8-r1", JOB.format(arm="kvnone") + "__r1", "resident-c8x2"),
+        ("runs-agentx/hicache-c8", JOB.format(arm="kvdram-hicache"), "hicache-c8")]
+MLA = HERE / "mla"
+MLA_PROBE_ARGS = ["--attention-backend=triton", "--sampling-backend=pytorch",
+                  "--disable-cuda-graph"]  # mla/run.sh COMMON
+
+
+def _collect_module():
+    spec = importlib.util.spec_from_file_location("collect", HERE / "qwen3.5" / "collect.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _plan_mla_probe(server: Path) -> dict:
+    old = read_json(server / "plan.json")
+    (found,) = [j for j in select_jobs(Selection(config_files=(MLA / "recipe.yaml",),
+                                                 config_keys=(old["config-key"],)))
+                if j.exp_name == old["exp-name"]]
+    return plan_job(found, load_runners(MLA / "runners.yaml"),
+                    engine_args=MLA_PROBE_ARGS).to_json()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    collect = _collect_module()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        with tarfile.open(argv[0]) as tar:
+            tar.extractall(root, filter="data")
+        for dest, job, step in JOBS:
+            src, target = root / job, RESULTS / "qwen3.5" / dest
+            shutil.copytree(src, target, dirs_exist_ok=True)
+            collect._copy_step(root / step, target, collect._port(src))
+            print(f"{target}: from {job}")
+        target = RESULTS / "mla" / "probe"
+        shutil.copytree(root / "mla-probe", target, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("metrics-*.txt", "pva.txt"))
+        collect._copy_step(root / "mla-probe", target, None)
+    server = RESULTS / "mla" / "probe" / "server"
+    collect._replan(server, read_json(server / "plan.json"), _plan_mla_probe(server))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
