@@ -6,7 +6,9 @@ harness is installed by .ci/install in its own virtual environment.
 
 The server's context (2,010 tokens) lets every warm-up request through and refuses one
 profiled root request, in both runs: the oracle of the failed ratio and the context-overflow
-rate as the harness exports them.
+rate as the harness exports them. The harness exports its request bodies (`--bodies`) and
+kvbench replays with the harness's run id, so every request's cache-bust marker and prompt
+are compared.
 
 Cost: one harness run (about 30 s of its own start-up, dataset build and drain) and one
 kvbench run, each with a 6 s profiling phase: 7 s of CPU for the script, about a minute of
