@@ -170,7 +170,8 @@ def main() -> int:
             old, new = sims[("old", conc)][sim_arm][0], sims[("new", conc)][sim_arm][0]
             first = before.get((conc, sim_arm)) if set_name == "fit" else None
             for k in METRICS:
-                b = "-" if first is None else f"{_cell(k, first[k])} ({_error(k, first[k], real[k])})"
+                b = "-" if first is None else (
+                    f"{_cell(k, first[k])} ({_error(k, first[k], real[k])})")
                 print(f"| {set_name} | {conc} | {arm} ({', '.join(names)}) | {k} | "
                       f"{_cell(k, real[k])} | {b} | {_cell(k, old[k])} "
                       f"({_error(k, old[k], real[k])}) | {_cell(k, new[k])} "
