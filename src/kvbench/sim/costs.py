@@ -46,7 +46,8 @@ class CostModel:
     # Draft-model cost as a fraction of a target decode step.
     draft_overhead_fraction: float = 0.0
     # Fixed per-request state (linear-attention/Mamba state, sliding-window KV), in tokens of
-    # the per-token pool; a running request reserves it on the GPU tier.
+    # the per-token pool: vLLM's block pool holds it (vllm_blocks reserves it per running
+    # request); SGLang keeps it in pools of its own, so the radix engine does not.
     request_state_tokens: int = 0
     label: str = "custom"
     # Engine behaviour (engine_profile.EngineProfile): extra fixed cost of a step that

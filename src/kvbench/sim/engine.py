@@ -196,7 +196,7 @@ class Engine:
 
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
-        cfg, cache, costs = self.config, self.cache, self.costs
+        cfg, cache = self.config, self.cache
         link = self.link
         link.now_s = cache.sync_until_s = self.now_s
         budget = cfg.chunked_prefill_tokens
@@ -214,8 +214,12 @@ class Engine:
                 continue
             if req.blocked_need and self.num_running and cache.cannot_fit(req.blocked_need):
                 break  # refused before, and not enough has been released since
+            # the fixed per-request state (GDN/Mamba, sliding window) is not taken from this
+            # pool: SGLang keeps it in pools of its own (sglang 0.5.17 mem_cache/memory_pool.py
+            # :1294-1330, HybridReqToTokenPool.alloc takes a MambaPool slot per request; the
+            # SWA allocator of swa_memory_pool.py), sized apart by the planner (plan/gpu.py)
             adm = cache.admit(req.keys, req.page_tokens, req.input_tokens - req.paged_tokens
-                              + req.output_tokens + costs.request_state_tokens)
+                              + req.output_tokens)
             if adm is None:
                 if self.num_running == 0:  # nothing will ever free room for it
                     self.waiting.popleft()
