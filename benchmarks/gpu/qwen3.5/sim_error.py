@@ -80,10 +80,11 @@ def committed() -> dict[tuple[int, str], dict[str, float]]:
     return out
 
 
-def simulate(profile: Path, conc: int, replay_profile: str | None
+def simulate(profile: Path, conc: int, replay_profile: str | None, recv_interval: int = 1
              ) -> dict[str, tuple[dict[str, float], list[tuple[str, int]]]]:
-    """predict.sh's `kvbench simulate ... --compare` through the CLI's own helpers: per arm,
-    the metrics and the profiled requests' (session, turn) in send order."""
+    """predict.sh's `kvbench simulate ... --compare` through the CLI's own helpers (with
+    `--scheduler-recv-interval`): per arm, the metrics and the profiled requests' (session,
+    turn) in send order."""
     from kvbench.cli.sim import _bounds, _engine_config, _source, _speculate
     from kvbench.sim.simulate import SimSetup, run_sessions
     from kvbench.sim.sizing import resolve_costs
@@ -97,7 +98,8 @@ def simulate(profile: Path, conc: int, replay_profile: str | None
     sessions = _source([str(ROOT / args["--trace"])], None, bounds.seed).sessions_for(
         model.split("/")[-1].lower(), conc)
     engine = _engine_config(str(profile), max_running_requests=int(
-        args["--max-running-requests"]), chunked_prefill_tokens=8192, context_tokens=None)
+        args["--max-running-requests"]), chunked_prefill_tokens=8192, context_tokens=None,
+        recv_interval_steps=recv_interval)
     out = {}
     for arm, host in (("resident", 0), ("offload", int(args["--host-tokens"]))):
         done: list = []
@@ -112,6 +114,13 @@ def simulate(profile: Path, conc: int, replay_profile: str | None
                      "input_tok_s": s["throughput"]["input_tok_s"],
                      "output_tok_s": s["throughput"]["output_tok_s"]}, sent)
     return out
+
+
+def recv_interval(run: Path) -> int:
+    """The server's --scheduler-recv-interval as the job launched it (SGLang's default 1)."""
+    argv = json.loads((run / "command.json").read_text())["argv"]
+    flag = "--scheduler-recv-interval"
+    return int(argv[argv.index(flag) + 1]) if flag in argv else 1
 
 
 def _predict_args() -> dict[str, str]:
@@ -161,7 +170,9 @@ def main() -> int:
     print("|---|---:|---|---|---:|---:|---:|---:|")
     rows, requests = [], []
     for set_name, (folder, replay_profile, jobs) in SETS.items():
-        sims = {(name, conc): simulate(path, conc, replay_profile)
+        intervals = {recv_interval(folder / j) for names in jobs.values() for j in names}
+        assert len(intervals) == 1, intervals  # one server setting per set
+        sims = {(name, conc): simulate(path, conc, replay_profile, *intervals)
                 for name, path in PROFILES.items() for conc in sorted({c for c, _ in jobs})}
         for (conc, arm), names in jobs.items():
             runs = [measured(folder / j) for j in names]

@@ -55,6 +55,10 @@ class Engine:
         self.now_s = 0.0
         self.gaps = GapLog()  # inter-token gaps as the replay measures them (sim/gaps.py)
         self.arrivals = Arrivals()
+        # the receive counter of `recv_interval_steps` (`_count_receive`) and whether the
+        # scheduler takes in new requests at the current step boundary
+        self._recv_count = 0
+        self._recv_due = True
         self._seq = 0
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: deque[SimRequest] = deque()
@@ -182,13 +186,37 @@ class Engine:
             step, self._step = self._step, None
             self.now_s = step.end_s
             self._apply(step)
+            self._count_receive(step)
             if self.hold is not None and self.hold():
                 return
+
+    def _count_receive(self, step: _Step) -> None:
+        """SGLang's receive skipper (sglang 0.5.17 managers/scheduler_components/
+        recv_skipper.py `handle`; weights environ.py:403-406): before each scheduler loop
+        iteration the counter grows by the last batch's weight, 1 for a decode or verify step,
+        1000 for a prefill; the scheduler receives when it reaches the interval, which resets
+        it. A stretch of k decode steps ends at its first step after the next arrival, so only
+        its last boundary can take that arrival in: it does when the count lands on the
+        interval there."""
+        interval = self.config.recv_interval_steps
+        if interval <= 1:
+            return
+        if step.chunks:
+            self._recv_count, self._recv_due = 0, True
+            return
+        self._recv_count = (self._recv_count + step.decode_steps) % interval
+        self._recv_due = self._recv_count == 0
 
     def _take_arrivals(self) -> None:
         next_s = self.arrivals.next_s()
         if next_s is None or next_s > self.now_s:
             return  # most steps: nothing due
+        if not self._recv_due:
+            if self.num_running or self.waiting:
+                return  # the scheduler is not receiving at this boundary
+            # idle: the scheduler loop spins without a batch, the counter reaches the
+            # interval at once in engine time
+            self._recv_count, self._recv_due = 0, True
         hook = self.on_arrival
         for req in self.arrivals.pop_due(self.now_s):
             if hook is None or hook(req):
@@ -264,6 +292,12 @@ class Engine:
         # Stop at the first step that ends at or after the next arrival (it is admitted then)
         # or after the horizon (the caller comes back then).
         next_s = self.arrivals.next_s()
+        interval = self.config.recv_interval_steps
+        if interval > 1 and next_s is not None and next_s <= self.now_s:
+            # an arrival the scheduler has not taken in: decode on to the boundary where it
+            # receives (`_count_receive`), or to the next finish
+            k = min(k_max, interval - self._recv_count)
+            return _Step(self.now_s, self.now_s + steps_s(k), [], k)
         limit = min(math.inf if next_s is None else next_s, horizon_s)
         k, dur = k_max, -1.0  # dur: steps_s(k) once known
         if limit < math.inf and k_max > 1:
