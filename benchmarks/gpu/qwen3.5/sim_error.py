@@ -17,11 +17,12 @@ run through the CLI's own helpers in this process, so the profiled requests can 
 the script prints, per held-out job, the (session, turn) pairs sent in the profiled phase by
 the run and by the simulation.
 
-Measured: TTFT p50/p90 and throughput from each result.json's request metrics, hit rates from
-the engine's tier counters over its prompt tokens (`cached_tokens_by_tier`); a (conc, arm)
-with several repeats is their mean. Simulated hit rates are first-scheduling hits over the
-simulated prompt tokens. The error is (sim - real) / real for times and rates of tokens,
-percentage points for hit rates.
+Measured: TTFT p50/p90, throughput and the hit rate from each result.json's request metrics
+(the profiled requests' own cached tokens, which add up to the engine's tier counters:
+cache-truth.txt), the host share from the tier counters (`cached_tokens_by_tier`) where they
+hold no warm-up; a (conc, arm) with several repeats is their mean. Simulated hit rates are
+first-scheduling hits over the simulated prompt tokens. The error is (sim - real) / real for
+times and rates of tokens, percentage points for hit rates.
 
     PYTHONPATH=src python benchmarks/gpu/qwen3.5/sim_error.py \
         > benchmarks/results/h200/qwen3.5/sim-error.txt
@@ -30,6 +31,7 @@ percentage points for hit rates.
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -132,12 +134,17 @@ def _predict_args() -> dict[str, str]:
 
 
 def measured(run: Path) -> dict[str, float]:
+    """The run's profiled requests; the host hit rate from the engine's tier counters where
+    they count those requests only (no warm-up: their prompt tokens agree within 1%), else
+    NaN (the agentx runs' counters hold the warm-up's 1.9M prompt tokens too)."""
     r = json.loads((run / "result.json").read_text())
     m, s = r["request_metrics"], r["server_metrics"]
     prompt, tiers = s["tokens"]["prompt_total"], s["cache"]["cached_tokens_by_tier"]
     host = (tiers["host"] or 0) + (tiers["external"] or 0)
-    return {"requests": m["latency"]["ttft_ms"]["n"], "hit_host": host / prompt,
-            "hit_total": ((tiers["device"] or 0) + host) / prompt,
+    alone = abs(prompt / m["cache"]["prompt_tokens"] - 1) < 0.01
+    return {"requests": m["latency"]["ttft_ms"]["n"],
+            "hit_host": host / prompt if alone else math.nan,
+            "hit_total": m["cache"]["hit_rate"],
             "ttft_p50_ms": m["latency"]["ttft_ms"]["p50"],
             "ttft_p90_ms": m["latency"]["ttft_ms"]["p90"],
             "input_tok_s": m["throughput"]["input_tok_s"],
@@ -152,12 +159,16 @@ def sent(run: Path) -> list[tuple[str, int]]:
 
 
 def _error(metric: str, sim: float, real: float) -> str:
+    if math.isnan(real):
+        return "n/a"
     if metric.startswith("hit"):
         return f"{(sim - real) * 100:+.1f} pt"
     return f"{(sim / real - 1) * 100:+.0f}%"
 
 
 def _cell(metric: str, value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
     if metric.startswith("hit"):
         return f"{value * 100:.1f}%"
     return f"{value:,.0f}" if value >= 100 or metric == "requests" else f"{value:,.1f}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from kvbench.errors import SimError
 from kvbench.sim.arrivals import Arrivals
 from kvbench.sim.cache import TieredCache
+from kvbench.sim.checkpoints import StateCheckpoints
 from kvbench.sim.context import context_error, over_context
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine_config import EngineConfig
@@ -85,6 +86,10 @@ class Engine:
         cache.link = self.link
         if isinstance(cache, TieredCache):
             cache.load_back_min_tokens = costs.load_back_min_tokens
+        # a hybrid model's prefix hits end at saved states (SGLang's mamba radix cache)
+        self.checkpoints = (StateCheckpoints(costs.state_checkpoint_tokens)
+                            if costs.state_checkpoint_tokens and self.config.kv_manager == "radix"
+                            else None)
 
     # -- input -----------------------------------------------------------------------------
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
@@ -259,7 +264,9 @@ class Engine:
                 break
             self.waiting.popleft()
             self._start(req, adm)
-            load_tokens += adm.host_hit_tokens
+            # what a state checkpoint cut off is computed, not loaded
+            load_tokens += adm.host_hit_tokens if self.checkpoints is None else (
+                req.host_hit_tokens)
             sync_tokens += adm.sync_backup_tokens
             n = min(req.prefill_left, budget)
             chunks.append((req, n))
@@ -328,6 +335,9 @@ class Engine:
                 over - host_cut)
         else:
             adm_host, adm_dev = adm.host_hit_tokens, adm.device_hit_tokens
+        if self.checkpoints is not None:
+            resumed = self.checkpoints.resumable(req, adm_dev + adm_host)
+            adm_dev, adm_host = min(adm_dev, resumed), max(0, resumed - adm_dev)
         req.device_hit_tokens, req.host_hit_tokens = adm_dev, adm_host
         cached = adm_dev + adm_host
         # At least one token is computed: the logits of the last prompt token.
@@ -352,6 +362,8 @@ class Engine:
                 if req.finish_seq == seq and req.error != CANCELLED:
                     self._finish(req, now)
         for req, n in step.chunks:
+            if self.checkpoints is not None:
+                self.checkpoints.computed(req, req.context_tokens, n)
             req.prefill_left -= n
             req.context_tokens += n
             if req.prefill_left == 0:
