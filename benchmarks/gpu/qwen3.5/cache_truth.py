@@ -46,11 +46,15 @@ def _counters(scrape: Path) -> list[tuple[float, dict[str, float], float]]:
 
 
 def _records(job: Path) -> list[dict]:
+    """Every completed request, the warm-up's too: the engine's counters count them all (runs
+    under `--profile agentx` warm up first). The run's wall start is its first warm-up send,
+    `warmup_s` before the profiling phase began (0 without a warm-up)."""
     run = read_json(job / "summary.json")["run"]
-    t0_wall, t0_perf = run["started_unix_s"], run["profiling_started_ns"]
+    t0_wall = run["started_unix_s"]
+    t0_perf = run["profiling_started_ns"] - (run.get("warmup_s") or 0.0) * 1e9
     out = []
     for r in iter_jsonl(job / "records.jsonl"):
-        if r.get("status") != "ok" or r.get("is_warmup"):
+        if r.get("status") != "ok":
             continue
         r["finish_s"] = t0_wall + (r["t_last_ns"] - t0_perf) / 1e9
         out.append(r)

@@ -31,6 +31,9 @@
 # and unpatched arms run the released 0.5.17 code.
 # Jobs go to /tmp/kvb/results-q35[-unpatched], per-step files to /tmp/kvb/<step>/, and after
 # each step $OUT/kvb.tar.gz holds /tmp/kvb.
+# The replay profile is pinned (PROFILE, default agentx): kvbench's default for agentic rows
+# changed between sessions 9 and 11 and moved the workload under the same command
+# (../../results/h200/qwen3.5/README.md, session 11); PROFILE=none replays as session 9 did.
 set -u
 [ $# -gt 0 ] || { echo "usage: run.sh STEP..." >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -111,6 +114,7 @@ for step in "$@"; do
       --exp-name "qwen3.5_tp1_conc${conc}_${sel}${spec}" --results "$res" \
       --min-conc "$conc" --max-conc "$conc" --repeat "$rep" --ready-timeout 420 \
       --trace benchmarks/gpu/vllm/traces --duration 50 --max-tokens-cap 256 \
+      --profile "${PROFILE:-agentx}" \
       "${COMMON[@]}" "${CAPS[@]}" "${extra[@]}" --no-dashboard --continue-on-error --compress \
       --format json > "$d/run.json" 2> "$d/run.log"
     echo "$step: kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
