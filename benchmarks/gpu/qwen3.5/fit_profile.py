@@ -5,8 +5,9 @@ held-out jobs (`runs-agentx/`, session 11) are read by sim_error.py, never here.
 this server exists (the GPU budget ran out), so the fit reads what the replays logged.
 
 Decode (the server's `Decode batch` lines, logged every 40 decode steps, srt/managers/
-scheduler_components/metrics_reporter.py:691-700 in sglang 0.5.17): a line's step time is
-accept_len x running / gen_throughput (tokens of the last 40 steps over their wall time). A
+scheduler_components/metrics_reporter.py:727-738 in sglang 0.5.17, decode_log_interval=40 in
+server.log): a line's step time is accept_len x running / gen_throughput (tokens of the last
+40 steps over their wall time). A
 line counts only where no `Prefill batch` line came between it and the line before and the
 running count is the same in both, so its 40 steps were decode steps of that batch size. The
 cost model's decode body for the line (weights and experts for 4 verified tokens per sequence,
