@@ -8,10 +8,13 @@ given tokenizer, as both clients synthesise them with it), the harness runs once
 `build_replay_cmd` at 843c6254f; `--unsafe-override` as the traces are local and the phase
 short), then, on another fresh server, kvbench (`kvbench replay --profile agentx` with the
 same concurrency, duration and warm-up). Compared per repeat: the requests each sent per
-session stream and turn in the warm-up and the profiling phase, the most requests in flight
-at once, the profiling window, the verdict; over the repeats: TTFT p50 and throughput, agreeing
-when their difference is within the run-to-run noise (two standard errors of the
-difference of the means).
+session stream and turn in the warm-up and the profiling phase, each request's prompt (the
+server's token count, with its cache-bust marker: kvbench runs with the harness's run id,
+`--run-marker`, so both mark each session tree alike), the most requests in flight at once,
+the profiling window, the verdict; over the repeats: TTFT p50 and throughput, judged as
+`kvbench compare` judges two arms (results/compare.py: the 95% interval of the difference of
+the means, Student t on the pooled repeat variance). The runs alternate (harness, kvbench,
+harness, ...), each on a fresh server; the machine's load is recorded before and after each.
 
     python3 benchmarks/agentx_oracle.py --traces tests/data/traces/agentx-small \\
         --tokenizer DIR --concurrency 2 --duration 30 --warmup-per-lane 3 --repeats 3 \\
@@ -57,13 +60,13 @@ def _free_port() -> int:
 class SimServer:
     """A fresh `kvbench serve-sim` for one run, stopped after it."""
 
-    def __init__(self, tokenizer: str, log: Path) -> None:
+    def __init__(self, tokenizer: str, log: Path, args: list[str] = ()) -> None:
         self.port = _free_port()
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         self.log = open(log, "wb")  # noqa: SIM115 (the server writes it until stopped)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kvbench", "serve-sim", "--port", str(self.port),
-             "--tokenizer", tokenizer, "--time-scale", "1"],
+             "--tokenizer", tokenizer, "--time-scale", "1", *args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60
@@ -77,6 +80,23 @@ class SimServer:
             except OSError:
                 time.sleep(0.2)
         raise SystemExit(f"serve-sim did not answer within 60 s: see {log}")
+
+    def server_ttft_ms(self) -> float | None:
+        """The mean time to first token the engine itself measured, arrival to first token
+        in simulated time, over every request it served (sim/metrics.py): what the clients'
+        own TTFT adds to it is theirs (sending, reading, their event loops)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        got = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            for part in ("sum", "count"):
+                if name.startswith(f"sglang:time_to_first_token_seconds_{part}"):
+                    got[part] = got.get(part, 0.0) + float(value)
+        return got["sum"] / got["count"] * 1e3 if got.get("count") else None
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -104,16 +124,20 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
         cmd += ["--max-context-length", str(a.max_context_length)]
     if a.lean:  # fewer of its service processes: a CI run's start-up, not its requests
         cmd += ["--workers-max", "1", "--record-processors", "1", "--no-server-metrics"]
+    if a.bodies:  # every request's body and cache-bust marker (raw_records/*.jsonl)
+        cmd += ["--export-level", "raw"]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - t0
     (out / "harness.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise SystemExit(f"the harness failed (exit {proc.returncode}): see {out}/harness.log")
+    bodies = _harness_bodies(out) if a.bodies else {}
     records = []
     for line in (out / "profile_export.jsonl").read_text().splitlines():
         r = json.loads(line)
         m, x = r["metadata"], r.get("metrics") or {}
+        marker = bodies.get(m.get("x_request_id"), {})
 
         def val(name: str, x=x):
             return (x.get(name) or {}).get("value")
@@ -126,9 +150,11 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
             "out_tokens": val("usage_completion_tokens") or val("output_token_count"),
             "prompt_tokens": val("usage_prompt_tokens"),
             "cached_tokens": val("usage_prompt_cache_read_tokens"),
-            "ok": not r.get("error") and not m.get("was_cancelled")})
+            "ok": not r.get("error") and not m.get("was_cancelled"), **marker})
     agg = json.loads((out / "profile_export_aiperf.json").read_text())
     meta = agg.get("metadata") or {}
+    # the run's random id (cli_runner/__init__.py:108), the seed of its cache-bust markers
+    a.harness_run_id = agg.get("benchmark_id")
 
     def avg(name: str) -> float:
         return float((agg.get(name) or {}).get("avg") or 0.0)
@@ -136,7 +162,7 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
     ok, errors = avg("request_count"), avg("error_request_count")
     # a context overflow is in neither count nor in profile_export.jsonl: the harness keeps
     # it apart (record_processor_service.py:339-351, records_manager.py:831-846)
-    return {"records": records, "wall_s": wall,
+    return {"records": records, "wall_s": wall, "run_id": a.harness_run_id,
             "overflows": int(avg("skipped_context_overflow_count")),
             "verdict": {"submission_valid": bool(meta.get("submission_valid")),
                         "reasons": list(meta.get("submission_invalid_reasons") or []),
@@ -144,7 +170,35 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
                         "failed_ratio": errors / (ok + errors) if ok + errors else None}}
 
 
-def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
+def _harness_bodies(out: Path) -> dict[str, dict]:
+    """Per request id: the cache-bust marker the harness sent and where it sat (the index of
+    its message in the body, whether it opened the first user message), from the raw export
+    (`--export-level raw`: profile_export_raw.jsonl, or the record processors' own files,
+    post_processors/raw_record_writer_processor.py)."""
+    got = {}
+    paths = [out / "profile_export_raw.jsonl"] if (out / "profile_export_raw.jsonl").exists() \
+        else sorted((out / "raw_records").glob("*.jsonl"))
+    for path in paths:
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            m, marker = r["metadata"], r.get("cache_bust_marker")
+            messages = (r.get("payload") or {}).get("messages") or []
+            at = next((i for i, msg in enumerate(messages)
+                       if marker and isinstance(msg.get("content"), str)
+                       and marker in msg["content"]), None)
+            first_user = next((i for i, msg in enumerate(messages)
+                               if msg.get("role") == "user"), None)
+            got[m.get("x_request_id")] = {
+                "marker": marker, "marker_message": at,
+                "marker_opens_first_user": at is not None and at == first_user
+                and messages[at]["content"].startswith(marker)}
+    return got
+
+
+def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path,
+                run_id: str | None = None) -> dict:
+    """`run_id`: the harness's run id of the same repeat, so that both send the same
+    cache-bust markers (kvbench `--run-marker`)."""
     cmd = [sys.executable, "-m", "kvbench", "replay", "--url", url, "--model", model,
            "--trace", str(a.traces), "--output", str(out), "--tokenizer", a.tokenizer,
            "--concurrency", str(a.concurrency), "--duration", str(a.duration),
@@ -152,6 +206,8 @@ def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
            "--format", "json"]
     if a.max_context_length:
         cmd += ["--max-context-length", str(a.max_context_length)]
+    if run_id:
+        cmd += ["--run-marker", run_id]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO / "src")})
@@ -176,7 +232,8 @@ def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path) -> dict:
             "turn": turn, "start_ns": r["t_send_ns"], "end_ns": r["t_last_ns"] or r["t_send_ns"],
             "ttft_ms": (r["t_first_ns"] - r["t_send_ns"]) / 1e6 if r["t_first_ns"] else None,
             "out_tokens": r["completion_tokens"], "prompt_tokens": r["prompt_tokens"],
-            "cached_tokens": r["cached_tokens"], "ok": r["status"] == "ok"})
+            "cached_tokens": r["cached_tokens"], "ok": r["status"] == "ok",
+            "marker": r.get("cache_bust_marker")})
     v = summary["profile"]
     return {"records": records, "wall_s": wall, "summary_inflight": summary["run"]["inflight"],
             "overflows": overflows,
@@ -225,11 +282,19 @@ def describe(run: dict) -> dict:
         by_stream.setdefault(r["stream"], []).append(r["turn"])
     warm_end = max((r["end_ns"] for r in warm), default=start)
     return {
+        # each request's prompt as the server counted it, with its cache-bust marker
+        "prompts": sorted((r["phase"], r["stream"], r["turn"], r.get("marker") or "",
+                           r["prompt_tokens"] or 0) for r in recs if r["ok"]),
+        "markers_open_first_user": [r.get("marker_opens_first_user") for r in recs
+                                    if "marker_opens_first_user" in r],
         "warmup": sorted((r["stream"], r["turn"]) for r in warm),
         "profiling": by_stream, "profiled_requests": len(prof),
         "max_inflight": peak, "window_s": window_s,
         "warmup_s": (warm_end - min((r["start_ns"] for r in warm), default=warm_end)) / 1e9,
         "ttft_p50_ms": statistics.median(ttft) if ttft else None,
+        # every answered request's, warm-up included, as the engine's own mean counts them
+        "ttft_mean_all_ms": statistics.fmean(t) if (t := [
+            r["ttft_ms"] for r in recs if r["ok"] and r["ttft_ms"] is not None]) else None,
         "requests_s": len(ok) / window_s if window_s else None,
         "output_tok_s": sum(r["out_tokens"] or 0 for r in ok) / window_s if window_s else None,
         "verdict": run["verdict"], "wall_s": run["wall_s"], "overflows": run["overflows"],
@@ -253,7 +318,30 @@ def compare(h: dict, k: dict) -> dict:
         else:
             differ.append({"stream": s, "harness": h["profiling"].get(s, []),
                            "kvbench": k["profiling"].get(s, [])})
-    return {"warmup_equal": h["warmup"] == k["warmup"], "streams": len(streams),
+    # the same request (phase, stream, turn) with the same marker: the same prompt tokens.
+    # Without the harness's bodies its markers are unknown: a request is then its (phase,
+    # stream, turn) and its repeats (another pass of the trace) pair in token order
+    bodies = any(p[3] for p in h["prompts"])
+
+    def keyed(prompts: list) -> dict:
+        out, seen = {}, Counter()
+        for *key, tokens in sorted(prompts, key=lambda p: (*p[:3], p[4])):
+            key = tuple(key) if bodies else (*key[:3], seen[tuple(key[:3])])
+            seen[tuple(key[:3])] += 1
+            out[key] = tokens
+        return out
+
+    hp, kp = keyed(h["prompts"]), keyed(k["prompts"])
+    both = sorted(set(hp) & set(kp))
+    unequal = [[*key, hp[key], kp[key]] for key in both if hp[key] != kp[key]]
+    deltas = Counter(kp[key] - hp[key] for key in both)
+    return {"prompts": {"harness": len(hp), "kvbench": len(kp), "same_marker": len(both),
+                        "markers_compared": bodies,
+                        "same_tokens": len(both) - len(unequal),
+                        # kvbench's prompt tokens less the harness's: {delta: requests}
+                        "token_deltas": {str(d): n for d, n in sorted(deltas.items())},
+                        "differing": unequal[:20]},
+            "warmup_equal": h["warmup"] == k["warmup"], "streams": len(streams),
             "streams_equal": same, "streams_differing": differ, "cut_at_window_end": cut,
             "inflight_equal": h["max_inflight"] == k["max_inflight"],
             "overflows_equal": h["overflows"] == k["overflows"],
@@ -262,16 +350,25 @@ def compare(h: dict, k: dict) -> dict:
             k["verdict"]["submission_valid"]}
 
 
-def noise(values_h: list[float], values_k: list[float]) -> dict:
-    mh, mk = statistics.mean(values_h), statistics.mean(values_k)
-    n = min(len(values_h), len(values_k))
-    if n < 2:
-        return {"harness": mh, "kvbench": mk, "delta": mk - mh, "within_noise": None}
-    se = (statistics.variance(values_h) / len(values_h)
-          + statistics.variance(values_k) / len(values_k)) ** 0.5
-    return {"harness": mh, "kvbench": mk, "harness_sd": statistics.stdev(values_h),
-            "kvbench_sd": statistics.stdev(values_k), "delta": mk - mh,
-            "two_se": 2 * se, "within_noise": abs(mk - mh) <= 2 * se}
+def noise(values_h: list[float], values_k: list[float], higher_is_better: bool) -> dict:
+    """kvbench's own verdict on the difference (results/compare.py, as `kvbench compare`
+    judges two arms: the 95% interval of the difference of the means, Student t on the
+    pooled repeat variance), the harness the first arm."""
+    sys.path.insert(0, str(REPO / "src"))
+    from kvbench.results.compare import _delta, _stats
+
+    h, k = _stats(values_h), _stats(values_k)
+    d = _delta(h, k, higher_is_better)
+    return {"harness": h["mean"], "kvbench": k["mean"], "harness_sd": h["std"],
+            "kvbench_sd": k["std"], "n": [h["n"], k["n"]], "delta": d["abs"],
+            "delta_pct": d["pct"], "interval": d["noise"], "interval_pct": d["noise_pct"],
+            "verdict": d["verdict"],
+            "within_noise": None if d["significant"] is None else not d["significant"]}
+
+
+def load() -> list[float]:
+    """The machine's load averages (1, 5, 15 min): the runs share it."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def main() -> None:
@@ -285,9 +382,15 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--url", default=None, help="a running server (default: serve-sim per run)")
     p.add_argument("--model", default=None)
+    p.add_argument("--server-args", default="",
+                   help="more serve-sim options, e.g. '--model llama-3.1-70b' (an engine whose "
+                        "TTFT is tens of milliseconds, as on a GPU, not a few)")
     p.add_argument("--harness-venv", type=Path, default=None)
     p.add_argument("--lean", action="store_true",
                    help="one harness worker and record processor, no server metrics")
+    p.add_argument("--bodies", action="store_true",
+                   help="the harness exports every request body (--export-level raw): where "
+                        "its cache-bust marker sat (costs it writing them)")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args()
     venv = harness_venv(a.harness_venv)
@@ -298,22 +401,39 @@ def main() -> None:
         for tool in ("harness", "kvbench"):
             out = a.out / f"{tool}-{i}"
             out.mkdir(parents=True, exist_ok=True)
-            server = None if a.url else SimServer(a.tokenizer, out / "server.log")
+            before = load()
+            server = None if a.url else SimServer(a.tokenizer, out / "server.log",
+                                                  a.server_args.split())
             url, model = (a.url, a.model) if a.url else (server.url, server.model)
             try:
                 run = (run_harness(venv, url, model, a, out) if tool == "harness"
-                       else run_kvbench(url, model, a, out))
+                       else run_kvbench(url, model, a, out, pair["harness"]["run_id"]))
+                run["server_ttft_ms"] = server.server_ttft_ms() if server else None
             finally:
                 if server is not None:
                     server.stop()
-            pair[tool] = describe(run)
+            pair[tool] = {**describe(run), "run_id": run.get("run_id"),
+                          "server_ttft_ms": run["server_ttft_ms"],
+                          "load_before": before, "load_after": load()}
         pair["agreement"] = compare(pair["harness"], pair["kvbench"])
         runs.append(pair)
     result = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
               "runs": runs}
-    for metric in ("ttft_p50_ms", "requests_s", "output_tok_s", "max_inflight", "window_s"):
+    for run in runs:
+        for tool in ("harness", "kvbench"):
+            r = run[tool]
+            r["client_ttft_overhead_ms"] = (
+                r["ttft_mean_all_ms"] - r["server_ttft_ms"]
+                if r["server_ttft_ms"] is not None and r["ttft_mean_all_ms"] is not None
+                else None)
+    for metric, higher in (("ttft_p50_ms", False), ("requests_s", True),
+                           ("output_tok_s", True), ("max_inflight", True),
+                           ("window_s", True), ("server_ttft_ms", False),
+                           ("client_ttft_overhead_ms", False)):
+        if any(r[t][metric] is None for r in runs for t in ("harness", "kvbench")):
+            continue  # a running server's (--url): not scraped per run
         result[metric] = noise([r["harness"][metric] for r in runs],
-                               [r["kvbench"][metric] for r in runs])
+                               [r["kvbench"][metric] for r in runs], higher)
     (a.out / "oracle.json").write_text(json.dumps(result, indent=1))
     print(table(result))
 
@@ -330,6 +450,11 @@ def table(result: dict) -> str:
                     f"{k['profiled_requests']} | {ag['streams_equal']}/{ag['streams']} "
                     f"streams send the same turns ({ag['cut_at_window_end']} cut by the "
                     "window's end) |")
+        pr = ag["prompts"]
+        rows.append(f"| run {i}: prompts (server's tokens) | {pr['harness']} | {pr['kvbench']} "
+                    f"| {pr['same_marker']} the same (stream, turn"
+                    f"{', marker' if pr['markers_compared'] else ''}); tokens kvbench less "
+                    f"harness: {pr['token_deltas']} |")
         rows.append(f"| run {i}: most requests in flight ({result['settings']['concurrency']} "
                     f"lanes) | {h['max_inflight']} | {k['max_inflight']} | "
                     f"{'yes' if ag['inflight_equal'] else 'no'} |")
@@ -339,14 +464,26 @@ def table(result: dict) -> str:
                     f"reasons) | {'yes' if ag['verdict_equal'] else 'no'} |")
     for metric, label in (("ttft_p50_ms", "TTFT p50 (ms)"), ("requests_s", "requests/s"),
                           ("output_tok_s", "output tokens/s"),
-                          ("window_s", "profiling window (s)")):
-        m = result[metric]
-        sd_h = f" ±{m['harness_sd']:.2f}" if "harness_sd" in m else ""
-        sd_k = f" ±{m['kvbench_sd']:.2f}" if "kvbench_sd" in m else ""
-        verdict = {None: "one repeat: no noise estimate", True: "within noise",
-                   False: "NOT within noise"}[m["within_noise"]]
+                          ("window_s", "profiling window (s)"),
+                          ("server_ttft_ms", "engine's own TTFT, mean of all requests (ms)"),
+                          ("client_ttft_overhead_ms",
+                           "client's TTFT less the engine's, means of all requests (ms)")):
+        m = result.get(metric)
+        if m is None:
+            continue
+        sd_h = f" ±{m['harness_sd']:.2f}" if m["harness_sd"] is not None else ""
+        sd_k = f" ±{m['kvbench_sd']:.2f}" if m["kvbench_sd"] is not None else ""
+        delta = f"{m['delta']:+.3f}"
+        if m["interval"] is not None:
+            delta += f" ±{m['interval']:.3f}"
+        if m["delta_pct"] is not None:
+            delta += f" ({m['delta_pct']:+.1f}%" + (
+                f" ±{m['interval_pct']:.1f}" if m["interval_pct"] is not None else "") + ")"
         rows.append(f"| {label}, mean of {len(runs)} | {m['harness']:.2f}{sd_h} | "
-                    f"{m['kvbench']:.2f}{sd_k} | {verdict} |")
+                    f"{m['kvbench']:.2f}{sd_k} | {delta}: {m['verdict']} |")
+    loads = [r[t]["load_before"][0] for r in runs for t in ("harness", "kvbench")]
+    rows.append(f"| machine load (1-min average before each run) | {min(loads):.2f} to "
+                f"{max(loads):.2f} | | |")
     return "\n".join(rows)
 
 

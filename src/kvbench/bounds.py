@@ -125,6 +125,9 @@ REPEAT_INDEX = Range(0, REPEATS.hi - 1, "", "repeats are numbered from 0 in job 
                      "results: " + REPEATS.why, integer=True)
 RUNNING_REQUESTS = Range(1, 1 << 20, "requests", "engines cap running requests in the "
                          "thousands", integer=True)
+RECV_INTERVAL = Range(1, 10_000, "decode steps", "SGLang's scheduler polls for requests every "
+                      "few steps (InferenceX's recipes: 10); 10,000 steps are minutes without "
+                      "taking a request in", integer=True)
 TURNS = Range(1, 100_000, "turns", "the longest Claude Code sessions have hundreds of turns",
               integer=True)
 WORKERS = Range(1, MAX_REPLAY_WORKERS, "processes", "more replay processes than the cores "
@@ -225,6 +228,7 @@ OPTION_RANGES: dict[str, Range] = {
     "--page-size": PAGE_TOKENS, "--points": GRID_STEPS, "--port": PORT, "--pr": PR_NUMBER,
     "--ready-timeout": TIMEOUT_S, "--repeat": REPEATS, "--repeats": REPEATS,
     "--replay-timeout": TIMEOUT_S, "--replay-workers": WORKERS, "--request-timeout": TIMEOUT_S,
+    "--scheduler-recv-interval": RECV_INTERVAL,
     "--seed": SEED, "--server-gone-after": TIMEOUT_S, "--server-host-gb": HOST_GB,
     "--session-rate": SESSION_RATE, "--sessions": SESSIONS, "--size": HOST_GB_PER_RANK,
     "--slo-e2e-ms": LATENCY_MS, "--slo-tpot-ms": LATENCY_MS, "--slo-ttft-ms": LATENCY_MS,

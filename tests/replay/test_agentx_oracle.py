@@ -6,7 +6,9 @@ harness is installed by .ci/install in its own virtual environment.
 
 The server's context (2,010 tokens) lets every warm-up request through and refuses one
 profiled root request, in both runs: the oracle of the failed ratio and the context-overflow
-rate as the harness exports them.
+rate as the harness exports them. The harness exports its request bodies (`--bodies`) and
+kvbench replays with the harness's run id, so every request's cache-bust marker and prompt
+are compared.
 
 Cost: one harness run (about 30 s of its own start-up, dataset build and drain) and one
 kvbench run, each with a 6 s profiling phase: 7 s of CPU for the script, about a minute of
@@ -54,7 +56,8 @@ def test_kvbench_sends_what_the_harness_sends(sim_server, tiny_model, tmp_path):
         [sys.executable, str(ORACLE), "--traces", str(TRACES / "agentx-small"),
          "--tokenizer", str(tiny_model), "--concurrency", "2", "--duration", "6",
          "--warmup-per-lane", "2", "--repeats", "1", "--url", sim_server,
-         "--model", "reference-8b", "--harness-venv", VENV, "--lean", "--out", str(out)],
+         "--model", "reference-8b", "--harness-venv", VENV, "--lean", "--bodies",
+         "--out", str(out)],
         capture_output=True, text=True, cwd=REPO, timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((out / "oracle.json").read_text())
@@ -65,6 +68,21 @@ def test_kvbench_sends_what_the_harness_sends(sim_server, tiny_model, tmp_path):
     assert len(h["warmup"]) >= 2 + 2 * 2
     # every session stream sends the same turns in the profiling phase
     assert agree["streams_equal"] == agree["streams"] >= 2, agree["streams_differing"]
+    # the same prompts, the cache-bust marker included: kvbench run with the harness's run id
+    # sends each tree the harness's marker (`[rid:<12 hex>]`, timing/strategies/
+    # cache_bust.py:106-111), and each request (phase, stream, turn) with that marker has the
+    # prompt tokens the server counts for the harness's, or one more: the harness's text is
+    # its corpus's tokens cut for another tokenizer, and re-encoded with this one a message
+    # of it can come out a token short of the trace (measured: oracle_002 turn 0's message is
+    # 520 tokens after the 19 of the marker, the trace records 521); the harness's marker
+    # opens its first user message (kvbench's: tests/workload/test_messages.py)
+    prompts = agree["prompts"]
+    assert prompts["same_marker"] >= min(prompts["harness"], prompts["kvbench"]) - 2, prompts
+    assert prompts["same_marker"] >= 2 + 2 * 2, prompts
+    assert set(prompts["token_deltas"]) <= {"0", "1"}, prompts
+    assert prompts["same_tokens"] > prompts["same_marker"] / 2, prompts
+    assert all(p[3].startswith("[rid:") for p in h["prompts"] + k["prompts"])
+    assert h["markers_open_first_user"] and all(h["markers_open_first_user"])
     # both keep their lanes full; how far subagents alongside their parent push the peak past
     # the lanes depends on when each response ends (a loaded machine moved it 3 vs 2 here),
     # so the peak itself is proven where the server decides it: test_subagent_trees.py's

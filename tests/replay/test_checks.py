@@ -29,6 +29,23 @@ def test_ideal_cache_follows_prefix_chains_and_partial_blocks():
     assert c.observe(turn(64, (1,)), "s") == 63  # one token is always computed
 
 
+def test_a_tree_marker_shares_the_blocks_before_it_and_nothing_after_it_across_trees():
+    """The AgentX profile's cache-bust marker (19 tokens here) sits after the system
+    message's 2 blocks: another tree (another marker) shares those 128 tokens only; the
+    same tree's next turn shares them, the marker and its own history."""
+    c = IdealCache()
+    assert c.observe(turn(256, (1, 2, 3, 4)), "s", "[rid:a]", 2, 19) == 0
+    assert c.observe(turn(256, (1, 2, 3, 4)), "s", "[rid:b]", 2, 19) == 128  # other tree
+    # tree a's next turn: system 128 + marker 19 + blocks 3, 4 (128) + nothing of block 5
+    assert c.observe(turn(320, (1, 2, 3, 4, 5)), "s", "[rid:a]", 2, 19) == 128 + 19 + 128
+    # the same marker after other blocks: the system differs, nothing after it is shared
+    assert c.observe(turn(256, (1, 9, 3, 4)), "s", "[rid:a]", 2, 19) == 64
+    # a marker before the first block (no system message): its tree's prefix only
+    assert c.observe(turn(128, (7, 8)), "s", "[rid:c]", 0, 19) == 0
+    assert c.observe(turn(128, (7, 8)), "s", "[rid:c]", 0, 19) == 128 + 19 - 1
+    assert c.observe(turn(128, (7, 8)), "s", "[rid:d]", 0, 19) == 0
+
+
 class ChainCache:
     """The ceiling's definition, block by block: each chain of ids (a prefix) with the most
     tokens of its last block seen (the radix tree's reference; kvbench's walk before it)."""

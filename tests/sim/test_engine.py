@@ -124,3 +124,32 @@ def test_write_back_pays_its_copy_when_evicting_write_through_does_not(costs, po
     sync = 1000 if policy == "write_back" else 0
     assert b.ttft_s == pytest.approx(costs.step_s([(1000, 0)], 0, 0, sync_backup_tokens=sync))
     assert eng.cache.match_tokens(list(range(10))) == (0, 1000)  # on host either way
+
+
+@pytest.mark.parametrize(("interval", "steps"), [(1, 4), (10, 10)])
+def test_a_request_arriving_during_decode_waits_for_the_receive_interval(
+        costs, interval: int, steps: int):
+    """SGLang's --scheduler-recv-interval 10 (issue 37's recipe): the scheduler takes new
+    requests in once its counter of decode steps since the last prefill reaches 10, so a
+    request arriving just after the 3rd decode step of another is admitted after the 10th
+    (after the 4th, the first boundary after it, with the default 1)."""
+    eng, _ = engine(costs, recv_interval_steps=interval)
+    a = req(0, 1000, 50)
+    eng.submit(a)
+    first = costs.step_s([(1000, 0)], 0, 0)
+    b = req(1, 500, 2, at=first + costs.decode_steps_s(1, 1000, 1, 3) + 1e-9)
+    eng.submit(b, b.arrival_s)
+    eng.run_until()
+    assert a.first_s == pytest.approx(first)
+    assert b.admit_s == pytest.approx(first + costs.decode_steps_s(1, 1000, 1, steps))
+
+
+def test_an_idle_scheduler_receives_at_once_whatever_the_interval(costs):
+    """With nothing running the scheduler loop spins without batches, so its counter reaches
+    the interval at once: a request arriving then starts on arrival."""
+    eng, done = engine(costs, recv_interval_steps=10)
+    a, b = req(0, 1000, 5), req(1, 1000, 5, at=10.0)
+    eng.submit(a)
+    eng.submit(b, 10.0)
+    eng.run_until()
+    assert a.finish_s < 10.0 and b.admit_s == 10.0 and len(done) == 2

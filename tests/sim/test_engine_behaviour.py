@@ -14,6 +14,7 @@ from kvbench.sim.blocks import BlockPool
 from kvbench.sim.cache import TieredCache
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine import Engine
+from kvbench.sim.engine_config import EngineConfig
 from kvbench.sim.link import HostLink
 from kvbench.sim.ranks import Router, kv_cost
 from kvbench.sim.request import SimRequest
@@ -88,6 +89,28 @@ def test_the_sglang_profile_carries_the_threshold() -> None:
     costs = resolve_costs("reference-8b", "h200", engine="sglang")
     engine = Engine(TieredCache(1000), costs)
     assert engine.cache.load_back_min_tokens == costs.load_back_min_tokens == 10
+
+
+def test_the_gdn_state_is_not_taken_from_sglangs_kv_pool() -> None:
+    """Issue 37's resident conc-8 run held two requests in 43,424 of its 43,680 KV tokens
+    (server.log: `#running-req: 2, #full token: 43424`): SGLang keeps each request's GDN state
+    in its Mamba pool. The radix engine prefills both in one step though their state (4,168
+    token equivalents each for the scaled Qwen3.5) would not fit beside them."""
+    from kvbench.sim.sizing import resolve_costs
+
+    costs = resolve_costs("kvbench/qwen3.5-397b-a17b-scaled", "h200", 1)
+    pool, prompt, out = 43_648, 21_504, 64
+    assert 2 * (prompt + out) <= pool < 2 * (prompt + out + costs.request_state_tokens)
+    done: list[SimRequest] = []
+    eng = Engine(TieredCache(pool), costs, EngineConfig(chunked_prefill_tokens=1 << 16),
+                 on_finish=done.append)
+    for rid in (0, 1):
+        eng.submit(SimRequest(rid=rid, arrival_s=0.0, input_tokens=prompt, output_tokens=out,
+                              keys=[f"{rid}-{k}" for k in range(prompt // 64)], page_tokens=64))
+    eng.run_until()
+    assert len(done) == 2 and not any(r.error for r in done)
+    assert done[0].admit_s == done[1].admit_s == 0.0
+    assert done[0].first_s == done[1].first_s
 
 
 def _engines(ranks: int) -> list[Engine]:

@@ -73,7 +73,7 @@ def test_the_profile_is_part_of_the_jobs_identity(jobs):
         RunOptions(profile="agentx-v1").options_id() != none.options_id()
     assert job_fingerprint(row, default.for_row(row)) != job_fingerprint(row, none)
     assert job_fingerprint(row, default.for_row(row)) == job_fingerprint(
-        row, RunOptions(profile="agentx"))
+        row, RunOptions(profile="agentx").for_row(row))
 
 
 def _result(job_dir, fingerprint: str, profile: str | None = None) -> None:
@@ -171,3 +171,25 @@ def test_the_replay_timeout_leaves_room_for_the_profiles_warm_up(jobs):
         work = RunOptions(profile=profile).replay_workload(job.conc, job.row["duration"])
         cfg = ReplayConfig(url="http://x", model="m", output_dir=".", **work)
         assert replay_timeout_s(cfg) == warmup_grace + 3600 + cfg.grace_s + REPLAY_MARGIN_S
+
+
+def test_the_harness_marker_is_part_of_the_identity_and_old_agentx_results_keep_theirs(jobs):
+    """Under agentx a chat replay opens each session tree with the harness's `[rid:...]`
+    marker (replay/lanes.py `tree_markers`): other prompts than the per-run marker that
+    agentx jobs ran with before, so the job says which (`cache_bust`), and a result of the
+    other marker neither pools with it in compare nor resumes it. A job file written before
+    the key existed reads as the per-run marker with the identity it had."""
+    ix, _ = jobs
+    (spec,) = build_specs(ix[:1], RunOptions(bundled_traces=True), runner_config=RUNNERS)
+    assert (spec.options.profile, spec.options.cache_bust) == ("agentx-v1", "tree")
+    before = spec.options.model_copy(update={"cache_bust": None})
+    assert "cache_bust" not in before.measurement_identity()
+    assert spec.options.measurement_identity()["cache_bust"] == "tree"
+    assert spec.options.options_id() != before.options_id()
+    old = json.loads(spec.options.model_dump_json(exclude={"cache_bust"}))
+    assert RunOptions.model_validate(old).options_id() == before.options_id()
+    # the completions endpoint and --profile none keep kvbench's per-run marker
+    for options in (RunOptions(bundled_traces=True, endpoint="completions"),
+                    RunOptions(bundled_traces=True, profile="none")):
+        (s,) = build_specs(ix[:1], options, runner_config=RUNNERS)
+        assert s.options.cache_bust is None

@@ -67,7 +67,10 @@ def test_quickstart_beside_a_busy_core_gives_every_delta_a_verdict(tmp_path):
     repeats = int(said["pace"].split()[1])
     assert repeats in (2, 3), said["pace"]
     if repeats == 2:  # a machine too slow for the minute says so, and what it did instead
-        assert "this machine is" in said["pace"] and "running 2" in said["pace"], said["pace"]
+        # (slower: it fits 2 in a longer run; too slow: 2, the fewest with an interval)
+        pace = said["pace"]
+        assert "this machine is" in pace and ("running 2 " in pace or "interval (2)" in pace), \
+            pace
 
     # the pace probe's jobs ran in this invocation: counted as run, not as resumed
     assert f"{6 * repeats} jobs: {6 * repeats} ran, 0 resumed" in out.stdout, out.stdout[-2000:]

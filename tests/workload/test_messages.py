@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 
 import orjson
 import pytest
@@ -20,7 +21,7 @@ from fixtures.body_recorder import Recorder
 from kvbench.replay import ReplayConfig, replay
 from kvbench.workload.loader import load_trace
 from kvbench.workload.messages import ChatLayout
-from kvbench.workload.prompt import PromptBuilder, PromptStream, Vocabulary
+from kvbench.workload.prompt import PromptBuilder, PromptStream, Vocabulary, tree_marker
 from kvbench.workload.weka import harness_stream_id
 
 GOLDEN = DATA / "agentx_messages"
@@ -95,6 +96,35 @@ def test_the_messages_are_the_one_message_prompt_cut_at_the_segments():
                 assert "".join(m["content"] for m in messages) == one
 
 
+def test_the_tree_marker_opens_the_first_user_message_after_the_system_one():
+    """With a tree's marker (the AgentX profile) the run marker is gone, the system message
+    (the trace's declared prefix) comes first as the harness sends it, untouched and the
+    same for every tree, and the marker opens the user message after it
+    (aiperf/workers/worker.py:344-409 `_apply_cache_bust`, first_turn_prefix); its words are
+    counted on top of the turn's."""
+    prompts = PromptBuilder(Vocabulary(), "run-1")
+    s = load_trace(TRACES / "claude-code-subagents")[0]
+    sid = s.session_id
+    agent, ks = _streams(s)[sid]
+    bodies = []
+    for bust in (tree_marker("run-1", 0, 0, sid), tree_marker("run-1", 1, 0, sid)):
+        layout, stream = _layout(s, agent, ks), PromptStream()
+        for p, k in enumerate(ks[:2]):
+            turn = s.turns[k]
+            got = prompts.json(turn, s.namespace, (sid, k), stream, layout, p, bust)
+            messages = orjson.loads(b"".join(got.pieces))
+            assert [m["role"] for m in messages][:2] == ["system", "user"]
+            assert messages[1]["content"].startswith(bust) and got.marker == bust
+            assert not any(bust in m["content"] for m in messages[2:] + messages[:1])
+            assert got.marker_at_block == layout.at(p)[1].first
+            assert got.num_tokens == turn.input_tokens + got.marker_tokens
+            assert got.marker_tokens == 1  # no tokenizer: one word
+            bodies.append(messages)
+    # two trees (passes) of one trace: the same system message, other markers after it
+    assert bodies[0][0] == bodies[2][0] and bodies[0][1] != bodies[2][1]
+    assert bodies[0][1]["content"].split()[1:] == bodies[2][1]["content"].split()[1:]
+
+
 async def _replay(tmp_path, profile: str | None) -> list[tuple[str, dict]]:
     rec = Recorder(keep_bodies=True)
     srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
@@ -102,12 +132,28 @@ async def _replay(tmp_path, profile: str | None) -> list[tuple[str, dict]]:
     cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path,
                        trace=[TRACES / "agentx-small"], think_time_scale=0, max_tokens_cap=4,
                        concurrency=2, max_requests=12, profile=profile, start="sampled",
-                       start_ratio=(0.25, 0.75), seed=42, warmup_per_lane=2)
+                       start_ratio=(0.25, 0.75), seed=42, warmup_per_lane=2,
+                       run_marker="0123456789ab")
     async with srv:
         summary = await replay(cfg)
     assert summary["requests"]["errors"] == 0
     assert rec.bodies is not None
     return rec.bodies
+
+
+MARKER = re.compile(r"\[rid:[0-9a-f]{12}\]\n\n")
+
+
+def _unmarked(body: dict) -> tuple[str | None, list[dict]]:
+    """The request's cache-bust marker and its messages without it."""
+    marker, out = None, []
+    for m in body["messages"]:
+        got = MARKER.match(m["content"])
+        if got is not None:
+            assert marker is None, "one marker per request"
+            marker, m = got.group(0), {**m, "content": m["content"][got.end():]}
+        out.append(m)
+    return marker, out
 
 
 def test_replay_under_the_profile_sends_the_harness_s_messages(tmp_path):
@@ -120,9 +166,33 @@ def test_replay_under_the_profile_sends_the_harness_s_messages(tmp_path):
     for key, body in seen:
         trace = key.split("#")[0]
         shapes = {shape for turns in golden[trace].values() for shape in turns}
-        got = _shape([(m["role"], len(m["content"].split())) for m in body["messages"]])
+        _, messages = _unmarked(body)
+        got = _shape([(m["role"], len(m["content"].split())) for m in messages])
         assert got in shapes, (key, got)
         several += len(body["messages"]) > 1
     assert several
+    # the harness's cache-bust marker opens the first user message (after the system one),
+    # the same on every request of a session tree, warm-up and profiling, and another for
+    # each tree: sha256 of run:pass:lane:trace (aiperf timing/strategies/cache_bust.py:106-111)
+    lanes = {}
+    for line in (tmp_path / "agentx" / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        lanes.setdefault(r["session_id"], set()).add(r["lane"])
+        assert r["cache_bust_marker"] == MARKER.match(r["cache_bust_marker"]).group(0)
+    markers: dict[str, set[str]] = {}
+    for key, body in seen:
+        marker, _ = _unmarked(body)
+        first_user = next(m for m in body["messages"] if m["role"] == "user")
+        assert marker is not None and first_user["content"].startswith(marker), key
+        assert all(m["role"] == "system" for m in
+                   body["messages"][:body["messages"].index(first_user)])
+        markers.setdefault(key, set()).add(marker)
+    assert all(len(m) == 1 for m in markers.values()), markers
+    assert len({m for ms in markers.values() for m in ms}) == len(markers) >= 2
+    for key, (marker,) in markers.items():
+        trace, _, pass_no = key.partition("#")
+        (lane,) = lanes[key]
+        assert marker == tree_marker("0123456789ab", int(pass_no or 0), lane, trace)
     plain = asyncio.run(_replay(tmp_path / "plain", None))
     assert all([m["role"] for m in b["messages"]] == ["user"] for _, b in plain)
+    assert not any(MARKER.search(b["messages"][0]["content"]) for _, b in plain)

@@ -140,6 +140,11 @@ def replay_cmd(
     profile: Annotated[str | None, typer.Option(
         help="validity profile: agentx (InferenceX AgentX v1.0: its settings where none is "
              "given, and a submission_valid verdict with reasons in summary.json)")] = None,
+    run_marker: Annotated[str | None, typer.Option(
+        help="the run's cache-bust id (default: random per run); a run reusing one can hit "
+             "the prefixes an earlier run left. Under agentx it seeds the per-tree markers "
+             "as the harness's benchmark id does (benchmarks/agentx_oracle.py passes the "
+             "harness's, so both send the same markers)")] = None,
 ) -> None:
     """Replay agentic sessions closed-loop; concurrency is the number of live sessions.
 
@@ -194,7 +199,7 @@ def replay_cmd(
             system_idle_cap_s=chosen.get("system_idle_cap_s"),
             end_session_on_context_overflow=chosen.get("end_session_on_context_overflow", False),
             start=chosen["start"], start_ratio=chosen.get("start_ratio", (0.0, 1.0)),
-            order=order, profile=profile,
+            order=order, profile=profile, run_marker=run_marker,
             time_scale=time_scale,
             block_tokens=block_tokens, ignore_eos=ignore_eos,
             request_timeout_s=request_timeout, grace_s=grace, server_gone_s=server_gone_after,

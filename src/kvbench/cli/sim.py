@@ -325,6 +325,9 @@ def simulate(
     max_running_requests: Annotated[int, typer.Option(help="Running-request cap.")] = 256,
     chunked_prefill_tokens: Annotated[int, typer.Option(
         help="Prefill token budget per step.")] = 8192,
+    scheduler_recv_interval: Annotated[int, typer.Option(
+        help="SGLang's --scheduler-recv-interval: new requests are taken in once per this "
+             "many decode steps (at once after a prefill or when idle).")] = 1,
     compare: Annotated[bool, typer.Option(
         help="Run the GPU-resident arm (no host tier) beside the offload arm.")] = False,
     output_format: Annotated[str, typer.Option("--format", help="json | table")] = "table",
@@ -385,7 +388,8 @@ def simulate(
         raise SimError("--compare needs a host tier", hint="add --host-tokens or --host-cache-gb")
     engine = _engine_config(engine_profile, max_running_requests=max_running_requests,
                             chunked_prefill_tokens=chunked_prefill_tokens,
-                            context_tokens=_context(context_tokens, model))
+                            context_tokens=_context(context_tokens, model),
+                            recv_interval_steps=scheduler_recv_interval)
     gpu = _gpu_tokens(gpu_tokens, costs, hardware)
     arms = {"resident": 0, "offload": host} if compare else {"offload" if host else "resident":
                                                              host}

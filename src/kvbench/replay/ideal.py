@@ -40,20 +40,39 @@ class IdealCache:
     __slots__ = ("_roots",)
 
     def __init__(self) -> None:
-        self._roots: dict[tuple[str, int], _Edge] = {}
+        self._roots: dict[tuple, _Edge] = {}
 
-    def observe(self, turn: Turn, namespace: str) -> int:
+    def observe(self, turn: Turn, namespace: str, marker: str | None = None, at: int = 0,
+                marker_tokens: int = 0) -> int:
         """Tokens of `turn` an unlimited cache holds from earlier requests; then remember
-        its blocks. At least one token is always computed, as in every engine."""
+        its blocks. At least one token is always computed, as in every engine. `marker`
+        (a tree's cache-bust marker, workload/prompt.py `tree_marker`) sits after the first
+        `at` blocks and adds `marker_tokens`: what follows it is shared only with prompts
+        that had the same blocks and the same marker before it."""
         bs, n = turn.block_tokens, turn.input_tokens
-        k = min(len(turn.hash_ids), -(-n // bs))  # the blocks the prompt reaches into
+        if marker is None:
+            return min(self._walk((namespace, bs), turn.hash_ids, n, bs), max(0, n - 1))
+        ids = turn.hash_ids
+        at = min(at, len(ids), n // bs)
+        head = self._walk((namespace, bs), ids[:at], at * bs, bs)
+        key = (namespace, bs, marker, tuple(ids[:at]))
+        seen = key in self._roots  # this marker followed these blocks before
+        rest = self._walk(key, ids[at:], n - at * bs, bs)
+        hit = head + marker_tokens + rest if seen and head == at * bs else head
+        return min(hit, max(0, n + marker_tokens - 1))
+
+    def _walk(self, key: tuple, hash_ids, n: int, bs: int) -> int:
+        """The tokens of a prompt of `n` tokens over `hash_ids` seen under `key` before;
+        then remember them."""
+        k = min(len(hash_ids), -(-n // bs))  # the blocks the prompt reaches into
         if k <= 0:
+            self._roots.setdefault(key, _Edge((), bs))
             return 0
-        ids = turn.hash_ids[:k]
+        ids = hash_ids[:k]
         tail = min(bs, n - (k - 1) * bs)  # tokens of the prompt in its last block
-        root = self._roots.get((namespace, bs))
+        root = self._roots.get(key)
         if root is None:
-            root = self._roots[(namespace, bs)] = _Edge((), bs)
+            root = self._roots[key] = _Edge((), bs)
         edge, pos, hit = root, 0, 0
         while True:
             nxt = edge.below.get(ids[pos])
@@ -79,4 +98,4 @@ class IdealCache:
                 nxt.ids, nxt.last = ids[pos:], tail  # block): the edge grows with it
                 break
             edge, pos = nxt, pos + c  # an edge with edges below was seen whole
-        return min(hit, max(0, n - 1))
+        return hit

@@ -38,7 +38,7 @@ from kvbench.replay.profile import PROFILES
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
 from kvbench.workload.messages import ChatLayout
-from kvbench.workload.prompt import PromptBuilder, PromptJson, PromptStream
+from kvbench.workload.prompt import PromptBuilder, PromptJson, PromptStream, tree_marker
 from kvbench.workload.session import Session, Turn
 from kvbench.workload.tree import Ready, TreeRun
 
@@ -149,6 +149,10 @@ class Tree:
     chats: dict[int, tuple[ChatLayout, dict[int, int]]] = field(default_factory=dict)
     # a virtual clock: the tree's last request and its end, which the lane's next follows
     last: tuple[str, float] | None = None
+    # the tree's cache-bust marker (a profile's `tree_marker`): then the marker alone keeps a
+    # pass's prompts apart from another's, and every pass renders the trace's own blocks, so
+    # the prefix before it (the system message) is shared as the harness shares it
+    bust: str | None = None
 
     def prompt(self, stream: int) -> PromptStream:
         got = self.prompts.get(stream)
@@ -162,7 +166,7 @@ class Tree:
 
     @property
     def namespace(self) -> str:
-        return pass_namespace(self.session, self.pass_no)
+        return pass_namespace(self.session, 0 if self.bust is not None else self.pass_no)
 
 
 class Lanes:
@@ -182,6 +186,8 @@ class Lanes:
         # the profile's chat prompts: the harness's role segments (workload/messages.py)
         profile = PROFILES.get(cfg.profile) if cfg.profile is not None else None
         self.chat_segments = self.factory.chat and profile is not None and profile.chat_segments
+        # ... and its cache-bust marker per session tree in the first user message
+        self.tree_markers = self.chat_segments and profile.tree_marker
         # a virtual-clock server (replay/lockstep.py): its stamps are the times recorded, and
         # each request says what it follows
         self.virtual = cfg.virtual_lanes is not None
@@ -298,8 +304,10 @@ class Lanes:
         cap = (idle.IdleCap(self.cfg.tree_idle_cap_s / scale,
                             lambda ns: run.shift(ns / 1e9 * scale))
                if self.cfg.tree_idle_cap_s is not None else None)
+        bust = (tree_marker(self.prompts.run_id, pass_no, lane, session.session_id)
+                if self.tree_markers else None)
         return Tree(lane, session, pass_no, run, cap, warm=zero_delay,
-                    prompts=prompts if prompts is not None else {})
+                    prompts=prompts if prompts is not None else {}, bust=bust)
 
     def next_tree(self, lane: int, *, zero_delay: bool = False, now_s: float | None = None
                   ) -> tuple[Tree, list[Ready]] | None:
@@ -519,7 +527,8 @@ class Lanes:
         stream = tree.prompt(r.stream)
         await self._warm(stream, turn, tree.namespace)
         chat, pos = self._chat(tree, r) if self.chat_segments else (None, 0)
-        return self.prompts.json(turn, tree.namespace, (tree.key, r.k), stream, chat, pos)
+        return self.prompts.json(turn, tree.namespace, (tree.key, r.k), stream, chat, pos,
+                                 tree.bust)
 
     @staticmethod
     def _chat(tree: Tree, r: Ready) -> tuple[ChatLayout, int]:
@@ -698,7 +707,11 @@ class Lanes:
                 "t_ready_ns": None if self.virtual else ready_ns,
                 "sent_prompt_tokens": prompt.num_tokens, "max_tokens": max_tokens,
                 "inflight": inflight,
-                "ideal_cached_tokens": self.ideal.observe(turn, namespace)}
+                "ideal_cached_tokens": self.ideal.observe(turn, namespace, prompt.marker,
+                                                          prompt.marker_at_block,
+                                                          prompt.marker_tokens)}
+        if prompt.marker is not None:
+            base["cache_bust_marker"] = prompt.marker
         body = self.factory.body(max_tokens)
         prompt_bytes = prompt.num_bytes
         t_send, err = perf_counter_ns(), None
@@ -710,7 +723,7 @@ class Lanes:
                 reused = conn.served > 0
                 await self.sends.admit(prompt_bytes, target)
                 # in this task (not wait_for's own, which starts a pass later): the body is
-                # joined and written in the pass the budget counted it in
+                # written in the pass the budget counted it in
                 async with asyncio.timeout(cfg.request_timeout_s):
                     t_send, resp = await conn.request(
                         self.factory.encode(body, key, prompt, extra))

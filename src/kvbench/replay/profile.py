@@ -45,7 +45,11 @@ not the run's.
 
 kvbench's replay busts caches per pass: a recycled trajectory replays in a fresh hash
 namespace (workload/bounds.py), and every prompt starts with a per-run marker
-(workload/prompt.py), so no replay can warm another's first-turn prefix."""
+(workload/prompt.py), so no replay can warm another's first-turn prefix. Under this profile a
+chat request carries the harness's marker instead: `[rid:<12 hex>]` opening the first user
+message, one per session tree (timing/strategies/cache_bust.py, workers/worker.py
+`_apply_cache_bust`), so the system message before it is shared across trees and passes as
+the harness shares it."""
 
 from __future__ import annotations
 
@@ -75,6 +79,9 @@ class ValidityProfile:
     fresh_server_per_concurrency: bool
     # a chat prompt as the harness's role segments (workload/messages.py), not one message
     chat_segments: bool = False
+    # ... opened by the harness's cache-bust marker, one per session tree, in place of
+    # kvbench's run marker (workload/prompt.py `tree_marker`)
+    tree_marker: bool = False
 
 
 AGENTX_V1 = ValidityProfile(
@@ -100,6 +107,8 @@ AGENTX_V1 = ValidityProfile(
     # weka_synth_buf.py ConversationReconstructor, sent as DELTAS_WITH_RESPONSES
     # (workers/session_manager.py:126-148)
     chat_segments=True,
+    # --cache-bust first_turn_prefix (:38 require_cache_bust), timing/strategies/cache_bust.py
+    tree_marker=True,
 )
 
 PROFILES = {"agentx": AGENTX_V1, AGENTX_V1.name: AGENTX_V1}
@@ -225,8 +234,11 @@ def _settings(profile: ValidityProfile, run: dict[str, Any], check) -> None:
     eos = bool(run.get("ignore_eos", True)) and "ignore_eos" not in run.get("dropped_fields", [])
     check("ignore_eos", eos, "ignore_eos=true on every request" if eos else
           "ignore_eos not sent (AgentX requires it: outputs run to the recorded length)")
-    check("cache_bust", bool(run.get("run_marker")),
-          "first-turn prefixes busted per replay (per-run marker, fresh namespace per pass)"
+    busted = {"tree": "first-turn prefixes busted per session tree (the harness's "
+                      "[rid:...] marker opening the first user message)",
+              "run": "first-turn prefixes busted per replay (per-run marker, fresh namespace "
+                     "per pass)"}[run.get("cache_bust") or "run"]
+    check("cache_bust", bool(run.get("run_marker")), busted
           if run.get("run_marker") else "no run marker: replays may share cached prefixes")
     corpus = run.get("corpus") or {}
     check("corpus", bool(corpus.get("agentx")), corpus.get("reason") or

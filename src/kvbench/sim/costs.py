@@ -46,8 +46,12 @@ class CostModel:
     # Draft-model cost as a fraction of a target decode step.
     draft_overhead_fraction: float = 0.0
     # Fixed per-request state (linear-attention/Mamba state, sliding-window KV), in tokens of
-    # the per-token pool; a running request reserves it on the GPU tier.
+    # the per-token pool: vLLM's block pool holds it (vllm_blocks reserves it per running
+    # request); SGLang keeps it in pools of its own, so the radix engine does not.
     request_state_tokens: int = 0
+    # Hybrid models under SGLang: a prefix hit ends at a saved recurrent state, saved at
+    # prefill chunk ends aligned to max(this, page) tokens (sim/checkpoints.py); 0: none
+    state_checkpoint_tokens: int = 0
     label: str = "custom"
     # Engine behaviour (engine_profile.EngineProfile): extra fixed cost of a step that
     # prefills, host cost per sequence in a step, and the attention costing mode.
@@ -318,6 +322,10 @@ class CostModel:
             experts_per_token=getattr(model, "experts_per_token", 0) if routed else 0,
             kv_bytes_per_token_per_rank=kv_per_token,
             request_state_tokens=math.ceil(state_bytes / kv_per_token),
+            # the FLA kernels' chunk (sglang 0.5.23 kernels/ops/attention/fla/chunk_delta_h.py
+            # CHUNK_SIZE = 64; 0.5.17's copy srt/hardware_backend/xpu/kernels/fla/
+            # chunk_delta_h.py:21), SGLang's unit of GDN state checkpoints
+            state_checkpoint_tokens=64 if any(p.name == "mamba" for p in pools) else 0,
             flops_per_token_per_rank=model.dense_flops_per_token() / tp,
             attention_flops_per_token_per_context_token_per_rank=(
                 model.attention_flops_per_token_per_context_token() / tp

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from kvbench.errors import SimError
 from kvbench.sim.arrivals import Arrivals
 from kvbench.sim.cache import TieredCache
+from kvbench.sim.checkpoints import StateCheckpoints
 from kvbench.sim.context import context_error, over_context
 from kvbench.sim.costs import CostModel
 from kvbench.sim.engine_config import EngineConfig
@@ -55,6 +56,10 @@ class Engine:
         self.now_s = 0.0
         self.gaps = GapLog()  # inter-token gaps as the replay measures them (sim/gaps.py)
         self.arrivals = Arrivals()
+        # the receive counter of `recv_interval_steps` (`_count_receive`) and whether the
+        # scheduler takes in new requests at the current step boundary
+        self._recv_count = 0
+        self._recv_due = True
         self._seq = 0
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: deque[SimRequest] = deque()
@@ -81,6 +86,10 @@ class Engine:
         cache.link = self.link
         if isinstance(cache, TieredCache):
             cache.load_back_min_tokens = costs.load_back_min_tokens
+        # a hybrid model's prefix hits end at saved states (SGLang's mamba radix cache)
+        self.checkpoints = (StateCheckpoints(costs.state_checkpoint_tokens)
+                            if costs.state_checkpoint_tokens and self.config.kv_manager == "radix"
+                            else None)
 
     # -- input -----------------------------------------------------------------------------
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
@@ -182,13 +191,37 @@ class Engine:
             step, self._step = self._step, None
             self.now_s = step.end_s
             self._apply(step)
+            self._count_receive(step)
             if self.hold is not None and self.hold():
                 return
+
+    def _count_receive(self, step: _Step) -> None:
+        """SGLang's receive skipper (sglang 0.5.17 managers/scheduler_components/
+        recv_skipper.py `handle`; weights environ.py:403-406): before each scheduler loop
+        iteration the counter grows by the last batch's weight, 1 for a decode or verify step,
+        1000 for a prefill; the scheduler receives when it reaches the interval, which resets
+        it. A stretch of k decode steps ends at its first step after the next arrival, so only
+        its last boundary can take that arrival in: it does when the count lands on the
+        interval there."""
+        interval = self.config.recv_interval_steps
+        if interval <= 1:
+            return
+        if step.chunks:
+            self._recv_count, self._recv_due = 0, True
+            return
+        self._recv_count = (self._recv_count + step.decode_steps) % interval
+        self._recv_due = self._recv_count == 0
 
     def _take_arrivals(self) -> None:
         next_s = self.arrivals.next_s()
         if next_s is None or next_s > self.now_s:
             return  # most steps: nothing due
+        if not self._recv_due:
+            if self.num_running or self.waiting:
+                return  # the scheduler is not receiving at this boundary
+            # idle: the scheduler loop spins without a batch, the counter reaches the
+            # interval at once in engine time
+            self._recv_count, self._recv_due = 0, True
         hook = self.on_arrival
         for req in self.arrivals.pop_due(self.now_s):
             if hook is None or hook(req):
@@ -196,7 +229,7 @@ class Engine:
 
     # -- composing a step ------------------------------------------------------------------
     def _compose(self, horizon_s: float) -> _Step | None:
-        cfg, cache, costs = self.config, self.cache, self.costs
+        cfg, cache = self.config, self.cache
         link = self.link
         link.now_s = cache.sync_until_s = self.now_s
         budget = cfg.chunked_prefill_tokens
@@ -214,8 +247,12 @@ class Engine:
                 continue
             if req.blocked_need and self.num_running and cache.cannot_fit(req.blocked_need):
                 break  # refused before, and not enough has been released since
+            # the fixed per-request state (GDN/Mamba, sliding window) is not taken from this
+            # pool: SGLang keeps it in pools of its own (sglang 0.5.17 mem_cache/memory_pool.py
+            # :1294-1330, HybridReqToTokenPool.alloc takes a MambaPool slot per request; the
+            # SWA allocator of swa_memory_pool.py), sized apart by the planner (plan/gpu.py)
             adm = cache.admit(req.keys, req.page_tokens, req.input_tokens - req.paged_tokens
-                              + req.output_tokens + costs.request_state_tokens)
+                              + req.output_tokens)
             if adm is None:
                 if self.num_running == 0:  # nothing will ever free room for it
                     self.waiting.popleft()
@@ -227,7 +264,9 @@ class Engine:
                 break
             self.waiting.popleft()
             self._start(req, adm)
-            load_tokens += adm.host_hit_tokens
+            # what a state checkpoint cut off is computed, not loaded
+            load_tokens += adm.host_hit_tokens if self.checkpoints is None else (
+                req.host_hit_tokens)
             sync_tokens += adm.sync_backup_tokens
             n = min(req.prefill_left, budget)
             chunks.append((req, n))
@@ -260,6 +299,12 @@ class Engine:
         # Stop at the first step that ends at or after the next arrival (it is admitted then)
         # or after the horizon (the caller comes back then).
         next_s = self.arrivals.next_s()
+        interval = self.config.recv_interval_steps
+        if interval > 1 and next_s is not None and next_s <= self.now_s:
+            # an arrival the scheduler has not taken in: decode on to the boundary where it
+            # receives (`_count_receive`), or to the next finish
+            k = min(k_max, interval - self._recv_count)
+            return _Step(self.now_s, self.now_s + steps_s(k), [], k)
         limit = min(math.inf if next_s is None else next_s, horizon_s)
         k, dur = k_max, -1.0  # dur: steps_s(k) once known
         if limit < math.inf and k_max > 1:
@@ -290,6 +335,9 @@ class Engine:
                 over - host_cut)
         else:
             adm_host, adm_dev = adm.host_hit_tokens, adm.device_hit_tokens
+        if self.checkpoints is not None:
+            resumed = self.checkpoints.resumable(req, adm_dev + adm_host)
+            adm_dev, adm_host = min(adm_dev, resumed), max(0, resumed - adm_dev)
         req.device_hit_tokens, req.host_hit_tokens = adm_dev, adm_host
         cached = adm_dev + adm_host
         # At least one token is computed: the logits of the last prompt token.
@@ -314,6 +362,8 @@ class Engine:
                 if req.finish_seq == seq and req.error != CANCELLED:
                     self._finish(req, now)
         for req, n in step.chunks:
+            if self.checkpoints is not None:
+                self.checkpoints.computed(req, req.context_tokens, n)
             req.prefill_left -= n
             req.context_tokens += n
             if req.prefill_left == 0:

@@ -20,3 +20,7 @@ class EngineConfig:
     # vllm_blocks with a CPU tier: SimpleCPUOffloadConnector's lazy_offload (store the blocks
     # next to be evicted) instead of storing each block when computed (sim/blocks.py)
     lazy_offload: bool = False
+    # SGLang's --scheduler-recv-interval: the scheduler takes in new requests only when a
+    # counter reaches this; each decode step adds 1, a prefill 1000 (at once), an idle loop
+    # 1 (at once in engine time). 1: every step boundary (the default)
+    recv_interval_steps: int = 1

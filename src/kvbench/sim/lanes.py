@@ -126,8 +126,8 @@ class LaneDriver:
                     self._submit(lane, r, warm=True)
             engine.run_until()
             for lane in self._lanes:
-                if lane.run is not None:
-                    lane.resume = lane.run.handoff(lane.origin_s)
+                # a lane the pool ran out for has nothing to resume (the replay's lane ends)
+                lane.resume = None if lane.run is None else lane.run.handoff(lane.origin_s)
         if self.failed_warmup:
             self.stopping = True
 
@@ -143,6 +143,10 @@ class LaneDriver:
             lane.run = self._tree(lane.session)
             for r in lane.run.resume(resume, engine.now_s):
                 self._submit(lane, r)
+            if lane.run.done:
+                # its tree ended in the warm-up: the replay drives it, sends nothing, and the
+                # lane takes the pool's next session at once (replay/lanes.py run_lane)
+                lane.resume = None
         for lane in self._lanes:
             if lane.resume is None and not self._start_next(lane, engine.now_s, False):
                 break

@@ -305,8 +305,7 @@ class SimServer:
     def _refusal(self, prompt: Prompt, max_tokens: int) -> str | None:
         """Why the request is refused before the engine (a 400), or None."""
         need = (len(prompt.keys) * self.config.page_tokens + max(
-            0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens
-            + self.costs.request_state_tokens)
+            0, prompt.num_tokens - len(prompt.keys) * self.config.page_tokens) + max_tokens)
         if over_context(self.config.context_tokens, prompt.num_tokens, max_tokens):
             return context_error(self.config.context_tokens, prompt.num_tokens, max_tokens)
         if need > self.cache.device_capacity:

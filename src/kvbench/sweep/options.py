@@ -61,6 +61,11 @@ class RunOptions(BaseModel):
     # profile. A job's spec carries the one it runs, resolved; part of the identity, since it
     # changes what the replay sends (warm-up, start, seed, idle caps, subagent timing).
     profile: str | None = None
+    # how first-turn prefixes are busted, resolved with the profile (`for_row`): "tree" for the
+    # harness's marker per session tree (a profile's `tree_marker`, chat endpoint), None for
+    # kvbench's per-run marker, as every job ran before the harness's marker existed (so a job
+    # file without the key keeps its identity, and a result of another marker never pools)
+    cache_bust: Literal["tree"] | None = None
     # records.jsonl.gz and scrape.jsonl.gz (long runs, committed results): how the raw files
     # are stored, not what is measured
     compress_raw: bool = False
@@ -108,6 +113,8 @@ class RunOptions(BaseModel):
             identity["profile"] = self.profile_name
         if not identity["skip_image_mods"]:
             del identity["skip_image_mods"]
+        if identity["cache_bust"] is None:
+            del identity["cache_bust"]
         return identity
 
     def options_id(self) -> str:
@@ -150,13 +157,19 @@ class RunOptions(BaseModel):
         inferencex_row, as launcher sizing decides; none for kvbench's own rows), so that
         the job's file, fingerprint and result say which one ran."""
         from kvbench.plan.topology import inferencex_row
-        from kvbench.replay.profile import DEFAULT_PROFILE, NO_PROFILE, profile_choice
+        from kvbench.replay.profile import DEFAULT_PROFILE, NO_PROFILE, PROFILES, profile_choice
 
         if self.profile is not None:
             chosen = profile_choice(self.profile)
         else:
             chosen = DEFAULT_PROFILE.name if inferencex_row(row) else NO_PROFILE
-        return self if chosen == self.profile else self.model_copy(update={"profile": chosen})
+        profile = PROFILES.get(chosen)
+        # as the replay decides it (replay/lanes.py `tree_markers`)
+        bust = ("tree" if profile is not None and profile.tree_marker and profile.chat_segments
+                and self.endpoint == "chat" else None)
+        if (chosen, bust) == (self.profile, self.cache_bust):
+            return self
+        return self.model_copy(update={"profile": chosen, "cache_bust": bust})
 
     @property
     def profile_name(self) -> str | None:

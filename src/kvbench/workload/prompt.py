@@ -5,7 +5,9 @@ token count: a sequence drawn from a pool of vocabulary words that each encode t
 re-encode stably when concatenated (each starts with a space, where every pre-tokenizer splits).
 Equal leading blocks therefore give byte-identical prompt prefixes, which is what lets a prefix
 cache recognise the trace's reuse. A per-run marker replaces the first tokens of every prompt so a
-run cannot hit KV cached by an earlier run, while sessions of one run still share prefixes.
+run cannot hit KV cached by an earlier run, while sessions of one run still share prefixes. Under
+the AgentX profile a chat prompt carries the harness's cache-bust marker instead (`tree_marker`):
+text put before the first user message, one per session tree, which adds its tokens.
 
 Without a tokenizer, one "token" is one common English word with a leading space: close to one
 token for most BPE vocabularies and exact for the word-counting test server; the server's
@@ -24,7 +26,7 @@ import orjson
 
 from kvbench.errors import WorkloadError
 from kvbench.workload.blocks import common_prefix
-from kvbench.workload.messages import ChatLayout
+from kvbench.workload.messages import USER, ChatLayout
 from kvbench.workload.session import Turn
 
 MARKER_TOKENS = 8
@@ -59,7 +61,12 @@ class PromptJson:
     num_tokens: int
     # the pieces are a whole chat message list (workload/messages.py), not one string
     messages: bool = False
-    num_bytes: int = field(init=False)
+    # the tree's cache-bust marker, put before the first user message (`tree_marker`), with
+    # the whole blocks before it and its tokens (counted in `num_tokens`); None: none sent
+    marker: str | None = None
+    marker_at_block: int = 0
+    marker_tokens: int = 0
+    num_bytes: int = field(init=False)  # of the pieces
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_bytes", sum(map(len, self.pieces)))
@@ -80,6 +87,21 @@ class PromptStream:
     # the only live stream of its namespace when it took it: its blocks bypass the shared
     # cache (`PromptBuilder.sync`)
     alone: bool = False
+
+
+def tree_marker(run_id: str, pass_no: int, lane: int, trace_id: str) -> str:
+    """The cache-bust marker agentx-harness 1.0.12 puts before the first user message of
+    every request of one session tree (root, subagents, split chains; warm-up and profiling
+    alike): `[rid:<12 hex>]` and two newlines, the hex the start of the SHA-256 of
+    `run:pass:lane:trace` (aiperf/timing/strategies/cache_bust.py:106-111
+    `build_cache_bust_marker`, target `first_turn_prefix` as the AgentX scenario requires:
+    common/scenario/inferencex_agentx_mvp.py:38). `run_id` is random per run there
+    (`uuid4().hex[:12]`, cli_runner/__init__.py:108) and kvbench's run marker here; `pass_no`
+    counts the trees of one trace in the run (`recycle_pass`, cache_bust.py:69-71); `lane` is
+    the tree's lane (`trajectory_index`); `trace_id` the trace's id, the same for every stream
+    of the tree (`base_trace_id`, cache_bust.py:29-36)."""
+    digest = hashlib.sha256(f"{run_id}:{pass_no}:{lane}:{trace_id}".encode()).hexdigest()
+    return f"[rid:{digest[:12]}]\n\n"
 
 
 def _seed(*parts: object) -> int:
@@ -108,6 +130,7 @@ class Vocabulary:
     def __init__(self, tokenizer: str | None = None, *, token_ids: bool = False) -> None:
         self.name = tokenizer
         self.switched: str | None = None
+        self._tok = None
         if tokenizer is None:
             self.words = [" " + w for w in _FALLBACK_WORDS]
             self.ids: list[int] | None = None
@@ -121,6 +144,7 @@ class Vocabulary:
                 f"tokenizer {tokenizer!r} cannot be loaded: {e}",
                 hint="pass a local tokenizer directory or an HF id available offline",
             ) from e
+        self._tok = tok
         words: list[str] = []
         ids: list[int] = []
         added = tok.get_added_vocab()  # special and padding tokens: never prompt words
@@ -159,6 +183,14 @@ class Vocabulary:
         plain = [t for t in sorted(tok.get_vocab().values()) if t not in special][:4096]
         self.words, self.ids = [tok.decode([t]) for t in plain], plain
         self.switched = f"tokenizer {tokenizer!r} {problem}: prompts are plain token ids"
+
+    def count(self, text: str) -> int:
+        """Tokens of free text (a cache-bust marker): the tokenizer's count, or without one
+        its whitespace-separated words (a word is a token to kvbench and the word-counting
+        server)."""
+        if self._tok is None:
+            return len(text.split())
+        return len(self._tok.encode(text, add_special_tokens=False))
 
     def draw(self, seed: int, n: int) -> list[int]:
         """n indices into the pool, a pure function of `seed` (one SHAKE call: fast enough
@@ -219,6 +251,7 @@ class PromptBuilder:
             raise WorkloadError("token-id prompts need a tokenizer", hint="pass --tokenizer")
         self.vocab = vocab
         self.token_ids = token_ids
+        self.run_id = run_marker  # the run's part of each tree's marker (`tree_marker`)
         self.marker = vocab.draw(_seed("marker", run_marker), MARKER_TOKENS)
         if token_ids:
             assert vocab.ids is not None
@@ -345,14 +378,16 @@ class PromptBuilder:
 
     def json(self, turn: Turn, namespace: str, tail_key: object,
              stream: PromptStream | None = None, chat: ChatLayout | None = None,
-             pos: int = 0) -> PromptJson:
+             pos: int = 0, bust: str | None = None) -> PromptJson:
         """The prompt as JSON pieces; `stream` (the turn's stream) keeps its whole blocks for
         the next turn. With `chat` (the stream's message layout; `pos` the turn's place in
-        it) the pieces are a chat message list, the same content cut into its messages."""
+        it) the pieces are a chat message list, the same content cut into its messages;
+        `bust` (its tree's `tree_marker`) then opens the first user message in place of the
+        run marker."""
         stream = stream if stream is not None else PromptStream()
         self.sync(stream, turn, namespace)
         if chat is not None:
-            return self._messages(turn, namespace, tail_key, stream, chat, pos)
+            return self._messages(turn, namespace, tail_key, stream, chat, pos, bust)
         whole, rest = self._layout(turn)
         head, k = self._head(turn, namespace, tail_key, whole, rest)
         pieces = [self._open, self._render(head)[len(self._sep):]]
@@ -365,21 +400,31 @@ class PromptBuilder:
         return PromptJson(tuple(pieces), turn.input_tokens)
 
     def _messages(self, turn: Turn, namespace: str, tail_key: object, stream: PromptStream,
-                  chat: ChatLayout, pos: int) -> PromptJson:
+                  chat: ChatLayout, pos: int, bust: str | None) -> PromptJson:
         """The turn's messages: each segment's blocks (the stream's rendered ones), then its
         tail: the turn's own (as the one-message prompt ends) on the trailing segment, an
         earlier turn's left in the history drawn from that turn's place in the stream, so it
-        reads the same in every later request. The run marker replaces the first tokens."""
+        reads the same in every later request. The run marker replaces the first tokens, or,
+        with `bust`, that text opens the first user message of the list as the harness's
+        marker does (aiperf/workers/worker.py:343-409 `_apply_cache_bust`: every request,
+        into the first user message of the messages sent, after a system message; none when
+        there is no user message)."""
         if self.token_ids:
             raise WorkloadError("chat messages carry text, not token ids",
                                 hint="use --endpoint chat")
         whole, rest = self._layout(turn)
         bs = turn.block_tokens
         pieces = [b"["]
-        marker = list(self.marker[:min(MARKER_TOKENS, turn.input_tokens)])
+        marker = [] if bust is not None else list(self.marker[:min(MARKER_TOKENS,
+                                                                   turn.input_tokens)])
         total = 0
+        busted: tuple[str, int, int] | None = None
         for i, seg in enumerate(chat.at(pos)):
             pieces.append(_OPEN[seg.role] if i == 0 else b"," + _OPEN[seg.role])
+            if bust is not None and busted is None and seg.role == USER:
+                busted = (bust, seg.first, self.vocab.count(bust))
+                pieces.append(orjson.dumps(bust)[1:-1])
+                total += busted[2]
             for b in range(seg.first, seg.first + seg.blocks):
                 if marker:
                     idx = self.vocab.draw(_seed(namespace, turn.hash_ids[b], bs), bs)
@@ -396,7 +441,10 @@ class PromptBuilder:
             pieces.append(b'"}')
             total += seg.tokens(bs)
         pieces.append(b"]")
-        return PromptJson(tuple(pieces), total, messages=True)
+        if busted is None:
+            return PromptJson(tuple(pieces), total, messages=True)
+        return PromptJson(tuple(pieces), total, messages=True, marker=busted[0],
+                          marker_at_block=busted[1], marker_tokens=busted[2])
 
     @staticmethod
     def _mark(idx: list[int], marker: list[int]) -> list[int]:
