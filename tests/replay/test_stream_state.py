@@ -39,19 +39,9 @@ def test_per_stream_state_is_one_context_whatever_the_turns(tmp_path, monkeypatc
     monkeypatch.setattr(Lanes, "__init__",
                         lambda self, *a, **k: real_init(self, *a, **k) or lanes.append(self))
 
-    async def run() -> None:
-        rec = Recorder()
-        srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        cfg = ReplayConfig(
-            url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path, concurrency=2,
-            think_time_scale=0, max_tokens_cap=2,
-            synthetic=SyntheticSpec(num_sessions=3, seed=2, scale=0.02, max_turns=60,
-                                    turns_mu=4.0, subagent_prob=0.2, compaction_prob=0.05))
-        async with srv:
-            await replay(cfg)
-
-    asyncio.run(run())
+    _replay_synthetic(tmp_path, SyntheticSpec(
+        num_sessions=3, seed=2, scale=0.02, max_turns=60, turns_mu=4.0, subagent_prob=0.2,
+        compaction_prob=0.05))
     assert len(held) > 60
     assert all(n_held <= n_streams for n_held, n_streams, _, _ in held)
     assert all(pieces <= bound for _, _, pieces, bound in held)
@@ -91,20 +81,24 @@ def test_a_finished_trees_contexts_are_freed_by_slices(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Lanes, "_release", staticmethod(release))
 
-    async def run() -> None:
-        rec = Recorder()
-        srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        cfg = ReplayConfig(
-            url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path, concurrency=2,
-            think_time_scale=0, max_tokens_cap=2,
-            synthetic=SyntheticSpec(num_sessions=3, seed=2, scale=0.02, max_turns=6,
-                                    subagent_prob=0.0))
-        async with srv:
-            await replay(cfg)
-
-    asyncio.run(run())
+    _replay_synthetic(tmp_path, SyntheticSpec(num_sessions=3, seed=2, scale=0.02, max_turns=6,
+                                              subagent_prob=0.0))
     assert len(released) >= 3  # every session's tree (two lanes, three sessions)
     for streams, steps, before in released:
         assert all(not p.pieces for p in streams)
         assert steps >= sum(max(0, (n - 1) // 2) for n in before) > 0
+
+
+def _replay_synthetic(tmp_path, synthetic: SyntheticSpec) -> None:
+    """Replay `synthetic` on two lanes against a recording server, no think time."""
+    async def run() -> None:
+        rec = Recorder()
+        srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path,
+                           concurrency=2, think_time_scale=0, max_tokens_cap=2,
+                           synthetic=synthetic)
+        async with srv:
+            await replay(cfg)
+
+    asyncio.run(run())
