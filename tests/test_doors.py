@@ -241,10 +241,12 @@ def test_two_files_sharing_a_session_id_keep_their_own_cache(tmp_path):
 
 
 def test_the_prompt_cache_is_bounded_by_tokens():
-    from kvbench.workload.prompt import PromptBuilder, Vocabulary
+    from kvbench.workload.prompt import PromptBuilder, PromptStream, Vocabulary
     from kvbench.workload.session import Turn
 
     builder = PromptBuilder(Vocabulary(), "m", shared_tokens=4096)
+    first = PromptStream()  # alive: every later stream of "ns" shares it (a lone one would not)
+    builder.json(Turn(1024, 1, (0,), 1024), "ns", 0, first)
     for h in range(64):
         builder.json(Turn(1024, 1, (h,), 1024), "ns", h)
     assert 0 < sum(bs for _ns, _h, bs in builder._shared) <= 4096
