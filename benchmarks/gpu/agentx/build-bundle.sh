@@ -16,7 +16,7 @@ pyflags=(--only-binary=:all: --python-version 3.12 --implementation cp "${plat[@
 skip=${SKIP:-"torch triton numpy nvidia-ml-py"}
 python3 -m pip download -q "${pyflags[@]}" -d "$work/wheels" agentx-harness==1.0.12
 for name in $skip; do rm -f "$work"/wheels/"${name//-/_}"-*.whl; done
-python3 -m pip install -q --no-deps --no-compile --target "$work/site" "${pyflags[@]}" \
+python3 -m pip install -q --no-deps --no-compile --ignore-requires-python --target "$work/site" "${pyflags[@]}" \
   "$work"/wheels/*.whl
 find "$work/site" -name __pycache__ -prune -exec rm -rf {} +
 mkdir -p "$out"; rm -f "$out"/ax-part-*
