@@ -81,11 +81,7 @@ def parse_stream_steps(res: StreamResult, resp: Response, *, chat: bool, keep_te
         text = shape.text(data) if shape is not None and not res.done else None
         if text is not None:
             res.num_events += 1
-            res.chunk_ns.append(t)
-            res.chunk_chars.append(len(text))
-            res.chunk_usage.append(None)
-            if keep_text:
-                res.text.append(text)
+            _chunk(res, t, text, None, keep_text)
         elif (obj := _event(res, t, data, chat, keep_text)) is not None:
             shape = Shape.of(data, obj, chat, key) or shape
         if i % step_events == step_events - 1:
@@ -234,15 +230,20 @@ def _event(res: StreamResult, t: int, data: bytes, chat: bool, keep_text: bool
         res.continuous_usage = True
         res.last_cum_tokens = cum
     if text is not None:
-        res.chunk_ns.append(t)
-        res.chunk_chars.append(len(text))
-        res.chunk_usage.append(cum)
-        if keep_text:
-            res.text.append(text)
+        _chunk(res, t, text, cum, keep_text)
     if usage:
         _usage(res, usage)
         res.t_usage_ns = t
     return None if res.server_clock else obj
+
+
+def _chunk(res: StreamResult, t: int, text: str, cum: int | None, keep_text: bool) -> None:
+    """A content chunk: when it came, its characters, the usage it said (per-chunk usage)."""
+    res.chunk_ns.append(t)
+    res.chunk_chars.append(len(text))
+    res.chunk_usage.append(cum)
+    if keep_text:
+        res.text.append(text)
 
 
 def _other_delta(delta: dict) -> str:
