@@ -47,11 +47,12 @@ def _counters(scrape: Path) -> list[tuple[float, dict[str, float], float]]:
 
 def _records(job: Path) -> list[dict]:
     """Every completed request, the warm-up's too: the engine's counters count them all (runs
-    under `--profile agentx` warm up first). The run's wall start is its first warm-up send,
-    `warmup_s` before the profiling phase began (0 without a warm-up)."""
+    under `--profile agentx` warm up first). The run's wall start is `warmup_s` and
+    `prepare_s` (each 0 where the run had none) before the profiling phase began."""
     run = read_json(job / "summary.json")["run"]
     t0_wall = run["started_unix_s"]
-    t0_perf = run["profiling_started_ns"] - (run.get("warmup_s") or 0.0) * 1e9
+    before_s = (run.get("warmup_s") or 0.0) + (run.get("prepare_s") or 0.0)
+    t0_perf = run["profiling_started_ns"] - before_s * 1e9
     out = []
     for r in iter_jsonl(job / "records.jsonl"):
         if r.get("status") != "ok":

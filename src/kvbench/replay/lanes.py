@@ -34,7 +34,7 @@ from kvbench.replay.ideal import IdealCache
 from kvbench.replay.lockstep import After, arrival_ns, ended, resolve_request, successors
 from kvbench.replay.overflow import is_context_overflow
 from kvbench.replay.pacing import PassBudget
-from kvbench.replay.profile import PROFILES
+from kvbench.replay.profile import chat_prompts
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
 from kvbench.workload.messages import ChatLayout
@@ -183,11 +183,9 @@ class Lanes:
         self.write_error: OSError | None = None  # the records could not be written (disk full)
         self.c = counters
         self.factory = RequestFactory(cfg, ep)
-        # the profile's chat prompts: the harness's role segments (workload/messages.py)
-        profile = PROFILES.get(cfg.profile) if cfg.profile is not None else None
-        self.chat_segments = self.factory.chat and profile is not None and profile.chat_segments
-        # ... and its cache-bust marker per session tree in the first user message
-        self.tree_markers = self.chat_segments and profile.tree_marker
+        # the profile's chat prompts: the harness's role segments (workload/messages.py) and
+        # its cache-bust marker per session tree in the first user message
+        self.chat_segments, self.tree_markers = chat_prompts(cfg.profile, self.factory.chat)
         # a virtual-clock server (replay/lockstep.py): its stamps are the times recorded, and
         # each request says what it follows
         self.virtual = cfg.virtual_lanes is not None

@@ -120,6 +120,15 @@ DEFAULT_PROFILE = AGENTX_V1
 NO_PROFILE = "none"
 
 
+def chat_prompts(profile: str | None, chat: bool) -> tuple[bool, bool]:
+    """(the harness's role segments, its cache-bust marker per session tree) for a replay
+    under `profile` on the chat endpoint or not: the one decision the replay's prompts
+    (replay/lanes.py) and a job's identity (sweep/options.py `cache_bust`) both take."""
+    chosen = PROFILES.get(profile) if profile is not None else None
+    segments = chat and chosen is not None and chosen.chat_segments
+    return segments, segments and chosen.tree_marker
+
+
 def profile_named(name: str, also: tuple[str, ...] = ()) -> ValidityProfile:
     """The profile `name` stands for; an unknown name is refused, naming the allowed ones
     (`also`: other values the option takes)."""

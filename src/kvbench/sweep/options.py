@@ -157,16 +157,18 @@ class RunOptions(BaseModel):
         inferencex_row, as launcher sizing decides; none for kvbench's own rows), so that
         the job's file, fingerprint and result say which one ran."""
         from kvbench.plan.topology import inferencex_row
-        from kvbench.replay.profile import DEFAULT_PROFILE, NO_PROFILE, PROFILES, profile_choice
+        from kvbench.replay.profile import (
+            DEFAULT_PROFILE,
+            NO_PROFILE,
+            chat_prompts,
+            profile_choice,
+        )
 
         if self.profile is not None:
             chosen = profile_choice(self.profile)
         else:
             chosen = DEFAULT_PROFILE.name if inferencex_row(row) else NO_PROFILE
-        profile = PROFILES.get(chosen)
-        # as the replay decides it (replay/lanes.py `tree_markers`)
-        bust = ("tree" if profile is not None and profile.tree_marker and profile.chat_segments
-                and self.endpoint == "chat" else None)
+        bust = "tree" if chat_prompts(chosen, self.endpoint == "chat")[1] else None
         if (chosen, bust) == (self.profile, self.cache_bust):
             return self
         return self.model_copy(update={"profile": chosen, "cache_bust": bust})
