@@ -101,24 +101,29 @@ def test_gc_is_frozen_for_the_replay_and_released_after(sse_server, tmp_path, mo
 
 
 def _render_and_send_times(sse_server, tmp_path, monkeypatch, **cfg_over):
-    """Replay trace_0165 with two lanes and return, per turn that followed a predecessor, when
-    the rendering of its first-seen blocks began and its target send time. When it began is
-    the client's design (during the think time, or while the turn before is in flight); when
-    it ends is also the machine's speed, which a test on a loaded CI machine cannot assert."""
+    """Replay trace_0165 with two lanes and return, per turn that followed a predecessor whose
+    next turn it was: when its rendering was started (the prefetch task made as the turn
+    before was sent), its target send time, and whether that task is what rendered it. When
+    the task first runs, and when it ends, is also the machine's speed (a tiny response can be
+    read before it runs), which a test on a loaded CI machine cannot assert; that it is made
+    before the predecessor's request is written, and renders the turn, is the client's design."""
+    import asyncio
+
     from kvbench.replay.lanes import Lanes
 
-    rendered, sent, ahead = {}, [], set()
+    renderer, sent, ahead = {}, [], {}
     real_warm, real_one, real_prefetch = Lanes._warm, Lanes._one, Lanes._prefetch
 
     async def warm(self, stream, turn, namespace):
-        rendered.setdefault((namespace, id(turn)), perf_counter_ns())  # its first call
+        renderer.setdefault((namespace, id(turn)), asyncio.current_task())  # its first call
         await real_warm(self, stream, turn, namespace)
 
     def prefetch(self, tree, r):
         task = real_prefetch(self, tree, r)
         if task is not None:  # the stream's next turn, known when this one is sent
             st = tree.run.streams[r.stream]
-            ahead.add((tree.namespace, id(tree.run.turns[st.turns[st.pos + 1]])))
+            key = (tree.namespace, id(tree.run.turns[st.turns[st.pos + 1]]))
+            ahead.setdefault(key, (perf_counter_ns(), task))
         return task
 
     async def one(self, lane, key, k, turn, namespace, target, is_warmup, *rest):
@@ -132,27 +137,27 @@ def _render_and_send_times(sse_server, tmp_path, monkeypatch, **cfg_over):
                             output_dir=tmp_path,
                             trace=[TRACES / "claude-code" / "trace_0165.json.gz"],
                             block_tokens=2, max_tokens_cap=2, **cfg_over))
-    # a turn that follows another whose next turn was known when it was sent; one that waits
-    # on something else (a subagent's end decides it) is rendered when it is due
-    followed = [(key, target) for key, target in sent if target is not None and key in ahead]
-    assert len(followed) >= 4, (len(sent), len(ahead))
-    return [(rendered[key], target) for key, target in followed]
+    # a turn whose next turn was known when it was sent (every one of trace_0165's turns that
+    # follows another: 6 of the 8 sent; a turn that waits on a subagent's end would not be)
+    followed = [(key, target) for key, target in sent if target is not None]
+    assert len(followed) >= 4 and all(key in ahead for key, _ in followed), (sent, ahead)
+    return [(ahead[key][0], target, renderer[key] is ahead[key][1]) for key, target in followed]
 
 
 def test_a_turns_first_seen_blocks_are_rendered_during_its_think_time(sse_server, tmp_path,
                                                                         monkeypatch):
     """A turn that follows a think time has its prompt text ready when it is due, as an
-    agent's is: the rendering happens before the target send time, so send lateness measures
-    the client missing the schedule, not text synthesis."""
+    agent's is: its rendering is started before the target send time, by the task the turn
+    before started, so send lateness measures the client missing the schedule, not text
+    synthesis."""
     times = _render_and_send_times(sse_server, tmp_path, monkeypatch, think_time_cap_s=0.2)
-    assert all(began < target for began, target in times)
+    assert all(began < target and by_prefetch for began, target, by_prefetch in times), times
 
 
 def test_with_no_think_time_the_next_turn_is_rendered_while_this_one_is_in_flight(
         sse_server, tmp_path, monkeypatch):
-    """No think time (the quickstart's): turn k+1's first-seen blocks are rendered while turn
-    k is in flight, begun before turn k ends (its target); before, the rendering began after
-    it and a 68K-token context counted 29 ms against send lateness (issue 27 item 10)."""
+    """No think time (the quickstart's): turn k+1's first-seen blocks are rendered by a task
+    started as turn k is sent, before turn k ends (its target); before, the rendering began
+    after it and a 68K-token context counted 29 ms against send lateness (issue 27 item 10)."""
     times = _render_and_send_times(sse_server, tmp_path, monkeypatch, think_time_scale=0.0)
-    assert all(began < target for began, target in times), \
-        [(target - began) / 1e6 for began, target in times]
+    assert all(began < target and by_prefetch for began, target, by_prefetch in times), times
