@@ -22,9 +22,6 @@ import tempfile
 from pathlib import Path
 
 from kvbench.files import read_json
-from kvbench.matrix import Selection, select_jobs
-from kvbench.plan import plan_job
-from kvbench.recipe import load_runners
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parents[0] / "results" / "h200"
@@ -43,15 +40,6 @@ def _collect_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _plan_mla_probe(server: Path) -> dict:
-    old = read_json(server / "plan.json")
-    (found,) = [j for j in select_jobs(Selection(config_files=(MLA / "recipe.yaml",),
-                                                 config_keys=(old["config-key"],)))
-                if j.exp_name == old["exp-name"]]
-    return plan_job(found, load_runners(MLA / "runners.yaml"),
-                    engine_args=MLA_PROBE_ARGS).to_json()
 
 
 def main(argv: list[str]) -> int:
@@ -73,7 +61,8 @@ def main(argv: list[str]) -> int:
                         ignore=shutil.ignore_patterns("metrics-*.txt", "pva.txt"))
         collect._copy_step(root / "mla-probe", target, None)
     server = RESULTS / "mla" / "probe" / "server"
-    collect._replan(server, read_json(server / "plan.json"), _plan_mla_probe(server))
+    collect._replan(server, read_json(server / "plan.json"), collect._plan_probe(
+        server, MLA / "recipe.yaml", MLA / "runners.yaml", MLA_PROBE_ARGS))
     return 0
 
 

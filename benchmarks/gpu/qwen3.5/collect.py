@@ -138,12 +138,14 @@ def _plan_job(job: Path) -> dict:
                     engine_args=options.engine_args).to_json()
 
 
-def _plan_probe(server: Path) -> dict:
+def _plan_probe(server: Path, recipe: Path = RECIPE, runners: Path = RUNNERS,
+                engine_args: list[str] = PROBE_ARGS) -> dict:
+    """Today's plan of a probe's launch (`kvbench launch` of `recipe`'s row, `engine_args`)."""
     old = read_json(server / "plan.json")
-    (found,) = [j for j in select_jobs(Selection(config_files=(RECIPE,),
+    (found,) = [j for j in select_jobs(Selection(config_files=(recipe,),
                                                  config_keys=(old["config-key"],)))
                 if j.exp_name == old["exp-name"]]
-    return plan_job(found, load_runners(RUNNERS), engine_args=PROBE_ARGS).to_json()
+    return plan_job(found, load_runners(runners), engine_args=engine_args).to_json()
 
 
 def main(argv: list[str]) -> int:
