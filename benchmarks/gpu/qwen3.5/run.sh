@@ -68,10 +68,7 @@ engprobe() {  # kvbench launch of the resident arm; probe.py; stop
     --engine-arg=--max-total-tokens=140000 --engine-arg=--max-mamba-cache-size=80 \
     --engine-arg=--max-running-requests=16 \
     --ready-timeout $(( $(left_s) - 40 )) --work-dir "$d/server" > "$d/launch.log" 2>&1 & LP=$!
-  while kill -0 $LP 2>/dev/null && ! curl -sf 127.0.0.1:$port/health > /dev/null; do
-    [ "$(left_s)" -lt 40 ] && break; sleep 2; done
-  echo "engprobe: ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
-  curl -s 127.0.0.1:$port/metrics > "$d/metrics-idle.txt"
+  probe_ready $port "$d" $t0  # ../sglang/env.sh
   timeout $(( $(left_s) - 20 )) python3 benchmarks/gpu/probe.py --url http://127.0.0.1:$port \
     --model kvbench/qwen3.5-397b-a17b-scaled --tokenizer $M --prompt-tokens 128 1024 8192 32000 \
     --concurrency 1 4 --requests 4 --max-tokens 32 --out "$d/probe.json" >> "$d/call.log" 2>&1
