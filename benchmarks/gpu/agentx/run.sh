@@ -14,10 +14,13 @@ deadline=$((SECONDS + ${BUDGET_S:-560}))
 W=/tmp/axout
 mkdir -p "$OUT" "$W" /tmp/axsite
 [ -f /tmp/axsite/aiperf/__init__.py ] || cat /tmp/stage/ax-part-* | xz -d | tar -xf - -C /tmp/axsite
-# the harness runs from a venv that sees the image's packages and the bundle's
+# the harness runs from a venv that sees the bundle's packages, then the image's: the image's
+# python3 is itself a venv (/opt/torch/.venv, numpy and torch in it), and a venv made from a
+# venv sees only the base interpreter's site, so its site directory is named too (session 12)
 [ -x /tmp/axvenv/bin/aiperf ] || {
+  image_site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   python3 -m venv --without-pip --system-site-packages /tmp/axvenv
-  echo /tmp/axsite > /tmp/axvenv/lib/python3.12/site-packages/axsite.pth
+  printf '/tmp/axsite\n%s\n' "$image_site" > /tmp/axvenv/lib/python3.12/site-packages/axsite.pth
   printf '#!/tmp/axvenv/bin/python\nfrom aiperf.cli import app\napp()\n' > /tmp/axvenv/bin/aiperf
   chmod +x /tmp/axvenv/bin/aiperf; }
 export PYTHONPATH=/tmp/sgsite:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -32,6 +35,9 @@ for _ in $(seq 1 600); do
   curl -sf 127.0.0.1:30000/health > /dev/null && break; kill -0 $SP 2>/dev/null || break; sleep 1
 done
 python3 benchmarks/agentx_traces.py /tmp/agentx-traces --traces 8 --seed 7 --scale 1.0
+# aiperf's dataset cache: a harness run that died holds its populate lock, and the next one
+# waits on it (session 12: 380 s; agentx-harness 1.0.12 aiperf/dataset/mmap_cache_lock.py:114)
+rm -rf /root/.cache/aiperf/dataset_mmap
 # the harness needs a tokenizer it can load by path with HF_HUB_OFFLINE unset
 echo "server up after $SECONDS s" | tee "$W/call.log"
 env -u HF_HUB_OFFLINE -u TRANSFORMERS_OFFLINE timeout $((deadline - SECONDS)) \
