@@ -40,8 +40,8 @@ async def _replay(cfg_kwargs: dict, tmp_path) -> list[dict]:
     site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()
     try:
-        cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="sim", endpoint="completions",
-                           output_dir=tmp_path, time_scale=1000.0, **cfg_kwargs)
+        cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="sim", output_dir=tmp_path,
+                           time_scale=1000.0, **{"endpoint": "completions", **cfg_kwargs})
         await replay(cfg, sessions=SESSIONS)
     finally:
         await runner.cleanup()
@@ -167,3 +167,62 @@ def test_agentx_trees_and_warm_up_are_the_same_requests_in_both(
     assert len(warm) == summary["warmup_requests"] >= lanes * (1 + min(per_lane, 3))
     assert {r["max_tokens"] for r in warm} == {1}
     assert summary["inflight"]["lanes"] == lanes and summary["phase"]["profiling_start_s"] > 0
+
+
+def _prefixed_sessions() -> list:
+    """Two traces with a declared 2-block system prefix (Weka's `system_tokens`): each turn
+    grows its context by whole blocks and a partial last block whose id changes when it fills,
+    as a trace's hash of a partial block does."""
+    from kvbench.workload.session import Session, Turn
+
+    out = []
+    for s in range(2):
+        base = 100 * s
+        turns = [Turn(4 * 64 + 10, 2, (1, 2, 3, 4, base + 50), 64),
+                 Turn(6 * 64 + 20, 2, (1, 2, 3, 4, 5, 6, base + 51), 64),
+                 Turn(7 * 64 + 5, 2, (1, 2, 3, 4, 5, 6, 7, base + 52), 64)]
+        out.append(Session(f"t{s}", turns, f"t{s}", "test",
+                           {"prompt_prefix_tokens": {"": 128}}))
+    return out
+
+
+def test_the_simulator_splits_each_prompt_at_the_trees_marker_as_the_replay(tmp_path) -> None:
+    """Under the AgentX profile the replay opens each chat prompt with the harness's marker
+    per session tree, after the system message; its ideal-cache ceiling shares the blocks
+    before the marker across trees (another pass of the trace) and the rest only within the
+    tree. The simulator, on the replay's own bounds, caches the same tokens per request: the
+    ceiling whole where a prompt's match ends at or before the marker (a new tree's first
+    turn: its system blocks), else the ceiling less the marker's tokens (its pages are the
+    trace's blocks: the marker's tokens are computed, as on an engine whose page is a block).
+    Two lanes, two traces, each replayed twice."""
+    global SESSIONS
+    kept, SESSIONS = SESSIONS, _prefixed_sessions()
+    inputs = {s.session_id: [t.input_tokens for t in s.turns] for s in SESSIONS}
+    try:
+        kw = dict(concurrency=2, max_requests=12, think_time_cap_s=0.0, max_tokens_cap=2)
+        cfg = ReplayConfig(url="http://x", model="m", output_dir=tmp_path, profile="agentx",
+                           **kw)
+        assert cfg.bounds.tree_markers
+        records = asyncio.run(_replay({**kw, "endpoint": "chat", "profile": "agentx"},
+                                      tmp_path))
+        done: list = []
+        run_sessions(SESSIONS, COSTS, SimSetup(math.inf), cfg.bounds, requests=done)
+    finally:
+        SESSIONS = kept
+    assert all(r["status"] == "ok" for r in records) and len(records) == 12
+    markers = {r["session_id"]: r["cache_bust_marker"] for r in records}
+    assert len(set(markers.values())) == 4  # one per tree: 2 traces x 2 passes
+    sim = {(r.meta["session_id"], r.meta["turn"]): r for r in done}
+    assert set(sim) == {(r["session_id"], r["turn"]) for r in records}
+    for r in records:
+        req = sim[r["session_id"], r["turn"]]
+        assert req.input_tokens == r["sent_prompt_tokens"]  # the marker's tokens too
+        marker_tokens = r["sent_prompt_tokens"] - inputs[r["session_id"][:2]][r["turn"]]
+        ideal = r["ideal_cached_tokens"]
+        if r["turn"] == 0:  # a new tree: the system message's 2 blocks, nothing after
+            assert ideal == 128 if "#" in r["session_id"] else ideal == 0
+            assert req.cached_tokens == ideal
+        else:  # its tree's own history: system, marker, the blocks it repeats
+            assert req.cached_tokens == ideal - marker_tokens > 128
+        # and what the embedded engine served over HTTP cached (its pages of 64 tokens)
+        assert req.cached_tokens == r["cached_tokens"]
