@@ -226,3 +226,44 @@ def test_the_simulator_splits_each_prompt_at_the_trees_marker_as_the_replay(tmp_
             assert req.cached_tokens == ideal - marker_tokens > 128
         # and what the embedded engine served over HTTP cached (its pages of 64 tokens)
         assert req.cached_tokens == r["cached_tokens"]
+
+
+def test_subagent_streams_split_at_their_trees_marker_on_two_lanes_of_one_trace(tmp_path):
+    """A recorded Claude Code trace with subagents (each stream's system prefix declared per
+    agent), its two passes on two lanes at once: every request of the simulator caches what
+    the replay's ceiling says, less the marker's tokens where its match passes the marker
+    (the trace's blocks are its pages), and each new tree's first turn only its system
+    blocks."""
+    from conftest import TRACES
+
+    from kvbench.workload import load_trace
+
+    global SESSIONS
+    kept = SESSIONS
+    SESSIONS = load_trace(TRACES / "claude-code-subagents" / "trace_0282.json.gz")
+    inputs = [t.input_tokens for t in SESSIONS[0].turns]
+    system = -(-SESSIONS[0].meta["prompt_prefix_tokens"][""] // 64) * 64  # blocks it takes
+    try:
+        kw = dict(concurrency=2, max_requests=120, think_time_cap_s=0.0, max_tokens_cap=2)
+        cfg = ReplayConfig(url="http://x", model="m", output_dir=tmp_path, profile="agentx",
+                           **kw)
+        records = asyncio.run(_replay({**kw, "endpoint": "chat", "profile": "agentx"},
+                                      tmp_path))
+        done: list = []
+        run_sessions(SESSIONS, COSTS, SimSetup(math.inf), cfg.bounds, requests=done)
+    finally:
+        SESSIONS = kept
+    assert all(r["status"] == "ok" for r in records) and len(records) == 120
+    assert any("#1" in r["session_id"] for r in records)  # the second pass ran
+    sim = {(r.meta["session_id"], r.meta["turn"]): r for r in done}
+    # which of two lanes' parallel streams sent the last requests before the cap is the
+    # wall clock's business: the requests both sent
+    both = [r for r in records if (r["session_id"], r["turn"]) in sim]
+    assert len(both) >= 110
+    for r in both:
+        req = sim[r["session_id"], r["turn"]]
+        marker_tokens = r["sent_prompt_tokens"] - inputs[r["turn"]]
+        assert req.input_tokens == r["sent_prompt_tokens"]
+        assert r["ideal_cached_tokens"] - req.cached_tokens in (0, marker_tokens)
+    first = sim["trace_0282#1", 0]
+    assert first.cached_tokens == system  # the system message, nothing of the other tree
