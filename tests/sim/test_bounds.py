@@ -186,6 +186,25 @@ def _prefixed_sessions() -> list:
     return out
 
 
+def _agentx_in_both(sessions: list, max_requests: int, tmp_path) -> tuple[list[dict], dict]:
+    """`sessions` on two lanes under the AgentX profile (its chat prompts and tree markers,
+    no other setting of it), recycled up to `max_requests`: the replay's records against the
+    embedded engine, and the simulator's requests on the replay's bounds by (session, turn)."""
+    global SESSIONS
+    kw = dict(concurrency=2, max_requests=max_requests, think_time_cap_s=0.0,
+              max_tokens_cap=2, endpoint="chat", profile="agentx")
+    bounds = ReplayConfig(url="http://x", model="m", output_dir=tmp_path, **kw).bounds
+    assert bounds.tree_markers
+    kept, SESSIONS = SESSIONS, sessions
+    try:
+        records = asyncio.run(_replay(kw, tmp_path))
+    finally:
+        SESSIONS = kept
+    done: list = []
+    run_sessions(sessions, COSTS, SimSetup(math.inf), bounds, requests=done)
+    return records, {(r.meta["session_id"], r.meta["turn"]): r for r in done}
+
+
 def test_the_simulator_splits_each_prompt_at_the_trees_marker_as_the_replay(tmp_path) -> None:
     """Under the AgentX profile the replay opens each chat prompt with the harness's marker
     per session tree, after the system message; its ideal-cache ceiling shares the blocks
@@ -195,24 +214,12 @@ def test_the_simulator_splits_each_prompt_at_the_trees_marker_as_the_replay(tmp_
     turn: its system blocks), else the ceiling less the marker's tokens (its pages are the
     trace's blocks: the marker's tokens are computed, as on an engine whose page is a block).
     Two lanes, two traces, each replayed twice."""
-    global SESSIONS
-    kept, SESSIONS = SESSIONS, _prefixed_sessions()
-    inputs = {s.session_id: [t.input_tokens for t in s.turns] for s in SESSIONS}
-    try:
-        kw = dict(concurrency=2, max_requests=12, think_time_cap_s=0.0, max_tokens_cap=2)
-        cfg = ReplayConfig(url="http://x", model="m", output_dir=tmp_path, profile="agentx",
-                           **kw)
-        assert cfg.bounds.tree_markers
-        records = asyncio.run(_replay({**kw, "endpoint": "chat", "profile": "agentx"},
-                                      tmp_path))
-        done: list = []
-        run_sessions(SESSIONS, COSTS, SimSetup(math.inf), cfg.bounds, requests=done)
-    finally:
-        SESSIONS = kept
+    sessions = _prefixed_sessions()
+    inputs = {s.session_id: [t.input_tokens for t in s.turns] for s in sessions}
+    records, sim = _agentx_in_both(sessions, 12, tmp_path)
     assert all(r["status"] == "ok" for r in records) and len(records) == 12
     markers = {r["session_id"]: r["cache_bust_marker"] for r in records}
     assert len(set(markers.values())) == 4  # one per tree: 2 traces x 2 passes
-    sim = {(r.meta["session_id"], r.meta["turn"]): r for r in done}
     assert set(sim) == {(r["session_id"], r["turn"]) for r in records}
     for r in records:
         req = sim[r["session_id"], r["turn"]]
@@ -238,24 +245,12 @@ def test_subagent_streams_split_at_their_trees_marker_on_two_lanes_of_one_trace(
 
     from kvbench.workload import load_trace
 
-    global SESSIONS
-    kept = SESSIONS
-    SESSIONS = load_trace(TRACES / "claude-code-subagents" / "trace_0282.json.gz")
-    inputs = [t.input_tokens for t in SESSIONS[0].turns]
-    system = -(-SESSIONS[0].meta["prompt_prefix_tokens"][""] // 64) * 64  # blocks it takes
-    try:
-        kw = dict(concurrency=2, max_requests=120, think_time_cap_s=0.0, max_tokens_cap=2)
-        cfg = ReplayConfig(url="http://x", model="m", output_dir=tmp_path, profile="agentx",
-                           **kw)
-        records = asyncio.run(_replay({**kw, "endpoint": "chat", "profile": "agentx"},
-                                      tmp_path))
-        done: list = []
-        run_sessions(SESSIONS, COSTS, SimSetup(math.inf), cfg.bounds, requests=done)
-    finally:
-        SESSIONS = kept
+    sessions = load_trace(TRACES / "claude-code-subagents" / "trace_0282.json.gz")
+    inputs = [t.input_tokens for t in sessions[0].turns]
+    system = -(-sessions[0].meta["prompt_prefix_tokens"][""] // 64) * 64  # blocks it takes
+    records, sim = _agentx_in_both(sessions, 120, tmp_path)
     assert all(r["status"] == "ok" for r in records) and len(records) == 120
     assert any("#1" in r["session_id"] for r in records)  # the second pass ran
-    sim = {(r.meta["session_id"], r.meta["turn"]): r for r in done}
     # which of two lanes' parallel streams sent the last requests before the cap is the
     # wall clock's business: the requests both sent
     both = [r for r in records if (r["session_id"], r["turn"]) in sim]
