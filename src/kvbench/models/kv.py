@@ -103,9 +103,16 @@ def kv_pools(m: ModelProfile, *, tp: int, dp_attention: bool, kv_dtype: str,
     return pools
 
 
+def full_layer_bytes_per_token(m: ModelProfile, attn_tp: int, kv_dtype: str) -> int:
+    """Bytes per token of one full-attention layer on one rank."""
+    return _per_layer_bytes(m, attn_tp, kv_dtype)[0]
+
+
 def linear_state_bytes_per_layer(m: ModelProfile, attn_tp: int,
-                                 state_dtype: str | None = None) -> int:
-    """One request's recurrent state of one linear-attention layer on one rank."""
+                                 state_dtype: str | None = None, spec_tokens: int = 0) -> int:
+    """One request's recurrent state of one linear-attention layer on one rank.
+    `spec_tokens`: vLLM keeps one more conv row per speculative token (vllm 0.26
+    model_executor/layers/mamba/mamba_utils.py:223-227, conv_kernel - 1 + num_spec)."""
     from kvbench.models.profile import dtype_bytes
 
     s = m.linear
@@ -117,7 +124,7 @@ def linear_state_bytes_per_layer(m: ModelProfile, attn_tp: int,
         v_heads, k_heads = s.num_value_heads, s.num_key_heads
     temporal = v_heads * s.key_head_dim * s.value_head_dim * dtype_bytes(state_dtype)
     conv_channels = 2 * k_heads * s.key_head_dim + v_heads * s.value_head_dim
-    conv = conv_channels * (s.conv_kernel - 1) * dtype_bytes(s.conv_dtype)
+    conv = conv_channels * (s.conv_kernel - 1 + spec_tokens) * dtype_bytes(s.conv_dtype)
     return math.ceil((temporal + conv) / attn_tp)
 
 

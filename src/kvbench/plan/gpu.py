@@ -110,19 +110,26 @@ CAP_FLAGS = {"--max-total-tokens": "max_total_tokens",
 # issue 37's resident arm ran `--engine-arg=--page-size=16` and its plan said 1, the
 # flashinfer default the launcher leaves to SGLang).
 ENGINE_ARG_FLAGS = {**CAP_FLAGS, "--page-size": "page_size"}
+# vLLM's: the GPU KV pool in bytes (skips the memory profiling: v1/worker/gpu_worker.py:479 in
+# 0.26, "reserved ... as specified by kv_cache_memory_bytes"), the context its capacity line is
+# counted in, and the block size (plan/vllm_kv.py raises it for a hybrid model)
+VLLM_ARG_FLAGS = {"--kv-cache-memory-bytes": "kv_cache_memory_bytes",
+                  "--max-model-len": "max_model_len", "--block-size": "page_size"}
 
 
-def engine_caps(engine_args: Sequence[str]) -> dict[str, int]:
+def engine_caps(engine_args: Sequence[str], engine: str = "sglang") -> dict[str, int]:
     """The device-pool caps and the page size among an engine's extra flags (`--flag=N` or
-    `--flag N`); the last spelling of a flag wins, as in the engine's argument parser."""
+    `--flag N`) of the row's engine, SGLang's (the default) or vLLM's; the last spelling of a
+    flag wins, as in the engine's argument parser."""
     caps: dict[str, int] = {}
     args = list(engine_args)
+    flags = VLLM_ARG_FLAGS if engine == "vllm" else ENGINE_ARG_FLAGS
     for i, arg in enumerate(args):
         name, eq, value = arg.partition("=")
-        if name in ENGINE_ARG_FLAGS:
+        if name in flags:
             raw = value if eq else (args[i + 1] if i + 1 < len(args) else "")
             try:
-                caps[ENGINE_ARG_FLAGS[name]] = int(raw)
+                caps[flags[name]] = int(raw)
             except ValueError:
                 continue
     return caps

@@ -17,6 +17,7 @@ from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
 from kvbench.plan.gpu import EngineFacts, GpuEstimate, engine_caps, estimate_gpu
+from kvbench.plan.vllm_kv import vllm_kv_layout
 from kvbench.plan.image import image_mods, recipe_patch_mods, resolved
 from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
@@ -98,7 +99,7 @@ def plan_job(job: JobLike, runners: Any | None = None, *,
     }
     try:
         check_mode(sizing, force)
-        caps = engine_caps(engine_args)
+        caps = engine_caps(engine_args, topology_of(job).engine)
         plan = _plan(job, runners, base, host_headroom_gb, trust_runner_dram, caps=caps)
         if plan.backend is None or (not plan.host_pools and plan.is_refused):
             # no host pool to size (a resident row), or refused before sizing (an unknown
@@ -177,10 +178,17 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
     kv_dtype = settings.kv_dtype or model.kv_dtype_for(topo.precision)
     pools = _shard_pools(model.kv_pools(topo.tp, topo.dp_attention, kv_dtype,
                                         state_dtype=settings.mamba_ssm_dtype), topo)
+    vllm_caps = (caps or {}) if topo.engine == "vllm" else {}
     caps = caps if topo.engine == "sglang" else None
     # a page size among the engine args is the one the engine runs (gpu.engine_caps)
-    page = (caps or {}).get("page_size") or settings.page_size_tokens or \
+    page = (caps or vllm_caps).get("page_size") or settings.page_size_tokens or \
         page_size_tokens(topo.engine, model)
+    layout = vllm_kv_layout(model, kv_dtype=kv_dtype, attn_tp=1 if topo.dp_attention else topo.tp,
+                            block_flag=page, mtp=topo.spec_decoding == "mtp",
+                            state_dtype=settings.mamba_ssm_dtype) \
+        if topo.engine == "vllm" and topo.pp == 1 and topo.dcp == 1 else None
+    if layout is not None:
+        page = layout.block_tokens  # what vLLM runs, a hybrid's raised (plan/vllm_kv.py)
     facts = EngineFacts(
         release=image_version(topo.image).release,
         running_unset="max-running-requests" in settings.unset,
@@ -193,6 +201,17 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
                        recipe_fraction=settings.mem_fraction,
                        weights_offload_bytes=(settings.weights_offload_gib or 0) * GiB,
                        caps=caps, page_tokens=page, facts=facts)
+    layout_line = None
+    memory = vllm_caps.get("kv_cache_memory_bytes")
+    if layout is not None and (memory or layout.state_layers):
+        # vLLM's own block arithmetic over the capped pool, or over the estimate for a hybrid
+        max_len = vllm_caps.get("max_model_len") or model.native_context_tokens or 0
+        pool = memory or gpu.pool_bytes
+        if max_len:
+            gpu = replace(gpu, kv_tokens=layout.capacity_tokens(layout.num_blocks(pool),
+                                                                max_len))
+            layout_line = layout.describe(pool, max_len, "--kv-cache-memory-bytes" if memory
+                                          else "the estimated pool")
     common = dict(
         base,
         model=model.name,
@@ -215,6 +234,8 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
         warnings.append(f"budget {topo.budget_gb:,} GB exceeds this node share's installed DRAM "
                         f"({host_share / GB:,.0f} GB, {hardware.name} profile)")
     arithmetic = [_gpu_line(gpu, model, topo, settings.weights_offload_gib)]
+    if layout_line:
+        arithmetic.append(layout_line)
     if caps:
         arithmetic.append("engine caps (--engine-arg): " + ", ".join(
             f"{k} {v:,}" for k, v in sorted(caps.items())) + f" -> {gpu.kv_tokens:,} KV tokens"
@@ -253,7 +274,7 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
                         page_size_tokens=common["page_size_tokens"],
                         version=image_version(topo.image),
                         hicache_options=_hicache_options(settings.hicache, topo),
-                        launcher=launcher)
+                        launcher=launcher, vllm_layout=layout)
     sizing = sizer.size(ctx)
     if launcher is not None:
         sizing.arithmetic.insert(0, launcher.line)

@@ -20,7 +20,19 @@ beside the plan, pool by pool, with the difference. Log formats are SGLang 0.5.1
   54-83, the draft's from mem_cache/kv_cache_builder.py:104-121)
 - host states: `Allocating X GB host memory for hierarchical Mamba cache (layout=L).`
   (srt/mem_cache/memory_pool_host.py:134-138; SGLang prints no slot count, so the state pool
-  is compared in bytes at the log's 10 MB resolution)"""
+  is compared in bytes at the log's 10 MB resolution)
+
+`vllm_allocation` reads a vLLM 0.26 server log (file:line in the vllm-0.26.0 wheel):
+
+- device KV: `GPU KV cache size: N tokens` and `Maximum concurrency for L tokens per request:
+  C x` (v1/core/kv_cache_utils.py:2177-2182; N = C x L, for a hybrid model over its shared
+  block pool, plan/vllm_kv.py)
+- native CPU offload: `Allocating N CPU tensors...` (v1/kv_offload/cpu/gpu_worker.py:480, one
+  pinned tensor per KV cache tensor; the block count is not logged, the pool shows in the
+  EngineCore's RSS) and `KV offloading: EAGLE/MTP draft attention groups [..] detected`
+  (distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py:194-199)
+- simple CPU offload: `SimpleCPUOffloadWorker: T unique GPU KV tensors, allocating B CPU blocks
+  (X GB)` (v1/simple_kv_offload/worker.py:148-154; X in GiB, B x bytes per block / 1024**3)"""
 
 from __future__ import annotations
 
@@ -38,6 +50,12 @@ _MAMBA = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), "
 _HOST_KV = re.compile(r"Allocating (\w+) hierarchical KV host pool: (\d+) tokens, "
                       r"([\d.]+) GB host memory")
 _HOST_MAMBA = re.compile(r"Allocating ([\d.]+) GB host memory for hierarchical Mamba cache")
+_VLLM_KV = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_VLLM_CPU_TENSORS = re.compile(r"Allocating (\d+) CPU tensors\.\.\.")
+_VLLM_EAGLE_GROUPS = re.compile(r"KV offloading: EAGLE/MTP draft attention groups \[([\d, ]*)\]")
+_VLLM_SIMPLE = re.compile(r"SimpleCPUOffloadWorker: (\d+) unique GPU KV tensors, allocating "
+                          r"(\d+) CPU blocks \(([\d.]+) GB\)")
 GB = 1e9  # SGLang prints decimal GB (x / 1e9) for the host pools and GiB-free GB on device
 GIB = 1 << 30  # and GiB for the device KV pools (memory_pool.py:103)
 _LOG_GB = 0.005  # the host pools' GB are printed with two decimals
@@ -56,6 +74,13 @@ class EngineAllocation:
     state_device_gb: dict[str, float] = field(default_factory=dict)
     # host pools: name -> (tokens or None, GB as printed)
     host: dict[str, tuple[int | None, float]] = field(default_factory=dict)
+    # vLLM: its max concurrency at max_model_len, the CPU offload's blocks and tensors, the
+    # native connector's draft groups
+    max_concurrency: float | None = None
+    max_model_len: int | None = None
+    cpu_blocks: int | None = None
+    cpu_tensors: int | None = None
+    draft_groups: int | None = None
 
 
 def engine_allocation(log_text: str) -> EngineAllocation:
@@ -75,6 +100,24 @@ def engine_allocation(log_text: str) -> EngineAllocation:
             out.host["draft_kv" if m[1] == "draft" else m[1]] = (int(m[2]), float(m[3]))
         elif m := _HOST_MAMBA.search(line):
             out.host["mamba"] = (None, float(m[1]))
+    return out
+
+
+def vllm_allocation(log_text: str) -> EngineAllocation:
+    """The pools a vLLM 0.26 server logged (formats in the module docstring)."""
+    out = EngineAllocation()
+    for line in log_text.splitlines():
+        if m := _VLLM_KV.search(line):
+            out.device_kv_tokens = int(m[1].replace(",", ""))
+        elif m := _VLLM_CONCURRENCY.search(line):
+            out.max_model_len, out.max_concurrency = int(m[1].replace(",", "")), float(m[2])
+        elif m := _VLLM_CPU_TENSORS.search(line):
+            out.cpu_tensors = int(m[1])
+        elif m := _VLLM_EAGLE_GROUPS.search(line):
+            out.draft_groups = len([g for g in m[1].split(",") if g.strip()])
+        elif m := _VLLM_SIMPLE.search(line):
+            out.cpu_blocks = int(m[2])
+            out.host["kv_offload"] = (None, float(m[3]) * GIB / GB)
     return out
 
 
@@ -109,6 +152,10 @@ def plan_vs_allocated(plan: dict[str, Any], alloc: EngineAllocation) -> list[Poo
         rows.append(PoolRow("device kv", "tokens", plan["gpu-kv-tokens"],
                             alloc.device_kv_tokens))
     rows += _device_kv_rows(plan, alloc)
+    page = plan.get("page-size-tokens") or 0
+    if alloc.cpu_blocks is not None and plan.get("host-kv-tokens") and page:
+        rows.append(PoolRow("host kv_offload", "blocks", plan["host-kv-tokens"] // page,
+                            alloc.cpu_blocks))
     if alloc.state_slots is not None and plan.get("gpu-state-slots"):
         rows.append(PoolRow("device mamba", "slots", plan["gpu-state-slots"], alloc.state_slots))
     for pool in plan.get("host-pools", []):
@@ -118,6 +165,12 @@ def plan_vs_allocated(plan: dict[str, Any], alloc: EngineAllocation) -> list[Poo
         tokens, gb = got
         if tokens is not None and pool.get("units"):
             rows.append(PoolRow(f"host {pool['name']}", "tokens", pool["units"], tokens))
+        elif alloc.cpu_blocks is not None:  # vLLM: what holds whole blocks, one short at most
+            configured = (pool.get("configured-gb") or 0) * GB or pool["bytes-per-rank"]
+            blocks = plan.get("host-kv-tokens", 0) // page if page else 0
+            block_gb = configured / blocks / GB if blocks else 0.0
+            rows.append(PoolRow(f"host {pool['name']} size", "GB", configured / GB, gb,
+                                tolerance=_LOG_GB * GIB / GB + block_gb))
         else:
             rows.append(PoolRow(f"host {pool['name']}", "GB", pool["bytes-per-rank"] / GB, gb,
                                 tolerance=_LOG_GB))
@@ -149,7 +202,7 @@ def format_rows(rows: list[PoolRow]) -> list[str]:
            f"{'diff %':>8}"]
     for r in rows:
         pct = "" if r.diff_pct is None else f"{r.diff_pct:+.2f}"
-        fmt = (lambda v: f"{v:,.0f}") if r.unit == "tokens" or r.unit == "slots" else (
+        fmt = (lambda v: f"{v:,.0f}") if r.unit in ("tokens", "slots", "blocks") else (
             lambda v: f"{v:,.2f}")
         out.append(f"{r.pool:<20} {r.unit:<7} {fmt(r.planned):>16} {fmt(r.allocated):>16} "
                    f"{fmt(r.diff):>14} {pct:>8}")
@@ -157,6 +210,7 @@ def format_rows(rows: list[PoolRow]) -> list[str]:
 
 
 SCHEDULER_COMM = "sglang::schedul"  # the scheduler's process name as /proc truncates it
+VLLM_ENGINE_COMM = "VLLM::EngineCor"  # vLLM's engine core, which pins the CPU offload pool
 
 
 def peak_rss_bytes(samples: list[dict[str, Any]], comm: str = SCHEDULER_COMM) -> int | None:
@@ -168,11 +222,11 @@ def peak_rss_bytes(samples: list[dict[str, Any]], comm: str = SCHEDULER_COMM) ->
 
 
 def rss_growth_row(plan: dict[str, Any], offload: list[dict[str, Any]],
-                   resident: list[dict[str, Any]]) -> PoolRow | None:
-    """The scheduler's peak RSS with the host pools less the resident arm's, against the
-    plan's projected host footprint (the pinned pools), in decimal GB."""
-    with_pools, without = peak_rss_bytes(offload), peak_rss_bytes(resident)
+                   resident: list[dict[str, Any]], comm: str = SCHEDULER_COMM) -> PoolRow | None:
+    """The scheduler's (`comm`'s) peak RSS with the host pools less the resident arm's, against
+    the plan's projected host footprint (the pinned pools), in decimal GB."""
+    with_pools, without = peak_rss_bytes(offload, comm), peak_rss_bytes(resident, comm)
     if with_pools is None or without is None or not plan.get("projected-host-bytes"):
         return None
-    return PoolRow("scheduler RSS", "GB", plan["projected-host-bytes"] / GB,
-                   (with_pools - without) / GB)
+    return PoolRow("scheduler RSS" if comm == SCHEDULER_COMM else f"{comm} RSS", "GB",
+                   plan["projected-host-bytes"] / GB, (with_pools - without) / GB)

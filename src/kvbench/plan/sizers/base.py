@@ -18,6 +18,7 @@ from kvbench.plan.launcher_sizing import LauncherSize
 from kvbench.plan.plan import HostPool
 from kvbench.plan.topology import Topology
 from kvbench.plan.version import ImageVersion
+from kvbench.plan.vllm_kv import VllmKvLayout
 from kvbench.units import GB
 
 
@@ -36,6 +37,8 @@ class SizingContext:
     hicache_options: dict[str, str] = field(default_factory=dict)
     # --sizing launcher: the launcher's value, taken as is (the planner judges the result)
     launcher: LauncherSize | None = None
+    # vLLM's block layout (plan/vllm_kv.py): its CPU pools are counted in its blocks
+    vllm_layout: VllmKvLayout | None = None
 
     @property
     def per_rank_budget_bytes(self) -> int:

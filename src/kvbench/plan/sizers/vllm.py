@@ -52,8 +52,13 @@ class VllmOffloadSizer:
         world = 1 if ctx.topo.dp_attention else ctx.topo.tp * ctx.topo.pp
 
         per_tensor = pins_per_tensor(ctx, self.simple)
-        tensors = max(1, (ctx.model.full_layers + ctx.model.sliding_layers) // ctx.topo.pp)
-        block_bytes = max(1, ctx.page_size_tokens * ctx.kv_bytes_per_token)
+        layout = ctx.vllm_layout
+        if layout is not None:
+            # one KV tensor per layer of a group, a block = a page of each (plan/vllm_kv.py)
+            tensors, block_bytes = layout.tensors, layout.block_bytes
+        else:
+            tensors = max(1, (ctx.model.full_layers + ctx.model.sliding_layers) // ctx.topo.pp)
+            block_bytes = max(1, ctx.page_size_tokens * ctx.kv_bytes_per_token)
 
         def pools_of(centi: int) -> list[HostPool]:
             # vLLM parses the flag as a float and pins cpu_bytes_to_use = size * 2^30 over
