@@ -109,3 +109,22 @@ def test_the_log_parser_reads_vllms_lines_back_against_the_plan():
     # the worker prints what holds whole blocks, in GiB: within a block of the configured bytes
     size = rows["host kv_offload size"]
     assert size.within == 0 and -want["worker_kv_bytes_per_block"] / 1e9 <= size.diff <= 0
+
+
+def test_offload_without_prefix_caching_is_refused_with_vllms_reason():
+    """cpu_check.txt: with --no-enable-prefix-caching vLLM 0.26 runs the GDN states in mamba
+    cache mode "none" (a state block of 40,960 tokens beside the 2,128-token attention block)."""
+    jobs = select_jobs(Selection(config_files=(RECIPE,), min_conc=8, max_conc=8))
+    runners = load_runners(RECIPE.parent / "runners.yaml")
+    for job in jobs:
+        plan = plan_job(job, runners, engine_args=[*CAP, "--no-enable-prefix-caching"])
+        if job.row["kv-offloading"] == "none":
+            assert not plan.errors
+        else:
+            (error,) = plan.errors
+            assert "need --enable-prefix-caching" in error and "disabling CPU offload" in error
+    # the last spelling wins, as in vLLM's parser
+    (job,) = [j for j in jobs if j.config_key.endswith("native")]
+    plan = plan_job(job, runners, engine_args=["--no-enable-prefix-caching",
+                                               "--enable-prefix-caching", *CAP])
+    assert not plan.errors

@@ -1,8 +1,9 @@
 """vLLM 0.26's own KV-cache arithmetic for the scaled Qwen3.5 (hybrid GDN + full attention, MTP),
 run on CPU: the numbers kvbench's planner is checked against (tests/data/vllm-0.26-qwen3.5/).
 
-    VLLM_TARGET_DEVICE=cpu PYTHONPATH=/tmp/vllm026 python benchmarks/gpu/qwen3.5-vllm/vllm_arith.py \
-        MODEL_DIR --kv-cache-memory-bytes 3221225472 --num-spec 3 --cpu-bytes N... --out out.json
+    VLLM_TARGET_DEVICE=cpu PYTHONPATH=/tmp/vllm026 \
+        python benchmarks/gpu/qwen3.5-vllm/vllm_arith.py MODEL_DIR \
+        --kv-cache-memory-bytes 3221225472 --num-spec 3 --cpu-bytes N... --out out.json
 
 /tmp/vllm026 is the unzipped vllm-0.26.0 wheel (`pip download --no-deps vllm==0.26.0`). Nothing
 here re-implements vLLM: every number comes from a vLLM 0.26 function called on the layer specs a
@@ -166,19 +167,23 @@ def main() -> None:
                  or "concurrency" in r.getMessage()]
         groups = list(range(len(kv.kv_cache_groups)))
         cpu = out["cpu"][0] if out["cpu"] else None
-        # the format strings of the offload paths, which need a GPU to run
+        # the offload paths' own format strings (they need a GPU to run), with their lines
+        formatted = []
         if a.num_spec:  # distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py:194
-            lines.append("(EngineCore pid=1) INFO [scheduler.py:194] KV offloading: EAGLE/MTP "
-                         "draft attention groups %s detected. The trailing chunk of these "
-                         "groups will be excluded from offloading due to volatility." % groups)
+            formatted.append(("scheduler.py:194", "KV offloading: EAGLE/MTP draft attention "
+                              "groups %s detected. The trailing chunk of these groups will be "
+                              "excluded from offloading due to volatility.", (groups,)))
         # v1/kv_offload/cpu/gpu_worker.py:480
-        lines.append("(EngineCore pid=1) INFO [gpu_worker.py:480] Allocating %d CPU tensors..."
-                     % len(kv.kv_cache_tensors))
+        formatted.append(("gpu_worker.py:480", "Allocating %d CPU tensors...",
+                          (len(kv.kv_cache_tensors),)))
         if cpu:  # v1/simple_kv_offload/worker.py:148-154
-            lines.append("(EngineCore pid=1) INFO [worker.py:148] SimpleCPUOffloadWorker: %d "
-                         "unique GPU KV tensors, allocating %d CPU blocks (%.2f GB)" % (
-                             len(kv.kv_cache_tensors), cpu["simple_num_cpu_blocks"],
-                             cpu["simple_num_cpu_blocks"] * worker_bytes_per_block / 1024**3))
+            blocks = cpu["simple_num_cpu_blocks"]
+            formatted.append(("worker.py:148", "SimpleCPUOffloadWorker: %d unique GPU KV "
+                              "tensors, allocating %d CPU blocks (%.2f GB)",
+                              (len(kv.kv_cache_tensors), blocks,
+                               blocks * worker_bytes_per_block / 1024**3)))
+        lines += [f"(EngineCore pid=1) INFO [{where}] {fmt % args}"  # vLLM's own % formats
+                  for where, fmt, args in formatted]
         a.log_out.write_text("\n".join(lines) + "\n")
     rendered = json.dumps(out, indent=1) + "\n"
     if a.out:

@@ -1,6 +1,9 @@
 """Issue 37 item 3: each pool SGLang allocated (its server log) beside kvbench's plan of the
 same job (plan.json), with the difference; and the scheduler's RSS growth over a resident run
 against the projected host footprint (the host-memory sampler, benchmarks/gpu/vllm/memory.py).
+A vLLM job (plan.json framework vllm; ../qwen3.5-vllm/run.sh) is read with vLLM 0.26's log
+lines (kvbench.results.allocation.vllm_allocation) and its EngineCore's RSS, and prints the
+layout facts vLLM logs that the plan holds no field for (CPU tensors, draft groups).
 
     python benchmarks/gpu/qwen3.5/plan_vs_allocated.py JOB_DIR... \
         [--memory STEP/memory.jsonl.gz --resident-memory RESIDENT_STEP/memory.jsonl.gz]
@@ -18,10 +21,13 @@ import sys
 from pathlib import Path
 
 from kvbench.results.allocation import (
+    SCHEDULER_COMM,
+    VLLM_ENGINE_COMM,
     engine_allocation,
     format_rows,
     plan_vs_allocated,
     rss_growth_row,
+    vllm_allocation,
 )
 
 
@@ -48,14 +54,24 @@ def main(argv: list[str]) -> int:
             off = True
             continue
         plan = json.loads(plan_path.read_text())
-        rows = plan_vs_allocated(plan, engine_allocation(log_path.read_text(errors="replace")))
+        vllm = plan.get("framework") == "vllm"
+        log = log_path.read_text(errors="replace")
+        alloc = vllm_allocation(log) if vllm else engine_allocation(log)
+        rows = plan_vs_allocated(plan, alloc)
         if args.memory and args.resident_memory:
-            rss = rss_growth_row(plan, _jsonl(args.memory), _jsonl(args.resident_memory))
+            rss = rss_growth_row(plan, _jsonl(args.memory), _jsonl(args.resident_memory),
+                                 VLLM_ENGINE_COMM if vllm else SCHEDULER_COMM)
             if rss is not None:
                 rows.append(rss)
         print(f"== {job} ({plan.get('config-key')}, {plan.get('exp-name')})")
+        if vllm:
+            print(f"   vLLM logged: max concurrency {alloc.max_concurrency} at "
+                  f"{alloc.max_model_len} tokens, CPU tensors {alloc.cpu_tensors}, CPU blocks "
+                  f"{alloc.cpu_blocks}, draft groups {alloc.draft_groups}; plan page "
+                  f"{plan.get('page-size-tokens')} tokens")
         for line, row in zip(format_rows(rows), [None, *rows], strict=True):
-            flag = row is not None and row.pool != "scheduler RSS" and row.within > args.tolerance
+            flag = row is not None and not row.pool.endswith(" RSS") and \
+                row.within > args.tolerance
             off |= flag
             print(("! " if flag else "  ") + line)
     return 1 if off else 0

@@ -115,6 +115,10 @@ ENGINE_ARG_FLAGS = {**CAP_FLAGS, "--page-size": "page_size"}
 # counted in, and the block size (plan/vllm_kv.py raises it for a hybrid model)
 VLLM_ARG_FLAGS = {"--kv-cache-memory-bytes": "kv_cache_memory_bytes",
                   "--max-model-len": "max_model_len", "--block-size": "page_size"}
+# and its prefix-caching switch, 1 or 0 (the adapter passes --enable-prefix-caching; a later
+# --no-enable-prefix-caching among the engine args turns it off)
+VLLM_SWITCHES = {"--enable-prefix-caching": ("prefix_caching", 1),
+                 "--no-enable-prefix-caching": ("prefix_caching", 0)}
 
 
 def engine_caps(engine_args: Sequence[str], engine: str = "sglang") -> dict[str, int]:
@@ -126,7 +130,10 @@ def engine_caps(engine_args: Sequence[str], engine: str = "sglang") -> dict[str,
     flags = VLLM_ARG_FLAGS if engine == "vllm" else ENGINE_ARG_FLAGS
     for i, arg in enumerate(args):
         name, eq, value = arg.partition("=")
-        if name in flags:
+        if engine == "vllm" and arg in VLLM_SWITCHES:
+            key, on = VLLM_SWITCHES[arg]
+            caps[key] = on
+        elif name in flags:
             raw = value if eq else (args[i + 1] if i + 1 < len(args) else "")
             try:
                 caps[flags[name]] = int(raw)

@@ -17,7 +17,6 @@ from kvbench.hardware import load_hardware
 from kvbench.models import KvPool, ModelProfile, load_model
 from kvbench.plan.footprint import per_rank_bytes
 from kvbench.plan.gpu import EngineFacts, GpuEstimate, engine_caps, estimate_gpu
-from kvbench.plan.vllm_kv import vllm_kv_layout
 from kvbench.plan.image import image_mods, recipe_patch_mods, resolved
 from kvbench.plan.launcher_sizing import LauncherSize, check_mode, launcher_size
 from kvbench.plan.plan import HostPool, Plan
@@ -25,6 +24,7 @@ from kvbench.plan.settings import RecipeSettings, recipe_settings
 from kvbench.plan.sizers import SIZERS, SizingContext
 from kvbench.plan.topology import JobLike, Topology, inferencex_row, topology_of
 from kvbench.plan.version import image_version
+from kvbench.plan.vllm_kv import vllm_kv_layout
 from kvbench.recipe.layout import benchmark_folder
 from kvbench.units import GB, GiB
 
@@ -68,6 +68,19 @@ DEFAULT_HOST_HEADROOM_GB_PER_RANK = 1.0
 
 
 OVER_BUDGET = "projected host footprint exceeds the budget less the host headroom"
+# CPU offload on vLLM 0.26 needs prefix caching: the SimpleCPUOffloadConnector turns itself off
+# without it (distributed/kv_transfer/kv_connector/v1/simple_cpu_offload_connector.py:82-87), and
+# a GDN hybrid's states then run in mamba cache mode "none", a state block of max_model_len
+# tokens (model_executor/models/config.py:595-602), which shares no hash block with the attention
+# block (v1/core/kv_cache_utils.py:661-676): the OffloadingConnector asserts at start
+# (offloading/config.py:51-57)
+VLLM_OFFLOAD_NEEDS_PREFIX_CACHING = (
+    "--no-enable-prefix-caching with vLLM CPU offload: the SimpleCPUOffloadConnector disables "
+    "itself ('Detected prefix caching disabled, disabling CPU offload', vllm 0.26 "
+    "simple_cpu_offload_connector.py:82-87) and on a hybrid (GDN) model the OffloadingConnector "
+    "asserts at start ('Hybrid models (e.g. Mamba+Attention) need --enable-prefix-caching to "
+    "align block sizes', offloading/config.py:51-57); drop the flag (kvbench enables prefix "
+    "caching)")
 
 
 def _headroom_gb(host_headroom_gb: float | None, ranks: int) -> float:
@@ -251,6 +264,10 @@ def _plan(job: JobLike, runners: Any | None, base: dict[str, Any],
             f"no KV cache fits on the GPU ({gpu.kv_tokens:,} tokens): the weights and "
             "request states fill the memory the engine may use; more GPUs (tp/ep) or a "
             "lower concurrency"], warnings=warnings, arithmetic=arithmetic)
+    if offload and vllm_caps.get("prefix_caching") == 0 and (
+            topo.backend == "vllm-simple" or (layout is not None and layout.state_layers)):
+        return _refused(common, [VLLM_OFFLOAD_NEEDS_PREFIX_CACHING], warnings=warnings,
+                        arithmetic=arithmetic)
     weights_pools, weights_args = _weights_offload(settings, topo)
     if not offload:
         return Plan(**common, engine_args=weights_args, warnings=warnings,
