@@ -99,8 +99,9 @@ class VllmKvLayout:
 def vllm_kv_layout(model: ModelProfile, *, kv_dtype: str, attn_tp: int, block_flag: int,
                    mtp: bool, state_dtype: str | None = None) -> VllmKvLayout | None:
     """The layout of a GQA model with full attention and optionally GDN layers; None for the
-    layouts not modelled here (MLA, sliding windows, compressed, KDA)."""
+    layouts not modelled here (MLA, an indexer cache, sliding windows, compressed, KDA)."""
     if (model.mla is not None or model.compressed is not None or model.sliding_layers
+            or model.indexer is not None
             or (model.linear is not None and model.linear.kind != "gdn")):
         return None
     spec = VLLM_MTP_SPEC_TOKENS if mtp and model.mtp_layers else 0
