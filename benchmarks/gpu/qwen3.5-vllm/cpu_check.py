@@ -47,6 +47,7 @@ def main(argv: list[str]) -> int:
                               "draft_model_type": s.draft_model_config.hf_config.model_type},
         "connector": t and {"name": t.kv_connector, "extra": t.kv_connector_extra_config},
         "hybrid_kv_cache_manager": not cfg.scheduler_config.disable_hybrid_kv_cache_manager,
+        "additional_config": cfg.additional_config, "enforce_eager": cfg.model_config.enforce_eager,
         "is_hybrid": cfg.model_config.is_hybrid, "max_model_len": cfg.model_config.max_model_len,
     }, default=str))
     return 0

@@ -49,7 +49,7 @@ export PYTHONPATH=$repo/src
 python3 -m kvbench dummy-model "$W/model" --model qwen3.5-397b-a17b-scaled > /dev/null
 K=qwen3.5-bf16-h200-vllm-agentic-mtp
 E=(--engine-arg=--kv-cache-memory-bytes=3221225472 --engine-arg=--max-model-len=40960
-   --engine-arg=--enforce-eager)  # run.sh's flags (EAGER=1)
+   --engine-arg=--gdn-prefill-backend=triton --engine-arg=--enforce-eager)  # run.sh's (EAGER=1)
 for arm in resident native simple; do
   sel=kvdram-vllm-$arm; [ $arm = resident ] && sel=kvnone
   python3 -m kvbench launch --dry-run --format json --config-files "$here/recipe.yaml" \

@@ -18,6 +18,10 @@
 # default changed under the same command between sessions), and, with EAGER=1 (the default),
 # --enforce-eager: no torch.compile or CUDA graphs, so that three jobs fit one call, as the
 # SGLang twin ran without CUDA graphs (../qwen3.5/run.sh). EAGER=0 runs vLLM's default.
+# --gdn-prefill-backend triton: on sm90 vLLM 0.26 picks FlashInfer's GDN prefill kernel by default
+# (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:85-133, imported at the first prefill,
+# :174), and the bundle carries no flashinfer (../shared/gpu/vllm-0.26-wheels.txt); Triton/FLA
+# is the kernel SGLang ran for the twin.
 # Jobs go to /tmp/kvb/results-q35-vllm, per-step files to /tmp/kvb/<step>/ (call.log, run.log,
 # run.json, memory.jsonl.gz, pva.txt), and after each step $OUT/kvb.tar.gz holds /tmp/kvb.
 # pva.txt: each pool vLLM logged against the job's plan (../qwen3.5/plan_vs_allocated.py), and
@@ -34,7 +38,7 @@ RECIPE=(--config-files "$here/recipe.yaml" --runner-config "$here/runners.yaml")
 KEY=qwen3.5-bf16-h200-vllm-agentic-mtp
 Q35_KV_BYTES=$((3 << 30))
 COMMON=(--load-format dummy --model-path $M --engine-arg=--kv-cache-memory-bytes=$Q35_KV_BYTES
-        --engine-arg=--max-model-len=40960)
+        --engine-arg=--max-model-len=40960 --engine-arg=--gdn-prefill-backend=triton)
 [ "${EAGER:-1}" = 1 ] && COMMON+=(--engine-arg=--enforce-eager)
 RES=$W/results-q35-vllm
 
