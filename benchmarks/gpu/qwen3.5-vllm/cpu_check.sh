@@ -28,22 +28,6 @@ if [ ! -x "$W/venv/bin/python" ]; then
   python3 -m venv --system-site-packages "$W/venv"
   "$W/venv/bin/pip" install -q --no-deps model_hosting_container_standards==0.1.16 \
     compressed_tensors==0.17.0 loguru==0.7.3 einops
-  mkdir -p "$W/stub/torchvision"
-  cat > "$W/stub/torchvision/__init__.py" <<'EOF'
-# stand-in for this check only: the GPU image has torchvision for its torch
-import sys, types
-__version__ = "0.26.0"
-class _Any(types.ModuleType):
-    def __getattr__(self, name):
-        if name.startswith("__"): raise AttributeError(name)
-        return _Any(f"{self.__name__}.{name}")
-    def __call__(self, *a, **k): return None
-for sub in ("io", "transforms", "transforms.v2", "transforms.functional", "ops", "models",
-            "datasets", "utils", "transforms.v2.functional"):
-    sys.modules[f"torchvision.{sub}"] = _Any(f"torchvision.{sub}")
-io, transforms = sys.modules["torchvision.io"], sys.modules["torchvision.transforms"]
-ops, models = sys.modules["torchvision.ops"], sys.modules["torchvision.models"]
-EOF
 fi
 export PYTHONPATH=$repo/src
 python3 -m kvbench dummy-model "$W/model" --model qwen3.5-397b-a17b-scaled > /dev/null
@@ -57,7 +41,7 @@ for arm in resident native simple; do
     --exp-name "qwen3.5_tp1_conc8_${sel}_spec-mtp" --load-format dummy --model-path "$W/model" \
     "${E[@]}" > "$W/dry-$arm.json"
 done
-run() { VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 PYTHONPATH=$W/site:$W/stub "$W/venv/bin/python" "$@" \
+run() { VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 PYTHONPATH=$W/site:$here/../cpu-stubs "$W/venv/bin/python" "$@" \
           2>/dev/null | grep '^{' ; }
 for arm in resident native simple; do
   echo "== $arm: the argv kvbench renders"

@@ -32,21 +32,6 @@ if [ ! -x "$W/venv/bin/python" ]; then
     "huggingface-hub>=1.5,<2" safetensors sentencepiece tiktoken protobuf einops httpx anyio \
     h11 click regex attrs pygments nvidia-ml-py aiohttp uvloop packaging scipy prometheus-client \
     --extra-index-url https://download.pytorch.org/whl/cpu
-  mkdir -p "$W/stub/torchvision"
-  cat > "$W/stub/torchvision/__init__.py" <<'EOF'
-# stand-in for this check only: the GPU image has torchvision for its torch 2.11
-import sys, types
-__version__ = "0.26.0"
-class _Any(types.ModuleType):
-    def __getattr__(self, name):
-        if name.startswith("__"): raise AttributeError(name)
-        return _Any(f"{self.__name__}.{name}")
-    def __call__(self, *a, **k): return None
-for sub in ("io", "transforms", "transforms.v2", "transforms.functional", "ops", "models",
-            "datasets", "utils", "transforms.v2.functional"):
-    sys.modules[f"torchvision.{sub}"] = _Any(f"torchvision.{sub}")
-io, transforms = sys.modules["torchvision.io"], sys.modules["torchvision.transforms"]
-EOF
 fi
 export PYTHONPATH=$repo/src
 python3 -m kvbench dummy-model "$W/model" --model qwen3.5-397b-a17b-scaled > /dev/null
@@ -71,7 +56,7 @@ for arm in kvnone kvdram-hicache; do
     > "$W/argv-$arm.json"
 done
 # IMAGE_SITE: a directory of the image's packages to use instead of the venv's own
-run() { PYTHONPATH=$1:$W/site:$W/stub${IMAGE_SITE:+:$IMAGE_SITE} "$W/venv/bin/python" "$here/cpu_check.py" "${@:2}" 2>&1 \
+run() { PYTHONPATH=$1:$W/site:$here/../cpu-stubs${IMAGE_SITE:+:$IMAGE_SITE} "$W/venv/bin/python" "$here/cpu_check.py" "${@:2}" 2>&1 \
         | grep -v -i -e warn -e "ignore import error" ; }
 echo "== config (0.5.17 as released)"; run "$W/site" config "$W/model"
 echo "== config (sglang-34560 applied)"; run "$W/patched" config "$W/model"
