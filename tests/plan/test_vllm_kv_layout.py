@@ -1,10 +1,11 @@
 """kvbench's plan of the scaled Qwen3.5 (hybrid GDN + full attention, MTP) on vLLM 0.26 against
 vLLM 0.26's own KV-cache arithmetic, run on CPU over the layer specs a GPU worker reports
-(tests/data/vllm-0.26-qwen3.5/, README there): the attention block raised to hold a GDN state,
+(tests/data/vllm-0.26/, tests/data/README.md): the attention block raised to hold a GDN state,
 the groups and KV tensors, the blocks a --kv-cache-memory-bytes gives, the "GPU KV cache size"
 line, and the CPU blocks and pinned tensors of both offloading connectors. The server-log
 excerpt holds the lines vLLM logged there and the offload workers' lines in their format
-strings; the log parser reads it back against the plan."""
+strings; the log parser reads it back against the plan, and reads the real logs of the issue-12
+Qwen3-8B runs on vLLM 0.26 against today's plan of them."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from kvbench.recipe import load_runners
 from kvbench.results.allocation import plan_vs_allocated, vllm_allocation
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "tests" / "data" / "vllm-0.26-qwen3.5"
+DATA = REPO / "tests" / "data" / "vllm-0.26"
 RECIPE = REPO / "benchmarks" / "gpu" / "qwen3.5-vllm" / "recipe.yaml"
 MODEL = "kvbench/qwen3.5-397b-a17b-scaled"
-GOLDEN = sorted(DATA.glob("kv-*.json"))
+GOLDEN = sorted(DATA.glob("qwen3.5-kv-*.json"))
 # benchmarks/gpu/qwen3.5-vllm/run.sh: the GPU KV cap and the context of every job
 CAP = ["--kv-cache-memory-bytes=3221225472", "--max-model-len=40960"]
 CPU_BYTES = 23_998_129_766  # --kv-offloading-size 22.35 GiB, as vLLM multiplies it back
@@ -77,7 +78,7 @@ def _plans() -> dict:
 
 
 def test_the_plan_of_each_arm_is_vllms():
-    want = _golden("kv-3221225472-spec3.json")
+    want = _golden("qwen3.5-kv-3221225472-spec3.json")
     (cpu,) = [c for c in want["cpu"] if c["cpu_bytes_to_use"] == CPU_BYTES]
     plans = _plans()
     assert sorted(plans) == ["native", "resident", "simple"]
@@ -97,8 +98,8 @@ def test_the_plan_of_each_arm_is_vllms():
 
 
 def test_the_log_parser_reads_vllms_lines_back_against_the_plan():
-    alloc = vllm_allocation((DATA / "server-excerpt.log").read_text())
-    want = _golden("kv-3221225472-spec3.json")
+    alloc = vllm_allocation((DATA / "qwen3.5-server-excerpt.log").read_text())
+    want = _golden("qwen3.5-kv-3221225472-spec3.json")
     assert alloc.device_kv_tokens == want["gpu_kv_cache_size_tokens"]
     assert (alloc.max_model_len, alloc.max_concurrency) == (40960, 8.2)
     assert alloc.cpu_tensors == len(want["kv_cache_tensors"])
@@ -128,3 +129,25 @@ def test_offload_without_prefix_caching_is_refused_with_vllms_reason():
     plan = plan_job(job, runners, engine_args=["--no-enable-prefix-caching",
                                                "--enable-prefix-caching", *CAP])
     assert not plan.errors
+
+
+@pytest.mark.parametrize("arm", ["native", "simple"])
+def test_the_issue_12_logs_of_vllm_026_match_todays_plan(arm):
+    """Real vLLM 0.26 server logs (benchmarks/results/h200/vllm/runs/qwen3-8b_tp1_conc4_kvdram-
+    vllm-*/server.log, the lines this parser reads) against today's plan of the same job with
+    the run's engine flags (benchmarks/gpu/vllm/env.sh): the plan the runs had ignored the GPU
+    KV cap (720,384 tokens planned, 43,680 logged)."""
+    recipe = REPO / "benchmarks" / "gpu" / "vllm" / "recipe.yaml"
+    (job,) = select_jobs(Selection(config_files=(recipe,), min_conc=4, max_conc=4,
+                                   config_keys=(f"qwen3-8b-bf16-h200-vllm-agentic-{arm}",)))
+    plan = plan_job(job, load_runners(recipe.parent / "runners.yaml"),
+                    engine_args=["--kv-cache-memory-bytes=6442450944", "--max-model-len=40960"])
+    alloc = vllm_allocation((DATA / f"qwen3-8b-{arm}.excerpt.log").read_text())
+    rows = {r.pool: r for r in plan_vs_allocated(plan.to_json(), alloc)}
+    assert rows["device kv"].allocated == 43_680 and rows["device kv"].diff == 0
+    (pool,) = plan.host_pools
+    if arm == "simple":
+        assert rows["host kv_offload"].diff == 0  # 10,171 blocks
+        assert rows["host kv_offload size"].within == 0
+    else:  # one pinned tensor per layer, as logged
+        assert alloc.cpu_tensors == 36 and pool.note.count("36 pinned tensors") == 1

@@ -6,7 +6,7 @@
 #   1. cpu_check.py on the argv kvbench renders for each arm (run.sh's flags): vLLM's parser
 #      and config builder, and once with --no-enable-prefix-caching (what offload then meets);
 #   2. vllm_arith.py: vLLM's own block, group, capacity and CPU-pool arithmetic for the plan's
-#      numbers (its output is tests/data/vllm-0.26-qwen3.5/).
+#      numbers (its output is tests/data/vllm-0.26/qwen3.5-*).
 # torchvision has no CPU build for this machine's torch: a stand-in module answers the imports
 # of the image processor (the GPU image has torchvision).
 #   bash benchmarks/gpu/qwen3.5-vllm/cpu_check.sh [WORK_DIR] > benchmarks/gpu/qwen3.5-vllm/cpu_check.txt

@@ -1,5 +1,5 @@
 """vLLM 0.26's own KV-cache arithmetic for the scaled Qwen3.5 (hybrid GDN + full attention, MTP),
-run on CPU: the numbers kvbench's planner is checked against (tests/data/vllm-0.26-qwen3.5/).
+run on CPU: the numbers kvbench's planner is checked against (tests/data/vllm-0.26/qwen3.5-*).
 
     VLLM_TARGET_DEVICE=cpu PYTHONPATH=/tmp/vllm026 \
         python benchmarks/gpu/qwen3.5-vllm/vllm_arith.py MODEL_DIR \

@@ -24,7 +24,7 @@ What vLLM 0.26 does (file:line in the vllm-0.26.0 wheel):
   (page x group_size) blocks and pins one tensor of blocks x page per KV tensor
   (v1/kv_offload/cpu/spec.py:88-105, gpu_worker.py:486-501); the SimpleCPUOffloadConnector the
   same count (v1/simple_kv_offload/manager.py:180-215).
-Checked against those functions run on CPU: tests/data/vllm-0.26-qwen3.5/ (README there)."""
+Checked against those functions run on CPU: tests/data/vllm-0.26/ (tests/data/README.md)."""
 
 from __future__ import annotations
 
