@@ -61,6 +61,27 @@ def test_the_layout_is_vllms(path):
             cpu["native_tensor_bytes"] == cpu["simple_tensor_bytes"]
 
 
+@pytest.mark.parametrize("path", sorted(DATA.glob("qwen3.5-397b-tp*.json")),
+                         ids=lambda p: p.stem)
+def test_the_full_size_layout_is_vllms_at_every_tp(path):
+    """Qwen3.5-397B-A17B itself (60 layers: 45 GDN in 3 groups of 15, 15 + 1 MTP attention
+    layers in one of 16; 16 KV tensors), TP 1-8: the GDN state and the KV heads split over the
+    ranks, so the block shrinks with TP (2,128 / 2,128 / 1,072 / 544: at TP 4 and 8 one KV head
+    per rank)."""
+    want = json.loads(path.read_text())
+    inputs = want["inputs"]
+    layout = vllm_kv_layout(load_model("qwen3.5-397b-a17b"), kv_dtype="bf16",
+                            attn_tp=inputs["tp"], block_flag=inputs["block_size_flag"], mtp=True)
+    blocks = layout.num_blocks(inputs["kv_cache_memory_bytes"])
+    got = (layout.block_tokens, layout.page_bytes, layout.state_bytes, layout.tensors,
+           sum(layout.groups), blocks, layout.capacity_tokens(blocks, inputs["max_model_len"]))
+    assert got == (want["block_size"], want["attn_page_bytes"],
+                   want["mamba_page_bytes_unpadded"], len(want["kv_cache_tensors"]),
+                   len(want["groups"]), want["num_gpu_blocks"], want["gpu_kv_cache_size_tokens"])
+    (cpu,) = want["cpu"]
+    assert cpu["cpu_bytes_to_use"] // layout.block_bytes == cpu["native_num_cpu_blocks"]
+
+
 def test_a_dense_model_keeps_its_block_and_one_tensor_per_layer():
     """Qwen3-8B as issue 12 ran it on vLLM 0.26 (benchmarks/results/h200/vllm, server.log:
     "GPU KV cache size: 43,680 tokens", "Allocating 36 CPU tensors...")."""

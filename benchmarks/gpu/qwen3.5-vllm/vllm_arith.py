@@ -37,6 +37,10 @@ def main() -> None:
     ap.add_argument("--num-spec", type=int, default=3)
     ap.add_argument("--max-model-len", type=int, default=40960)
     ap.add_argument("--block-size", type=int, default=16, help="the --block-size passed")
+    ap.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    ap.add_argument("--num-layers", type=int,
+                    help="the same shape with this many layers, full attention every "
+                    "full_attention_interval (60: Qwen3.5-397B-A17B itself)")
     ap.add_argument("--cpu-bytes", type=int, nargs="*", default=[],
                     help="cpu_bytes_to_use values to size the CPU pools for")
     ap.add_argument("--out", type=Path, help="write the JSON here (vLLM logs to stdout)")
@@ -64,7 +68,12 @@ def main() -> None:
     from vllm.v1.simple_kv_offload.manager import SimpleCPUOffloadScheduler
 
     text = json.loads((a.model_dir / "config.json").read_text())["text_config"]
-    tp = 1
+    if a.num_layers:
+        every = text["full_attention_interval"]
+        text["num_hidden_layers"] = a.num_layers
+        text["layer_types"] = ["full_attention" if (i + 1) % every == 0 else "linear_attention"
+                               for i in range(a.num_layers)]
+    tp = a.tp
     parallel = SimpleNamespace(tensor_parallel_size=tp, decode_context_parallel_size=1)
     cache = SimpleNamespace(
         cache_dtype="auto", block_size=a.block_size, user_specified_block_size=True,
@@ -77,7 +86,8 @@ def main() -> None:
         dtype=torch.bfloat16, use_mla=False, architecture="Qwen3_5MoeForConditionalGeneration",
         hf_text_config=SimpleNamespace(**text), max_model_len=a.max_model_len,
         original_max_model_len=a.max_model_len, is_hybrid=True,
-        get_num_kv_heads=lambda p: text["num_key_value_heads"] // p.tensor_parallel_size,
+        # config/model.py get_num_kv_heads: at least one KV head per rank
+        get_num_kv_heads=lambda p: max(1, text["num_key_value_heads"] // p.tensor_parallel_size),
         get_head_size=lambda: text["head_dim"])
     spec_cfg = SimpleNamespace(num_speculative_tokens=a.num_spec) if a.num_spec else None
     cfg = SimpleNamespace(cache_config=cache, model_config=model, parallel_config=parallel,
@@ -128,6 +138,7 @@ def main() -> None:
     out = {
         "vllm": vllm.__version__,
         "inputs": {"kv_cache_memory_bytes": a.kv_cache_memory_bytes, "num_spec": a.num_spec,
+                   "tp": tp, "num_layers": len(text["layer_types"]),
                    "max_model_len": a.max_model_len, "block_size_flag": a.block_size,
                    "backend": "FLASH_ATTN", "mamba_cache_mode": cache.mamba_cache_mode},
         "block_size": cache.block_size,
