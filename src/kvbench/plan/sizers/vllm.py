@@ -169,7 +169,17 @@ def _warnings(ctx: SizingContext) -> list[str]:
             "MLA-style KV is replicated per TP rank: unique offloaded tokens = per-rank bytes / "
             "bytes per token, 1/TP of what the engine total suggests"
         )
-    if ctx.model.linear_layers or ctx.model.sliding_layers or ctx.model.compressed:
+    layout = ctx.vllm_layout
+    if layout is not None and layout.state_layers:
+        # v1 offloading/scheduler.py (0.26) stores every group's non-null blocks under keys of
+        # their own: a GDN group's state blocks (the last 2 + spec tokens a request keeps in
+        # "align" mode) take CPU blocks from the same pool as the attention chunks
+        out.append(
+            f"hybrid KV groups: a CPU block holds one {layout.block_tokens:,}-token attention "
+            f"chunk of {layout.group_size} layers or {layout.group_size} GDN states; the states "
+            "stored beside the chunks share the pool, so host-kv-tokens is the attention-only "
+            "upper bound (vllm#56871, #52735 with MTP: not loaded back on some builds)")
+    elif ctx.model.linear_layers or ctx.model.sliding_layers or ctx.model.compressed:
         out.append(
             "hybrid KV groups: CPU offload capacity may be divided across KV cache groups and not "
             "loaded back on some builds (vllm#56871, #52735 with MTP)"
