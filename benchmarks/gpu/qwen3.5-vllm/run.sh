@@ -6,9 +6,15 @@
 #   bash benchmarks/gpu/qwen3.5-vllm/run.sh STEP...
 #   STEP: ARM:CONC[xN]   one job of arm resident | native | simple at concurrency CONC, N
 #                        repeats (--repeat N; repeats already done are skipped)
-#   A step starts only with at least JOB_S (default 240) seconds left before DEADLINE (epoch
-#   seconds; default BUDGET_S=560 s from now, ../vllm/env.sh); every step is bounded by the time
-#   left, so the call ends inside its 600 s.
+#         warm           the resident server (`kvbench launch`, the jobs' flags) probed at fixed
+#                        prompt lengths by ../probe.py, then stopped: the first start of a fresh
+#                        machine JIT-builds the Triton kernels (GDN/FLA, MoE, MTP) into the cache
+#                        the later jobs reuse, so they are not in a measured window; and
+#                        probe.json gives prefill and decode speed by prompt length for a vLLM
+#                        Qwen3.5 engine profile (as ../qwen3.5/run.sh engprobe for SGLang)
+#   A step starts only with at least JOB_S (default 240; warm: WARM_S, 150) seconds left before
+#   DEADLINE (epoch seconds; default BUDGET_S=560 s from now, ../vllm/env.sh); every step is
+#   bounded by the time left, so the call ends inside its 600 s.
 #
 # Needs the vLLM 0.26 bundle unpacked into /tmp/site (README.md). Every job: the dummy model in
 # /tmp/model-q35, --kv-cache-memory-bytes 3 GiB (246 blocks of 2,128 tokens, "GPU KV cache size:
@@ -33,7 +39,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
 source "$here/../vllm/env.sh"
 M=/tmp/model-q35  # the SGLang twin's directory name: the same dummy model
-[ -f $M/config.json ] || python3 -m kvbench dummy-model $M --model qwen3.5-397b-a17b-scaled > /dev/null
+[ -f $M/config.json ] ||
+  python3 -m kvbench dummy-model $M --model qwen3.5-397b-a17b-scaled > /dev/null
 RECIPE=(--config-files "$here/recipe.yaml" --runner-config "$here/runners.yaml")
 KEY=qwen3.5-bf16-h200-vllm-agentic-mtp
 Q35_KV_BYTES=$((3 << 30))
@@ -41,6 +48,22 @@ COMMON=(--load-format dummy --model-path $M --engine-arg=--kv-cache-memory-bytes
         --engine-arg=--max-model-len=40960 --engine-arg=--gdn-prefill-backend=triton)
 [ "${EAGER:-1}" = 1 ] && COMMON+=(--engine-arg=--enforce-eager)
 RES=$W/results-q35-vllm
+
+warm() {  # kvbench launch of the resident arm; probe.py; stop
+  local d=$1 port=30102 t0=$SECONDS
+  python3 -m kvbench launch "${RECIPE[@]}" --config-keys $KEY-resident --exp-name \
+    qwen3.5_tp1_conc8_kvnone_spec-mtp --port $port "${COMMON[@]}" \
+    --ready-timeout $(( $(left_s) - 40 )) --work-dir "$d/server" > "$d/launch.log" 2>&1 & LP=$!
+  while kill -0 $LP 2>/dev/null && ! curl -sf 127.0.0.1:$port/health > /dev/null; do
+    [ "$(left_s)" -lt 60 ] && break; sleep 2; done
+  echo "warm: ready after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  timeout $(( $(left_s) - 20 )) python3 benchmarks/gpu/probe.py --url http://127.0.0.1:$port \
+    --model kvbench/qwen3.5-397b-a17b-scaled --tokenizer $M --prompt-tokens 2048 16384 32000 \
+    --concurrency 1 --requests 2 --max-tokens 32 --out "$d/probe.json" >> "$d/call.log" 2>&1
+  echo "warm: probe rc=$? after $((SECONDS - t0)) s" | tee -a "$d/call.log"
+  curl -s 127.0.0.1:$port/metrics > "$d/metrics-after.txt"
+  kill -TERM $LP 2>/dev/null; wait $LP
+}
 
 for step in "$@"; do
   d=$W/q35v-${step//[:]/-c}
@@ -53,11 +76,19 @@ for step in "$@"; do
   case $arm in
     resident) sel=kvnone ;;
     native|simple) sel=kvdram-vllm-$arm ;;
-    *) echo "unknown arm $arm (resident | native | simple)" >&2; kill $MP; exit 2 ;;
+    warm) ;;
+    *) echo "unknown arm $arm (resident | native | simple | warm)" >&2; kill $MP; exit 2 ;;
   esac
-  if [ "$(left_s)" -lt "${JOB_S:-240}" ]; then
+  if [ "$arm" = warm ]; then
+    if [ "$(left_s)" -lt "${WARM_S:-150}" ]; then
+      echo "warm: skipped, $(left_s) s left" | tee -a "$d/call.log"
+    else
+      warm "$d"
+    fi
+  elif [ "$(left_s)" -lt "${JOB_S:-240}" ]; then
     # a job cut by the deadline costs its whole server start and measures nothing
-    echo "$step: skipped, $(left_s) s left, a job takes up to ${JOB_S:-240} s" | tee -a "$d/call.log"
+    echo "$step: skipped, $(left_s) s left, a job takes up to ${JOB_S:-240} s" |
+      tee -a "$d/call.log"
   else
     exp=qwen3.5_tp1_conc${conc}_${sel}_spec-mtp
     timeout "$(left_s)" python3 -m kvbench run "${RECIPE[@]}" --config-keys "$KEY-$arm" \
