@@ -89,7 +89,7 @@ def test_a_stream_holds_one_context_and_renders_only_the_blocks_a_turn_adds(monk
                                                 _whole(prev))
             assert len(rendered) == max(0, _whole(turn) - shared)
             compacted += prev is not None and _whole(turn) < _whole(prev)
-            assert len(stream.pieces) == max(_whole(turn), shared)  # this context, no more
+            assert stream.blocks == max(_whole(turn), shared)  # this context, no more
             assert stream.ids is turn.hash_ids
             prev = turn
     assert compacted  # the case where a context shrinks was exercised

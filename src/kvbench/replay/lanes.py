@@ -654,10 +654,9 @@ class Lanes:
         at once was one pass of tens of milliseconds (its blocks are the stream's own,
         scattered over the heap)."""
         for stream in tree.prompts.values():
-            pieces = stream.pieces
-            while pieces:
-                del pieces[-RELEASE_SLICE_BLOCKS:]
-                if pieces:
+            while stream.blocks:
+                stream.truncate(stream.blocks - RELEASE_SLICE_BLOCKS)
+                if stream.blocks:
                     await asyncio.sleep(0)
         tree.prompts.clear()
 
