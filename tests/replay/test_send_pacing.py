@@ -43,10 +43,10 @@ def test_every_lanes_first_prompt_is_rendered_before_the_first_send(tmp_path, mo
     events: list[tuple[str, str]] = []  # ("render" | "send" | "clock", session key)
     real_warm, real_one, real_prepare = Lanes._warm, Lanes._one, Lanes.prepare
 
-    async def warm(self, stream, turn, namespace):
+    async def warm(self, stream, turn, namespace, *rest):
         if self.prompts.sync(stream, turn, namespace, 0):  # blocks left to render
             events.append(("render", namespace))
-        await real_warm(self, stream, turn, namespace)
+        await real_warm(self, stream, turn, namespace, *rest)
 
     async def one(self, lane, key, k, turn, namespace, *rest):
         events.append(("send", namespace))

@@ -24,8 +24,8 @@ def test_per_stream_state_is_one_context_whatever_the_turns(tmp_path, monkeypatc
     last: dict[tuple[str, int], int] = {}  # (tree, stream) -> whole blocks of its last turn
     real_prompt = Lanes._prompt
 
-    async def prompt(self, tree, r, turn):
-        out = await real_prompt(self, tree, r, turn)
+    async def prompt(self, tree, r, turn, *rest):
+        out = await real_prompt(self, tree, r, turn, *rest)
         before = last.get((tree.key, r.stream), 0)
         last[(tree.key, r.stream)] = _whole(turn)
         held.append((len(tree.prompts), len(tree.run.streams),

@@ -33,7 +33,7 @@ from kvbench.replay.http import (
 from kvbench.replay.ideal import IdealCache
 from kvbench.replay.lockstep import After, arrival_ns, ended, resolve_request, successors
 from kvbench.replay.overflow import is_context_overflow
-from kvbench.replay.pacing import PassBudget
+from kvbench.replay.pacing import RENDER_PASS_BLOCKS, PassBudget
 from kvbench.replay.profile import chat_prompts
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
@@ -227,9 +227,10 @@ class Lanes:
         self.tree_shifts = 0  # shifts of the trees' idle caps, in all
         self.tree_shifted_ns = 0
         self.stream_tasks: set[asyncio.Task] = set()  # every tree's, to cancel at the end
-        # one prompt renders at a time, a slice per hold, so that every lane's new context
-        # at once (the run's start, the warm-up) never makes one long loop iteration
-        self.render_gate = asyncio.Lock()
+        # prompt blocks rendered per loop pass, a slice at a time (replay/pacing.py), so
+        # that every lane's new context at once (the run's start, the warm-up, 512 streams'
+        # next turns) never makes one long loop iteration
+        self.renders = PassBudget(RENDER_PASS_BLOCKS)
         # request bytes written per loop pass (replay/pacing.py)
         self.sends = PassBudget()
         # the preparation before the clock starts: each lane's first prompts rendered
@@ -409,7 +410,7 @@ class Lanes:
         if perf_counter_ns() < target:
             # rendered while the agent "thinks": lateness is then the client failing the
             # schedule, not text synthesis the schedule leaves time for
-            await self._warm(tree.prompt(r.stream), turn, namespace)
+            await self._warm(tree.prompt(r.stream), turn, namespace, target)
             caps = self._caps(tree)
             if caps:
                 target = await idle.sleep_until(caps, target, self.deadline_ns)
@@ -423,7 +424,7 @@ class Lanes:
                 # due after the run's end (the loop may wake a timer a clock tick early)
                 self.stopping = True
                 return
-        prompt = await self._prompt(tree, r, turn)
+        prompt = await self._prompt(tree, r, turn, target if timed else None)
         is_warmup = tree.warm or self.bounds.is_warmup(False, self.c.sent)
         if not self._may_send(is_warmup):
             return
@@ -519,11 +520,13 @@ class Lanes:
             return None
         return asyncio.create_task(self._warm(tree.prompt(r.stream), turn, tree.namespace))
 
-    async def _prompt(self, tree: Tree, r: Ready, turn: Turn) -> PromptJson:
+    async def _prompt(self, tree: Tree, r: Ready, turn: Turn,
+                      due_ns: int | None = None) -> PromptJson:
         """The turn's prompt; the blocks it adds are rendered now where no think time or
-        earlier turn in flight left time for them (a session's first turn, the warm-up's)."""
+        earlier turn in flight left time for them (a session's first turn, the warm-up's);
+        `due_ns`: when the turn is due."""
         stream = tree.prompt(r.stream)
-        await self._warm(stream, turn, tree.namespace)
+        await self._warm(stream, turn, tree.namespace, due_ns)
         chat, pos = self._chat(tree, r) if self.chat_segments else (None, 0)
         return self.prompts.json(turn, tree.namespace, (tree.key, r.k), stream, chat, pos,
                                  tree.bust)
@@ -660,21 +663,22 @@ class Lanes:
                     await asyncio.sleep(0)
         tree.prompts.clear()
 
-    async def _warm(self, stream: PromptStream, turn: Turn, namespace: str) -> None:
-        """Render the blocks the turn adds to its stream's context in slices, one slice per
-        hold of the render gate, yielding between them: a new 100K-token context must not
-        stall the loop that timestamps every other lane's bytes."""
+    async def _warm(self, stream: PromptStream, turn: Turn, namespace: str,
+                    due_ns: int | None = None) -> None:
+        """Render the blocks the turn adds to its stream's context in slices, each admitted
+        by the render budget (replay/pacing.py) in the order of `due_ns` (when the turn is
+        due; None: no schedule, after those that have one): a new 100K-token context, or 512
+        streams' next turns at once, must not stall the loop that timestamps every other
+        lane's bytes."""
         prompts = self.prompts
-        if not prompts.sync(stream, turn, namespace, 0):
+        left = prompts.sync(stream, turn, namespace, 0)
+        if not left:
             stream.rendered_ns = stream.rendered_ns or perf_counter_ns()
             return
-        while True:
-            async with self.render_gate:
-                left = prompts.sync(stream, turn, namespace, WARM_SLICE_BLOCKS)
-            if not left:
-                stream.rendered_ns = perf_counter_ns()  # the send's `t_ready_ns`
-                return
-            await asyncio.sleep(0)
+        while left:
+            await self.renders.admit(min(left, WARM_SLICE_BLOCKS), due_ns)
+            left = prompts.sync(stream, turn, namespace, WARM_SLICE_BLOCKS)
+        stream.rendered_ns = perf_counter_ns()  # the send's `t_ready_ns`
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool, conn: Connection | None,

@@ -22,8 +22,8 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
-from itertools import accumulate
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import orjson
 
