@@ -228,7 +228,9 @@ class Lanes:
         self.first_trees: dict[int, tuple[Tree, list[Ready]]] = {}
         self.failed_warmup: list[str] = []  # root requests of the warm-up that failed
         self._conns: dict[int, list[Connection]] = {}  # each lane's idle connections
-        # each lane's connection being opened ahead of its next turn (`_connect_ahead`)
+        # each lane's connection to be opened, or being opened, ahead of its next turn
+        # (`_connect_ahead`)
+        self._ahead: dict[int, asyncio.TimerHandle] = {}
         self._opening: dict[int, asyncio.Task] = {}
         self.tree_shifts = 0  # shifts of the trees' idle caps, in all
         self.tree_shifted_ns = 0
@@ -577,44 +579,50 @@ class Lanes:
         the connect (13 ms p99 at 512 AgentX lanes, a fifth of the turns) is then not counted
         against the send, which would otherwise open it when due."""
         conns = self._conns.get(lane)
-        if lane in self._opening or (conns and not conns[-1].closed
-                                     and not conns[-1].stale(due_ns)):
+        if lane in self._ahead or lane in self._opening or (
+                conns and not conns[-1].closed and not conns[-1].stale(due_ns)):
             return
         delay_s = (due_ns - perf_counter_ns()) / 1e9 - CONNECT_AHEAD_S
-        asyncio.get_running_loop().call_later(max(0.0, delay_s), self._open_ahead, lane)
+        self._ahead[lane] = asyncio.get_running_loop().call_later(
+            max(0.0, delay_s), self._open_ahead, lane)
 
     def _open_ahead(self, lane: int) -> None:
+        self._ahead.pop(lane, None)
         if self.stopping or lane in self._opening:
             return
         task = asyncio.create_task(self._open(lane))
         self._opening[lane] = task
         self.stream_tasks.add(task)  # cancelled with the streams at the run's end
         task.add_done_callback(self.stream_tasks.discard)
+        task.add_done_callback(lambda t: self._opening.pop(lane, None)
+                               if self._opening.get(lane) is t else None)
 
     async def _open(self, lane: int) -> None:
         """Replace the lane's stale connection with a fresh one (its sends wait for this);
         a failure is left to the send, which opens its own and records what fails."""
+        conns = self._conns.setdefault(lane, [])
+        ahead = perf_counter_ns() + int(CONNECT_AHEAD_S * 1e9)
+        if conns and not conns[-1].closed and not conns[-1].stale(ahead):
+            return
         try:
-            conns = self._conns.setdefault(lane, [])
-            ahead = perf_counter_ns() + int(CONNECT_AHEAD_S * 1e9)
-            if conns and not conns[-1].closed and not conns[-1].stale(ahead):
-                return
-            try:
-                conn = await open_connection(self.ep)
-            except ConnectionError:
-                return
-            self.c.connections_opened += 1
-            for old in conns:  # each stale by now (the newest is)
-                if not old.closed:
-                    self.c.reopened_idle += 1
-                old.close()
-            conns[:] = [conn]
-            if self.stopping:
-                self.close_lane(lane)
-        finally:
-            self._opening.pop(lane, None)
+            conn = await open_connection(self.ep)
+        except ConnectionError:
+            return
+        self.c.connections_opened += 1
+        if self.stopping or self._conns.get(lane) is not conns:  # the lane closed meanwhile
+            conn.close()
+            return
+        for old in conns:  # each stale by now (the newest is)
+            if not old.closed:
+                self.c.reopened_idle += 1
+            old.close()
+        conns[:] = [conn]
 
     def close_lane(self, lane: int) -> None:
+        if (timer := self._ahead.pop(lane, None)) is not None:
+            timer.cancel()
+        if (opening := self._opening.pop(lane, None)) is not None:
+            opening.cancel()
         for conn in self._conns.pop(lane, []):
             conn.close()
 
