@@ -51,6 +51,19 @@ def harness_venv(path: Path | None = None) -> Path:
     return venv
 
 
+def kvbench_env() -> dict[str, str]:
+    """kvbench from this checkout, ahead of what PYTHONPATH already gives (on the GPU machine
+    the SGLang bundle's site directory carries kvbench's own dependencies)."""
+    paths = [str(REPO / "src"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def harness_env() -> dict[str, str]:
+    """The harness sees its venv only: another PYTHONPATH (the GPU machine's SGLang bundle)
+    would shadow the versions its venv pins."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -62,7 +75,7 @@ class SimServer:
 
     def __init__(self, tokenizer: str, log: Path, args: list[str] = ()) -> None:
         self.port = _free_port()
-        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        env = kvbench_env()
         self.log = open(log, "wb")  # noqa: SIM115 (the server writes it until stopped)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kvbench", "serve-sim", "--port", str(self.port),
@@ -127,7 +140,7 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
     if a.bodies:  # every request's body and cache-bust marker (raw_records/*.jsonl)
         cmd += ["--export-level", "raw"]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=harness_env())
     wall = time.monotonic() - t0
     (out / "harness.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
@@ -209,8 +222,7 @@ def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path,
     if run_id:
         cmd += ["--run-marker", run_id]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=kvbench_env())
     if proc.returncode == 3 and proc.stdout.strip():
         pass  # the run stopped early (a failed warm-up): its summary still says why
     elif proc.returncode != 0:

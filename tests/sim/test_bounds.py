@@ -40,8 +40,8 @@ async def _replay(cfg_kwargs: dict, tmp_path) -> list[dict]:
     site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()
     try:
-        cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="sim", endpoint="completions",
-                           output_dir=tmp_path, time_scale=1000.0, **cfg_kwargs)
+        cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="sim", output_dir=tmp_path,
+                           time_scale=1000.0, **{"endpoint": "completions", **cfg_kwargs})
         await replay(cfg, sessions=SESSIONS)
     finally:
         await runner.cleanup()
@@ -167,3 +167,98 @@ def test_agentx_trees_and_warm_up_are_the_same_requests_in_both(
     assert len(warm) == summary["warmup_requests"] >= lanes * (1 + min(per_lane, 3))
     assert {r["max_tokens"] for r in warm} == {1}
     assert summary["inflight"]["lanes"] == lanes and summary["phase"]["profiling_start_s"] > 0
+
+
+def _prefixed_sessions() -> list:
+    """Two traces with a declared 2-block system prefix (Weka's `system_tokens`): each turn
+    grows its context by whole blocks and a partial last block whose id changes when it fills,
+    as a trace's hash of a partial block does."""
+    from kvbench.workload.session import Session, Turn
+
+    out = []
+    for s in range(2):
+        base = 100 * s
+        turns = [Turn(4 * 64 + 10, 2, (1, 2, 3, 4, base + 50), 64),
+                 Turn(6 * 64 + 20, 2, (1, 2, 3, 4, 5, 6, base + 51), 64),
+                 Turn(7 * 64 + 5, 2, (1, 2, 3, 4, 5, 6, 7, base + 52), 64)]
+        out.append(Session(f"t{s}", turns, f"t{s}", "test",
+                           {"prompt_prefix_tokens": {"": 128}}))
+    return out
+
+
+def _agentx_in_both(sessions: list, max_requests: int, tmp_path) -> tuple[list[dict], dict]:
+    """`sessions` on two lanes under the AgentX profile (its chat prompts and tree markers,
+    no other setting of it), recycled up to `max_requests`: the replay's records against the
+    embedded engine, and the simulator's requests on the replay's bounds by (session, turn)."""
+    global SESSIONS
+    kw = dict(concurrency=2, max_requests=max_requests, think_time_cap_s=0.0,
+              max_tokens_cap=2, endpoint="chat", profile="agentx")
+    bounds = ReplayConfig(url="http://x", model="m", output_dir=tmp_path, **kw).bounds
+    assert bounds.tree_markers
+    kept, SESSIONS = SESSIONS, sessions
+    try:
+        records = asyncio.run(_replay(kw, tmp_path))
+    finally:
+        SESSIONS = kept
+    done: list = []
+    run_sessions(sessions, COSTS, SimSetup(math.inf), bounds, requests=done)
+    return records, {(r.meta["session_id"], r.meta["turn"]): r for r in done}
+
+
+def test_the_simulator_splits_each_prompt_at_the_trees_marker_as_the_replay(tmp_path) -> None:
+    """Under the AgentX profile the replay opens each chat prompt with the harness's marker
+    per session tree, after the system message; its ideal-cache ceiling shares the blocks
+    before the marker across trees (another pass of the trace) and the rest only within the
+    tree. The simulator, on the replay's own bounds, caches the same tokens per request: the
+    ceiling whole where a prompt's match ends at or before the marker (a new tree's first
+    turn: its system blocks), else the ceiling less the marker's tokens (its pages are the
+    trace's blocks: the marker's tokens are computed, as on an engine whose page is a block).
+    Two lanes, two traces, each replayed twice."""
+    sessions = _prefixed_sessions()
+    inputs = {s.session_id: [t.input_tokens for t in s.turns] for s in sessions}
+    records, sim = _agentx_in_both(sessions, 12, tmp_path)
+    assert all(r["status"] == "ok" for r in records) and len(records) == 12
+    markers = {r["session_id"]: r["cache_bust_marker"] for r in records}
+    assert len(set(markers.values())) == 4  # one per tree: 2 traces x 2 passes
+    assert set(sim) == {(r["session_id"], r["turn"]) for r in records}
+    for r in records:
+        req = sim[r["session_id"], r["turn"]]
+        assert req.input_tokens == r["sent_prompt_tokens"]  # the marker's tokens too
+        marker_tokens = r["sent_prompt_tokens"] - inputs[r["session_id"][:2]][r["turn"]]
+        ideal = r["ideal_cached_tokens"]
+        if r["turn"] == 0:  # a new tree: the system message's 2 blocks, nothing after
+            assert ideal == 128 if "#" in r["session_id"] else ideal == 0
+            assert req.cached_tokens == ideal
+        else:  # its tree's own history: system, marker, the blocks it repeats
+            assert req.cached_tokens == ideal - marker_tokens > 128
+        # and what the embedded engine served over HTTP cached (its pages of 64 tokens)
+        assert req.cached_tokens == r["cached_tokens"]
+
+
+def test_subagent_streams_split_at_their_trees_marker_on_two_lanes_of_one_trace(tmp_path):
+    """A recorded Claude Code trace with subagents (each stream's system prefix declared per
+    agent), its two passes on two lanes at once: every request of the simulator caches what
+    the replay's ceiling says, less the marker's tokens where its match passes the marker
+    (the trace's blocks are its pages), and each new tree's first turn only its system
+    blocks."""
+    from conftest import TRACES
+
+    from kvbench.workload import load_trace
+
+    sessions = load_trace(TRACES / "claude-code-subagents" / "trace_0282.json.gz")
+    inputs = [t.input_tokens for t in sessions[0].turns]
+    system = -(-sessions[0].meta["prompt_prefix_tokens"][""] // 64) * 64  # blocks it takes
+    records, sim = _agentx_in_both(sessions, 120, tmp_path)
+    assert all(r["status"] == "ok" for r in records) and len(records) == 120
+    assert any("#1" in r["session_id"] for r in records)  # the second pass ran
+    # which of two lanes' parallel streams sent the last requests before the cap is the
+    # wall clock's business: the requests both sent
+    both = [r for r in records if (r["session_id"], r["turn"]) in sim]
+    assert len(both) >= 110
+    for r in both:
+        req = sim[r["session_id"], r["turn"]]
+        marker_tokens = r["sent_prompt_tokens"] - inputs[r["turn"]]
+        assert req.input_tokens == r["sent_prompt_tokens"]
+        assert r["ideal_cached_tokens"] - req.cached_tokens in (0, marker_tokens)
+    first = sim["trace_0282#1", 0]
+    assert first.cached_tokens == system  # the system message, nothing of the other tree

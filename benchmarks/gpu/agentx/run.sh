@@ -4,31 +4,48 @@
 # weights), one after the other, REPEATS times each (benchmarks/agentx_oracle.py --url).
 #   bash benchmarks/gpu/agentx/run.sh [REPEATS] [DURATION_S] [CONCURRENCY]   (3, 120, 4)
 # Needs: the SGLang bundle in /tmp/sgsite (benchmarks/gpu/sglang/README.md), the harness bundle
-# parts staged as /tmp/stage/ax-part-* (build-bundle.sh), this checkout. Writes $OUT/oracle/.
+# parts staged as /tmp/stage/ax-part-* (build-bundle.sh), this checkout. Writes /tmp/axout
+# (the oracle's runs, the server log) and tars it into $OUT/agentx.tar.gz (a device call brings
+# back 8 files). BUDGET_S (default 560): the oracle is stopped that many seconds after start.
 set -u
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/kvb-out}; REPEATS=${1:-3}; DURATION=${2:-120}; CONC=${3:-4}
-mkdir -p "$OUT" /tmp/axsite
+deadline=$((SECONDS + ${BUDGET_S:-560}))
+W=/tmp/axout
+mkdir -p "$OUT" "$W" /tmp/axsite
 [ -f /tmp/axsite/aiperf/__init__.py ] || cat /tmp/stage/ax-part-* | xz -d | tar -xf - -C /tmp/axsite
-# the harness runs from a venv that sees the image's packages and the bundle's
+# the harness runs from a venv that sees the bundle's packages, then the image's: the image's
+# python3 is itself a venv (/opt/torch/.venv, numpy and torch in it), and a venv made from a
+# venv sees only the base interpreter's site, so its site directory is named too (session 12)
 [ -x /tmp/axvenv/bin/aiperf ] || {
-  python3 -m venv --system-site-packages /tmp/axvenv
-  echo /tmp/axsite > /tmp/axvenv/lib/python3.12/site-packages/axsite.pth
+  image_site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  python3 -m venv --without-pip --system-site-packages /tmp/axvenv
+  printf '/tmp/axsite\n%s\n' "$image_site" > /tmp/axvenv/lib/python3.12/site-packages/axsite.pth
   printf '#!/tmp/axvenv/bin/python\nfrom aiperf.cli import app\napp()\n' > /tmp/axvenv/bin/aiperf
   chmod +x /tmp/axvenv/bin/aiperf; }
 export PYTHONPATH=/tmp/sgsite:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export TVM_FFI_CACHE_DIR=/tmp/sgjit TRITON_CACHE_DIR=/tmp/sgjit/triton
+pkill -9 -f '[s]glang' 2>/dev/null  # a server an earlier step left
 M=/tmp/model
 [ -f $M/config.json ] || python3 -m kvbench dummy-model $M --model qwen3-8b > /dev/null
 python3 -m sglang.launch_server --model-path $M --served-model-name Qwen/Qwen3-8B \
   --load-format dummy --attention-backend triton --sampling-backend pytorch --page-size 64 \
-  --host 127.0.0.1 --port 30000 > "$OUT/sglang.log" 2>&1 & SP=$!
-for _ in $(seq 1 600); do curl -sf 127.0.0.1:30000/health > /dev/null && break; sleep 1; done
+  --host 127.0.0.1 --port 30000 > "$W/sglang.log" 2>&1 & SP=$!
+for _ in $(seq 1 600); do
+  curl -sf 127.0.0.1:30000/health > /dev/null && break; kill -0 $SP 2>/dev/null || break; sleep 1
+done
 python3 benchmarks/agentx_traces.py /tmp/agentx-traces --traces 8 --seed 7 --scale 1.0
+# aiperf's dataset cache: a harness run that died holds its populate lock, and the next one
+# waits on it (session 12: 380 s; agentx-harness 1.0.12 aiperf/dataset/mmap_cache_lock.py:114)
+rm -rf /root/.cache/aiperf/dataset_mmap
 # the harness needs a tokenizer it can load by path with HF_HUB_OFFLINE unset
-env -u HF_HUB_OFFLINE -u TRANSFORMERS_OFFLINE python3 benchmarks/agentx_oracle.py \
+echo "server up after $SECONDS s" | tee "$W/call.log"
+env -u HF_HUB_OFFLINE -u TRANSFORMERS_OFFLINE timeout $((deadline - SECONDS)) \
+  python3 benchmarks/agentx_oracle.py \
   --traces /tmp/agentx-traces --tokenizer $M --concurrency "$CONC" --duration "$DURATION" \
   --warmup-per-lane 3 --repeats "$REPEATS" --url http://127.0.0.1:30000 \
-  --model Qwen/Qwen3-8B --harness-venv /tmp/axvenv --out "$OUT/oracle" 2>&1 \
-  | tee "$OUT/oracle.log"
+  --model Qwen/Qwen3-8B --harness-venv /tmp/axvenv --out "$W/oracle" 2>&1 \
+  | tee "$W/oracle.log"
+echo "oracle rc=${PIPESTATUS[0]} after $SECONDS s" | tee -a "$W/call.log"
 kill $SP; wait $SP 2>/dev/null
+tar czf "$OUT/agentx.tar.gz" -C /tmp axout

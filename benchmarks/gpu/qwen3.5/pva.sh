@@ -11,8 +11,11 @@ P=benchmarks/gpu/qwen3.5/plan_vs_allocated.py
 for pf in plan.orig.json plan.json; do
   echo "### $pf: $([ $pf = plan.json ] && echo "today's planner" || echo "the planner the runs had")"
   python3 $P --plan-file $pf $R/probe/server
-  for job in hicache-c4:4 unpatched-c4:4 hicache-c8-a:8 hicache-c8-b:8 resident-c4:4 resident-c8:8; do
-    d=$R/runs/${job%%:*}; res=$R/runs/resident-c${job##*:}
+  # JOB:RESIDENT: the resident run of the same concurrency (session 12's own for its jobs)
+  for job in hicache-c4:resident-c4 unpatched-c4:resident-c4 hicache-c8-a:resident-c8 \
+             hicache-c8-b:resident-c8 resident-c4: resident-c8: \
+             hicache-c8-s12:resident-c8-s12 resident-c8-s12:; do
+    d=$R/runs/${job%%:*}; res=$R/runs/${job##*:}
     if [ "${job%%-*}" = resident ]; then python3 $P --plan-file $pf $d
     else python3 $P --plan-file $pf $d --memory $d/memory.jsonl.gz --resident-memory $res/memory.jsonl.gz
     fi

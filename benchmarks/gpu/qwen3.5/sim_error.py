@@ -8,6 +8,9 @@ profiles side by side.
   --profile agentx`: sampled starts at 25-75% of each trace, seed 42, 10 one-token warm-up
   requests per lane, then 50 s profiled); simulated with `--profile agentx`, which builds the
   same bounds from the same module the replay uses. Nothing was fitted on them.
+- SESSION-12 SET: two more conc-8 jobs of the fit set's workload (resident-c8-s12,
+  hicache-c8-s12: `PROFILE=none`, another H200 machine), never fitted on, with the new
+  profile's predictions committed before they ran (`predictions-s12.txt`).
 
 The old profile is the Qwen3-8B probe fit of issue 25 (results/h200/sglang/
 engine-sglang-h200-triton.yaml); the fit set also keeps the predictions committed before the
@@ -54,7 +57,11 @@ SETS = {
     "held-out": (RESULTS / "runs-agentx", "agentx", {
         (8, "resident"): ["resident-c8-r0", "resident-c8-r1"],
         (8, "offload"): ["hicache-c8"]}),
+    "session-12": (RESULTS / "runs", None, {
+        (8, "resident"): ["resident-c8-s12"], (8, "offload"): ["hicache-c8-s12"]}),
 }
+# the predictions committed before each set's runs (the fit set: the old profile's)
+COMMITTED = {"fit": HERE / "predictions.txt", "session-12": HERE / "predictions-s12.txt"}
 METRICS = ("requests", "hit_host", "hit_total", "ttft_p50_ms", "ttft_p90_ms", "input_tok_s",
            "output_tok_s")
 PREDICTED_ROWS = {"requests (errors)": "requests", "hit rate host": "hit_host",
@@ -68,11 +75,11 @@ def _number(cell: str) -> float:
     return float(text.rstrip("%")) / 100 if text.endswith("%") else float(text)
 
 
-def committed() -> dict[tuple[int, str], dict[str, float]]:
-    """The tables of predictions.txt, per --concurrency block."""
+def committed(path: Path) -> dict[tuple[int, str], dict[str, float]]:
+    """The tables of a predictions file (predict.sh's output), per --concurrency block."""
     out: dict[tuple[int, str], dict[str, float]] = {}
     conc = 0
-    for line in (HERE / "predictions.txt").read_text().splitlines():
+    for line in path.read_text().splitlines():
         if m := re.match(r"== --concurrency (\d+)", line):
             conc = int(m[1])
         cells = [c.strip() for c in line.strip("│ ").split("│")]
@@ -175,7 +182,7 @@ def _cell(metric: str, value: float) -> str:
 
 
 def main() -> int:
-    before = committed()
+    before = {name: committed(path) for name, path in COMMITTED.items()}
     print("| set | conc | arm (runs) | metric | measured | committed before (error) | "
           "old profile (error) | new profile (error) |")
     print("|---|---:|---|---|---:|---:|---:|---:|")
@@ -190,7 +197,7 @@ def main() -> int:
             real = {k: statistics.fmean(r[k] for r in runs) for k in METRICS}
             sim_arm = arm.split(" ")[0]
             old, new = sims[("old", conc)][sim_arm][0], sims[("new", conc)][sim_arm][0]
-            first = before.get((conc, sim_arm)) if set_name == "fit" else None
+            first = before.get(set_name, {}).get((conc, sim_arm))
             for k in METRICS:
                 b = "-" if first is None else (
                     f"{_cell(k, first[k])} ({_error(k, first[k], real[k])})")

@@ -162,10 +162,11 @@ def row_bounds(concurrency: int, given: dict | None = None, mode: str = "agentx"
     """The workload bounds a row replays at this concurrency, `given` (WorkloadBounds fields)
     winning. `agentx`: as an AgentX point (replay/profile.py AGENTX_V1: its duration, warm-up
     requests per lane, lanes starting at a sampled turn in 25-75% of a session, the idle-gap
-    cap; lanes recycle sessions, each pass cache-busted). `once`: each session played once
+    cap; lanes recycle sessions, each tree behind the harness's cache-bust marker, so a
+    recycled pass shares only what precedes it). `once`: each session played once
     from its first turn, no warm-up (lanes end when the sessions run out)."""
     from kvbench.errors import WorkloadError
-    from kvbench.replay.profile import AGENTX_V1, replay_settings
+    from kvbench.replay.profile import AGENTX_V1, chat_prompts, replay_settings
     from kvbench.workload.bounds import WorkloadBounds
 
     if mode not in BOUNDS_MODES:
@@ -180,6 +181,10 @@ def row_bounds(concurrency: int, given: dict | None = None, mode: str = "agentx"
     # the idle caps themselves are `kvbench simulate --profile agentx`'s (sim/lanes.py); the
     # jobs' forecasts keep the per-gap cap above until they are measured against it
     names -= {"tree_idle_cap_s", "system_idle_cap_s"}
+    if mode == "agentx":
+        # the harness's cache-bust marker per session tree, as the replay of the row sends
+        # it (on the chat endpoint, `kvbench run`'s default)
+        settings["tree_markers"] = chat_prompts(AGENTX_V1.name, chat=True)[1]
     return WorkloadBounds(**{k: v for k, v in {**settings, **given}.items() if k in names
                              and k != "concurrency"}, concurrency=concurrency)
 

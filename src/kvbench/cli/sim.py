@@ -165,7 +165,18 @@ def _bounds(concurrency: int | None, profile: str | None = None, **opts):
         block_tokens=opts["block_tokens"], max_input_tokens=opts["max_input_tokens"],
         warmup_per_lane=opts["warmup_per_lane"], max_context_tokens=opts["max_context_tokens"],
         order=opts["order"], tree_idle_cap_s=opts["tree_idle_cap_s"],
-        system_idle_cap_s=opts["system_idle_cap_s"])
+        system_idle_cap_s=opts["system_idle_cap_s"], tree_markers=_tree_markers(profile))
+
+
+def _tree_markers(profile: str | None) -> bool:
+    """Whether the profile's replay opens each chat prompt with the harness's per-tree
+    cache-bust marker (replay/profile.py `chat_prompts`, on the chat endpoint: the replay's
+    default, as `kvbench run` sends)."""
+    if profile is None:
+        return False
+    from kvbench.replay.profile import chat_prompts
+
+    return chat_prompts(profile, chat=True)[1]
 
 
 def _source(trace: list[str], num_sessions: int | None, seed: int):

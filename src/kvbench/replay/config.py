@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kvbench.replay.profile import chat_prompts
 from kvbench.units import MAX_REPLAY_WORKERS, MAX_SESSION_LANES
 from kvbench.workload.bounds import WorkloadBounds
 from kvbench.workload.synthetic import SyntheticSpec
@@ -131,7 +132,8 @@ class ReplayConfig(BaseModel):
             start_ratio=self.start_ratio, seed=self.seed, order=self.order,
             block_tokens=self.block_tokens, max_input_tokens=self.max_input_tokens,
             grace_s=self.grace_s, warmup_per_lane=self.warmup_per_lane,
-            max_context_tokens=self.max_context_tokens)
+            max_context_tokens=self.max_context_tokens,
+            tree_markers=chat_prompts(self.profile, self.endpoint == "chat")[1])
 
     @property
     def path(self) -> str:

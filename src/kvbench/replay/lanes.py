@@ -170,7 +170,7 @@ class Tree:
 
     @property
     def namespace(self) -> str:
-        return pass_namespace(self.session, 0 if self.bust is not None else self.pass_no)
+        return pass_namespace(self.session, self.pass_no, self.bust is not None)
 
 
 class Lanes:
@@ -189,7 +189,8 @@ class Lanes:
         self.factory = RequestFactory(cfg, ep)
         # the profile's chat prompts: the harness's role segments (workload/messages.py) and
         # its cache-bust marker per session tree in the first user message
-        self.chat_segments, self.tree_markers = chat_prompts(cfg.profile, self.factory.chat)
+        self.chat_segments = chat_prompts(cfg.profile, self.factory.chat)[0]
+        self.tree_markers = cfg.bounds.tree_markers  # chat_prompts' too
         # a virtual-clock server (replay/lockstep.py): its stamps are the times recorded, and
         # each request says what it follows
         self.virtual = cfg.virtual_lanes is not None
@@ -542,16 +543,11 @@ class Lanes:
 
     @staticmethod
     def _chat(tree: Tree, r: Ready) -> tuple[ChatLayout, int]:
-        """The stream's message layout over its turns as sent, and the turn's place in it; its
-        declared prefix is its agent's (workload/weka.py `prompt_prefix_tokens`)."""
+        """The stream's message layout (workload/tree.py `chat_layout`), and the turn's place
+        in it."""
         got = tree.chats.get(r.stream)
         if got is None:
-            ks = tree.run.streams[r.stream].turns
-            agent = tree.session.turns[ks[0]].agent if ks else None
-            prefix = tree.session.meta.get("prompt_prefix_tokens", {}).get(agent or "", 0)
-            turns = [t for t in map(tree.run.turns.__getitem__, ks) if t is not None]
-            got = tree.chats[r.stream] = (ChatLayout(turns, prefix, (tree.key, r.stream)),
-                                          {k: p for p, k in enumerate(ks)})
+            got = tree.chats[r.stream] = tree.run.chat_layout(r.stream, (tree.key, r.stream))
         return got[0], got[1][r.k]
 
     async def _send(self, tree: Tree, r: Ready, turn: Turn, prompt: PromptJson,

@@ -29,6 +29,8 @@ from kvbench.sim.engine import Engine
 from kvbench.sim.request import SimRequest
 from kvbench.workload.blocks import common_prefix, namespaced
 from kvbench.workload.bounds import SessionPool, WorkloadBounds, pass_key, pass_namespace
+from kvbench.workload.messages import marker_segment
+from kvbench.workload.prompt import Vocabulary, tree_marker
 from kvbench.workload.session import Session
 from kvbench.workload.tree import ROOT, Ready, Resume, TreeRun, phase_start, place_first
 
@@ -41,6 +43,12 @@ _KEY_SPAN = 1 << 64
 # otherwise refuse, recycle and resend forever at one instant: issue 26's property test).
 REFUSAL_ROUND_TRIP_S = 1e-3
 WARMUP_MAX_TOKENS = 1  # agentic_replay.py `_WARMUP_MAX_TOKENS`
+# the run's part of each tree's cache-bust marker (`tree_marker`): any one value, since trees
+# are told apart within a run
+RUN_MARKER = "sim"
+# a marker's tokens, counted as the replay counts them without a tokenizer (and as serve-sim
+# counts words): the marker is one word
+_WORDS = Vocabulary()
 
 
 @dataclass(slots=True)
@@ -50,6 +58,11 @@ class _Lane:
     run: TreeRun | None = None
     key: str = ""
     ns_base: int = 0
+    # with tree markers (module docstring): the page keys of the blocks from the marker on,
+    # the tree's own, and the marker's tokens (added to each prompt that carries it)
+    tree_base: int = 0
+    marker_tokens: int = 0
+    chats: dict = field(default_factory=dict)  # stream -> its chat layout and turn places
     pass_no: int = 0
     origin_s: float = 0.0  # the recorded instant its handoff offsets count from
     resume: Resume | None = None  # where its tree picks up in the profiling phase
@@ -162,11 +175,20 @@ class LaneDriver:
                        delay_scale=b.think_time_scale)
 
     def _bind(self, lane: _Lane, session: Session, pass_no: int) -> None:
-        ns = pass_namespace(session, pass_no)
-        idx = self.namespaces.setdefault(ns, len(self.namespaces))
+        busted = self.bounds.tree_markers
+        ns = pass_namespace(session, pass_no, busted)
         lane.session, lane.pass_no = session, pass_no
-        lane.key, lane.ns_base = pass_key(session, pass_no), idx * _KEY_SPAN
-        lane.sent_keys = {}
+        lane.key, lane.ns_base = pass_key(session, pass_no), self._namespace(ns)
+        lane.sent_keys, lane.chats = {}, {}
+        if busted:
+            # the replay's marker of this tree (replay/lanes.py `new_tree`): its identity
+            marker = tree_marker(RUN_MARKER, pass_no, lane.index, session.session_id)
+            lane.tree_base = self._namespace(f"{ns}\x1f{marker}")
+            lane.marker_tokens = _WORDS.count(marker)
+
+    def _namespace(self, name: str) -> int:
+        """The page keys' offset of namespace `name`."""
+        return self.namespaces.setdefault(name, len(self.namespaces)) * _KEY_SPAN
 
     def _place(self, lane: _Lane) -> None:
         """The lane's first tree at t* (replay/warmup.py, workload/tree.py `place_first`)."""
@@ -195,10 +217,13 @@ class LaneDriver:
             self.quota[lane.index] = left - 1
         turn = lane.run.turns[r.k]
         page = turn.block_tokens
-        keys = self._keys(lane, turn, -(-turn.input_tokens // page))
+        at = self._marker_at(lane, r) if self.bounds.tree_markers else None
+        keys = self._keys(lane, turn, -(-turn.input_tokens // page), at)
         out = WARMUP_MAX_TOKENS if warm else self.bounds.max_tokens(turn)
-        req = SimRequest(rid=self.rid, arrival_s=r.at_s, input_tokens=turn.input_tokens,
-                         output_tokens=out, keys=keys, page_tokens=page, session=lane.index)
+        marker = 0 if at is None else lane.marker_tokens  # unpaged: never a hit
+        req = SimRequest(rid=self.rid, arrival_s=r.at_s,
+                         input_tokens=turn.input_tokens + marker, output_tokens=out,
+                         keys=keys, page_tokens=page, session=lane.index)
         req.meta = {"session_id": lane.key, "turn": r.k, "lane": lane.index,
                     "warm_turn": warm, "stream": r.stream, "primer": primer,
                     "agent": turn.agent}
@@ -209,18 +234,39 @@ class LaneDriver:
         self.engine.submit(req, r.at_s)
 
     @staticmethod
-    def _keys(lane: _Lane, turn, n: int) -> list:
-        """The turn's first `n` page keys in the lane's namespace."""
+    def _marker_at(lane: _Lane, r: Ready) -> int | None:
+        """The block the tree's marker precedes in this turn's messages, as the replay
+        places it (workload/messages.py `marker_segment` over the stream's layout,
+        workload/tree.py `chat_layout`); None: the turn carries no marker."""
+        got = lane.chats.get(r.stream)
+        if got is None:
+            got = lane.chats[r.stream] = lane.run.chat_layout(r.stream, None)
+        layout, places = got
+        segments = layout.at(places[r.k])
+        i = marker_segment(segments)
+        return None if i is None else segments[i].first
+
+    @staticmethod
+    def _keys(lane: _Lane, turn, n: int, at: int | None = None) -> list:
+        """The turn's first `n` page keys: in the lane's namespace, or with a tree marker
+        before block `at`, those from it on in the tree's own."""
         ids = turn.hash_ids
         prev = lane.sent_keys.get(turn.agent)
-        if prev is None:
-            keys = namespaced(ids, lane.ns_base, n)
-        else:
-            prev_ids, prev_n, prev_keys = prev
+        m = 0
+        if prev is not None and prev[3] == at:
+            prev_ids, prev_n, prev_keys, _ = prev
             m = min(common_prefix(prev_ids, ids), prev_n, n)
             keys = prev_keys[:m]
+        else:
+            keys = []
+        if at is None:
             keys += namespaced(ids, lane.ns_base, n, m)
-        lane.sent_keys[turn.agent] = (ids, n, keys)
+        else:
+            cut = min(max(at, m), n)
+            if m < cut:
+                keys += namespaced(ids, lane.ns_base, cut, m)
+            keys += namespaced(ids, lane.tree_base, n, cut)
+        lane.sent_keys[turn.agent] = (ids, n, keys, at)
         return keys
 
     def _on_arrival(self, req: SimRequest) -> bool:

@@ -5,11 +5,12 @@ measurement and a prediction of the same requests.
 Lanes take sessions in order (lane i's first session is session i, later ones go to whichever
 lane frees first; `order="shuffled"`: in an order drawn from the seed); with a duration or
 request bound, sessions are recycled, each pass in a fresh hash namespace (a recycled session
-cannot hit what its previous pass cached). Sessions whose peak context (prompt plus requested
-output) exceeds `max_context_tokens` are dropped whole before the run, as InferenceX drops
-them (`--max-context-length`). With `start="sampled"` a lane's first session starts at an
-instant t* of its recording, its live streams' previous requests sent as warm-up
-(workload/tree.py `first_start`); with
+cannot hit what its previous pass cached), or, with `tree_markers` (the AgentX profile), in
+the session's own namespace behind a marker of its own (it shares what precedes the marker).
+Sessions whose peak context (prompt plus requested output) exceeds `max_context_tokens` are
+dropped whole before the run, as InferenceX drops them (`--max-context-length`). With
+`start="sampled"` a lane's first session starts at an instant t* of its recording, its live
+streams' previous requests sent as warm-up (workload/tree.py `first_start`); with
 `warmup_per_lane` each lane then sends that many more one-token requests with no idle delay
 before the profiling phase (the harness's cache-pressure warm-up). Per turn: the trace's
 blocks rescaled to `block_tokens`, turns above `max_input_tokens` skipped, output capped at
@@ -59,6 +60,13 @@ class WorkloadBounds:
     # the idle caps (replay/idle.py), in the profiling phase: a tree, the whole run
     tree_idle_cap_s: float | None = None
     system_idle_cap_s: float | None = None
+    # each chat prompt opens its first user message with the harness's cache-bust marker, one
+    # per session tree (workload/prompt.py `tree_marker`), in place of kvbench's run marker:
+    # taken from replay/profile.py `chat_prompts`, the one decision of it, by whoever makes
+    # the bounds (replay/config.py, cli/sim.py, capacity/jobs.py). Every pass then renders
+    # the trace's own namespace (`pass_namespace`): the blocks before the marker are shared
+    # across trees, those after it only within one
+    tree_markers: bool = False
 
     def __post_init__(self) -> None:
         checks = (
@@ -129,9 +137,12 @@ class WorkloadBounds:
         return self.max_requests is not None and profiled_sent >= self.max_requests
 
 
-def pass_namespace(session: Session, pass_no: int) -> str:
-    """The hash namespace of a session's `pass_no`-th use (0 = its own)."""
-    return session.namespace if pass_no == 0 else f"{session.namespace}#{pass_no}"
+def pass_namespace(session: Session, pass_no: int, tree_marker: bool = False) -> str:
+    """The hash namespace of a session's `pass_no`-th use (0 = its own); with a tree marker
+    (`WorkloadBounds.tree_markers`) every pass's is the session's own: the marker alone keeps
+    one pass's prompts from another's past the blocks before it."""
+    fresh = pass_no and not tree_marker
+    return f"{session.namespace}#{pass_no}" if fresh else session.namespace
 
 
 def pass_key(session: Session, pass_no: int) -> str:

@@ -87,6 +87,14 @@ def assistant_caps(turns: Sequence[Turn]) -> list[int | None]:
     return caps
 
 
+def marker_segment(segments: Sequence[Segment]) -> int | None:
+    """Which of a turn's messages a tree's cache-bust marker opens: the first user message
+    (agentx-harness 1.0.12 aiperf/workers/worker.py:327-341 `_inject_marker_at_first_user`,
+    after any system message); None when it has none (the harness then sends none). The
+    blocks before its first are shared between trees, every block from it on is the tree's."""
+    return next((i for i, seg in enumerate(segments) if seg.role == USER), None)
+
+
 def _cut(segments: list[Segment], at: int) -> None:
     """Keep the segments' first `at` blocks: the segment ending there loses its tail and every
     later one goes; a segment crossing it is shortened (and loses its tail)."""

@@ -29,7 +29,7 @@ import orjson
 
 from kvbench.errors import WorkloadError
 from kvbench.workload.blocks import common_prefix
-from kvbench.workload.messages import USER, ChatLayout
+from kvbench.workload.messages import ChatLayout, marker_segment
 from kvbench.workload.session import Turn
 
 MARKER_TOKENS = 8
@@ -480,9 +480,11 @@ class PromptBuilder:
                                                                    turn.input_tokens)])
         total = 0
         busted: tuple[str, int, int] | None = None
-        for i, seg in enumerate(chat.at(pos)):
+        segments = chat.at(pos)
+        opened = marker_segment(segments) if bust is not None else None
+        for i, seg in enumerate(segments):
             pieces.append(_OPEN[seg.role] if i == 0 else b"," + _OPEN[seg.role])
-            if bust is not None and busted is None and seg.role == USER:
+            if i == opened:
                 busted = (bust, seg.first, self.vocab.count(bust))
                 pieces.append(orjson.dumps(bust)[1:-1])
                 total += busted[2]

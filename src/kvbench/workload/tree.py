@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvbench.workload.bounds import SessionPool, WorkloadBounds
+from kvbench.workload.messages import ChatLayout
 from kvbench.workload.session import Session, Turn
 
 ROOT = 0  # stream id of the root; branch i of `Session.tree()` is stream i + 1
@@ -123,6 +124,17 @@ class TreeRun:
 
     def stream_of(self, k: int) -> int:
         return self._stream_of[k]
+
+    def chat_layout(self, stream: int, key: object) -> tuple[ChatLayout, dict[int, int]]:
+        """The stream's chat message layout over its turns as sent (workload/messages.py;
+        `key` names it) and each turn's place in it; its declared prefix is its agent's
+        (workload/weka.py `prompt_prefix_tokens`). The replay renders its prompts by it, the
+        simulator places the tree's marker by it."""
+        ks = self.streams[stream].turns
+        agent = self.session.turns[ks[0]].agent if ks else None
+        prefix = self.session.meta.get("prompt_prefix_tokens", {}).get(agent or "", 0)
+        turns = [t for t in map(self.turns.__getitem__, ks) if t is not None]
+        return ChatLayout(turns, prefix, key), {k: p for p, k in enumerate(ks)}
 
     def start(self, now_s: float) -> list[Ready]:
         """A fresh pass: the root's first turn now (and branches spawned before it, if any)."""
