@@ -243,21 +243,11 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=30.0)
     a = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from replay_client import SERVER, _get, _port
+    from replay_scale import paced_server
 
-    port = _port()
-    server = subprocess.Popen(["taskset", "-c", "1", sys.executable, str(SERVER), "--port",
-                               str(port), "--delay", "0.02", "--uvloop"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    server, url = paced_server()
     with tempfile.TemporaryDirectory(prefix="replay-steps-") as tmp:
         try:
-            for _ in range(100):
-                try:
-                    _get(url + "/health")
-                    break
-                except OSError:
-                    time.sleep(0.1)
             dump = Path(tmp) / "steps.json"
             subprocess.run(
                 ["taskset", "-c", "0", sys.executable, __file__, "--child", str(dump), "replay",
@@ -271,9 +261,12 @@ def main() -> None:
             server.wait(10)
         summary = json.loads((Path(tmp) / "out" / "summary.json").read_text())
         c = summary["client"]
+        def ms(key: str) -> str:
+            return "-" if c.get(key) is None else f"{c[key]:.1f} ms"
+
         print(f"{a.src}: load {os.getloadavg()[0]:.2f}; the client's own check: lag p99 "
-              f"{c['loop_lag_ms_p99']:.1f} ms, send lateness p99 {c['send_lateness_ms_p99']:.1f} "
-              f"ms, {c['cpu_cores']:.3f} cores, {summary['requests']['profiled']} requests")
+              f"{ms('loop_lag_ms_p99')}, send lateness p99 {ms('send_lateness_ms_p99')}, "
+              f"{c['cpu_cores']:.3f} cores, {summary['requests']['profiled']} requests")
         report(json.loads(dump.read_text()))
 
 
