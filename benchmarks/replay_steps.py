@@ -38,7 +38,7 @@ MIN_NS = 200_000  # steps kept: 0.2 ms and longer
 STEPS: list[tuple[int, int, str]] = []  # (start ns, ns, cause)
 INNER: list[tuple[int, int, str]] = []  # calls inside steps
 GCS: list[tuple[int, int, int, int, int]] = []  # (start ns, ns, generation, CPU ns, young)
-PROBES: list[tuple[int, int]] = []  # the lag probe's (due ns, woke ns)
+PROBES: list[tuple[int, int, int]] = []  # the lag probe's (due ns, woke ns, run-queue ns)
 SENDS: list[tuple[int, int, int, int]] = []  # (target, _one entered, connection ns, admit ns)
 
 
@@ -107,13 +107,20 @@ def instrument() -> None:
         return loop
     runner._loop_factory = lambda: make_loop
 
+    # the loop thread's time waiting on a run queue (Linux schedstat, field 2): the part of a
+    # late wake-up that other processes, not the client's own work, took
+    stat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+
+    def waited_ns() -> int:
+        return int(os.pread(stat, 128, 0).split()[1])
+
     async def probe(self) -> None:
         want = int(health.PROBE_S * 1e9)
         while True:
-            t0 = perf_counter_ns()
+            t0, w0 = perf_counter_ns(), waited_ns()
             await asyncio.sleep(health.PROBE_S)
             now = perf_counter_ns()
-            PROBES.append((t0 + want, now))
+            PROBES.append((t0 + want, now, waited_ns() - w0))
             self.lag_ns.append(max(0, now - t0 - want))
     health.LoopMonitor._run = probe
     _timed_call(http.Connection, "data_received", STEPS, "Connection.data_received")
@@ -184,13 +191,17 @@ def report(d: dict) -> None:
     import numpy as np
 
     t0 = d["probes"][0][0]  # the clock's start (the preparation left out)
+    # (the first probe's due time: the steps before it are the preparation's)
     steps = sorted(s for s in d["steps"] if s[0] >= t0)
     inner = sorted(s for s in d["inner"] if s[0] >= t0)
     gcs = [(g[0], g[1], f"gc gen{g[2]}") for g in d["gcs"] if g[0] >= t0]
-    lags = sorted(((w - due) / 1e6, due, w) for due, w in d["probes"])
+    lags = sorted(((w - due) / 1e6, due, w) for due, w, _ in d["probes"])
     n = len(lags)
+    own = sorted(max(0.0, (w - due - q) / 1e6) for due, w, q in d["probes"])
     print(f"lag probes {n}: p50 {lags[n // 2][0]:.2f} p90 {lags[int(n * .9)][0]:.2f} "
-          f"p99 {lags[int(n * .99)][0]:.2f} max {lags[-1][0]:.1f} ms")
+          f"p99 {lags[int(n * .99)][0]:.2f} max {lags[-1][0]:.1f} ms; less the loop thread's "
+          f"run-queue wait (the client's own): p90 {own[int(n * .9)]:.2f} p99 "
+          f"{own[int(n * .99)]:.2f} max {own[-1]:.1f} ms")
     edges = [*BINS_MS, float("inf")]
     head = " ".join(f"{f'>={a:g}':>7}" for a in BINS_MS)
     for title, rows in (("task steps, reads", steps), ("calls inside steps", inner),
