@@ -40,7 +40,7 @@ if what == "render":
         st = PromptStream()
         b.sync(st, s.turns[0], s.namespace)
         keep.append(st)
-        blocks += len(st.pieces)
+        blocks += st.blocks if hasattr(st, "blocks") else len(st.pieces)  # (before: a list)
     out = {"cpu_s": time.thread_time() - t, "blocks": blocks}
 else:
     import fast_sse_server as S

@@ -227,22 +227,29 @@ def server_stats(url: str) -> dict:
     return {}
 
 
-def one_run(name: str, cmd: list[str], env: dict, duration: float, tmp: Path,
-            tag: str) -> dict:
-    log = tmp / f"{tag}.stats.log"
+def paced_server(log: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """The reference SSE server on CPU 1 (`DELAY_S` between chunks, uvloop) and its URL,
+    once it answers (or after 10 s: the run then says what failed)."""
     port = _port()
     server = subprocess.Popen(
         ["taskset", "-c", "1", sys.executable, str(SERVER), "--port", str(port), "--delay",
-         str(DELAY_S), "--uvloop", "--stats-log", str(log)],
+         str(DELAY_S), "--uvloop", *(["--stats-log", str(log)] if log is not None else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            _get(url + "/health")
+            break
+        except OSError:
+            time.sleep(0.1)
+    return server, url
+
+
+def one_run(name: str, cmd: list[str], env: dict, duration: float, tmp: Path,
+            tag: str) -> dict:
+    log = tmp / f"{tag}.stats.log"
+    server, url = paced_server(log)
     try:
-        for _ in range(100):
-            try:
-                _get(url + "/health")
-                break
-            except OSError:
-                time.sleep(0.1)
         cmd = [url if c == "{url}" else c for c in cmd]
         load0, floor, share = os.getloadavg()[0], idle_lag_ms(), cpu_share()
         cpu0 = children_cpu_s()

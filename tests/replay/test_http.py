@@ -44,3 +44,27 @@ def test_dechunk_one_byte_reads_keep_event_completion_times():
     # each event is stamped with the read that carried its final newline
     for (t, d), needle in zip(events, (b"a\n\n", b"bb\n\n", b"c\n\n"), strict=True):
         assert raw[t] == ord("\n") and raw[t - len(needle) + 1:t + 1] == needle, d
+
+
+def test_reads_are_the_pairs_they_stand_for_without_a_tuple_each():
+    """A body's reads are kept as two lists (no container per read for the collector to
+    track) and read back as the (time, bytes) pairs: iteration, indexing from either end,
+    slices, reversal, length, equality with the list of pairs."""
+    import gc
+
+    from kvbench.replay.reads import Reads
+
+    pairs = [(10 + i, b"x" * i) for i in range(7)]
+    reads = Reads(pairs)
+    assert list(reads) == pairs and reads == pairs and reads == Reads(pairs)
+    assert len(reads) == 7 and reads and not Reads()
+    assert reads[0] == pairs[0] and reads[-1] == pairs[-1] and reads[2:5] == pairs[2:5]
+    assert list(reversed(reads)) == pairs[::-1]
+    assert reads != pairs[:-1] and reads != Reads(pairs[:-1])
+    # what the collector visits: the two lists (and the class), whatever the reads
+    assert {id(r) for r in gc.get_referents(reads)} - {id(Reads)} == \
+        {id(reads.data), id(reads.times)}
+    raw = _frame(b"data: a\n\n") + _frame(b"data: b\n\n") + b"0\r\n\r\n"
+    got = _dechunk([(1, raw[:20]), (2, raw[20:])])
+    assert isinstance(got, Reads) and not any(map(gc.is_tracked, got.data))
+    assert got.times == [t for t, _ in got]

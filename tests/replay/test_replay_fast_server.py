@@ -114,9 +114,9 @@ def _render_and_send_times(sse_server, tmp_path, monkeypatch, **cfg_over):
     renderer, sent, ahead = {}, [], {}
     real_warm, real_one, real_prefetch = Lanes._warm, Lanes._one, Lanes._prefetch
 
-    async def warm(self, stream, turn, namespace):
+    async def warm(self, stream, turn, namespace, *rest):
         renderer.setdefault((namespace, id(turn)), asyncio.current_task())  # its first call
-        await real_warm(self, stream, turn, namespace)
+        await real_warm(self, stream, turn, namespace, *rest)
 
     def prefetch(self, tree, r):
         task = real_prefetch(self, tree, r)

@@ -43,10 +43,10 @@ def test_every_lanes_first_prompt_is_rendered_before_the_first_send(tmp_path, mo
     events: list[tuple[str, str]] = []  # ("render" | "send" | "clock", session key)
     real_warm, real_one, real_prepare = Lanes._warm, Lanes._one, Lanes.prepare
 
-    async def warm(self, stream, turn, namespace):
+    async def warm(self, stream, turn, namespace, *rest):
         if self.prompts.sync(stream, turn, namespace, 0):  # blocks left to render
             events.append(("render", namespace))
-        await real_warm(self, stream, turn, namespace)
+        await real_warm(self, stream, turn, namespace, *rest)
 
     async def one(self, lane, key, k, turn, namespace, *rest):
         events.append(("send", namespace))
@@ -198,3 +198,108 @@ def test_a_turn_is_due_from_its_predecessors_last_byte(tmp_path, monkeypatch):
         # equal but for the float round trip through the trees' clock (nanoseconds)
         assert abs(r["t_target_ns"] - ends[(r["session_id"], prev)]) < 1_000
         assert r["t_send_ns"] - r["t_target_ns"] >= 20_000_000  # counted as lateness
+
+
+def test_no_loop_pass_renders_more_than_its_budget_of_blocks(tmp_path, monkeypatch):
+    """Rendering is paced like sending, in blocks: eight lanes' first contexts, rendered
+    together for their warm-up, and each turn's added blocks render a slice per admission,
+    no loop pass over two budgets."""
+    from kvbench.replay import lanes as lanes_mod
+    from kvbench.workload.prompt import PromptBuilder
+
+    budget, slice_blocks = 6, 3
+    monkeypatch.setattr(lanes_mod, "RENDER_PASS_BLOCKS", budget)
+    monkeypatch.setattr(lanes_mod, "WARM_SLICE_BLOCKS", slice_blocks)
+    rendered: dict[int, int] = {}  # loop pass -> blocks rendered in it
+    real_own = PromptBuilder._own
+
+    def own(self, prefix, ids, bs):
+        n = asyncio.get_running_loop().passes
+        rendered[n] = rendered.get(n, 0) + len(ids)
+        return real_own(self, prefix, ids, bs)
+
+    monkeypatch.setattr(PromptBuilder, "_own", own)
+    # with a warm-up every lane renders its first context at once, after the clock
+    _replay(tmp_path, max_requests=2 * LANES, warmup_per_lane=1)
+    assert sum(rendered.values()) > 4 * budget  # it had to spread them
+    assert max(rendered.values()) <= 2 * budget, rendered
+
+
+def test_waiting_callers_sleep_until_their_pass():
+    """A hundred callers waiting on a budget of one each wake once, when their pass comes:
+    the loop runs a few callbacks per caller, not one per caller per pass."""
+    n = 100
+
+    class Counting(CountingLoop):
+        callbacks = 0
+
+        def _run_once(self) -> None:
+            self.callbacks += len(self._ready)
+            super()._run_once()
+
+    async def run() -> list[int]:
+        pacer = PassBudget(1)
+        order: list[int] = []
+
+        async def one(i: int) -> None:
+            await pacer.admit(1, i)
+            order.append(i)
+
+        await asyncio.gather(*(one(i) for i in reversed(range(n))))
+        return order
+
+    with asyncio.Runner(loop_factory=Counting) as runner:
+        order = runner.run(run())
+        loop = runner.get_loop()
+    assert order == [n - 1, *range(n - 1)]  # the first to ask went at once, then due order
+    assert loop.passes >= n  # one a pass
+    assert loop.callbacks < 6 * n  # spinning waiters would be ~n * n / 2
+
+
+def test_a_stale_connection_is_replaced_before_the_turn_is_due(tmp_path, monkeypatch):
+    """A lane whose kept-alive connection will be stale when its next turn is due (here
+    every served connection is: no idle time allowed) opens the next one before the turn
+    (`CONNECT_AHEAD_S`): no timed send opens a connection, each reopening is counted."""
+    import math
+
+    from kvbench.replay import http
+    from kvbench.replay import lanes as lanes_mod
+
+    monkeypatch.setattr(http, "DEFAULT_IDLE_S", 0.0)
+    monkeypatch.setattr(lanes_mod, "CONNECT_AHEAD_S", 0.05)
+    sends: dict[asyncio.Task, int | None] = {}  # the sending task -> its target
+    opened_by_send: list[int | None] = []  # the target of each send that opened its own
+    real_one, real_connection = Lanes._one, Lanes._connection
+
+    async def one(self, lane, key, k, turn, namespace, target, *rest):
+        sends[asyncio.current_task()] = target
+        return await real_one(self, lane, key, k, turn, namespace, target, *rest)
+
+    async def connection(self, conn):
+        if conn is None or conn.closed or conn.stale(time.perf_counter_ns()):
+            opened_by_send.append(sends.get(asyncio.current_task()))
+        return await real_connection(self, conn)
+
+    monkeypatch.setattr(Lanes, "_one", one)
+    monkeypatch.setattr(Lanes, "_connection", connection)
+    # two sessions of four turns, 0.2 s of think time before each turn after the first
+    spec = SyntheticSpec(num_sessions=2, seed=3, scale=0.02, max_turns=4, turns_mu=3.0,
+                         subagent_prob=0.0, think_mu=math.log(0.2), think_sigma=0.0,
+                         zero_think_frac=0.0)
+
+    async def run() -> dict:
+        rec = Recorder()
+        srv = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        cfg = ReplayConfig(url=f"http://127.0.0.1:{port}", model="m", output_dir=tmp_path,
+                           concurrency=2, max_tokens_cap=2, synthetic=spec, max_requests=6)
+        async with srv:
+            return await replay(cfg)
+
+    summary = asyncio.run(run())
+    timed = [t for t in sends.values() if t is not None]
+    assert len(timed) >= 3
+    assert all(t is None for t in opened_by_send)  # only the first turns opened their own
+    conns = summary["run"]["connections"]
+    assert conns["reopened_idle"] >= len(timed)
+    assert conns["opened"] == len(opened_by_send) + conns["reopened_idle"]

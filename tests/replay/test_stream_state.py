@@ -24,12 +24,12 @@ def test_per_stream_state_is_one_context_whatever_the_turns(tmp_path, monkeypatc
     last: dict[tuple[str, int], int] = {}  # (tree, stream) -> whole blocks of its last turn
     real_prompt = Lanes._prompt
 
-    async def prompt(self, tree, r, turn):
-        out = await real_prompt(self, tree, r, turn)
+    async def prompt(self, tree, r, turn, *rest):
+        out = await real_prompt(self, tree, r, turn, *rest)
         before = last.get((tree.key, r.stream), 0)
         last[(tree.key, r.stream)] = _whole(turn)
         held.append((len(tree.prompts), len(tree.run.streams),
-                     len(tree.prompts[r.stream].pieces), max(_whole(turn), before)))
+                     tree.prompts[r.stream].blocks, max(_whole(turn), before)))
         runs.append(len(turn.hash_ids.runs))
         return out
 
@@ -66,7 +66,7 @@ def test_a_finished_trees_contexts_are_freed_by_slices(tmp_path, monkeypatch):
     real = Lanes._release
 
     async def release(tree):
-        streams, before = list(tree.prompts.values()), [len(p.pieces) for p in
+        streams, before = list(tree.prompts.values()), [p.blocks for p in
                                                         tree.prompts.values()]
         steps = 0
         coro = real(tree)
@@ -85,7 +85,7 @@ def test_a_finished_trees_contexts_are_freed_by_slices(tmp_path, monkeypatch):
                                               subagent_prob=0.0))
     assert len(released) >= 3  # every session's tree (two lanes, three sessions)
     for streams, steps, before in released:
-        assert all(not p.pieces for p in streams)
+        assert all(not p.blocks and not p.segments for p in streams)
         assert steps >= sum(max(0, (n - 1) // 2) for n in before) > 0
 
 

@@ -89,7 +89,7 @@ def test_a_stream_holds_one_context_and_renders_only_the_blocks_a_turn_adds(monk
                                                 _whole(prev))
             assert len(rendered) == max(0, _whole(turn) - shared)
             compacted += prev is not None and _whole(turn) < _whole(prev)
-            assert len(stream.pieces) == max(_whole(turn), shared)  # this context, no more
+            assert stream.blocks == max(_whole(turn), shared)  # this context, no more
             assert stream.ids is turn.hash_ids
             prev = turn
     assert compacted  # the case where a context shrinks was exercised
@@ -142,3 +142,54 @@ def test_a_stream_alone_in_its_namespace_renders_past_the_shared_cache(monkeypat
     rendered.clear()
     send(PromptStream(), Turn(9 * 64, 1, tuple(range(9)), 64), "s1")
     assert rendered == []  # the shared prefix: all hits
+
+
+def test_a_streams_segments_read_and_cut_as_its_blocks_would():
+    """A stream holds its blocks as segments (runs of blocks joined): every span reads the
+    bytes of those blocks, and a cut anywhere (at a segment's edge, inside one, at 0, past
+    the end) keeps exactly the leading blocks, against a list of one bytes object a block."""
+    import random
+
+    from kvbench.workload.prompt import PromptStream
+
+    rng = random.Random(5)
+    stream, model = PromptStream(), []  # the model: one bytes object a block
+    for step in range(300):
+        if rng.random() < 0.7 or not model:
+            blocks = [bytes([65 + rng.randrange(26)]) * rng.randint(1, 9)
+                      for _ in range(rng.randint(1, 7))]
+            stream.add(blocks)
+            model += blocks
+        else:
+            keep = rng.choice([0, len(model) + 3, rng.randrange(len(model) + 1),
+                               stream.starts[-1]])
+            stream.truncate(keep)
+            del model[keep:]
+        assert stream.blocks == len(model)
+        assert len(stream.segments) == len(stream.starts) <= len(model)
+        for _ in range(4):
+            a = rng.randrange(len(model) + 1)
+            b = rng.randrange(a, len(model) + 1)
+            assert b"".join(stream.span(a, b)) == b"".join(model[a:b]), (step, a, b)
+    stream.truncate(0)
+    assert not stream.segments and not stream.starts and stream.blocks == 0
+
+
+def test_a_prompt_is_a_few_segments_whatever_its_blocks():
+    """A 1,000-block context rendered in the stream's slices is ~16 segments, and its prompt
+    is those (two ends sliced) with its head and tail, not a piece a block: what the
+    collector visits and `writelines` iterates per request."""
+    from kvbench.workload.prompt import SEGMENT_BLOCKS, PromptStream
+
+    b = PromptBuilder(Vocabulary(None), "run")
+    turn = Turn(1000 * 16 + 5, 1, tuple(range(1000)), 16)
+    stream = PromptStream()
+    while b.sync(stream, turn, "ns", 100):  # slices of 100: segments of 64 and 36
+        pass
+    assert stream.blocks == 1000
+    assert len(stream.segments) == 10 * 2 == len(stream.starts)
+    assert max(map(len, stream.segments)) <= SEGMENT_BLOCKS * 16 * 8
+    p = b.json(turn, "ns", 0, stream)
+    assert len(p.pieces) <= len(stream.segments) + 4
+    whole = PromptBuilder(Vocabulary(None), "run", shared_blocks=0).json(turn, "ns", 0)
+    assert b"".join(p.pieces) == b"".join(whole.pieces)

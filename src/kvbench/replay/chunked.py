@@ -4,6 +4,10 @@ arrival time of the read it came in."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from kvbench.replay.reads import Reads
+
 # hex digits of a frame size the one-frame read is looked for with (16 TB)
 _SIZE_DIGITS = 10
 
@@ -12,7 +16,7 @@ class ChunkedDecoder:
     __slots__ = ("carry", "done", "failed", "need", "pieces", "skip", "trailer")
 
     def __init__(self) -> None:
-        self.pieces: list[tuple[int, bytes]] = []
+        self.pieces = Reads()
         self.need = 0  # payload bytes still to come in the current frame
         self.skip = 0  # CRLF bytes after a payload still to skip
         self.carry = b""  # a size line split across reads
@@ -33,7 +37,7 @@ class ChunkedDecoder:
                 except ValueError:
                     size = 0  # (a chunk extension, or garbage: the general path says)
                 if size > 0 and len(data) == eol + size + 4:
-                    self.pieces.append((t, data[eol + 2:eol + 2 + size]))
+                    self.pieces.add(t, data[eol + 2:eol + 2 + size])
                     return False
         if self.carry:
             data, self.carry = self.carry + data, b""
@@ -75,7 +79,7 @@ class ChunkedDecoder:
 
     def _add(self, t: int, got: list[bytes]) -> None:
         if got:
-            self.pieces.append((t, got[0] if len(got) == 1 else b"".join(got)))
+            self.pieces.add(t, got[0] if len(got) == 1 else b"".join(got))
 
     def _trailer(self, data: bytes) -> bool:
         # after the last chunk: optional trailer lines, then an empty line
@@ -86,7 +90,7 @@ class ChunkedDecoder:
         return self.done
 
 
-def dechunk(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]] | None:
+def dechunk(reads: Iterable[tuple[int, bytes]]) -> Reads | None:
     """The pieces of a complete chunked body given as timed reads; None if incomplete."""
     dec = ChunkedDecoder()
     for t, data in reads:

@@ -11,7 +11,7 @@ import asyncio
 import socket
 import ssl as ssl_module
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from kvbench.bounds import PORT
 from kvbench.errors import ReplayOptionError, shown
 from kvbench.replay.chunked import ChunkedDecoder
+from kvbench.replay.reads import Reads
 
 RCVBUF_BYTES = 4 << 20
 # The replay's connections go to the server directly, never through an http_proxy; so do its
@@ -53,7 +54,8 @@ BAD_RESPONSE = "bad_response"
 class Response:
     status: int
     headers: dict[str, str]
-    pieces: list[tuple[int, bytes]]  # (arrival ns, body bytes) per read, dechunked
+    pieces: Sequence[tuple[int, bytes]]  # (arrival ns, body bytes) per read, dechunked
+    # (a `Reads` from a connection)
     t_first_byte_ns: int
     complete: bool = True
     error: str | None = None
@@ -130,7 +132,7 @@ class Connection(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._mode = ""  # "" (head pending) | "chunked" | "length" | "eof"
         self._chunked: ChunkedDecoder | None = None
-        self._pieces: list[tuple[int, bytes]] = []
+        self._pieces = Reads()
         self._length = 0
         self._got = 0
         self._error: str | None = None
@@ -167,12 +169,12 @@ class Connection(asyncio.Protocol):
         if self._waiter is None:
             return
         if self._mode == "length":
-            self._pieces.append((t, data))
+            self._pieces.add(t, data)
             self._got += len(data)
             if self._got >= self._length:
                 self._finish("done")
         elif self._mode == "eof":
-            self._pieces.append((t, data))
+            self._pieces.add(t, data)
         else:
             self._head(t, data)
 
@@ -220,14 +222,14 @@ class Connection(asyncio.Protocol):
                 return
             self._mode, self._length = "length", int(length)
             if rest:
-                self._pieces.append((t, rest))
+                self._pieces.add(t, rest)
             self._got = len(rest)
             if self._got >= self._length:
                 self._finish("done")
         else:
             self._mode = "eof"
             if rest:
-                self._pieces.append((t, rest))
+                self._pieces.add(t, rest)
 
     def _bad(self, error: str, kind: str = BAD_RESPONSE) -> None:
         self._error, self._error_kind = error, kind

@@ -33,7 +33,7 @@ from kvbench.replay.http import (
 from kvbench.replay.ideal import IdealCache
 from kvbench.replay.lockstep import After, arrival_ns, ended, resolve_request, successors
 from kvbench.replay.overflow import is_context_overflow
-from kvbench.replay.pacing import PassBudget
+from kvbench.replay.pacing import RENDER_PASS_BLOCKS, PassBudget
 from kvbench.replay.profile import chat_prompts
 from kvbench.replay.request import RequestFactory, build_record, mark_impossible_usage
 from kvbench.workload.bounds import SessionPool, pass_key, pass_namespace
@@ -45,6 +45,10 @@ from kvbench.workload.tree import Ready, TreeRun
 RECONNECT_BACKOFF_S = 0.5
 WARM_SLICE_BLOCKS = 32
 RELEASE_SLICE_BLOCKS = 1024
+# how long before a turn is due its lane opens a fresh connection, when the one it holds will
+# be stale by then (`Lanes._connect_ahead`): well above a loopback connect's 13 ms p99 at 512
+# busy lanes, well below any server's idle timeout (uvicorn's 5 s, the shortest we know)
+CONNECT_AHEAD_S = 0.25
 # agentic_replay.py `_WARMUP_MAX_TOKENS`: every warm-up request asks for one output token
 WARMUP_MAX_TOKENS = 1
 # The server is gone when nothing answered for `server_gone_s` (wall time, default 10 s) and
@@ -225,12 +229,17 @@ class Lanes:
         self.first_trees: dict[int, tuple[Tree, list[Ready]]] = {}
         self.failed_warmup: list[str] = []  # root requests of the warm-up that failed
         self._conns: dict[int, list[Connection]] = {}  # each lane's idle connections
+        # each lane's connection to be opened, or being opened, ahead of its next turn
+        # (`_connect_ahead`)
+        self._ahead: dict[int, asyncio.TimerHandle] = {}
+        self._opening: dict[int, asyncio.Task] = {}
         self.tree_shifts = 0  # shifts of the trees' idle caps, in all
         self.tree_shifted_ns = 0
         self.stream_tasks: set[asyncio.Task] = set()  # every tree's, to cancel at the end
-        # one prompt renders at a time, a slice per hold, so that every lane's new context
-        # at once (the run's start, the warm-up) never makes one long loop iteration
-        self.render_gate = asyncio.Lock()
+        # prompt blocks rendered per loop pass, a slice at a time (replay/pacing.py), so
+        # that every lane's new context at once (the run's start, the warm-up, 512 streams'
+        # next turns) never makes one long loop iteration
+        self.renders = PassBudget(RENDER_PASS_BLOCKS)
         # request bytes written per loop pass (replay/pacing.py)
         self.sends = PassBudget()
         # the preparation before the clock starts: each lane's first prompts rendered
@@ -410,7 +419,8 @@ class Lanes:
         if perf_counter_ns() < target:
             # rendered while the agent "thinks": lateness is then the client failing the
             # schedule, not text synthesis the schedule leaves time for
-            await self._warm(tree.prompt(r.stream), turn, namespace)
+            await self._warm(tree.prompt(r.stream), turn, namespace, target)
+            self._connect_ahead(tree.lane, target)
             caps = self._caps(tree)
             if caps:
                 target = await idle.sleep_until(caps, target, self.deadline_ns)
@@ -424,7 +434,7 @@ class Lanes:
                 # due after the run's end (the loop may wake a timer a clock tick early)
                 self.stopping = True
                 return
-        prompt = await self._prompt(tree, r, turn)
+        prompt = await self._prompt(tree, r, turn, target if timed else None)
         is_warmup = tree.warm or self.bounds.is_warmup(False, self.c.sent)
         if not self._may_send(is_warmup):
             return
@@ -520,11 +530,13 @@ class Lanes:
             return None
         return asyncio.create_task(self._warm(tree.prompt(r.stream), turn, tree.namespace))
 
-    async def _prompt(self, tree: Tree, r: Ready, turn: Turn) -> PromptJson:
+    async def _prompt(self, tree: Tree, r: Ready, turn: Turn,
+                      due_ns: int | None = None) -> PromptJson:
         """The turn's prompt; the blocks it adds are rendered now where no think time or
-        earlier turn in flight left time for them (a session's first turn, the warm-up's)."""
+        earlier turn in flight left time for them (a session's first turn, the warm-up's);
+        `due_ns`: when the turn is due."""
         stream = tree.prompt(r.stream)
-        await self._warm(stream, turn, tree.namespace)
+        await self._warm(stream, turn, tree.namespace, due_ns)
         chat, pos = self._chat(tree, r) if self.chat_segments else (None, 0)
         return self.prompts.json(turn, tree.namespace, (tree.key, r.k), stream, chat, pos,
                                  tree.bust)
@@ -543,6 +555,8 @@ class Lanes:
                     max_tokens: int | None = None) -> tuple[bool, bool, int]:
         """One request on a connection of the lane's; (answered in full, context overflow,
         when it ended: its last byte's arrival, or when the lane could go on)."""
+        if (opening := self._opening.get(tree.lane)) is not None:
+            await asyncio.wait((opening,))  # the connection opened for this turn
         conns = self._conns.setdefault(tree.lane, [])
         conn = conns.pop() if conns else None
         if tree.warm:
@@ -555,7 +569,56 @@ class Lanes:
             conns.append(conn)
         return ok, overflow, end_ns
 
+    def _connect_ahead(self, lane: int, due_ns: int) -> None:
+        """Open the lane's next connection `CONNECT_AHEAD_S` before its turn is due when the
+        connection it holds will have sat idle past keep-alive by then (`Connection.stale`):
+        the connect (13 ms p99 at 512 AgentX lanes, a fifth of the turns) is then not counted
+        against the send, which would otherwise open it when due."""
+        conns = self._conns.get(lane)
+        if lane in self._ahead or lane in self._opening or (
+                conns and not conns[-1].closed and not conns[-1].stale(due_ns)):
+            return
+        delay_s = (due_ns - perf_counter_ns()) / 1e9 - CONNECT_AHEAD_S
+        self._ahead[lane] = asyncio.get_running_loop().call_later(
+            max(0.0, delay_s), self._open_ahead, lane)
+
+    def _open_ahead(self, lane: int) -> None:
+        self._ahead.pop(lane, None)
+        if self.stopping or lane in self._opening:
+            return
+        task = asyncio.create_task(self._open(lane))
+        self._opening[lane] = task
+        self.stream_tasks.add(task)  # cancelled with the streams at the run's end
+        task.add_done_callback(self.stream_tasks.discard)
+        task.add_done_callback(lambda t: self._opening.pop(lane, None)
+                               if self._opening.get(lane) is t else None)
+
+    async def _open(self, lane: int) -> None:
+        """Replace the lane's stale connection with a fresh one (its sends wait for this);
+        a failure is left to the send, which opens its own and records what fails."""
+        conns = self._conns.setdefault(lane, [])
+        ahead = perf_counter_ns() + int(CONNECT_AHEAD_S * 1e9)
+        if conns and not conns[-1].closed and not conns[-1].stale(ahead):
+            return
+        try:
+            conn = await open_connection(self.ep)
+        except ConnectionError:
+            return
+        self.c.connections_opened += 1
+        if self.stopping or self._conns.get(lane) is not conns:  # the lane closed meanwhile
+            conn.close()
+            return
+        for old in conns:  # each stale by now (the newest is)
+            if not old.closed:
+                self.c.reopened_idle += 1
+            old.close()
+        conns[:] = [conn]
+
     def close_lane(self, lane: int) -> None:
+        if (timer := self._ahead.pop(lane, None)) is not None:
+            timer.cancel()
+        if (opening := self._opening.pop(lane, None)) is not None:
+            opening.cancel()
         for conn in self._conns.pop(lane, []):
             conn.close()
 
@@ -650,28 +713,28 @@ class Lanes:
         at once was one pass of tens of milliseconds (its blocks are the stream's own,
         scattered over the heap)."""
         for stream in tree.prompts.values():
-            pieces = stream.pieces
-            while pieces:
-                del pieces[-RELEASE_SLICE_BLOCKS:]
-                if pieces:
+            while stream.blocks:
+                stream.truncate(stream.blocks - RELEASE_SLICE_BLOCKS)
+                if stream.blocks:
                     await asyncio.sleep(0)
         tree.prompts.clear()
 
-    async def _warm(self, stream: PromptStream, turn: Turn, namespace: str) -> None:
-        """Render the blocks the turn adds to its stream's context in slices, one slice per
-        hold of the render gate, yielding between them: a new 100K-token context must not
-        stall the loop that timestamps every other lane's bytes."""
+    async def _warm(self, stream: PromptStream, turn: Turn, namespace: str,
+                    due_ns: int | None = None) -> None:
+        """Render the blocks the turn adds to its stream's context in slices, each admitted
+        by the render budget (replay/pacing.py) in the order of `due_ns` (when the turn is
+        due; None: no schedule, after those that have one): a new 100K-token context, or 512
+        streams' next turns at once, must not stall the loop that timestamps every other
+        lane's bytes."""
         prompts = self.prompts
-        if not prompts.sync(stream, turn, namespace, 0):
+        left = prompts.sync(stream, turn, namespace, 0)
+        if not left:
             stream.rendered_ns = stream.rendered_ns or perf_counter_ns()
             return
-        while True:
-            async with self.render_gate:
-                left = prompts.sync(stream, turn, namespace, WARM_SLICE_BLOCKS)
-            if not left:
-                stream.rendered_ns = perf_counter_ns()  # the send's `t_ready_ns`
-                return
-            await asyncio.sleep(0)
+        while left:
+            await self.renders.admit(min(left, WARM_SLICE_BLOCKS), due_ns)
+            left = prompts.sync(stream, turn, namespace, WARM_SLICE_BLOCKS)
+        stream.rendered_ns = perf_counter_ns()  # the send's `t_ready_ns`
 
     async def _one(self, lane: int, key: str, k: int, turn: Turn, namespace: str,
                    target: int | None, is_warmup: bool, conn: Connection | None,

@@ -4,6 +4,10 @@ time of the read that completed it. Lines may end in LF, CRLF or CR, split anywh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from kvbench.replay.reads import Reads
+
 
 class SseParser:
     __slots__ = ("_buf", "_cr")
@@ -41,15 +45,22 @@ class SseParser:
         self._buf = buf[start:] if start < len(buf) else b""
         return events
 
-    def feed_stamped(self, pieces: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    def feed_stamped(self, pieces: Sequence[tuple[int, bytes]]) -> Reads:
         """All events of a complete body given as (arrival ns, bytes) pieces, each event with
         the time of the piece holding its last byte. Equivalent to `feed` per piece, but one
         pass over the joined body when it has no CR (the common case)."""
+        out = Reads()
+        add = out.add
         if len(pieces) == 1 or any(b"\r" in p for _, p in pieces) or self._buf or self._cr:
-            out = [(t, d) for t, piece in pieces for d in self.feed(piece)]
-            return out + [(pieces[-1][0], d) for d in self.flush()] if pieces else out
+            for t, piece in pieces:
+                for d in self.feed(piece):
+                    add(t, d)
+            if pieces:
+                for d in self.flush():
+                    add(pieces[-1][0], d)
+            return out
+        times = [t for t, _ in pieces]
         body = b"".join(p for _, p in pieces)
-        out: list[tuple[int, bytes]] = []
         k, piece_end = 0, len(pieces[0][1])
         find = body.find
         start = 0
@@ -63,13 +74,14 @@ class SseParser:
             block = body[start:end]
             start = end + 2
             if block[:5] == b"data:" and b"\n" not in block:
-                out.append((pieces[k][0], block[6:] if block[5:6] == b" " else block[5:]))
+                add(times[k], block[6:] if block[5:6] == b" " else block[5:])
             elif block:
                 parsed = _parse_block(block)
                 if parsed is not None:
-                    out.append((pieces[k][0], parsed))
+                    add(times[k], parsed)
         self._buf = body[start:]
-        out.extend((pieces[-1][0], d) for d in self.flush())
+        for d in self.flush():
+            add(times[-1], d)
         return out
 
     def flush(self) -> list[bytes]:
