@@ -43,6 +43,8 @@ def main(argv: list[str]) -> int:
         "mamba_block_size": c.mamba_block_size, "prefix_caching": c.enable_prefix_caching,
         "mamba_ssm_cache_dtype": c.mamba_ssm_cache_dtype,
         "speculative": s and {"method": s.method, "tokens": s.num_speculative_tokens,
+                              "rejection": s.rejection_sample_method,
+                              "synthetic_rates": s.synthetic_acceptance_rates,
                               "draft": s.draft_model_config.architectures,
                               "draft_model_type": s.draft_model_config.hf_config.model_type},
         "connector": t and {"name": t.kv_connector, "extra": t.kv_connector_extra_config},
