@@ -555,6 +555,11 @@ class Lanes:
                     max_tokens: int | None = None) -> tuple[bool, bool, int]:
         """One request on a connection of the lane's; (answered in full, context overflow,
         when it ended: its last byte's arrival, or when the lane could go on)."""
+        if (timer := self._ahead.get(tree.lane)) is not None:
+            # due before its connect-ahead ran (a render or the loop ran late): open it now,
+            # the same way, rather than let the send open one of its own
+            timer.cancel()
+            self._open_ahead(tree.lane, perf_counter_ns())
         if (opening := self._opening.get(tree.lane)) is not None:
             await asyncio.wait((opening,))  # the connection opened for this turn
         conns = self._conns.setdefault(tree.lane, [])
@@ -580,25 +585,25 @@ class Lanes:
             return
         delay_s = (due_ns - perf_counter_ns()) / 1e9 - CONNECT_AHEAD_S
         self._ahead[lane] = asyncio.get_running_loop().call_later(
-            max(0.0, delay_s), self._open_ahead, lane)
+            max(0.0, delay_s), self._open_ahead, lane, due_ns)
 
-    def _open_ahead(self, lane: int) -> None:
+    def _open_ahead(self, lane: int, due_ns: int) -> None:
         self._ahead.pop(lane, None)
         if self.stopping or lane in self._opening:
             return
-        task = asyncio.create_task(self._open(lane))
+        task = asyncio.create_task(self._open(lane, due_ns))
         self._opening[lane] = task
         self.stream_tasks.add(task)  # cancelled with the streams at the run's end
         task.add_done_callback(self.stream_tasks.discard)
         task.add_done_callback(lambda t: self._opening.pop(lane, None)
                                if self._opening.get(lane) is t else None)
 
-    async def _open(self, lane: int) -> None:
-        """Replace the lane's stale connection with a fresh one (its sends wait for this);
-        a failure is left to the send, which opens its own and records what fails."""
+    async def _open(self, lane: int, due_ns: int) -> None:
+        """Replace the lane's connection that is stale by its turn's due time with a fresh
+        one (its sends wait for this); a failure is left to the send, which opens its own
+        and records what fails."""
         conns = self._conns.setdefault(lane, [])
-        ahead = perf_counter_ns() + int(CONNECT_AHEAD_S * 1e9)
-        if conns and not conns[-1].closed and not conns[-1].stale(ahead):
+        if conns and not conns[-1].closed and not conns[-1].stale(due_ns):
             return
         try:
             conn = await open_connection(self.ep)
