@@ -153,9 +153,9 @@ def plan_vs_allocated(plan: dict[str, Any], alloc: EngineAllocation) -> list[Poo
                             alloc.device_kv_tokens))
     rows += _device_kv_rows(plan, alloc)
     page = plan.get("page-size-tokens") or 0
-    if alloc.cpu_blocks is not None and plan.get("host-kv-tokens") and page:
-        rows.append(PoolRow("host kv_offload", "blocks", plan["host-kv-tokens"] // page,
-                            alloc.cpu_blocks))
+    cpu_blocks = (plan.get("host-kv-tokens") or 0) // page if page else 0  # vLLM's planned
+    if alloc.cpu_blocks is not None and cpu_blocks:
+        rows.append(PoolRow("host kv_offload", "blocks", cpu_blocks, alloc.cpu_blocks))
     if alloc.state_slots is not None and plan.get("gpu-state-slots"):
         rows.append(PoolRow("device mamba", "slots", plan["gpu-state-slots"], alloc.state_slots))
     for pool in plan.get("host-pools", []):
@@ -167,8 +167,7 @@ def plan_vs_allocated(plan: dict[str, Any], alloc: EngineAllocation) -> list[Poo
             rows.append(PoolRow(f"host {pool['name']}", "tokens", pool["units"], tokens))
         elif alloc.cpu_blocks is not None:  # vLLM: what holds whole blocks, one short at most
             configured = (pool.get("configured-gb") or 0) * GB or pool["bytes-per-rank"]
-            blocks = plan.get("host-kv-tokens", 0) // page if page else 0
-            block_gb = configured / blocks / GB if blocks else 0.0
+            block_gb = configured / cpu_blocks / GB if cpu_blocks else 0.0
             rows.append(PoolRow(f"host {pool['name']} size", "GB", configured / GB, gb,
                                 tolerance=_LOG_GB * GIB / GB + block_gb))
         else:
