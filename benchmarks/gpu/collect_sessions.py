@@ -17,7 +17,7 @@ from each trace's beginning, no warm-up, 50 s; the same options_id, so they pool
 cut (its step's files only: the next call ran the job again in the same job directory) into
 `attempt-3/hicache-c8`.
 
-    PYTHONPATH=src python benchmarks/gpu/collect_s11.py [--session 12] TARBALL
+    PYTHONPATH=src python benchmarks/gpu/collect_sessions.py [--session 12] TARBALL
 """
 
 from __future__ import annotations
