@@ -5,6 +5,7 @@ processes throughout: the CLI in a subprocess, the reference SSE server in anoth
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -163,3 +164,33 @@ def test_the_api_key_reaches_no_file(tmp_path):
     assert secret not in res.stdout + res.stderr
     files = [p for p in out.rglob("*") if p.is_file()]
     assert files and not any(secret.encode() in p.read_bytes() for p in files)
+
+
+def test_ctrl_c_while_the_workers_start_is_an_interruption(tmp_path, monkeypatch):
+    """Ctrl-C that lands while the workers are being started (the first started, the second
+    not yet): no more are started, and the replay ends as interrupted (exit 130), not as "a
+    replay worker did not start" with a traceback (the CI flake of a SIGINT during start-up)."""
+    from kvbench.errors import ReplayInterrupted
+    from kvbench.replay import ReplayConfig
+    from kvbench.replay import workers as workers_mod
+    from kvbench.replay.runner import run_replay
+    from kvbench.workload.synthetic import SyntheticSpec
+
+    started: list[int] = []
+    real_start = workers_mod._Worker.start
+
+    async def start(self) -> None:
+        await real_start(self)
+        started.append(self.index)
+        os.kill(os.getpid(), signal.SIGINT)  # the run's own handler takes it (catch_sigint)
+        await asyncio.sleep(0.2)
+
+    monkeypatch.setattr(workers_mod._Worker, "start", start)
+    cfg = ReplayConfig(url="http://127.0.0.1:9", model="m", output_dir=tmp_path / "out",
+                       synthetic=SyntheticSpec(num_sessions=4, seed=1, scale=0.02),
+                       concurrency=2, workers=2, max_requests=4,
+                       max_tokens_cap=2)
+    with pytest.raises(ReplayInterrupted):
+        run_replay(cfg)
+    assert started == [0]
+    assert not workers_of(tmp_path / "out")

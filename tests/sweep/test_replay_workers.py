@@ -67,7 +67,7 @@ def test_a_stopped_run_leaves_no_replay_worker(tmp_path, sig):
         assert not _workers_of(results), "replay workers outlived kvbench run"
         if sig == signal.SIGINT:
             assert proc.returncode == 130, err.decode()[-2000:]
-            assert b"Traceback" not in err
+            assert b"Traceback" not in err, err.decode()
     finally:
         if proc.poll() is None:
             proc.kill()

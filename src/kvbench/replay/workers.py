@@ -210,17 +210,22 @@ async def replay_sharded(cfg: ReplayConfig, on_progress=None,
     try:
         try:
             for w in workers:
+                if interrupted:  # Ctrl-C while the workers start: start no more
+                    break
                 await w.start()
             # the corpus is the whole workload's (a shard sees its share): identified while
             # the workers load theirs
             corpus = await asyncio.to_thread(identify, cfg.trace, sessions, cfg.corpus)
-            await _wait_workers(workers, counters, on_progress, t0)
+            await _wait_workers([w for w in workers if w.proc is not None], counters,
+                                on_progress, t0)
         except asyncio.CancelledError:  # the caller's timeout: the workers stop, then merge
             interrupted = True
             await _stop_workers(workers)
-        # interrupted, a worker may have ended before its replay began (no summary)
-        failed = [w for w in workers if w.proc is None or (w.proc.returncode != 0
-                  and not (interrupted and not (w.dir / SUMMARY_FILE).is_file()))]
+        # interrupted, a worker may have ended before its replay began (no summary), or
+        # never started
+        failed = [w for w in workers if (w.proc is None and not interrupted) or (
+            w.proc is not None and w.proc.returncode != 0
+            and not (interrupted and not (w.dir / SUMMARY_FILE).is_file()))]
         if failed:
             raise ReplayError("; ".join(w.failure() for w in failed if w.proc is not None)
                               or "a replay worker did not start",
