@@ -383,6 +383,29 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def summarise(a: argparse.Namespace, runs: list[dict]) -> dict:
+    """The oracle's result over the pairs run so far: each pair, and over the repeats each
+    metric's difference with its noise verdict."""
+    result = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
+              "runs": runs}
+    for run in runs:
+        for tool in ("harness", "kvbench"):
+            r = run[tool]
+            r["client_ttft_overhead_ms"] = (
+                r["ttft_mean_all_ms"] - r["server_ttft_ms"]
+                if r["server_ttft_ms"] is not None and r["ttft_mean_all_ms"] is not None
+                else None)
+    for metric, higher in (("ttft_p50_ms", False), ("requests_s", True),
+                           ("output_tok_s", True), ("max_inflight", True),
+                           ("window_s", True), ("server_ttft_ms", False),
+                           ("client_ttft_overhead_ms", False)):
+        if any(r[t][metric] is None for r in runs for t in ("harness", "kvbench")):
+            continue  # a running server's (--url): not scraped per run
+        result[metric] = noise([r["harness"][metric] for r in runs],
+                               [r["kvbench"][metric] for r in runs], higher)
+    return result
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--traces", type=Path, required=True)
@@ -429,24 +452,10 @@ def main() -> None:
                           "load_before": before, "load_after": load()}
         pair["agreement"] = compare(pair["harness"], pair["kvbench"])
         runs.append(pair)
-    result = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
-              "runs": runs}
-    for run in runs:
-        for tool in ("harness", "kvbench"):
-            r = run[tool]
-            r["client_ttft_overhead_ms"] = (
-                r["ttft_mean_all_ms"] - r["server_ttft_ms"]
-                if r["server_ttft_ms"] is not None and r["ttft_mean_all_ms"] is not None
-                else None)
-    for metric, higher in (("ttft_p50_ms", False), ("requests_s", True),
-                           ("output_tok_s", True), ("max_inflight", True),
-                           ("window_s", True), ("server_ttft_ms", False),
-                           ("client_ttft_overhead_ms", False)):
-        if any(r[t][metric] is None for r in runs for t in ("harness", "kvbench")):
-            continue  # a running server's (--url): not scraped per run
-        result[metric] = noise([r["harness"][metric] for r in runs],
-                               [r["kvbench"][metric] for r in runs], higher)
-    (a.out / "oracle.json").write_text(json.dumps(result, indent=1))
+        # written after every pair: a run cut by the device call's deadline keeps the pairs
+        # it finished (the GPU call of session 12 lost three runs whole)
+        result = summarise(a, runs)
+        (a.out / "oracle.json").write_text(json.dumps(result, indent=1))
     print(table(result))
 
 
