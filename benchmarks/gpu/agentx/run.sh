@@ -17,33 +17,46 @@ mkdir -p "$OUT" "$W" /tmp/axsite
 # the harness runs from a venv that sees the bundle's packages, then the image's: the image's
 # python3 is itself a venv (/opt/torch/.venv, numpy and torch in it), and a venv made from a
 # venv sees only the base interpreter's site, so its site directory is named too (session 12)
-[ -x /tmp/axvenv/bin/aiperf ] || {
+[ -d /tmp/axvenv ] || {
   image_site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   python3 -m venv --without-pip --system-site-packages /tmp/axvenv
-  printf '/tmp/axsite\n%s\n' "$image_site" > /tmp/axvenv/lib/python3.12/site-packages/axsite.pth
-  printf '#!/tmp/axvenv/bin/python\nfrom aiperf.cli import app\napp()\n' > /tmp/axvenv/bin/aiperf
-  chmod +x /tmp/axvenv/bin/aiperf; }
-export PYTHONPATH=/tmp/sgsite:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export TVM_FFI_CACHE_DIR=/tmp/sgjit TRITON_CACHE_DIR=/tmp/sgjit/triton
-pkill -9 -f '[s]glang' 2>/dev/null  # a server an earlier step left
-M=/tmp/model
-[ -f $M/config.json ] || python3 -m kvbench dummy-model $M --model qwen3-8b > /dev/null
-python3 -m sglang.launch_server --model-path $M --served-model-name Qwen/Qwen3-8B \
-  --load-format dummy --attention-backend triton --sampling-backend pytorch --page-size 64 \
-  --host 127.0.0.1 --port 30000 > "$W/sglang.log" 2>&1 & SP=$!
+  printf '/tmp/axsite\n%s\n' "$image_site" > /tmp/axvenv/lib/python3.12/site-packages/axsite.pth; }
+# the console script pip would write: aiperf's weka loader starts its workers with the spawn
+# method, which imports the main script again; without the __main__ guard every worker started
+# a whole aiperf of its own, and those waited on the parent's dataset-cache lock until the
+# call's deadline (session 13: 250 s; sessions 12's "stale lock" was this too)
+printf '#!/tmp/axvenv/bin/python\nimport sys\nfrom aiperf.cli import app\nif __name__ == "__main__":\n    sys.exit(app())\n' \
+  > /tmp/axvenv/bin/aiperf
+chmod +x /tmp/axvenv/bin/aiperf
+if [ "${ENGINE:-sglang}" = vllm ]; then
+  . benchmarks/gpu/vllm/env.sh  # PYTHONPATH=/tmp/site, the `vllm` script, the dummy Qwen3-8B
+  W=/tmp/axout M=/tmp/model PORT=8000
+  vllm serve $M --served-model-name Qwen/Qwen3-8B --host 127.0.0.1 --port $PORT \
+    --load-format dummy --enable-prompt-tokens-details --enforce-eager --max-model-len 40960 \
+    > "$W/server.log" 2>&1 & SP=$!
+else
+  export PYTHONPATH=/tmp/sgsite:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+  export TVM_FFI_CACHE_DIR=/tmp/sgjit TRITON_CACHE_DIR=/tmp/sgjit/triton
+  pkill -9 -f '[s]glang' 2>/dev/null  # a server an earlier step left
+  M=/tmp/model PORT=30000
+  [ -f $M/config.json ] || python3 -m kvbench dummy-model $M --model qwen3-8b > /dev/null
+  python3 -m sglang.launch_server --model-path $M --served-model-name Qwen/Qwen3-8B \
+    --load-format dummy --attention-backend triton --sampling-backend pytorch --page-size 64 \
+    --host 127.0.0.1 --port $PORT > "$W/server.log" 2>&1 & SP=$!
+fi
 for _ in $(seq 1 600); do
-  curl -sf 127.0.0.1:30000/health > /dev/null && break; kill -0 $SP 2>/dev/null || break; sleep 1
+  curl -sf 127.0.0.1:$PORT/health > /dev/null && break; kill -0 $SP 2>/dev/null || break; sleep 1
 done
 python3 benchmarks/agentx_traces.py /tmp/agentx-traces --traces 8 --seed 7 --scale 1.0
-# aiperf's dataset cache: a harness run that died holds its populate lock, and the next one
-# waits on it (session 12: 380 s; agentx-harness 1.0.12 aiperf/dataset/mmap_cache_lock.py:114)
+# aiperf's dataset cache: a harness run killed while populating it leaves its lock, and the
+# next one waits on it (agentx-harness 1.0.12 aiperf/dataset/mmap_cache_lock.py:114)
 rm -rf /root/.cache/aiperf/dataset_mmap
 # the harness needs a tokenizer it can load by path with HF_HUB_OFFLINE unset
 echo "server up after $SECONDS s" | tee "$W/call.log"
 env -u HF_HUB_OFFLINE -u TRANSFORMERS_OFFLINE timeout $((deadline - SECONDS)) \
   python3 benchmarks/agentx_oracle.py \
   --traces /tmp/agentx-traces --tokenizer $M --concurrency "$CONC" --duration "$DURATION" \
-  --warmup-per-lane 3 --repeats "$REPEATS" --url http://127.0.0.1:30000 \
+  --warmup-per-lane 3 --repeats "$REPEATS" --url http://127.0.0.1:$PORT \
   --model Qwen/Qwen3-8B --harness-venv /tmp/axvenv --out "$W/oracle" 2>&1 \
   | tee "$W/oracle.log"
 echo "oracle rc=${PIPESTATUS[0]} after $SECONDS s" | tee -a "$W/call.log"
