@@ -70,6 +70,53 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def engine_ttft(url: str) -> tuple[float, float] | None:
+    """The engine's own time-to-first-token histogram, (sum in seconds, count), from its
+    /metrics: SGLang's and serve-sim's `sglang:time_to_first_token_seconds`, vLLM's
+    `vllm:time_to_first_token_seconds` (arrival to first token as the engine saw it). The
+    difference of two scrapes is the requests of one run: what a client's TTFT adds to it
+    is the client's (sending, reading, its event loop)."""
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    got = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        for prefix in ("sglang:", "vllm:"):
+            for part in ("sum", "count"):
+                if name.startswith(f"{prefix}time_to_first_token_seconds_{part}"):
+                    got[part] += float(value.split()[0])
+    return (got["sum"], got["count"]) if got["count"] else None
+
+
+def run_ttft_ms(before: tuple[float, float] | None, after: tuple[float, float] | None
+                ) -> float | None:
+    """The engine's mean TTFT over the requests between two scrapes."""
+    if after is None:
+        return None
+    s0, n0 = before or (0.0, 0.0)
+    return (after[0] - s0) / (after[1] - n0) * 1e3 if after[1] > n0 else None
+
+
+def reset_cache(url: str) -> bool:
+    """Empties a running server's prefix cache, as a fresh server would start: vLLM's
+    `POST /reset_prefix_cache` (served with VLLM_SERVER_DEV_MODE=1,
+    vllm/entrypoints/serve/dev/cache/api_router.py:20 0.26), SGLang's `POST /flush_cache`.
+    Without it the second client of a pair finds the first's prompts cached (the same
+    markers)."""
+    for path in ("/reset_prefix_cache", "/flush_cache"):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(f"{url}{path}", method="POST"),
+                                        timeout=30) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 class SimServer:
     """A fresh `kvbench serve-sim` for one run, stopped after it."""
 
@@ -93,23 +140,6 @@ class SimServer:
             except OSError:
                 time.sleep(0.2)
         raise SystemExit(f"serve-sim did not answer within 60 s: see {log}")
-
-    def server_ttft_ms(self) -> float | None:
-        """The mean time to first token the engine itself measured, arrival to first token
-        in simulated time, over every request it served (sim/metrics.py): what the clients'
-        own TTFT adds to it is theirs (sending, reading, their event loops)."""
-        try:
-            with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as r:
-                text = r.read().decode()
-        except OSError:
-            return None
-        got = {}
-        for line in text.splitlines():
-            name, _, value = line.partition(" ")
-            for part in ("sum", "count"):
-                if name.startswith(f"sglang:time_to_first_token_seconds_{part}"):
-                    got[part] = got.get(part, 0.0) + float(value)
-        return got["sum"] / got["count"] * 1e3 if got.get("count") else None
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -297,6 +327,9 @@ def describe(run: dict) -> dict:
         # each request's prompt as the server counted it, with its cache-bust marker
         "prompts": sorted((r["phase"], r["stream"], r["turn"], r.get("marker") or "",
                            r["prompt_tokens"] or 0) for r in recs if r["ok"]),
+        # each profiled request's TTFT, keyed as its prompt is
+        "ttfts": sorted((r["phase"], r["stream"], r["turn"], r.get("marker") or "",
+                         r["ttft_ms"]) for r in prof if r["ok"] and r["ttft_ms"] is not None),
         "markers_open_first_user": [r.get("marker_opens_first_user") for r in recs
                                     if "marker_opens_first_user" in r],
         "warmup": sorted((r["stream"], r["turn"]) for r in warm),
@@ -304,6 +337,13 @@ def describe(run: dict) -> dict:
         "max_inflight": peak, "window_s": window_s,
         "warmup_s": (warm_end - min((r["start_ns"] for r in warm), default=warm_end)) / 1e9,
         "ttft_p50_ms": statistics.median(ttft) if ttft else None,
+        # what the engine had to do per request: the prompt share it found cached, the
+        # output it decoded, the whole request's time
+        "cached_share": sum(r["cached_tokens"] or 0 for r in ok) / p
+        if (p := sum(r["prompt_tokens"] or 0 for r in ok)) else None,
+        "out_tokens_mean": statistics.fmean(r["out_tokens"] or 0 for r in ok) if ok else None,
+        "e2e_p50_ms": statistics.median((r["end_ns"] - r["start_ns"]) / 1e6 for r in ok)
+        if ok else None,
         # every answered request's, warm-up included, as the engine's own mean counts them
         "ttft_mean_all_ms": statistics.fmean(t) if (t := [
             r["ttft_ms"] for r in recs if r["ok"] and r["ttft_ms"] is not None]) else None,
@@ -344,6 +384,10 @@ def compare(h: dict, k: dict) -> dict:
         return out
 
     hp, kp = keyed(h["prompts"]), keyed(k["prompts"])
+    # the same request's TTFT in both runs: a difference all requests share is the client's
+    # or the engine's state, one in a few the load around them
+    ht, kt = keyed(h["ttfts"]), keyed(k["ttfts"])
+    ttft_deltas = sorted(kt[key] - ht[key] for key in set(ht) & set(kt))
     both = sorted(set(hp) & set(kp))
     unequal = [[*key, hp[key], kp[key]] for key in both if hp[key] != kp[key]]
     deltas = Counter(kp[key] - hp[key] for key in both)
@@ -353,6 +397,9 @@ def compare(h: dict, k: dict) -> dict:
                         # kvbench's prompt tokens less the harness's: {delta: requests}
                         "token_deltas": {str(d): n for d, n in sorted(deltas.items())},
                         "differing": unequal[:20]},
+            # kvbench's TTFT less the harness's, the same requests: quartiles (ms)
+            "ttft_delta_ms": [round(statistics.quantiles(ttft_deltas, n=4)[i], 2)
+                              for i in range(3)] if len(ttft_deltas) >= 2 else None,
             "warmup_equal": h["warmup"] == k["warmup"], "streams": len(streams),
             "streams_equal": same, "streams_differing": differ, "cut_at_window_end": cut,
             "inflight_equal": h["max_inflight"] == k["max_inflight"],
@@ -398,9 +445,11 @@ def summarise(a: argparse.Namespace, runs: list[dict]) -> dict:
     for metric, higher in (("ttft_p50_ms", False), ("requests_s", True),
                            ("output_tok_s", True), ("max_inflight", True),
                            ("window_s", True), ("server_ttft_ms", False),
+                           ("cached_share", True), ("out_tokens_mean", True),
+                           ("e2e_p50_ms", False),
                            ("client_ttft_overhead_ms", False)):
         if any(r[t][metric] is None for r in runs for t in ("harness", "kvbench")):
-            continue  # a running server's (--url): not scraped per run
+            continue  # not measured (a server without the metric)
         result[metric] = noise([r["harness"][metric] for r in runs],
                                [r["kvbench"][metric] for r in runs], higher)
     return result
@@ -426,6 +475,10 @@ def main() -> None:
     p.add_argument("--bodies", action="store_true",
                    help="the harness exports every request body (--export-level raw): where "
                         "its cache-bust marker sat (costs it writing them)")
+    p.add_argument("--reset-cache", action="store_true",
+                   help="with --url: empty the server's prefix cache before each run "
+                        "(vLLM served with VLLM_SERVER_DEV_MODE=1, or SGLang), as a fresh "
+                        "server would start")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args()
     venv = harness_venv(a.harness_venv)
@@ -440,15 +493,17 @@ def main() -> None:
             server = None if a.url else SimServer(a.tokenizer, out / "server.log",
                                                   a.server_args.split())
             url, model = (a.url, a.model) if a.url else (server.url, server.model)
+            reset = reset_cache(url) if a.reset_cache else None
+            scraped = engine_ttft(url)
             try:
                 run = (run_harness(venv, url, model, a, out) if tool == "harness"
                        else run_kvbench(url, model, a, out, pair["harness"]["run_id"]))
-                run["server_ttft_ms"] = server.server_ttft_ms() if server else None
+                run["server_ttft_ms"] = run_ttft_ms(scraped, engine_ttft(url))
             finally:
                 if server is not None:
                     server.stop()
             pair[tool] = {**describe(run), "run_id": run.get("run_id"),
-                          "server_ttft_ms": run["server_ttft_ms"],
+                          "server_ttft_ms": run["server_ttft_ms"], "cache_reset": reset,
                           "load_before": before, "load_after": load()}
         pair["agreement"] = compare(pair["harness"], pair["kvbench"])
         runs.append(pair)
@@ -476,6 +531,10 @@ def table(result: dict) -> str:
                     f"| {pr['same_marker']} the same (stream, turn"
                     f"{', marker' if pr['markers_compared'] else ''}); tokens kvbench less "
                     f"harness: {pr['token_deltas']} |")
+        if ag.get("ttft_delta_ms"):
+            q = ag["ttft_delta_ms"]
+            rows.append(f"| run {i}: TTFT of the same request, kvbench less harness (ms) | | "
+                        f"| quartiles {q[0]:+.1f}, {q[1]:+.1f}, {q[2]:+.1f} |")
         rows.append(f"| run {i}: most requests in flight ({result['settings']['concurrency']} "
                     f"lanes) | {h['max_inflight']} | {k['max_inflight']} | "
                     f"{'yes' if ag['inflight_equal'] else 'no'} |")
@@ -486,6 +545,9 @@ def table(result: dict) -> str:
     for metric, label in (("ttft_p50_ms", "TTFT p50 (ms)"), ("requests_s", "requests/s"),
                           ("output_tok_s", "output tokens/s"),
                           ("window_s", "profiling window (s)"),
+                          ("cached_share", "prompt share the engine found cached"),
+                          ("out_tokens_mean", "output tokens per request"),
+                          ("e2e_p50_ms", "request time p50, send to last byte (ms)"),
                           ("server_ttft_ms", "engine's own TTFT, mean of all requests (ms)"),
                           ("client_ttft_overhead_ms",
                            "client's TTFT less the engine's, means of all requests (ms)")):

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Issue 34 item 4 on the GPU machine: agentx-harness 1.0.12 and `kvbench replay --profile
-# agentx` replay the same Weka-format traces against one real SGLang server (dummy Qwen3-8B
-# weights), one after the other, REPEATS times each (benchmarks/agentx_oracle.py --url).
+# agentx` replay the same Weka-format traces against one real SGLang server (ENGINE=vllm: vLLM
+# 0.26; dummy Qwen3-8B weights), one after the other, REPEATS times each, the server's prefix
+# cache emptied before each run (benchmarks/agentx_oracle.py --url --reset-cache).
 #   bash benchmarks/gpu/agentx/run.sh [REPEATS] [DURATION_S] [CONCURRENCY]   (3, 120, 4)
-# Needs: the SGLang bundle in /tmp/sgsite (benchmarks/gpu/sglang/README.md), the harness bundle
+# Needs: the SGLang bundle in /tmp/sgsite (benchmarks/gpu/sglang/README.md) or the vLLM one in
+# /tmp/site (benchmarks/gpu/vllm/env.sh), the harness bundle
 # parts staged as /tmp/stage/ax-part-* (build-bundle.sh), this checkout. Writes /tmp/axout
 # (the oracle's runs, the server log) and tars it into $OUT/agentx.tar.gz (a device call brings
 # back 8 files). BUDGET_S (default 560): the oracle is stopped that many seconds after start.
@@ -31,7 +33,10 @@ chmod +x /tmp/axvenv/bin/aiperf
 if [ "${ENGINE:-sglang}" = vllm ]; then
   . benchmarks/gpu/vllm/env.sh  # PYTHONPATH=/tmp/site, the `vllm` script, the dummy Qwen3-8B
   W=/tmp/axout M=/tmp/model PORT=8000
-  vllm serve $M --served-model-name Qwen/Qwen3-8B --host 127.0.0.1 --port $PORT \
+  # dev mode serves POST /reset_prefix_cache: each run starts from an empty prefix cache, as
+  # on a fresh server (the oracle's --reset-cache)
+  VLLM_SERVER_DEV_MODE=1 vllm serve $M --served-model-name Qwen/Qwen3-8B \
+    --host 127.0.0.1 --port $PORT \
     --load-format dummy --enable-prompt-tokens-details --enforce-eager --max-model-len 40960 \
     > "$W/server.log" 2>&1 & SP=$!
 else
@@ -57,7 +62,7 @@ env -u HF_HUB_OFFLINE -u TRANSFORMERS_OFFLINE timeout $((deadline - SECONDS)) \
   python3 benchmarks/agentx_oracle.py \
   --traces /tmp/agentx-traces --tokenizer $M --concurrency "$CONC" --duration "$DURATION" \
   --warmup-per-lane 3 --repeats "$REPEATS" --url http://127.0.0.1:$PORT \
-  --model Qwen/Qwen3-8B --harness-venv /tmp/axvenv --out "$W/oracle" 2>&1 \
+  --model Qwen/Qwen3-8B --harness-venv /tmp/axvenv --reset-cache --bodies --out "$W/oracle" 2>&1 \
   | tee "$W/oracle.log"
 echo "oracle rc=${PIPESTATUS[0]} after $SECONDS s" | tee -a "$W/call.log"
 kill $SP; wait $SP 2>/dev/null
