@@ -175,25 +175,7 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
     (out / "harness.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise SystemExit(f"the harness failed (exit {proc.returncode}): see {out}/harness.log")
-    bodies = _harness_bodies(out) if a.bodies else {}
-    records = []
-    for line in (out / "profile_export.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        m, x = r["metadata"], r.get("metrics") or {}
-        marker = bodies.get(m.get("x_request_id"), {})
-
-        def val(name: str, x=x):
-            return (x.get(name) or {}).get("value")
-
-        records.append({
-            "phase": "warmup" if m["benchmark_phase"] == "warmup" else "profiling",
-            "stream": m["conversation_id"], "turn": m["turn_index"],
-            "start_ns": m["request_start_ns"], "end_ns": m["request_end_ns"],
-            "ttft_ms": val("time_to_first_token"),
-            "out_tokens": val("usage_completion_tokens") or val("output_token_count"),
-            "prompt_tokens": val("usage_prompt_tokens"),
-            "cached_tokens": val("usage_prompt_cache_read_tokens"),
-            "ok": not r.get("error") and not m.get("was_cancelled"), **marker})
+    records = harness_records(out, a.bodies)
     agg = json.loads((out / "profile_export_aiperf.json").read_text())
     meta = agg.get("metadata") or {}
     # the run's random id (cli_runner/__init__.py:108), the seed of its cache-bust markers
@@ -211,6 +193,31 @@ def run_harness(venv: Path, url: str, model: str, a: argparse.Namespace, out: Pa
                         "reasons": list(meta.get("submission_invalid_reasons") or []),
                         # InferenceX utils/agentic/validation/validate_agentic_result.py
                         "failed_ratio": errors / (ok + errors) if ok + errors else None}}
+
+
+def harness_records(out: Path, bodies: bool) -> list[dict]:
+    """The harness's requests as the oracle compares them, from its export in `out`
+    (profile_export.jsonl; with `bodies`, each request's cache-bust marker from the raw one)."""
+    markers = _harness_bodies(out) if bodies else {}
+    records = []
+    for line in (out / "profile_export.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        m, x = r["metadata"], r.get("metrics") or {}
+
+        def val(name: str, x=x):
+            return (x.get(name) or {}).get("value")
+
+        records.append({
+            "phase": "warmup" if m["benchmark_phase"] == "warmup" else "profiling",
+            "stream": m["conversation_id"], "turn": m["turn_index"],
+            "start_ns": m["request_start_ns"], "end_ns": m["request_end_ns"],
+            "ttft_ms": val("time_to_first_token"),
+            "out_tokens": val("usage_completion_tokens") or val("output_token_count"),
+            "prompt_tokens": val("usage_prompt_tokens"),
+            "cached_tokens": val("usage_prompt_cache_read_tokens"),
+            "ok": not r.get("error") and not m.get("was_cancelled"),
+            **markers.get(m.get("x_request_id"), {})})
+    return records
 
 
 def _harness_bodies(out: Path) -> dict[str, dict]:
@@ -261,11 +268,23 @@ def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path,
     wall = time.monotonic() - t0
     (out / "kvbench.log").write_text(proc.stderr)
     summary = json.loads(proc.stdout)
-    streams = _stream_names(a.traces)
+    records, overflows = kvbench_records(out, a.traces)
+    v = summary["profile"]
+    return {"records": records, "wall_s": wall, "summary_inflight": summary["run"]["inflight"],
+            "overflows": overflows,
+            "verdict": {"submission_valid": v["submission_valid"], "reasons": v["reasons"],
+                        "failed_ratio": v["checks"]["failed_ratio"]["value"]}}
+
+
+def kvbench_records(out: Path, traces: Path) -> tuple[list[dict], int]:
+    """kvbench's requests as the oracle compares them, from its records.jsonl in `out`, named
+    as the harness names them; and the profiled context overflows (kept apart, as the harness
+    exports them)."""
+    streams = _stream_names(traces)
     records, overflows = [], 0
     for line in (out / "records.jsonl").read_text().splitlines():
         r = json.loads(line)
-        if r["error_kind"] == "context_overflow":  # apart, as the harness exports them
+        if r["error_kind"] == "context_overflow":
             overflows += not r["is_warmup"]
             continue
         stream, turn = streams[r["session_id"].split("#")[0]][r["turn"]]
@@ -276,11 +295,7 @@ def run_kvbench(url: str, model: str, a: argparse.Namespace, out: Path,
             "out_tokens": r["completion_tokens"], "prompt_tokens": r["prompt_tokens"],
             "cached_tokens": r["cached_tokens"], "ok": r["status"] == "ok",
             "marker": r.get("cache_bust_marker")})
-    v = summary["profile"]
-    return {"records": records, "wall_s": wall, "summary_inflight": summary["run"]["inflight"],
-            "overflows": overflows,
-            "verdict": {"submission_valid": v["submission_valid"], "reasons": v["reasons"],
-                        "failed_ratio": v["checks"]["failed_ratio"]["value"]}}
+    return records, overflows
 
 
 def _stream_names(traces: Path) -> dict[str, list[tuple[str, int]]]:
@@ -305,16 +320,31 @@ def _stream_names(traces: Path) -> dict[str, list[tuple[str, int]]]:
 
 
 # -- what a run did --------------------------------------------------------------------------
-def describe(run: dict) -> dict:
+def inflight(prof: list[dict], lanes: int) -> dict:
+    """Requests in flight over the profiled requests' span: the most at once, the mean over
+    time, and the share of the time with more than `lanes` (subagents alongside their
+    parent). The peak is one instant and moves with when a spawn meets another lane's
+    request; the mean and the share are what the engine's load is made of."""
+    events = sorted([(r["start_ns"], 1) for r in prof] + [(r["end_ns"], -1) for r in prof])
+    now = peak = 0
+    held_ns: dict[int, int] = {}
+    last = events[0][0] if events else 0
+    for t, d in events:
+        held_ns[now] = held_ns.get(now, 0) + t - last
+        last, now = t, now + d
+        peak = max(peak, now)
+    span = sum(held_ns.values())
+    return {"max_inflight": peak,
+            "inflight_mean": sum(n * t for n, t in held_ns.items()) / span if span else None,
+            "above_lanes_share": sum(t for n, t in held_ns.items() if n > lanes) / span
+            if span else None}
+
+
+def describe(run: dict, lanes: int) -> dict:
     recs = run["records"]
     warm = [r for r in recs if r["phase"] == "warmup"]
     prof = [r for r in recs if r["phase"] == "profiling"]
     ok = [r for r in prof if r["ok"]]
-    events = sorted([(r["start_ns"], 1) for r in prof] + [(r["end_ns"], -1) for r in prof])
-    inflight = peak = 0
-    for _, d in events:
-        inflight += d
-        peak = max(peak, inflight)
     start = min((r["start_ns"] for r in prof), default=0)
     end = max((r["end_ns"] for r in prof), default=0)
     window_s = (end - start) / 1e9
@@ -334,7 +364,7 @@ def describe(run: dict) -> dict:
                                     if "marker_opens_first_user" in r],
         "warmup": sorted((r["stream"], r["turn"]) for r in warm),
         "profiling": by_stream, "profiled_requests": len(prof),
-        "max_inflight": peak, "window_s": window_s,
+        **inflight(prof, lanes), "window_s": window_s,
         "warmup_s": (warm_end - min((r["start_ns"] for r in warm), default=warm_end)) / 1e9,
         "ttft_p50_ms": statistics.median(ttft) if ttft else None,
         # what the engine had to do per request: the prompt share it found cached, the
@@ -400,6 +430,7 @@ def compare(h: dict, k: dict) -> dict:
             # kvbench's TTFT less the harness's, the same requests: quartiles (ms)
             "ttft_delta_ms": [round(statistics.quantiles(ttft_deltas, n=4)[i], 2)
                               for i in range(3)] if len(ttft_deltas) >= 2 else None,
+            "ttft_deltas_ms": [round(d, 3) for d in ttft_deltas],
             "warmup_equal": h["warmup"] == k["warmup"], "streams": len(streams),
             "streams_equal": same, "streams_differing": differ, "cut_at_window_end": cut,
             "inflight_equal": h["max_inflight"] == k["max_inflight"],
@@ -425,6 +456,25 @@ def noise(values_h: list[float], values_k: list[float], higher_is_better: bool) 
             "within_noise": None if d["significant"] is None else not d["significant"]}
 
 
+def paired_ttft(runs: list[dict], resamples: int = 4000, seed: int = 0) -> dict | None:
+    """The same requests' TTFT differences (kvbench less harness) pooled over the pairs: their
+    median with its 95% bootstrap interval (requests resampled with replacement), beside the
+    harness's TTFT p50. Each request is its own control (the same prompt, the same cached
+    prefix), so this sees a client's offset that the repeats' spread of p50 hides."""
+    import numpy as np
+
+    deltas = [d for r in runs for d in r["agreement"].get("ttft_deltas_ms") or []]
+    if len(deltas) < 10:
+        return None
+    x = np.asarray(deltas, dtype=float)
+    draws = np.random.default_rng(seed).choice(x, size=(resamples, x.size))
+    lo, hi = np.percentile(np.median(draws, axis=1), [2.5, 97.5])
+    base = statistics.fmean(r["harness"]["ttft_p50_ms"] for r in runs)
+    return {"requests": len(deltas), "median_ms": float(np.median(x)),
+            "interval_ms": [float(lo), float(hi)], "harness_ttft_p50_ms": base,
+            "within_noise": bool(lo <= 0 <= hi)}
+
+
 def load() -> list[float]:
     """The machine's load averages (1, 5, 15 min): the runs share it."""
     return [round(x, 2) for x in os.getloadavg()]
@@ -442,8 +492,10 @@ def summarise(a: argparse.Namespace, runs: list[dict]) -> dict:
                 r["ttft_mean_all_ms"] - r["server_ttft_ms"]
                 if r["server_ttft_ms"] is not None and r["ttft_mean_all_ms"] is not None
                 else None)
+    result["paired_ttft"] = paired_ttft(runs)
     for metric, higher in (("ttft_p50_ms", False), ("requests_s", True),
                            ("output_tok_s", True), ("max_inflight", True),
+                           ("inflight_mean", True), ("above_lanes_share", True),
                            ("window_s", True), ("server_ttft_ms", False),
                            ("cached_share", True), ("out_tokens_mean", True),
                            ("e2e_p50_ms", False),
@@ -458,7 +510,7 @@ def summarise(a: argparse.Namespace, runs: list[dict]) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--traces", type=Path, required=True)
-    p.add_argument("--tokenizer", required=True, help="HF tokenizer name or directory")
+    p.add_argument("--tokenizer", help="HF tokenizer name or directory (not with --rescore)")
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--duration", type=float, default=30)
     p.add_argument("--warmup-per-lane", type=int, default=3)
@@ -480,7 +532,18 @@ def main() -> None:
                         "(vLLM served with VLLM_SERVER_DEV_MODE=1, or SGLang), as a fresh "
                         "server would start")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--rescore", action="store_true",
+                   help="run nothing: compare again the runs under OUT (its oracle.json and "
+                        "run directories, e.g. a GPU call's brought back) as this script now "
+                        "compares; --traces names the same traces")
     a = p.parse_args()
+    if not a.rescore and not a.tokenizer:
+        p.error("--tokenizer is required (but with --rescore)")
+    if a.rescore:
+        result = rescore(a.out, a.traces)
+        (a.out / "oracle.json").write_text(json.dumps(result, indent=1))
+        print(table(result))
+        return
     venv = harness_venv(a.harness_venv)
     a.out.mkdir(parents=True, exist_ok=True)
     runs = []
@@ -502,7 +565,7 @@ def main() -> None:
             finally:
                 if server is not None:
                     server.stop()
-            pair[tool] = {**describe(run), "run_id": run.get("run_id"),
+            pair[tool] = {**describe(run, a.concurrency), "run_id": run.get("run_id"),
                           "server_ttft_ms": run["server_ttft_ms"], "cache_reset": reset,
                           "load_before": before, "load_after": load()}
         pair["agreement"] = compare(pair["harness"], pair["kvbench"])
@@ -512,6 +575,31 @@ def main() -> None:
         result = summarise(a, runs)
         (a.out / "oracle.json").write_text(json.dumps(result, indent=1))
     print(table(result))
+
+
+# what a run's files do not hold: its verdict and counts as the client reported them, the
+# server's scrape, the machine's load
+KEPT = ("verdict", "wall_s", "overflows", "run_id", "server_ttft_ms", "cache_reset",
+        "load_before", "load_after")
+
+
+def rescore(out: Path, traces: Path) -> dict:
+    """Every pair of OUT/oracle.json described and compared again from its runs' own files
+    (harness-N/, kvbench-N/), with the settings it ran under."""
+    old = json.loads((out / "oracle.json").read_text())
+    settings = argparse.Namespace(**{**old["settings"], "traces": str(traces)})
+    runs = []
+    for i, pair in enumerate(old["runs"]):
+        new = {}
+        for tool in ("harness", "kvbench"):
+            d = out / f"{tool}-{i}"
+            records = (harness_records(d, bool(settings.bodies)) if tool == "harness"
+                       else kvbench_records(d, traces)[0])
+            kept = {k: pair[tool][k] for k in KEPT}
+            new[tool] = {**describe({"records": records, **kept}, settings.concurrency), **kept}
+        new["agreement"] = compare(new["harness"], new["kvbench"])
+        runs.append(new)
+    return summarise(settings, runs)
 
 
 def table(result: dict) -> str:
@@ -538,13 +626,26 @@ def table(result: dict) -> str:
         rows.append(f"| run {i}: most requests in flight ({result['settings']['concurrency']} "
                     f"lanes) | {h['max_inflight']} | {k['max_inflight']} | "
                     f"{'yes' if ag['inflight_equal'] else 'no'} |")
+        if h.get("inflight_mean") is not None and k.get("inflight_mean") is not None:
+            rows.append(f"| run {i}: requests in flight, mean over time (share of the time "
+                        f"above the lanes) | {h['inflight_mean']:.2f} "
+                        f"({h['above_lanes_share']:.1%}) | {k['inflight_mean']:.2f} "
+                        f"({k['above_lanes_share']:.1%}) | |")
         rows.append(f"| run {i}: submission valid | {h['verdict']['submission_valid']} "
                     f"({', '.join(h['verdict']['reasons'])}) | "
                     f"{k['verdict']['submission_valid']} ({len(k['verdict']['reasons'])} "
                     f"reasons) | {'yes' if ag['verdict_equal'] else 'no'} |")
+    if (pt := result.get("paired_ttft")) is not None:
+        rows.append(f"| TTFT of the same request, kvbench less harness, median of "
+                    f"{pt['requests']} over all runs (ms) | | {pt['median_ms']:+.2f} "
+                    f"[{pt['interval_ms'][0]:+.2f}, {pt['interval_ms'][1]:+.2f}] against a "
+                    f"p50 of {pt['harness_ttft_p50_ms']:.1f} | "
+                    f"{'within noise' if pt['within_noise'] else 'outside noise'} "
+                    "(95% bootstrap interval) |")
     for metric, label in (("ttft_p50_ms", "TTFT p50 (ms)"), ("requests_s", "requests/s"),
                           ("output_tok_s", "output tokens/s"),
                           ("window_s", "profiling window (s)"),
+                          ("inflight_mean", "requests in flight, mean over time"),
                           ("cached_share", "prompt share the engine found cached"),
                           ("out_tokens_mean", "output tokens per request"),
                           ("e2e_p50_ms", "request time p50, send to last byte (ms)"),

@@ -16,6 +16,7 @@ wall time on two busy cores."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -88,6 +89,9 @@ def test_kvbench_sends_what_the_harness_sends(sim_server, tiny_model, tmp_path):
     # so the peak itself is proven where the server decides it: test_subagent_trees.py's
     # counting server holds requests until the tree's siblings are all in flight
     assert h["max_inflight"] >= 2 and k["max_inflight"] >= 2
+    for r in (h, k):
+        assert 0 < r["inflight_mean"] <= r["max_inflight"]
+        assert 0 <= r["above_lanes_share"] < 1
     # one profiled root request over the server's context, in both: not a failure in the
     # failed ratio (the harness exports it apart), but above the 1% overflow limit
     assert h["overflows"] == k["overflows"] == 1
@@ -98,3 +102,46 @@ def test_kvbench_sends_what_the_harness_sends(sim_server, tiny_model, tmp_path):
     assert h["verdict"]["reasons"] == ["unsafe_override", "context_overflow_rate_exceeded"]
     reasons = {r.split(":")[0] for r in k["verdict"]["reasons"]}
     assert {"duration", "corpus", "context_overflow"} <= reasons
+
+    # the runs' own files compared again (--rescore: how a GPU call's runs brought back are
+    # compared by a newer oracle) give the same comparison
+    again = subprocess.run(
+        [sys.executable, str(ORACLE), "--rescore", "--traces", str(TRACES / "agentx-small"),
+         "--tokenizer", str(tiny_model), "--out", str(out)],
+        capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    rescored = json.loads((out / "oracle.json").read_text())["runs"][0]
+    assert rescored == json.loads(json.dumps(run))
+
+
+def _oracle_module():
+    spec = importlib.util.spec_from_file_location("agentx_oracle", ORACLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_inflight_over_time():
+    """Requests in flight over the profiled span (ns): one long request, and two short ones
+    that overlap it and each other, 2 lanes: 3 at once for 1 of 10 units."""
+    recs = [{"start_ns": 0, "end_ns": 10}, {"start_ns": 2, "end_ns": 4},
+            {"start_ns": 3, "end_ns": 5}]
+    got = _oracle_module().inflight(recs, lanes=2)
+    assert got["max_inflight"] == 3
+    assert got["inflight_mean"] == pytest.approx((2 * 1 + 1 * 2 + 1 * 3 + 1 * 2 + 5 * 1) / 10)
+    assert got["above_lanes_share"] == pytest.approx(0.1)
+    assert _oracle_module().inflight([], lanes=2) == {
+        "max_inflight": 0, "inflight_mean": None, "above_lanes_share": None}
+
+
+def test_paired_ttft_pools_the_same_requests():
+    """The same requests' TTFT differences over all pairs: a 2 ms offset on every request is
+    found, where the pairs' p50s (50 and 90 ms) could not tell it from noise."""
+    oracle = _oracle_module()
+    runs = [{"agreement": {"ttft_deltas_ms": [2.0 + 0.01 * i for i in range(-10, 11)]},
+             "harness": {"ttft_p50_ms": p50}} for p50 in (50.0, 90.0)]
+    got = oracle.paired_ttft(runs)
+    assert got["requests"] == 42 and got["median_ms"] == pytest.approx(2.0)
+    assert got["interval_ms"][0] > 1.8 and got["interval_ms"][1] < 2.2
+    assert got["within_noise"] is False and got["harness_ttft_p50_ms"] == 70.0
+    assert oracle.paired_ttft([{"agreement": {"ttft_deltas_ms": [1.0]}}]) is None

@@ -6,7 +6,8 @@
 #
 #   [RUN_ARGS="--max-conc 4 --repeat 2"] [TAG=x] bash benchmarks/gpu/vllm/run.sh ARM...
 #   ARM: probe | resident | native | simple; RUN_ARGS: more `kvbench run` options (a
-#   concurrency, repeats); TAG: suffix of the per-call directory (two calls of one arm). An
+#   concurrency, repeats); PROFILE: the validity profile (default none, the committed
+#   runs'); TAG: suffix of the per-call directory (two calls of one arm). An
 #   arm is skipped when less than JOB_S (330) seconds are left before DEADLINE: each job of
 #   session 2 took 257-306 s (server start included), and a cut job measures nothing.
 #
@@ -46,10 +47,15 @@ elif [ "$(left_s)" -lt "${JOB_S:-330}" ]; then
   echo "skipped: $(left_s) s left, a job takes up to ${JOB_S:-330} s (JOB_S)" | tee -a "$C/call.log"
 else
   key=qwen3-8b-bf16-h200-vllm-agentic-$arm
+  # the committed runs (sessions 2-7) predate the AgentX profile and launcher sizing, both now
+  # the default for a row with an exp-name: pinning them keeps those runs' fingerprint, so
+  # --repeat N adds repeats to them (session 14's ran under agentx-v1 and re-ran r0 and r1:
+  # another experiment, kept apart in results/h200/vllm/runs-agentx-v1)
   # shellcheck disable=SC2086  # RUN_ARGS is a list of options
   timeout "$(left_s)" python3 -m kvbench run "$here/recipe.yaml" \
     --runner-config "$here/runners.yaml" --config-keys "$key" --results "$W/results" \
-    --trace "$here/traces" --duration 50 --max-tokens-cap 256 "${COMMON[@]}" ${RUN_ARGS:-} \
+    --trace "$here/traces" --duration 50 --max-tokens-cap 256 "${COMMON[@]}" \
+    --profile "${PROFILE:-none}" --sizing budget ${RUN_ARGS:-} \
     --no-dashboard --continue-on-error --compress --format json > "$C/run.json" 2> "$C/run.log"
   echo "kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$C/call.log"
 fi
