@@ -84,7 +84,6 @@ def _sim_rows(done: list) -> tuple[list[dict], float]:
 def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
              engine_profile: str | None = None) -> list[dict]:
     v = _validate_module()
-    sessions = v.sessions_as_sent()
     sims: dict[tuple, tuple[list, float]] = {}
     groups: dict[tuple[str, int, str], list[tuple[dict, dict]]] = defaultdict(list)
     for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
@@ -92,7 +91,7 @@ def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
         key = v.setting(real)
         if key not in sims:  # deterministic: one simulation per setting
             done: list = []
-            v._simulated(sessions, real, hardware, engine_profile, done)
+            v._simulated(v.sessions_for(real), real, hardware, engine_profile, done)
             sims[key] = _sim_rows(done)
         (rrows, rspan), (srows, sspan) = _real_rows(run), sims[key]
         for half in HALVES:

@@ -86,6 +86,9 @@ def _real(run: Path) -> dict:
     ttft = {(x["session_id"], x["turn"]): (x["t_first_ns"] - x["t_send_ns"]) / 1e6
             for x in recs if x["status"] == "ok" and not x["is_warmup"]}
     return {"conc": r["conc"], "arm": _arm(r), "engine": r["framework"],
+            # the validity profile the replay ran under (None: the committed runs', before
+            # profiles; agentx-v1: session 14's, runs-agentx-v1)
+            "profile": (r.get("workload") or {}).get("profile"),
             "write_policy": (backend or {}).get("write-policy") or "write_through",
             "host_tokens": r["plan"]["host-kv-tokens"] if backend else 0,
             "requests": m["latency"]["ttft_ms"]["n"],
@@ -105,7 +108,28 @@ def _real(run: Path) -> dict:
 
 def setting(real: dict) -> tuple:
     """What a simulation of the run depends on (the simulation is deterministic)."""
-    return real["engine"], real["conc"], real["host_tokens"], real["write_policy"]
+    return (real["engine"], real["conc"], real["host_tokens"], real["write_policy"],
+            real["profile"])
+
+
+def bounds_of(real: dict) -> WorkloadBounds:
+    """The run's workload bounds: its concurrency, 50 s, outputs capped at 256, and where it
+    ran under a validity profile that profile's replay settings (replay/profile.py
+    `replay_settings`, as `kvbench run` applies them: the harness's warm-up, starts sampled in
+    the trace, its seed, no cap on one delay, the per-tree cache-bust marker)."""
+    if real["profile"] is None:
+        return WorkloadBounds(concurrency=real["conc"], duration_s=DURATION_S,
+                              max_tokens_cap=MAX_TOKENS_CAP)
+    from kvbench.replay.profile import chat_prompts, profile_named, replay_settings
+
+    st = replay_settings(profile_named(real["profile"]), real["conc"],
+                         {"duration_s": DURATION_S})
+    return WorkloadBounds(
+        concurrency=real["conc"], duration_s=DURATION_S, max_tokens_cap=MAX_TOKENS_CAP,
+        think_time_cap_s=st["think_time_cap_s"], start=st["start"],
+        start_ratio=st["start_ratio"], seed=st["seed"], warmup_per_lane=st["warmup_per_lane"],
+        tree_idle_cap_s=st["tree_idle_cap_s"], system_idle_cap_s=st["system_idle_cap_s"],
+        tree_markers=chat_prompts(real["profile"], chat=True)[1])
 
 
 def _simulated(sessions, real: dict, hardware: str, engine_profile: str | None = None,
@@ -118,8 +142,7 @@ def _simulated(sessions, real: dict, hardware: str, engine_profile: str | None =
     done = [] if done is None else done
     s = run_sessions(sessions, costs, SimSetup(served.gpu_kv_tokens, real["host_tokens"],
                                                write_policy=real["write_policy"], engine=engine),
-                     WorkloadBounds(concurrency=real["conc"], duration_s=DURATION_S,
-                                    max_tokens_cap=MAX_TOKENS_CAP), requests=done)
+                     bounds_of(real), requests=done)
     return {"requests": s["requests"], "hit_device": s["hit_rate"]["device"],
             "hit_host": s["hit_rate"]["host"], "ttft_p50_ms": s["ttft_ms"]["p50"],
             "ttft_p90_ms": s["ttft_ms"]["p90"], "itl_p50_ms": s["itl_ms"]["p50"],
@@ -173,16 +196,22 @@ def sessions_as_sent(traces: Path = TRACES) -> list:
     return out
 
 
+def sessions_for(real: dict) -> list:
+    """The sessions as the run sent them: the committed runs' recorded think times, or, for a
+    run under a validity profile (made since the AgentX workload), the traces as loaded."""
+    return sessions_as_sent() if real["profile"] is None else load_trace([TRACES])
+
+
 def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
              engine_profile: str | None = None) -> list[dict]:
     """One row per run: the measurement, its simulation (one per setting: deterministic), the
     per-request TTFT error and the overlap of the requests both sent."""
-    sessions = sessions_as_sent()
     rows, sims = [], {}
     for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
         real = _real(run)
         if setting(real) not in sims:
-            sims[setting(real)] = _simulated(sessions, real, hardware, engine_profile)
+            sims[setting(real)] = _simulated(sessions_for(real), real, hardware,
+                                             engine_profile)
         sim = dict(sims[setting(real)])
         error, ratio = request_error(real, sim), request_ratio_p50(real, sim)
         a, b = real.pop("sent"), sim.pop("sent")

@@ -104,7 +104,8 @@ def test_resume_decision(tmp_path: Path):
 
 
 def test_clear_attempt_keeps_job_file(tmp_path: Path):
-    for name in ("job.json", "records.jsonl", "scrape.jsonl", "result.json", "server.log"):
+    for name in ("job.json", "records.jsonl", "scrape.jsonl", "result.json", "server.log",
+                 "result.orig.json"):
         (tmp_path / name).write_text("x")
     layout.clear_attempt(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.json"]

@@ -34,7 +34,7 @@ def _fingerprint(row: dict, url: str, workload: dict) -> str:
 
 async def _replay_with_scrape(cfg: ReplayConfig, sessions: list[Session], engine: str
                               ) -> tuple[dict, dict | None]:
-    from kvbench.metrics import Scraper, summarize_scrape
+    from kvbench.metrics import Scraper, profiling_start_unix_ns, summarize_scrape
 
     path = cfg.output_dir / "scrape.jsonl"
     scraper = Scraper(cfg.url.rstrip("/") + "/metrics", engine, path)
@@ -43,7 +43,7 @@ async def _replay_with_scrape(cfg: ReplayConfig, sessions: list[Session], engine
         summary = await replay(cfg, None, sessions)
     finally:
         await scraper.stop()
-    return summary, summarize_scrape(path, engine)
+    return summary, summarize_scrape(path, engine, profiling_start_unix_ns(summary))
 
 
 def _check_prompts(summary: dict, step_dir: Path, tokenizer: str | None) -> None:

@@ -31,6 +31,7 @@ from kvbench.export.aiperf import clock_offset_ns, profile_aggregate, record_lin
 from kvbench.export.env import agg_header, backend_metadata, result_filename, workflow_env
 from kvbench.files import jsonl_path, read_jsonl, write_atomic, write_json_atomic
 from kvbench.metrics.aiperf import server_metrics_csv, server_metrics_export
+from kvbench.metrics.window import profiling_start_unix_ns
 from kvbench.results.store import RECORDS_FILE, SCRAPE_FILE, SUMMARY_FILE
 
 ARTIFACTS = "aiperf_artifacts"
@@ -79,7 +80,8 @@ def export_job(job_dir: Path, result: dict[str, Any], out: Path) -> Exported:
     aggregate = profile_aggregate(lines, records, submission)
     scrape = read_jsonl(job_dir / SCRAPE_FILE) if jsonl_path(job_dir / SCRAPE_FILE) else []
     url = (summary.get("run") or {}).get("url")
-    server = server_metrics_export(scrape, f"{url.rstrip('/')}/metrics" if url else None)
+    server = server_metrics_export(scrape, f"{url.rstrip('/')}/metrics" if url else None,
+                                   profiling_start_unix_ns(summary))
     log = job_dir / SERVER_LOG
     log_text = log.read_text(errors="replace") if log.is_file() else None
     try:

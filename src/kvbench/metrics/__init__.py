@@ -5,6 +5,8 @@ from kvbench.metrics.exposition import parse_exposition
 from kvbench.metrics.fields import FIELDS, TIERS
 from kvbench.metrics.scraper import Scraper
 from kvbench.metrics.summary import summarize_scrape, summarize_snapshots
+from kvbench.metrics.window import profiling_start_unix_ns
 
 __all__ = ["FIELDS", "TIERS", "Adapter", "Scraper", "known_engines", "load_adapter",
-           "parse_exposition", "summarize_scrape", "summarize_snapshots"]
+           "parse_exposition", "profiling_start_unix_ns", "summarize_scrape",
+           "summarize_snapshots"]

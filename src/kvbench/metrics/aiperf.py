@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kvbench.metrics.series import SeriesKey, counter_delta
+from kvbench.metrics.window import counted_snapshots
 
 SCHEMA_VERSION = "1.1"
 _COUNTER, _HIST_SUM, _HIST_COUNT = "_total", "_sum", "_count"
@@ -76,17 +77,25 @@ def _summary(snaps: Sequence[dict], endpoint: str | None) -> dict[str, Any]:
             "end_time": at(snaps[-1].get("t_ns")) if snaps else None}
 
 
-def server_metrics_export(snapshots: Sequence[dict],
-                          endpoint: str | None = None) -> dict[str, Any]:
+def server_metrics_export(snapshots: Sequence[dict], endpoint: str | None = None,
+                          from_unix_ns: int | None = None, baseline_first: bool = False
+                          ) -> dict[str, Any]:
     """The `server_metrics_export.json` body of a scrape (its snapshots in order, pre first;
     `endpoint` the /metrics URL scraped). Gauges are summarised over the during and post
     snapshots (the pre one is the idle server), counters and histograms by their increase
-    from pre to post. The scrape keeps no HELP text: descriptions are empty."""
+    from pre to post; with `from_unix_ns` (the profiling start after a warm-up) from the last
+    snapshot before it, as AIPerf leaves the warm-up out (metrics/window.py), the gauges over
+    the snapshots after it (`baseline_first`: the snapshots are such a window already). The
+    scrape keeps no HELP text: descriptions are empty."""
     snaps = [s for s in snapshots if s.get("ok") and isinstance(s.get("samples"), dict)]
+    windowed = counted_snapshots(snaps, from_unix_ns)
+    baseline_first = baseline_first or windowed is not snaps
+    snaps = windowed
     if len(snaps) < 2:
         return {"schema_version": SCHEMA_VERSION, "summary": _summary(snaps, endpoint),
                 "metrics": {}}
-    window = [s for s in snaps if s.get("phase") != "pre"] or snaps
+    window = snaps[1:] if baseline_first else (
+        [s for s in snaps if s.get("phase") != "pre"] or snaps)
     names = {n for s in snaps for n in s["samples"]}
     metrics: dict[str, Any] = {}
     for family, (kind, members) in _families(names).items():

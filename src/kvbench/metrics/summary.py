@@ -10,6 +10,7 @@ from kvbench.metrics.adapter import Adapter, Source, load_adapter
 from kvbench.metrics.fields import FIELDS
 from kvbench.metrics.inferencex import inferencex_reading
 from kvbench.metrics.series import combine, counter_delta, gauge_stats, select_series
+from kvbench.metrics.window import counted_snapshots
 from kvbench.units import NS_PER_S
 
 MAX_TIMELINE_POINTS = 600
@@ -89,8 +90,10 @@ def _engine_clock(snaps: list[dict]) -> list[float] | None:
     return out
 
 
-def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
-    """Summarise scrape snapshots (as written by Scraper) for `engine`."""
+def summarize_snapshots(snapshots: list[dict], engine: str,
+                        from_unix_ns: int | None = None) -> dict[str, Any]:
+    """Summarise scrape snapshots (as written by Scraper) for `engine`; with `from_unix_ns`
+    (the profiling start after a warm-up: window.py) counted over the profiling phase."""
     adapter = load_adapter(engine)
     warnings: list[str] = []
     ok = [s for s in snapshots if s.get("ok")]
@@ -109,9 +112,14 @@ def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
     if not any(s.get("phase") == "post" for s in ok):
         warnings.append("no post-run scrape: counters end at the last good scrape")
 
+    whole = ok
+    ok = counted_snapshots(ok, from_unix_ns)
+    windowed = ok is not whole
     fields = {name: _field_values(adapter, name, ok) for name in FIELDS}
-    gauge_window = [i for i, s in enumerate(ok) if s.get("phase") != "pre"] or list(
-        range(len(ok)))
+    # gauges while requests ran: not the idle server before the run, nor the warm-up's
+    # state in the baseline of a profiling window
+    gauge_window = [i for i, s in enumerate(ok) if s.get("phase") != "pre"
+                    and (i > 0 or not windowed)] or list(range(len(ok)))
     host_usage = _host_usage_series(fields, len(ok))
     stats: dict[str, dict | None] = {}
     for name, f in fields.items():
@@ -151,6 +159,12 @@ def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
         "present": True,
         "metric_count": len({n for s in ok for n in s["samples"]}),
         "window_s": (ok[-1]["t_ns"] - t0) / NS_PER_S,
+        # what the counters count: the whole run, or its profiling phase after a warm-up
+        # (the baseline scrape this many seconds before the phase began; the warm-up's
+        # snapshots before it are left out)
+        "counted_from": "profiling start" if windowed else "run start",
+        "baseline_lead_s": (from_unix_ns - t0) / NS_PER_S if windowed else None,
+        "warmup_snapshots_left_out": len(whole) - len(ok),
         "tokens": {"prompt_total": prompt, "generation_total": deltas.get("generation_tokens")},
         "cache": {
             "gpu_cache_hit_rate": _ratio(tiers["device"], prompt),
@@ -208,16 +222,17 @@ def summarize_snapshots(snapshots: list[dict], engine: str) -> dict[str, Any]:
         "counter_resets": resets,
         "timeline": timeline,
         # the same scrape as InferenceX's aggregator (or, for TRT-LLM, its app) reads it
-        "inferencex": inferencex_reading(ok, engine),
+        "inferencex": inferencex_reading(ok, engine, windowed),
     }
 
 
-def summarize_scrape(path: Path, engine: str) -> dict[str, Any]:
-    """Summarise `scrape.jsonl` at `path`; a missing file yields `present: False` and a
-    warning, never an exception."""
+def summarize_scrape(path: Path, engine: str, from_unix_ns: int | None = None
+                     ) -> dict[str, Any]:
+    """Summarise `scrape.jsonl` at `path` (from `from_unix_ns` on: summarize_snapshots); a
+    missing file yields `present: False` and a warning, never an exception."""
     found = jsonl_path(path)  # scrape.jsonl or scrape.jsonl.gz
     if found is None:
         load_adapter(engine)  # an unknown engine is still a configuration error
         return {"present": False, "adapter": engine, "snapshots": 0, "failed_snapshots": 0,
                 "warnings": [f"no scrape file at {path}: server metrics are absent"]}
-    return summarize_snapshots(read_jsonl(found), engine)
+    return summarize_snapshots(read_jsonl(found), engine, from_unix_ns)

@@ -21,6 +21,7 @@ from kvbench.results.build import build_result
 from kvbench.results.schema import Result
 from kvbench.results.store import (
     MAX_RESULT_BYTES,
+    ORIGINAL_FILE,
     PLAN_FILE,
     RECORDS_FILE,
     RESULT_FILE,
@@ -31,7 +32,6 @@ from kvbench.results.store import (
 from kvbench.results.validate import DEFAULT_FAILED_REQUEST_THRESHOLD
 from kvbench.units import GiB
 
-ORIGINAL_FILE = "result.orig.json"
 _ABSENT_SERVER = "server metrics absent: per-tier cache numbers are unknown"
 _RESCORED = "rescored by kvbench "
 
@@ -67,7 +67,7 @@ def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None
     `run_options`, the identity it is the digest of (results/option_sets.py names it).
     `absent_cached_tokens_are_zero`: the server reported cached tokens only when there were
     some (the caller knows the engine), so the cache block is read from the records again."""
-    from kvbench.metrics import summarize_scrape
+    from kvbench.metrics import profiling_start_unix_ns, summarize_scrape
     from kvbench.replay.stats import cache_summary
 
     job_dir = Path(job_dir)
@@ -86,11 +86,12 @@ def rescore_job(job_dir: Path, engine: str | None = None, options_id: str | None
     failure = old.get("failure")
     # a job failed by validation alone ran to the end: it is judged again
     ran = old.get("status") == "ok" or (failure or {}).get("stage") == "validation"
+    summary = _read(summary_path) if summary_path.is_file() else None
     scrape = job_dir / SCRAPE_FILE  # or scrape.jsonl.gz: summarize_scrape reads either
-    server = (summarize_scrape(scrape, engine or old["framework"]) if jsonl_path(scrape)
+    server = (summarize_scrape(scrape, engine or old["framework"],
+                               profiling_start_unix_ns(summary)) if jsonl_path(scrape)
               else old.get("server_metrics"))
     plan = _read(job_dir / PLAN_FILE) if (job_dir / PLAN_FILE).is_file() else old.get("plan")
-    summary = _read(summary_path) if summary_path.is_file() else None
     records = job_dir / RECORDS_FILE  # or records.jsonl.gz
     if summary is not None and absent_cached_tokens_are_zero and jsonl_path(records):
         summary["cache"] = cache_summary(iter_jsonl(records), absent_cached_tokens_are_zero=True)

@@ -22,6 +22,8 @@ PLAN_FILE = "plan.json"
 SUMMARY_FILE = "summary.json"
 RECORDS_FILE = "records.jsonl"
 SCRAPE_FILE = "scrape.jsonl"
+# the run's own result, kept by the first `kvbench rescore` (results/rescore.py)
+ORIGINAL_FILE = "result.orig.json"
 _REPEAT_RE = re.compile(r"__r(\d+)$")
 
 

@@ -222,11 +222,12 @@ class _Run:
             raise PhaseFailure("replay", f"the replay stopped early: {stopped}")
 
     def summarize_server(self) -> None:
-        from kvbench.metrics import summarize_scrape
+        from kvbench.metrics import profiling_start_unix_ns, summarize_scrape
 
         path = self.job_dir / layout.SCRAPE_FILE
         if jsonl_path(path) is not None:  # scrape.jsonl or scrape.jsonl.gz
-            self.server = summarize_scrape(path, self.engine)
+            self.server = summarize_scrape(path, self.engine,
+                                           profiling_start_unix_ns(self.summary))
 
     # -- result -----------------------------------------------------------------------------
     def write_result(self, status: str, failure: dict | None) -> Path:

@@ -7,15 +7,17 @@ from pathlib import Path
 import orjson
 
 from kvbench.files import remove_own
-from kvbench.results.store import PLAN_FILE, RESULT_FILE, SCRAPE_FILE, SUMMARY_FILE
+from kvbench.results.store import ORIGINAL_FILE, PLAN_FILE, RESULT_FILE, SCRAPE_FILE, SUMMARY_FILE
 
 JOB_FILE = "job.json"
 LOG_FILE = "server.log"
 RECORDS_FILE = "records.jsonl"
 TELEMETRY_FILE = "telemetry.jsonl"
-# Written by one attempt; cleared before the next so that nothing stale mixes in.
+# Written by one attempt; cleared before the next so that nothing stale mixes in: a rescored
+# earlier run's original result too (session 14: re-run jobs kept a result.orig.json of the
+# run they replaced, which the next rescore then kept as theirs)
 ATTEMPT_FILES = (PLAN_FILE, "command.json", "env.json", LOG_FILE, RECORDS_FILE, SUMMARY_FILE,
-                 SCRAPE_FILE, TELEMETRY_FILE, RESULT_FILE, "workers.json",
+                 SCRAPE_FILE, TELEMETRY_FILE, RESULT_FILE, ORIGINAL_FILE, "workers.json",
                  RECORDS_FILE + ".gz", SCRAPE_FILE + ".gz")  # --compress
 SWEEP_DIR = ".kvbench"  # executor state (Slurm scripts, task logs, the sweep's job list)
 
