@@ -14,9 +14,9 @@ from conftest import REPO
 def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
     env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "COLUMNS": "200",
            "KVBENCH_NO_CACHE": "1"}
-    # the quickstart's row as Qwen3-8B on a 1 TiB node: its GPU tier holds the warm-up
-    # requests' KV too, so the engine's counters (warm-up included) and the profiled
-    # requests' usage agree, which the cache-reuse check below asserts
+    # the quickstart's row as Qwen3-8B on a 1 TiB node; the engine's counters count the
+    # profiling phase (metrics/window.py: the warm-up left out, as AIPerf), so they and the
+    # profiled requests' usage agree, which the cache-reuse check below asserts
     examples = REPO / "examples"
     recipe = tmp_path / "recipe" / "quickstart.yaml"
     recipe.parent.mkdir()
@@ -45,6 +45,8 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
                                      "duration; AgentX profiles for a duration >= 900 s")
         assert [r.split(":")[0] for r in sub["reasons"]] == ["duration", "corpus", "engine"]
         assert result["workload"]["profile"] == "agentx-v1"
+        assert result["server_metrics"]["counted_from"] == "profiling start"
+        assert result["server_metrics"]["baseline_lead_s"] >= 0
         reuse = result["cache_reuse"]  # InferenceX's cache-reuse view, per concurrency
         assert reuse["source"] == "engine tier counters" and reuse["agrees"] is True
         assert reuse["gpu"] + reuse["host"] + reuse["external"] + reuse["recomputed"] == \
