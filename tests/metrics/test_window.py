@@ -57,6 +57,29 @@ def test_a_warm_up_is_left_out_from_the_last_scrape_before_the_phase():
     assert export["vllm:kv_cache_usage_perc"]["series"][0]["stats"]["max"] == 0.5
 
 
+def test_the_snapshot_at_the_warm_ups_end_is_the_baseline():
+    """The replay scrapes as its warm-up ends (Scraper.mark_profiling_start): that snapshot
+    is the baseline, though the start derived from the summary's clocks falls a moment
+    before it; it keeps every family, so the export counts even those the during snapshots
+    drop, where a during baseline leaves them out rather than count them from zero."""
+    extra = parse_exposition('vllm:request_success_total{engine="0"} 3\n')
+    marked = {"phase": "profiling_start", "t_ns": int(10.6 * S), "ok": True, "error": None,
+              "samples": {**_snap("during", 10.6, 4_100, 50, 0.9)["samples"], **extra}}
+    post = {**SNAPS[-1], "phase": "post", "samples": {
+        **SNAPS[-1]["samples"], **parse_exposition('vllm:request_success_total{engine="0"} 9\n')}}
+    snaps = [*SNAPS[:3], marked, SNAPS[3], post]
+    s = summarize_snapshots(snaps, "vllm", int(10.5 * S))
+    assert s["tokens"]["prompt_total"] == 10_000 - 4_100
+    assert s["warmup_snapshots_left_out"] == 3
+    export = server_metrics_export(snaps, None, int(10.5 * S))["metrics"]
+    assert export["vllm:request_success"]["series"][0]["stats"]["total"] == 6
+    # without the marked snapshot the baseline is the 10 s during one: the family it lacks
+    # is not in the export at all
+    export = server_metrics_export([*SNAPS[:4], post], None, int(10.5 * S))["metrics"]
+    assert "vllm:request_success" not in export
+    assert "vllm:prompt_tokens_by_source" in export
+
+
 def test_without_a_warm_up_the_whole_run_counts():
     for summary in ({"requests": {"warmup": 0}, "run": {**WARMED["run"]}},
                     {"requests": {"warmup": 8}, "run": {"started_unix_s": 0.2,

@@ -45,8 +45,12 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
                                      "duration; AgentX profiles for a duration >= 900 s")
         assert [r.split(":")[0] for r in sub["reasons"]] == ["duration", "corpus", "engine"]
         assert result["workload"]["profile"] == "agentx-v1"
+        # counted from the snapshot the replay took as its warm-up ended
         assert result["server_metrics"]["counted_from"] == "profiling start"
-        assert result["server_metrics"]["baseline_lead_s"] >= 0
+        assert abs(result["server_metrics"]["baseline_lead_s"]) < 1
+        phases = [json.loads(line)["phase"] for line in
+                  (path.parent / "scrape.jsonl").read_text().splitlines()]
+        assert phases.count("profiling_start") == 1 and phases[0] == "pre"
         reuse = result["cache_reuse"]  # InferenceX's cache-reuse view, per concurrency
         assert reuse["source"] == "engine tier counters" and reuse["agrees"] is True
         assert reuse["gpu"] + reuse["host"] + reuse["external"] + reuse["recomputed"] == \

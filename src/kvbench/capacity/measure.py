@@ -40,7 +40,8 @@ async def _replay_with_scrape(cfg: ReplayConfig, sessions: list[Session], engine
     scraper = Scraper(cfg.url.rstrip("/") + "/metrics", engine, path)
     await scraper.start()
     try:
-        summary = await replay(cfg, None, sessions)
+        summary = await replay(cfg, None, sessions,
+                               at_profiling_start=scraper.mark_profiling_start)
     finally:
         await scraper.stop()
     return summary, summarize_scrape(path, engine, profiling_start_unix_ns(summary))

@@ -97,8 +97,14 @@ def server_metrics_export(snapshots: Sequence[dict], endpoint: str | None = None
     window = snaps[1:] if baseline_first else (
         [s for s in snaps if s.get("phase") != "pre"] or snaps)
     names = {n for s in snaps for n in s["samples"]}
+    # a during snapshot keeps only what the adapter reads (scraper.py): as a window's
+    # baseline it cannot say where another family stood, so that family is left out rather
+    # than counted from zero
+    partial = baseline_first and snaps[0].get("phase") == "during"
     metrics: dict[str, Any] = {}
     for family, (kind, members) in _families(names).items():
+        if partial and kind != "gauge" and members[0] not in snaps[0]["samples"]:
+            continue
         if kind == "counter":
             totals = _counter_totals(members[0], snaps)
             series = [_series(k, {"total": v}) for k, v in totals.items()]

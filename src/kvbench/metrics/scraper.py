@@ -13,6 +13,7 @@ from kvbench.errors import MetricsError
 from kvbench.files import JsonlWriter
 from kvbench.metrics.adapter import load_adapter
 from kvbench.metrics.exposition import MAX_EXPOSITION_BYTES, parse_exposition
+from kvbench.metrics.window import PROFILING_START
 from kvbench.redaction import REDACTED, is_secret_name, redact_text
 
 REQUEST_TIMEOUT_S = 5.0
@@ -22,7 +23,8 @@ class Scraper:
     """`await start()` takes the `pre` snapshot and begins `during` snapshots every
     `interval_s`; `await stop()` takes the `post` snapshot and closes the file.
 
-    Pre and post snapshots keep every sample (for diagnosis); during snapshots keep only the
+    Pre and post snapshots, and the one at a warm-up's end (`mark_profiling_start`), keep
+    every sample (for diagnosis and every counter's baseline); during snapshots keep only the
     samples the engine's adapter reads, so an hour-long run stays a few MB."""
 
     def __init__(self, metrics_url: str, engine: str, out_path: Path,
@@ -70,6 +72,12 @@ class Scraper:
                     self.write_error = self.write_error or f"{e.strerror or e}"
                 self._writer = None
 
+    async def mark_profiling_start(self) -> None:
+        """A snapshot at the end of a warm-up, just before the profiling phase: the baseline
+        its counters are counted from (metrics/window.py)."""
+        if self._session is not None:
+            await self.snapshot(PROFILING_START)
+
     async def _loop(self) -> None:
         next_t = time.monotonic() + self.interval_s
         while True:
@@ -93,7 +101,8 @@ class Scraper:
                         raise MetricsError(f"/metrics answer past {MAX_EXPOSITION_BYTES:,} "
                                            "bytes")
                 text = bytes(raw).decode(resp.charset or "utf-8", "replace")
-            keep = None if phase in ("pre", "post") else self._keep
+            # every sample where a window starts or ends (metrics/window.py, aiperf.py)
+            keep = None if phase in ("pre", "post", PROFILING_START) else self._keep
             # labels are the server's text (a launch argument, a URL): redacted like a log
             record["samples"] = _redacted(parse_exposition(text, keep))
             record["ok"] = True

@@ -14,6 +14,8 @@ from typing import Any
 
 from kvbench.units import NS_PER_S
 
+PROFILING_START = "profiling_start"  # the phase of the snapshot at a warm-up's end
+
 
 def profiling_start_unix_ns(summary: dict[str, Any] | None) -> int | None:
     """When a replay's profiling phase began on the wall clock the scrape is stamped with,
@@ -33,10 +35,14 @@ def profiling_start_unix_ns(summary: dict[str, Any] | None) -> int | None:
 def counted_snapshots(ok: list[dict[str, Any]], from_unix_ns: int | None
                       ) -> list[dict[str, Any]]:
     """The good snapshots, in order, that counters are counted over: all of them, or, from
-    `from_unix_ns` (the profiling start), the last one taken at or before it (the baseline)
-    and every later one. The baseline is up to one scrape interval early, so that much of the
-    warm-up's end is counted, as in AIPerf."""
+    `from_unix_ns` (the profiling start), a baseline and every later one. The baseline is the
+    snapshot the replay took as its warm-up ended (phase `profiling_start`, scraper.py), as
+    AIPerf scrapes at the end of its warm-up; lacking one (a sharded replay, a run from before
+    it), the last snapshot taken at or before the start, up to one scrape interval early, so
+    that much of the warm-up's end is counted."""
     if from_unix_ns is None:
         return ok
-    base = max((i for i, s in enumerate(ok) if s["t_ns"] <= from_unix_ns), default=0)
+    marked = [i for i, s in enumerate(ok) if s.get("phase") == PROFILING_START]
+    base = marked[-1] if marked else max(
+        (i for i, s in enumerate(ok) if s["t_ns"] <= from_unix_ns), default=0)
     return ok[base:]

@@ -9,7 +9,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from time import perf_counter_ns
 
@@ -58,12 +58,16 @@ def load_sessions(cfg: ReplayConfig) -> list[Session]:
 
 async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
                  sessions: list[Session] | None = None, *, catch_sigint: bool = False,
-                 shard: tuple[int, int] = (0, 1), lane_offset: int = 0) -> dict:
+                 shard: tuple[int, int] = (0, 1), lane_offset: int = 0,
+                 at_profiling_start: Callable[[], Awaitable[object]] | None = None) -> dict:
     """Run the replay described by `cfg`; returns the summary (also written to summary.json).
     `sessions` skips loading the workload again when the caller already has it. With
     `catch_sigint` Ctrl-C ends the run as its bound would (summary `stopped: interrupted`).
     `cfg.workers` > 1 shards the lanes over that many processes (replay/workers.py); `shard`
-    and `lane_offset` are what one of those processes runs."""
+    and `lane_offset` are what one of those processes runs. `at_profiling_start` is awaited
+    between a warm-up and the profiling phase (the scraper's baseline snapshot, as AIPerf
+    scrapes at the end of its warm-up); the shards' warm-ups end apart, so a sharded replay
+    does not call it (the scrape's own cadence places the baseline then)."""
     if cfg.workers > 1:
         from kvbench.replay.workers import replay_sharded
 
@@ -104,7 +108,7 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
     try:
         t0 = perf_counter_ns()
         try:
-            await _run(cfg, lanes, monitor, on_progress, t0)
+            await _run(cfg, lanes, monitor, on_progress, t0, at_profiling_start)
         except asyncio.CancelledError:
             # the caller's own timeout, or Ctrl-C where the loop takes no signal handler: the
             # requests that finished are still summarised, then the cancellation goes on
@@ -180,7 +184,8 @@ async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,
 
 
 async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
-               on_progress: Progress | None, t0: int) -> None:
+               on_progress: Progress | None, t0: int,
+               at_profiling_start: Callable[[], Awaitable[object]] | None = None) -> None:
     """The warm-up, then the profiling phase for its duration (counted from its own start),
     then everything they left (cancelled lanes, responses still to parse) settled."""
     # What exists now (traces, vocabulary, earlier jobs' results in a sweep) lives all run:
@@ -219,6 +224,8 @@ async def _run(cfg: ReplayConfig, lanes: Lanes, monitor: LoopMonitor,
             if lanes.error is not None:
                 raise ReplayError(f"a session stream failed: {lanes.error!r}"
                                   ) from lanes.error
+            if at_profiling_start is not None and not lanes.stopping:
+                await at_profiling_start()
         lanes.profiling_started_ns = perf_counter_ns()
         if cfg.duration_s is not None and cfg.virtual_lanes is None:
             # (a virtual clock's lanes check the deadline in its time: replay/lanes.py)

@@ -212,7 +212,8 @@ class _Run:
         sampler.start()
         try:
             self.summary = await asyncio.wait_for(
-                replay(cfg, self.events.replay_progress), timeout)
+                replay(cfg, self.events.replay_progress,
+                       at_profiling_start=scraper.mark_profiling_start), timeout)
         except TimeoutError:
             raise PhaseFailure("replay", f"replay did not finish within {timeout:.0f} s") from None
         finally:
