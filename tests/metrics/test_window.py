@@ -67,10 +67,13 @@ def test_the_snapshot_at_the_warm_ups_end_is_the_baseline():
               "samples": {**_snap("during", 10.6, 4_100, 50, 0.9)["samples"], **extra}}
     post = {**SNAPS[-1], "phase": "post", "samples": {
         **SNAPS[-1]["samples"], **parse_exposition('vllm:request_success_total{engine="0"} 9\n')}}
-    snaps = [*SNAPS[:3], marked, SNAPS[3], post]
+    # a periodic scrape sent at 10.55 s, answered after the marked one: written after it
+    late = _snap("during", 10.55, 4_050, 0, 0.9)
+    snaps = [*SNAPS[:3], marked, late, SNAPS[3], post]
     s = summarize_snapshots(snaps, "vllm", int(10.5 * S))
-    assert s["tokens"]["prompt_total"] == 10_000 - 4_100
-    assert s["warmup_snapshots_left_out"] == 3
+    assert s["tokens"]["prompt_total"] == 10_000 - 4_100  # the late one is no reset
+    assert s["counter_resets"] == 0
+    assert s["warmup_snapshots_left_out"] == 4
     export = server_metrics_export(snaps, None, int(10.5 * S))["metrics"]
     assert export["vllm:request_success"]["series"][0]["stats"]["total"] == 6
     # without the marked snapshot the baseline is the 10 s during one: the family it lacks

@@ -43,6 +43,10 @@ def counted_snapshots(ok: list[dict[str, Any]], from_unix_ns: int | None
     if from_unix_ns is None:
         return ok
     marked = [i for i, s in enumerate(ok) if s.get("phase") == PROFILING_START]
-    base = marked[-1] if marked else max(
-        (i for i, s in enumerate(ok) if s["t_ns"] <= from_unix_ns), default=0)
-    return ok[base:]
+    if not marked:
+        base = max((i for i, s in enumerate(ok) if s["t_ns"] <= from_unix_ns), default=0)
+        return ok[base:]
+    # a periodic scrape sent before the marked one may be written after it: it belongs to
+    # the warm-up (and, counted after the baseline, its lower counters would read as a reset)
+    base = ok[marked[-1]]
+    return [base, *(s for s in ok[marked[-1] + 1:] if s["t_ns"] >= base["t_ns"])]
