@@ -10,11 +10,14 @@ short), then, on another fresh server, kvbench (`kvbench replay --profile agentx
 same concurrency, duration and warm-up). Compared per repeat: the requests each sent per
 session stream and turn in the warm-up and the profiling phase, each request's prompt (the
 server's token count, with its cache-bust marker: kvbench runs with the harness's run id,
-`--run-marker`, so both mark each session tree alike), the most requests in flight at once,
-the profiling window, the verdict; over the repeats: TTFT p50 and throughput, judged as
-`kvbench compare` judges two arms (results/compare.py: the 95% interval of the difference of
-the means, Student t on the pooled repeat variance). The runs alternate (harness, kvbench,
-harness, ...), each on a fresh server; the machine's load is recorded before and after each.
+`--run-marker`, so both mark each session tree alike), the requests in flight (the most at
+once, the mean over time, the time above the lanes), the profiling window, the verdict; over
+the repeats: TTFT p50 and throughput, judged as `kvbench compare` judges two arms
+(results/compare.py: the 95% interval of the difference of the means, Student t on the pooled
+repeat variance), and the same requests' TTFT differences pooled (their median's bootstrap
+interval). The runs alternate (harness, kvbench, harness, ...), each on a fresh server; the
+machine's load is recorded before and after each. `--rescore` compares again the runs an
+earlier call left under OUT.
 
     python3 benchmarks/agentx_oracle.py --traces tests/data/traces/agentx-small \\
         --tokenizer DIR --concurrency 2 --duration 30 --warmup-per-lane 3 --repeats 3 \\
