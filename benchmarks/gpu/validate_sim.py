@@ -17,6 +17,7 @@ offload/resident ratios of TTFT p50 and output tok/s at each concurrency.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -199,7 +200,12 @@ def sessions_as_sent(traces: Path = TRACES) -> list:
 def sessions_for(real: dict) -> list:
     """The sessions as the run sent them: the committed runs' recorded think times, or, for a
     run under a validity profile (made since the AgentX workload), the traces as loaded."""
-    return sessions_as_sent() if real["profile"] is None else load_trace([TRACES])
+    return _sessions(real["profile"] is None)
+
+
+@functools.cache
+def _sessions(as_sent: bool) -> list:
+    return sessions_as_sent() if as_sent else load_trace([TRACES])
 
 
 def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",

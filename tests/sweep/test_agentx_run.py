@@ -47,7 +47,6 @@ def test_run_profile_agentx_verdict_in_result_compare_and_dashboard(tmp_path):
         assert result["workload"]["profile"] == "agentx-v1"
         # counted from the snapshot the replay took as its warm-up ended
         assert result["server_metrics"]["counted_from"] == "profiling start"
-        assert abs(result["server_metrics"]["baseline_lead_s"]) < 1
         phases = [json.loads(line)["phase"] for line in
                   (path.parent / "scrape.jsonl").read_text().splitlines()]
         assert phases.count("profiling_start") == 1 and phases[0] == "pre"

@@ -78,19 +78,17 @@ def _summary(snaps: Sequence[dict], endpoint: str | None) -> dict[str, Any]:
 
 
 def server_metrics_export(snapshots: Sequence[dict], endpoint: str | None = None,
-                          from_unix_ns: int | None = None, baseline_first: bool = False
-                          ) -> dict[str, Any]:
+                          from_unix_ns: int | None = None) -> dict[str, Any]:
     """The `server_metrics_export.json` body of a scrape (its snapshots in order, pre first;
     `endpoint` the /metrics URL scraped). Gauges are summarised over the during and post
     snapshots (the pre one is the idle server), counters and histograms by their increase
     from pre to post; with `from_unix_ns` (the profiling start after a warm-up) from the last
     snapshot before it, as AIPerf leaves the warm-up out (metrics/window.py), the gauges over
-    the snapshots after it (`baseline_first`: the snapshots are such a window already). The
-    scrape keeps no HELP text: descriptions are empty."""
-    snaps = [s for s in snapshots if s.get("ok") and isinstance(s.get("samples"), dict)]
-    windowed = counted_snapshots(snaps, from_unix_ns)
-    baseline_first = baseline_first or windowed is not snaps
-    snaps = windowed
+    the snapshots after it. The scrape keeps no HELP text: descriptions are empty."""
+    snaps = counted_snapshots(
+        [s for s in snapshots if s.get("ok") and isinstance(s.get("samples"), dict)],
+        from_unix_ns)
+    baseline_first = from_unix_ns is not None
     if len(snaps) < 2:
         return {"schema_version": SCHEMA_VERSION, "summary": _summary(snaps, endpoint),
                 "metrics": {}}

@@ -384,13 +384,12 @@ def _trt_app_rates(m: Metrics) -> dict[str, float | None]:
 
 
 def inferencex_reading(snapshots: list[dict[str, Any]], framework: str,
-                       baseline_first: bool = False) -> dict[str, Any]:
-    """{backend, source, cache: the four rates} InferenceX derives from this scrape
-    (`baseline_first`: the first snapshot is a profiling window's baseline, metrics/
-    window.py)."""
+                       from_unix_ns: int | None = None) -> dict[str, Any]:
+    """{backend, source, cache: the four rates} InferenceX derives from this scrape (over the
+    profiling phase from `from_unix_ns`, as the export: metrics/window.py)."""
     from kvbench.metrics.aiperf import server_metrics_export
 
-    metrics = server_metrics_export(snapshots, baseline_first=baseline_first)["metrics"]
+    metrics = server_metrics_export(snapshots, from_unix_ns=from_unix_ns)["metrics"]
     if _family(framework) == "trt" or _prefixed(metrics, "trtllm_"):
         return {"backend": "trt", "source": "InferenceX-app ingest, trtllm parser",
                 "cache": _trt_app_rates(metrics)}

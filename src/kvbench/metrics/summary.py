@@ -114,7 +114,7 @@ def summarize_snapshots(snapshots: list[dict], engine: str,
 
     whole = ok
     ok = counted_snapshots(ok, from_unix_ns)
-    windowed = ok is not whole
+    windowed = from_unix_ns is not None
     fields = {name: _field_values(adapter, name, ok) for name in FIELDS}
     # gauges while requests ran: not the idle server before the run, nor the warm-up's
     # state in the baseline of a profiling window
@@ -222,7 +222,7 @@ def summarize_snapshots(snapshots: list[dict], engine: str,
         "counter_resets": resets,
         "timeline": timeline,
         # the same scrape as InferenceX's aggregator (or, for TRT-LLM, its app) reads it
-        "inferencex": inferencex_reading(ok, engine, windowed),
+        "inferencex": inferencex_reading(whole, engine, from_unix_ns),
     }
 
 
