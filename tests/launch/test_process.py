@@ -186,7 +186,10 @@ def test_ctrl_c_during_wait_tears_everything_down(tmp_path, port, sig):
     children = _children(server_pid)
     assert children, "the fake server should have forked a worker"
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=30)
+    # a hang guard, far from the 0.4 s this takes: the teardown's own bounded waits (tree
+    # monitor 5 s, TERM grace 2 s, KILL 10 s, process 5 s, watchdog 5 s) add up to ~27 s, and
+    # a full suite on two busy cores once ran past 30 s here (session 14's .ci/run)
+    out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130
     assert "INTERRUPTED" in out
     assert not alive(server_pid)
