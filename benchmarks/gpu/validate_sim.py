@@ -86,10 +86,13 @@ def _real(run: Path) -> dict:
     backend = r["kv_offload_backend"]
     ttft = {(x["session_id"], x["turn"]): (x["t_first_ns"] - x["t_send_ns"]) / 1e6
             for x in recs if x["status"] == "ok" and not x["is_warmup"]}
-    return {"conc": r["conc"], "arm": _arm(r), "engine": r["framework"],
+    return {"job": run.name, "conc": r["conc"], "arm": _arm(r), "engine": r["framework"],
             # the validity profile the replay ran under (None: the committed runs', before
             # profiles; agentx-v1: session 14's, runs-agentx-v1)
             "profile": (r.get("workload") or {}).get("profile"),
+            # the content digest of the sessions it replayed (workload/identity.py); None in
+            # runs written before kvbench recorded it (sessions 2-8)
+            "corpus": ((r.get("workload") or {}).get("corpus") or {}).get("fingerprint"),
             "write_policy": (backend or {}).get("write-policy") or "write_through",
             "host_tokens": r["plan"]["host-kv-tokens"] if backend else 0,
             "requests": m["latency"]["ttft_ms"]["n"],
@@ -110,7 +113,7 @@ def _real(run: Path) -> dict:
 def setting(real: dict) -> tuple:
     """What a simulation of the run depends on (the simulation is deterministic)."""
     return (real["engine"], real["conc"], real["host_tokens"], real["write_policy"],
-            real["profile"])
+            real["profile"], real["corpus"])
 
 
 def bounds_of(real: dict) -> WorkloadBounds:
@@ -198,14 +201,29 @@ def sessions_as_sent(traces: Path = TRACES) -> list:
 
 
 def sessions_for(real: dict) -> list:
-    """The sessions as the run sent them: the committed runs' recorded think times, or, for a
-    run under a validity profile (made since the AgentX workload), the traces as loaded."""
-    return _sessions(real["profile"] is None)
+    """The sessions as the run sent them, by the digest it recorded: the traces as kvbench
+    loads them now, or as the committed runs sent them (recorded think times). A run that
+    recorded no digest (sessions 2-8) sent the latter; one whose digest is neither is refused:
+    a simulation of other sessions than it sent would be compared with it."""
+    if real["corpus"] is None:
+        return _sessions(True)
+    for as_sent in (False, True):
+        if _digest(as_sent) == real["corpus"]:
+            return _sessions(as_sent)
+    raise ValueError(f"{real['job']}: replayed sessions of digest {real['corpus'][:16]}..., "
+                     "neither the traces as loaded nor as the committed runs sent them")
 
 
 @functools.cache
 def _sessions(as_sent: bool) -> list:
     return sessions_as_sent() if as_sent else load_trace([TRACES])
+
+
+@functools.cache
+def _digest(as_sent: bool) -> str:
+    from kvbench.workload.identity import fingerprint
+
+    return fingerprint(_sessions(as_sent))
 
 
 def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
