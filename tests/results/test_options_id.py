@@ -96,3 +96,32 @@ def test_cli_compare_names_the_options_and_pairs_arms_selected_by_them(tmp_path,
           "--b", "kv_offloading=dram,options_id=bbbbbbbbbbbb"])
     out = capsys.readouterr().out
     assert "TTFT p50 ms" in out and "sets of run options" not in out
+
+
+RUNS_S15 = RUNS.parent / "runs-s15"
+
+
+def test_runs_of_other_sessions_never_pool(tmp_path):
+    """Session 15's conc-4 runs on real vLLM: one option set, the same sessions (one digest),
+    so the simple arm's repeats pool. One run as another kvbench would have read the same
+    trace files (another digest) is another experiment: it pools with none of them, and the
+    dashboard names its arm apart."""
+    names = ["qwen3-8b_tp1_conc4_kvnone__r3", "qwen3-8b_tp1_conc4_kvdram-vllm-simple__r2",
+             "qwen3-8b_tp1_conc4_kvdram-vllm-simple__r3"]
+    results = [read_result(RUNS_S15 / n / "result.json") for n in names]
+    assert len({r.sessions for r in results}) == 1 and len({r.options_id for r in results}) == 1
+    [cell] = compare(results)["cells"]
+    assert {n: len(r) for n, r in cell["runs"].items()} == {
+        "kv_offloading=none": 1, "kv_offloading=dram": 2}
+
+    results[2].workload["corpus"]["fingerprint"] = "f" * 64
+    for r in results:
+        write_result(tmp_path / "runs" / f"{r.exp_name}__r{r.repeat}", r)
+    out = compare([read_result(p) for p in sorted((tmp_path / "runs").glob("*/result.json"))])
+    [cell] = out["cells"]
+    assert cell["runs"]["kv_offloading=dram"] == ["qwen3-8b_tp1_conc4_kvdram-vllm-simple__r2"]
+    assert cell["key"]["sessions"] == results[0].sessions and out["unpaired_cells"] == 1
+    html = write_dashboard([tmp_path / "runs"], tmp_path / "d.html").read_text()
+    assert "offload-vllm-simple [sessions=ffffffffffff]" in html
+    assert f"offload-vllm-simple [sessions={results[0].sessions}]" in html
+    assert "resident [sessions" not in html

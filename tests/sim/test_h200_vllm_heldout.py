@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from kvbench.files import iter_jsonl
+
 HERE = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"
 
 
@@ -112,3 +114,65 @@ def test_the_simple_arms_held_out_miss_is_its_median_not_its_connector() -> None
     assert abs(bias[("vllm-simple", "fit")] - bias[("vllm-native", "fit")]) < 0.02
     # load_stall.py's rule on the simple arm's fit-half requests alone: no shorter stall
     assert e["simple_stall_fit"] >= load_engine_profile("vllm").load_stall_s.value == 0.05
+
+
+# Session 15's conc-4 runs (benchmarks/results/h200/vllm/runs-s15): 4-7 repeats per arm of
+# the same traces as kvbench reads them now (the gaps between turns from the stream's times,
+# where the runs above slept the recorded think_time: 14 requests in 50 s, not 36-38).
+# Nothing was fitted on them.
+S15 = HERE.parent / "results" / "h200" / "vllm" / "runs-s15"
+
+
+def test_the_second_workload_meets_the_targets_on_whole_runs_and_the_held_out_half() -> None:
+    spec = importlib.util.spec_from_file_location("validate_sim", HERE / "validate_sim.py")
+    v = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(v)
+    runs = v.evaluate(S15)
+    assert len(runs) == 11
+    for r in runs:
+        real, sim = r["real"], r["sim"]
+        assert r["same_requests"] == r["union_requests"] == 14, r["job"]
+        assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=0.10), r["job"]
+        assert sim["output_tok_s"] == pytest.approx(real["output_tok_s"], rel=0.02), r["job"]
+        for tier in ("hit_device", "hit_host"):
+            assert abs(sim[tier] - real[tier]) <= 0.01, (r["job"], tier)
+    rows = _heldout().evaluate(S15)
+    for r in rows:
+        name = (r["half"], r["conc"], r["arm"])
+        real, sim = r["real"], r["sim"]
+        assert sim["requests"] == real["requests"], name
+        assert abs(sim["hit_total"] - real["hit_total"]) <= 0.01, name
+        assert sim["output_tok_s"] == pytest.approx(real["output_tok_s"], rel=0.02), name
+        if r["half"] == "held-out":
+            assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=0.15), name
+            for k, x in r.get("ratio", {}).items():
+                assert x["sim"] == pytest.approx(x["real"], rel=0.10), (name, k)
+
+
+def test_the_second_workloads_fit_half_miss_is_one_arrival_race() -> None:
+    """The fit half misses (resident TTFT p50 +39%, offload / resident ratios -25%): its nine
+    requests' median falls where two requests race. In every real run trace_0011's second
+    turn (fit half) is sent 0.10-0.26 s before trace_0121's first (held-out) and is served
+    first; the simulator ends trace_0011's first turn about 0.3 s late and sends the two in
+    the other order, so trace_0011's turn waits behind the other's 18K-token prefill in the
+    simulation only. Without that one request the fit half's TTFT p50 is within 9% in every
+    run (-9% to +2%)."""
+    h = _heldout()
+    v = h._validate_module()
+    a, b = ("trace_0011", 1), ("trace_0121", 0)
+    assert (h.half_of(a[0]), h.half_of(b[0])) == ("fit", "held-out")
+    for run in sorted(p for p in S15.iterdir() if (p / "result.json").is_file()):
+        real = v._real(run)
+        done: list = []
+        sim = v._simulated(v.sessions_for(real), real, "h200-measured", None, done)
+        arrival = {(r.meta["session_id"], r.meta["turn"]): r.arrival_s for r in done}
+        recs = {(x["session_id"], x["turn"]): x["t_send_ns"]
+                for x in iter_jsonl(run / "records.jsonl")}
+        assert 0.05e9 < recs[b] - recs[a] < 0.3e9, run.name
+        assert arrival[a] > arrival[b], run.name
+        t_real, t_sim = real["ttft_by_request"], sim["ttft_by_request"]
+        assert t_sim[a] > 1.5 * t_real[a] and t_sim[b] < 0.8 * t_real[b], run.name
+        fit = [k for k in t_real if h.half_of(k[0]) == "fit" and k != a]
+        p50_real = statistics.median(t_real[k] for k in fit)
+        p50_sim = statistics.median(t_sim[k] for k in fit)
+        assert p50_sim == pytest.approx(p50_real, rel=0.10), run.name

@@ -132,7 +132,9 @@ def _print_tables(out: dict) -> None:
     common = {k: out["cells"][0]["key"][k] for k in keys
               if len({c["key"][k] for c in out["cells"]}) == 1}
     console.print("[bold]comparing[/] " + " vs ".join(out["arms"]))
-    console.print("[dim]common: " + " ".join(f"{k}={v}" for k, v in common.items()) + "[/]")
+    # the sessions' digest is said only where it tells tables apart
+    console.print("[dim]common: " + " ".join(f"{k}={v}" for k, v in common.items()
+                                             if k != "sessions") + "[/]")
     options = out.get("options") or {}
     if options:  # several run-option sets: each table says which, by what differs
         console.print(f"[yellow]{len(options)} sets of run options, compared apart:[/] "

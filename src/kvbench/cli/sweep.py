@@ -318,12 +318,15 @@ def _banner(specs: list, options, results: Path, executor: str,
             announce_resume: bool = True) -> None:
     """What is about to run, so an hour-long default duration is never a surprise; on a
     rerun, that it resumes and how to start afresh."""
-    from kvbench.sweep.layout import is_done, resumed_line
+    from kvbench.sweep.layout import resumed_line
 
-    done = sum(1 for s in specs if is_done(results / s.dir_name, s.fingerprint,
-                                           profile=s.options.profile_name))
+    done = sum(1 for s in specs if s.done_in(results))
     if done and announce_resume:
         print(resumed_line(results, done, len(specs)), file=sys.stderr)
+    if stale := sum(1 for s in specs if s.stale_in(results)):
+        print(f"{stale} result(s) in {results} are of these jobs' options but of other "
+              "sessions than their traces load as now (another kvbench read them, or "
+              "recorded none): run again", file=sys.stderr)
     if options.max_requests is not None:
         per_job = f"{options.max_requests} requests"
     elif options.duration_s is not None:
@@ -443,7 +446,7 @@ def run_job_command(
 ) -> None:
     """Run one job (what each Slurm array task and CI matrix job does)."""
     from kvbench.sweep import JobSpec, run_job
-    from kvbench.sweep.layout import RESULT_FILE, is_done
+    from kvbench.sweep.layout import RESULT_FILE
     from kvbench.sweep.local import _sigterm_as_interrupt
 
     if (job_file is None) == (job_json is None):
@@ -461,7 +464,7 @@ def run_job_command(
             raise SweepOptionError(validation_message(
                 e, "--job-json is not a valid job spec")) from None
     job_dir = results / spec.dir_name
-    if not force and is_done(job_dir, spec.fingerprint, profile=spec.options.profile_name):
+    if not force and spec.done_in(results):
         print(f"{spec.dir_name}: done already ({job_dir / RESULT_FILE})")
         return
     _sigterm_as_interrupt()

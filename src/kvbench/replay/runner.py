@@ -9,7 +9,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from time import perf_counter_ns
 
@@ -50,10 +50,15 @@ CANCEL_AGAIN_S = 0.2
 
 
 def load_sessions(cfg: ReplayConfig) -> list[Session]:
-    if cfg.trace is not None:
-        return load_trace(cfg.trace)
-    spec = cfg.synthetic or SyntheticSpec(seed=cfg.seed)
-    return generate_sessions(spec)
+    return workload_sessions(cfg.trace, cfg.synthetic or SyntheticSpec(seed=cfg.seed))
+
+
+def workload_sessions(trace: Sequence[Path] | None, synthetic: SyntheticSpec) -> list[Session]:
+    """The sessions a replay sends: its traces as loaded, else the synthetic ones. (A resumed
+    sweep loads them too, to tell a result of these sessions from one of others.)"""
+    if trace is not None:
+        return load_trace(trace)
+    return generate_sessions(synthetic)
 
 
 async def replay(cfg: ReplayConfig, on_progress: Progress | None = None,

@@ -25,6 +25,7 @@ def write_dashboard(paths: Sequence[Path], out: Path, *, owned: bool = False) ->
     results = load_results(paths) if paths else []
     tag_backend_settings(results)
     tag_option_sets(results)
+    tag_sessions(results)
     page = render(results, extra)
     if owned:
         write_atomic(out, page)
@@ -46,6 +47,18 @@ def tag_option_sets(results: list) -> None:
             r.tag_arm(labels[r.options_id])
 
 
+def tag_sessions(results: list) -> None:
+    """Results whose arm names (option-set tags included) agree but whose replays sent other
+    sessions (Result.sessions: the same traces read by two kvbench versions) get the
+    sessions' digest, so they never pool as repeats of one arm."""
+    by_arm: dict[str, set[str]] = {}
+    for r in results:
+        by_arm.setdefault(r.arm, set()).add(r.sessions)
+    for r in results:
+        if len(by_arm[r.arm]) > 1:
+            r.tag_arm(f"sessions={r.sessions}")
+
+
 def tag_backend_settings(results: list) -> None:
     """Results whose arm names agree but whose offload backends are set differently (SGLang
     HiCache write_through vs write_through_selective on the H200, one host size vs another):
@@ -63,4 +76,4 @@ def tag_backend_settings(results: list) -> None:
                 r.tag_arm(" ".join(f"{k}={s.get(k)}" for k in differing))
 
 
-__all__ = ["tag_backend_settings", "write_dashboard"]
+__all__ = ["tag_backend_settings", "tag_sessions", "write_dashboard"]

@@ -37,6 +37,9 @@ IDENTITY = ("model", "hw", "framework", "precision", "scenario_type", "is_multin
             "kv_offloading", "backend", "conc")
 # A result's offload backend follows its offload flag: comparing one compares both.
 COUPLED = {"kv_offloading": {"backend"}, "backend": {"kv_offloading"}}
+# what makes two runs of one configuration the same experiment: the run options and the
+# sessions the replay sent (Result.sessions)
+EXPERIMENT = ("options_id", "sessions")
 CONFIDENCE = 0.95
 # Student t, two-sided 95%, by degrees of freedom (beyond 30: the normal 1.96)
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -101,8 +104,11 @@ def field_value(r: Result, name: str) -> str:
     name = name.replace("-", "_")
     if name == "backend":
         return str((r.kv_offload_backend or {}).get("name", "none"))
+    if name == "sessions":
+        return r.sessions
     if name not in Result.model_fields:
-        allowed = ", ".join(sorted((*IDENTITY, "exp_name", "config_key", "runner")))
+        allowed = ", ".join(sorted((*IDENTITY, "exp_name", "config_key", "runner",
+                                    *EXPERIMENT)))
         raise ResultError(f"cannot compare by {name!r}", hint=f"use one of: {allowed}")
     v = getattr(r, name)
     return str(v).lower() if isinstance(v, bool) else str(v)
@@ -289,11 +295,11 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
 
     for k in list(compared):
         compared |= COUPLED.get(k, set())
-    # results of other run options (traces, bounds, engine arguments) are other experiments:
-    # they never pair with, nor pool as repeats of, these; unless the selections name them
-    # (an arm's own engine flag: the Qwen3.5 resident twin's --page-size 16, issue 37)
-    key_fields = [f for f in IDENTITY if f not in compared] + (
-        [] if "options_id" in compared else ["options_id"])
+    # results of other run options (traces, bounds, engine arguments) or that sent other
+    # sessions are other experiments: they never pair with, nor pool as repeats of, these;
+    # unless the selections name them (an arm's own engine flag: the Qwen3.5 resident twin's
+    # --page-size 16, issue 37)
+    key_fields = [f for f in (*IDENTITY, *EXPERIMENT) if f not in compared]
     cells: dict[tuple, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in ok:
         arm = arm_of(r)
@@ -356,7 +362,7 @@ def compare(results: list[Result], *, by: str | None = "kv_offloading",
             "options": {} if "options_id" in compared
             else {str(k): v for k, v in option_labels(ok).items()},
             "options_ids": [] if out_cells or "options_id" in compared
-            else _split_by_options(ok, arm_of, key_fields[:-1])}
+            else _split_by_options(ok, arm_of, [f for f in key_fields if f != "options_id"])}
 
 
 def _split_by_options(ok: list[Result], arm_of, key_fields: list[str]) -> list[str]:

@@ -139,6 +139,16 @@ class Result(BaseModel):
     def valid(self) -> bool | None:
         return None if self.validity is None else bool(self.validity.get("valid"))
 
+    @property
+    def sessions(self) -> str:
+        """The sessions its replay sent, by their digest's first 12 hex digits
+        (workload/identity.py; "unrecorded": written before results recorded it). Runs of one
+        option set that sent other sessions (the same trace files read by two kvbench
+        versions) are other experiments: compare and the dashboard keep them apart."""
+        corpus = (self.workload or {}).get("corpus")
+        digest = corpus.get("fingerprint") if isinstance(corpus, dict) else None
+        return digest[:12] if isinstance(digest, str) else "unrecorded"
+
     def tag_arm(self, tag: str) -> None:
         """Append `tag` to this result's arm name (in memory only): a reader showing several
         run-option sets keeps their arms apart."""

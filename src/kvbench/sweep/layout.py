@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -43,11 +44,16 @@ def sweep_dir(results: Path) -> Path:
     return path
 
 
-def result_status(job_dir: Path, fingerprint: str, profile: str | None = None) -> str | None:
+def result_status(job_dir: Path, fingerprint: str, profile: str | None = None,
+                  corpus: Callable[[], str] | None = None) -> str | None:
     """The status of the job's result if it is for this fingerprint and was replayed under
     `profile` (the job's validity profile, None for none), else None. A result written
     before the profile was part of the fingerprint shares a run without one's fingerprint:
-    the profile it records tells them apart."""
+    the profile it records tells them apart. With `corpus` (the digest of the sessions the
+    job would send now, workload/identity.py), an ok result that recorded other sessions, or
+    none, is not this job's either: the fingerprint holds the trace files' bytes, and another
+    kvbench may have read the same bytes as other sessions (when the gaps between turns came
+    from the recorded think_time, a 50 s run sent 36 requests; from the stream's times, 14)."""
     path = job_dir / RESULT_FILE
     try:
         data = orjson.loads(path.read_bytes())
@@ -56,6 +62,9 @@ def result_status(job_dir: Path, fingerprint: str, profile: str | None = None) -
     if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
         return None
     if _profile_of(data) not in (None, profile):
+        return None
+    # a failure has no sessions to compare (it may have stopped before the replay)
+    if corpus is not None and data.get("status") == "ok" and _corpus_of(data) != corpus():
         return None
     return data.get("status")
 
@@ -67,14 +76,29 @@ def _profile_of(result: dict) -> str | None:
     return judged.get("profile") or (result.get("workload") or {}).get("profile")
 
 
+def _corpus_of(result: dict) -> str | None:
+    """The digest of the sessions a result's replay sent, as it records it (None: written
+    before results recorded it)."""
+    corpus = (result.get("workload") or {}).get("corpus")
+    return corpus.get("fingerprint") if isinstance(corpus, dict) else None
+
+
 def is_done(job_dir: Path, fingerprint: str, *, profile: str | None = None,
-            rerun_failed: bool = True) -> bool:
-    """Whether resume may skip the job: its result exists for the same fingerprint and
-    profile (and, with `rerun_failed`, says ok)."""
-    status = result_status(job_dir, fingerprint, profile)
+            corpus: Callable[[], str] | None = None, rerun_failed: bool = True) -> bool:
+    """Whether resume may skip the job: its result exists for the same fingerprint, profile
+    and, given `corpus`, sessions (and, with `rerun_failed`, says ok)."""
+    status = result_status(job_dir, fingerprint, profile, corpus)
     if status is None:
         return False
     return status == "ok" or not rerun_failed
+
+
+def replayed_other_sessions(job_dir: Path, fingerprint: str, profile: str | None,
+                            corpus: Callable[[], str]) -> bool:
+    """Whether the job's result is of its options but of other sessions than it would send
+    now (or does not say which): resume runs it again, and says why."""
+    return (result_status(job_dir, fingerprint, profile) is not None
+            and result_status(job_dir, fingerprint, profile, corpus) is None)
 
 
 def clear_attempt(job_dir: Path) -> None:

@@ -52,8 +52,7 @@ def run_local(specs: Sequence[JobSpec], results: Path, *, continue_on_error: boo
     with display:
         for spec in specs:
             job_dir = results / spec.dir_name
-            if layout.is_done(job_dir, spec.fingerprint, profile=spec.options.profile_name,
-                              rerun_failed=rerun_failed):
+            if spec.done_in(results, rerun_failed=rerun_failed):
                 outcome = JobOutcome(spec.dir_name, "skipped", reason="result exists",
                                      result_path=str(job_dir / layout.RESULT_FILE))
                 display.job_finished(outcome)

@@ -267,10 +267,7 @@ class SlurmExecutor:
             on_poll: Callable[[int, int], None] | None = None) -> list[JobOutcome]:
         """Submit the jobs not yet done, wait for every array task, collect outcomes."""
         results = Path(results)
-        todo = [s for s in specs
-                if not layout.is_done(results / s.dir_name, s.fingerprint,
-                                      profile=s.options.profile_name,
-                                      rerun_failed=rerun_failed)]
+        todo = [s for s in specs if not s.done_in(results, rerun_failed=rerun_failed)]
         skipped = {s.dir_name for s in specs} - {s.dir_name for s in todo}
         # One array task runs one single-node server; a multi-node row gets an allocation
         # of its own with a task per worker.
@@ -304,7 +301,7 @@ class SlurmExecutor:
         path = str(job_dir / layout.RESULT_FILE)
         if skipped:
             return JobOutcome(spec.dir_name, "skipped", reason="result exists", result_path=path)
-        status = layout.result_status(job_dir, spec.fingerprint, spec.options.profile_name)
+        status = spec.status_in(results)
         if status is None:
             tail = ""
             if log is not None and log.exists():

@@ -6,6 +6,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,7 +29,7 @@ from kvbench.recipe.fields import (
     SPEC_DECODINGS,
 )
 from kvbench.redaction import REDACTED, redact_json
-from kvbench.sweep.layout import JOB_FILE
+from kvbench.sweep.layout import JOB_FILE, is_done, replayed_other_sessions, result_status
 from kvbench.sweep.options import RunOptions
 
 
@@ -135,6 +136,34 @@ class JobSpec(BaseModel):
     def exp_name(self) -> str:
         return str(self.row.get("exp-name", self.config_key))
 
+    def corpus_digest(self) -> str:
+        """The digest of the sessions this job's replay sends (workload/identity.py), as its
+        result records it: the traces as this kvbench loads them, or the synthetic sessions
+        of the replay's seed."""
+        paths = self.options.trace_paths()
+        seed = None
+        if paths is None:
+            seed = self.options.replay_workload(self.job().conc, float(
+                self.row.get("duration") or 0), self.repeat)["seed"]
+        return _corpus_digest(None if paths is None else tuple(map(str, paths)), seed)
+
+    def status_in(self, results: Path) -> str | None:
+        """Its result's status in `results` if that result is this job's (layout.py
+        `result_status`: the fingerprint, profile and sessions), else None."""
+        return result_status(results / self.dir_name, self.fingerprint,
+                             self.options.profile_name, self.corpus_digest)
+
+    def done_in(self, results: Path, rerun_failed: bool = True) -> bool:
+        """Whether resume may skip it (layout.py `is_done`)."""
+        return is_done(results / self.dir_name, self.fingerprint,
+                       profile=self.options.profile_name, corpus=self.corpus_digest,
+                       rerun_failed=rerun_failed)
+
+    def stale_in(self, results: Path) -> bool:
+        """Whether its result in `results` replayed other sessions than it would now."""
+        return replayed_other_sessions(results / self.dir_name, self.fingerprint,
+                                       self.options.profile_name, self.corpus_digest)
+
     def job(self):
         """The matrix Job this spec runs."""
         from kvbench.matrix import Job
@@ -198,6 +227,17 @@ def job_absent_cached_tokens_are_zero(job_dir: Path) -> bool:
         return False
     return data.cache_report_omits_zero is not None and \
         data.cache_report_omits_zero in (command.get("argv") or [])
+
+
+@lru_cache(maxsize=8)
+def _corpus_digest(paths: tuple[str, ...] | None, seed: int | None) -> str:
+    """One load per trace set (or synthetic seed) however many jobs a sweep resumes."""
+    from kvbench.replay.runner import workload_sessions
+    from kvbench.workload import SyntheticSpec
+    from kvbench.workload.identity import fingerprint
+
+    trace = None if paths is None else [Path(p) for p in paths]
+    return fingerprint(workload_sessions(trace, SyntheticSpec(seed=seed or 0)))
 
 
 def _held_by_other_job(job_dir: Path, config_key: str, row: dict[str, Any]) -> bool:
