@@ -12,8 +12,10 @@
 #   session 2 took 257-306 s (server start included), and a cut job measures nothing.
 #
 # Needs the vLLM 0.26 bundle unpacked into /tmp/site (docs/performance.md says how it travels).
-# Jobs go to /tmp/kvb/results (copied from benchmarks/results/h200/vllm/runs on first use, so
-# finished jobs are skipped and `--repeat 2` adds the __r1 runs), per-call files to
+# Jobs go to /tmp/kvb/results (copied from benchmarks/results/h200/vllm/runs-s15 on first use:
+# the runs of the sessions kvbench replays now, so finished jobs are skipped and `--repeat N`
+# adds the missing repeats; results/h200/vllm/runs slept the recorded think_time, another
+# workload, which resume re-runs), per-call files to
 # /tmp/kvb/<ARM><TAG>/, and $OUT/kvb.tar.gz holds everything under /tmp/kvb so far. The call
 # must end inside the device's 10-minute limit: every arm stops at DEADLINE (env.sh).
 set -u
@@ -21,7 +23,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
 . "$here/env.sh"
-[ -d "$W/results" ] || cp -r benchmarks/results/h200/vllm/runs "$W/results"
+[ -d "$W/results" ] || cp -r benchmarks/results/h200/vllm/runs-s15 "$W/results"
 for arm in "$@"; do
 C=$W/$arm${TAG:-}
 mkdir -p "$C"
@@ -47,10 +49,10 @@ elif [ "$(left_s)" -lt "${JOB_S:-330}" ]; then
   echo "skipped: $(left_s) s left, a job takes up to ${JOB_S:-330} s (JOB_S)" | tee -a "$C/call.log"
 else
   key=qwen3-8b-bf16-h200-vllm-agentic-$arm
-  # the committed runs (sessions 2-7) predate the AgentX profile and launcher sizing, both now
-  # the default for a row with an exp-name: pinning them keeps those runs' fingerprint, so
-  # --repeat N adds repeats to them (session 14's ran under agentx-v1 and re-ran r0 and r1:
-  # another experiment, kept apart in results/h200/vllm/runs-agentx-v1)
+  # the committed runs predate the AgentX profile and launcher sizing, both now the default
+  # for a row with an exp-name: pinning them keeps those runs' fingerprint, so --repeat N adds
+  # repeats to them (session 14's ran under agentx-v1 and re-ran r0 and r1: another
+  # experiment, kept apart in results/h200/vllm/runs-agentx-v1)
   # shellcheck disable=SC2086  # RUN_ARGS is a list of options
   timeout "$(left_s)" python3 -m kvbench run "$here/recipe.yaml" \
     --runner-config "$here/runners.yaml" --config-keys "$key" --results "$W/results" \

@@ -145,9 +145,8 @@ class Result(BaseModel):
         (workload/identity.py; "unrecorded": written before results recorded it). Runs of one
         option set that sent other sessions (the same trace files read by two kvbench
         versions) are other experiments: compare and the dashboard keep them apart."""
-        corpus = (self.workload or {}).get("corpus")
-        digest = corpus.get("fingerprint") if isinstance(corpus, dict) else None
-        return digest[:12] if isinstance(digest, str) else "unrecorded"
+        digest = recorded_sessions(self.workload)
+        return digest[:12] if digest is not None else "unrecorded"
 
     def tag_arm(self, tag: str) -> None:
         """Append `tag` to this result's arm name (in memory only): a reader showing several
@@ -164,6 +163,14 @@ class Result(BaseModel):
         spec = "" if self.spec_decoding in ("none", None) else f" spec-{self.spec_decoding}"
         return (f"{self.framework} {self.infmax_model_prefix or self.model} {topo} {offload}{spec}"
                 f"{self._arm_suffix}")
+
+
+def recorded_sessions(workload: Any) -> str | None:
+    """The digest of the sessions a result's replay sent, from its `workload` (None: written
+    before results recorded it)."""
+    corpus = workload.get("corpus") if isinstance(workload, dict) else None
+    digest = corpus.get("fingerprint") if isinstance(corpus, dict) else None
+    return digest if isinstance(digest, str) else None
 
 
 def impossible_metric(result: Result) -> str | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from kvbench.files import remove_own
+from kvbench.results.schema import recorded_sessions
 from kvbench.results.store import ORIGINAL_FILE, PLAN_FILE, RESULT_FILE, SCRAPE_FILE, SUMMARY_FILE
 
 JOB_FILE = "job.json"
@@ -64,7 +65,8 @@ def result_status(job_dir: Path, fingerprint: str, profile: str | None = None,
     if _profile_of(data) not in (None, profile):
         return None
     # a failure has no sessions to compare (it may have stopped before the replay)
-    if corpus is not None and data.get("status") == "ok" and _corpus_of(data) != corpus():
+    if corpus is not None and data.get("status") == "ok" and (
+            recorded_sessions(data.get("workload")) != corpus()):
         return None
     return data.get("status")
 
@@ -74,13 +76,6 @@ def _profile_of(result: dict) -> str | None:
     not recorded)."""
     judged = (result.get("validity") or {}).get("submission") or {}
     return judged.get("profile") or (result.get("workload") or {}).get("profile")
-
-
-def _corpus_of(result: dict) -> str | None:
-    """The digest of the sessions a result's replay sent, as it records it (None: written
-    before results recorded it)."""
-    corpus = (result.get("workload") or {}).get("corpus")
-    return corpus.get("fingerprint") if isinstance(corpus, dict) else None
 
 
 def is_done(job_dir: Path, fingerprint: str, *, profile: str | None = None,
