@@ -3,7 +3,8 @@ offload runs, benchmarks/results/h200/vllm/runs-agentx-v1), out of sample: nothi
 on them. The simulator replays them with the profile's settings (the harness's warm-up,
 sampled starts, seed 42) and must send the same requests; throughput and the all-tier hit rate
 hold; TTFT p50 is the measured miss (docs/performance.md, "Out of sample: the AgentX workload
-on real vLLM"), bounded here so that a model change that widens it fails."""
+on real vLLM", and "admit_full_prompt" after it), bounded here so that a model change that
+widens it fails."""
 
 from __future__ import annotations
 
@@ -47,9 +48,14 @@ def test_the_simulator_sends_the_same_requests_and_holds_throughput(rows):
 
 
 def test_ttft_p50_is_the_measured_miss(rows):
-    """23-34% low, the device tier 1-10 points high: the per-host-hit shortfall, on requests
-    that are nearly all host hits under the AgentX starts."""
+    """5-19% low, inside every run's 95% bootstrap interval of its p50, since the profile's
+    admit_full_prompt (23-34% low and outside all five intervals before: these runs were out
+    of sample for that change, which was decided on the engine's source, its preemption
+    counter and the fit halves of the other runs); the device tier 1-10 points high: the
+    per-host-hit shortfall, on requests that are nearly all host hits under the AgentX
+    starts."""
     for r in rows[1]:
         real, sim = r["real"], r["sim"]
-        assert -0.36 < sim["ttft_p50_ms"] / real["ttft_p50_ms"] - 1 < -0.20, r["job"]
+        assert -0.20 < sim["ttft_p50_ms"] / real["ttft_p50_ms"] - 1 < -0.04, r["job"]
+        assert r["sim_ttft_p50_in_interval"], r["job"]
         assert 0 <= sim["hit_device"] - real["hit_device"] < 0.12, r["job"]

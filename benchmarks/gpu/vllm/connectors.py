@@ -97,8 +97,7 @@ def evidence(conc: int = 4) -> dict:
         out["repeats"][half] = statistics.fmean(abs(math.log(b / a)) for a, b in reps)
     validate = _module("validate_sim")
     reals = [validate._real(p) for arm in ARMS for p in runs[arm]]
-    errors = _module("vllm/load_stall").log_errors_by_arm(
-        validate, validate.sessions_as_sent(), reals, half_of)
+    errors = _module("vllm/load_stall").log_errors_by_arm(validate, reals, half_of)
     out["sim_bias"] = {(arm, half): x for (arm, _, half), x in errors.items()}
     out["settings_simulated"] = len({validate.setting(r) for r in reals})
     # what a simple-only load_stall_s would be, by load_stall.py's rule on the fit half

@@ -11,9 +11,9 @@ runs' token timestamps, and its value, fitted on the fit half of their sessions 
    hit's own prefill step beyond a normal one).
 2. Fit: every run simulated (benchmarks/gpu/validate_sim.py's setting) at each candidate
    value; per request, ln(simulated / real TTFT) over the requests both sent, in the offload
-   runs, per half (benchmarks/gpu/heldout.py half_of). The fit takes the value whose fit-half
-   median is nearest 0 (unbiased per request); the held-out half is printed beside it, never
-   used.
+   runs of both workloads (`runs`, `runs-s15`), per half (benchmarks/gpu/heldout.py
+   half_of). The fit takes the value whose fit-half median is nearest 0 (unbiased per
+   request); the held-out half is printed beside it, never used.
 
     PYTHONPATH=src python benchmarks/gpu/vllm/load_stall.py [--values 0 0.02 ...]
 """
@@ -32,7 +32,10 @@ from kvbench.files import iter_jsonl
 
 GPU = Path(__file__).resolve().parents[1]
 RUNS = GPU.parents[0] / "results" / "h200" / "vllm" / "runs"
-VALUES = (0.0, 0.01, 0.02, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06)
+# the fit reads the fit half of both workloads' runs: the committed runs (recorded think
+# times) and session 15's (the stream's gaps, runs-s15)
+FIT_RUNS = (RUNS, RUNS.with_name("runs-s15"))
+VALUES = (0.0, 0.01, 0.02, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.055, 0.06)
 
 
 def _module(name: str):
@@ -75,15 +78,16 @@ def stalls(run: Path) -> list[dict]:
     return out
 
 
-def log_errors_by_arm(validate, sessions, runs: list[dict], half_of) -> dict[tuple, list[float]]:
+def log_errors_by_arm(validate, runs: list[dict], half_of) -> dict[tuple, list[float]]:
     """(arm, conc, half) -> ln(simulated / real TTFT) per request both sent, for the real runs
-    `runs` (validate_sim._real), each setting simulated once with the current profile."""
+    `runs` (validate_sim._real), each setting simulated once with the current profile and the
+    sessions the run sent (validate_sim.sessions_for)."""
     sims: dict[tuple, dict] = {}
     out: dict[tuple, list[float]] = {}
     for real in runs:
         key = validate.setting(real)
         if key not in sims:
-            sims[key] = validate._simulated(sessions, real, "h200-measured")
+            sims[key] = validate._simulated(validate.sessions_for(real), real, "h200-measured")
         sim = sims[key]["ttft_by_request"]
         for k, a in real["ttft_by_request"].items():
             if k in sim and a > 0 and sim[k] > 0:
@@ -98,8 +102,7 @@ def per_request_log_errors(values: list[float], arms: tuple[str, ...] = ("vllm-n
     """value -> half -> ln(simulated / real TTFT) per request of the offload runs (of `arms`:
     both connectors unless told)."""
     validate, heldout = _module("validate_sim"), _module("heldout")
-    sessions = validate.sessions_as_sent()
-    runs = [r for r in (validate._real(p) for p in sorted(RUNS.iterdir())
+    runs = [r for r in (validate._real(p) for d in FIT_RUNS for p in sorted(d.iterdir())
                         if (p / "result.json").is_file()) if r["arm"] in arms]
     resolve = validate.resolve_costs
     out: dict[float, dict[str, list[float]]] = {}
@@ -108,7 +111,7 @@ def per_request_log_errors(values: list[float], arms: tuple[str, ...] = ("vllm-n
             validate.resolve_costs = lambda *a, _v=value, **k: dataclasses.replace(
                 resolve(*a, **k), load_stall_s=_v)
             halves: dict[str, list[float]] = {h: [] for h in heldout.HALVES}
-            for (_, _, half), x in log_errors_by_arm(validate, sessions, runs,
+            for (_, _, half), x in log_errors_by_arm(validate, runs,
                                                      heldout.half_of).items():
                 halves[half].extend(x)
             out[value] = halves
