@@ -187,3 +187,31 @@ def test_the_second_workloads_fit_half_miss_is_one_request_waiting_for_room() ->
         p50_real = statistics.median(t_real[k] for k in fit)
         p50_sim = statistics.median(t_sim[k] for k in fit)
         assert p50_sim == pytest.approx(p50_real, rel=0.10), run.name
+
+
+def test_the_first_workloads_held_out_conc4_offload_miss_is_one_more_request() -> None:
+    """The held-out conc-4 offload cells' miss (p50 430 simulated against 637 / 521) is the
+    count, not the TTFTs: the simulation now fits a 22nd held-out request (an unqueued host
+    hit) into the 50 s where four of the five real runs have 21, so its median falls between
+    the 11th and 12th, 286 and 575 ms, across the gap between the two clusters. Over the
+    requests both sent, the simulated held-out p50 is within 8% of real in four of the five
+    runs (the fifth, simple r1, is the run whose own median sits low in the gap: 444 ms)."""
+    h = _heldout()
+    v = h._validate_module()
+    runs = sorted(p for p in (HERE.parent / "results" / "h200" / "vllm" / "runs").glob(
+        "*conc4_kvdram*") if (p / "result.json").is_file())
+    assert len(runs) == 5
+    close = 0
+    for run in runs:
+        real = v._real(run)
+        sim = v._simulated(v.sessions_for(real), real, "h200-measured")
+        a, b = real["ttft_by_request"], sim["ttft_by_request"]
+        held_sim = sorted(t for k, t in b.items() if h.half_of(k[0]) == "held-out")
+        assert len(held_sim) == 22, run.name
+        lo, hi = held_sim[10], held_sim[11]
+        assert hi - lo > 250 and statistics.median(held_sim) == pytest.approx((lo + hi) / 2)
+        common = [k for k in a if k in b and h.half_of(k[0]) == "held-out"]
+        p50_real = statistics.median(a[k] for k in common)
+        p50_sim = statistics.median(b[k] for k in common)
+        close += abs(p50_sim / p50_real - 1) < 0.08
+    assert close == 4

@@ -31,6 +31,7 @@ import statistics
 from pathlib import Path
 
 from kvbench.files import iter_jsonl
+from kvbench.sim.engine_profile import load_engine_profile
 
 GPU = Path(__file__).resolve().parents[1]
 RUNS = GPU.parents[0] / "results" / "h200" / "vllm" / "runs"
@@ -131,8 +132,9 @@ def main() -> None:
         print(f"  {value * 1e3:4.0f} ms: " + "   ".join(
             f"{h} median {statistics.median(x):+.4f} mean |ln| "
             f"{statistics.fmean(abs(y) for y in x):.4f}" for h, x in halves.items()))
+    shipped = load_engine_profile("vllm").load_stall_s.value
     print(f"  simple-only fit: {e['simple_stall_fit'] * 1e3:.0f} ms (shipped, both connectors: "
-          "50 ms)")
+          f"{shipped * 1e3:.0f} ms)")
 
 
 if __name__ == "__main__":
