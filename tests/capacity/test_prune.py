@@ -72,3 +72,23 @@ def test_noise_must_be_below_threshold(case, capsys):
               "--noise", "0.5", "--threshold", "0.2"])
     assert e.value.code == 2
     assert "--noise must be >= 0 and below --threshold" in capsys.readouterr().err
+
+
+def test_a_row_whose_warm_up_cannot_run_says_why(capsys):
+    """A real row on the default AgentX workload: Kimi-K3 on GB200 at conc 256, four DP ranks
+    of 290,304 GPU KV tokens each. The warm-up sends 346K-token prompts that no rank's pool
+    holds; agentx-harness 1.0.12 aborts a run whose warm-up fails, so no profiled request
+    runs, and the prediction names that and the refusal, not "no request finished"."""
+    from conftest import REPO
+
+    data = REPO / "tests" / "data" / "inferencex"
+    preds = _run(capsys, "plan", "--config-files", str(data / "nvidia-master.yaml"),
+                 "--runner-config", str(data / "runners.yaml"), "--config-keys",
+                 "kimik3-fp4-gb200-dynamo-vllm-agentic", "--min-conc", "256", "--max-conc",
+                 "256", "--predict", "--format", "json")
+    [offload] = [p for p in preds if p["exp-name"].endswith("kvdram-vllm-simple")]
+    assert offload["verdict"] == "not simulated"
+    assert offload["reason"].startswith("the warm-up failed on the resident arm, so no "
+                                        "profiled request ran")
+    assert "maximum context length is 290304 tokens" in offload["reason"]
+    assert "more KV blocks than the GPU pool holds" in offload["reason"]

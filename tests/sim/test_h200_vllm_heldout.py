@@ -129,10 +129,7 @@ S15 = HERE.parent / "results" / "h200" / "vllm" / "runs-s15"
 
 
 def test_the_second_workload_meets_the_targets_on_whole_runs_and_the_held_out_half() -> None:
-    spec = importlib.util.spec_from_file_location("validate_sim", HERE / "validate_sim.py")
-    v = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(v)
-    runs = v.evaluate(S15)
+    runs = _heldout()._validate_module().evaluate(S15)
     assert len(runs) == 11
     for r in runs:
         real, sim = r["real"], r["sim"]

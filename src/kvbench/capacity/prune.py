@@ -103,7 +103,7 @@ def predict_jobs(jobs: list[Any], entries: dict[int, dict], *, noise: float,
         p = Prediction(job.exp_name, job.conc, group, _verdict(benefit, noise, threshold),
                        benefit, {"resident": res, "offload": off})
         if benefit is None:
-            p.reason = "no TTFT on the resident arm (no request finished)"
+            p.reason = _no_ttft_reason(arms["resident"])
         out.append(p)
     out.sort(key=lambda p: -(p.benefit if p.benefit is not None else float("-inf")))
     lone = [Prediction(j.exp_name, j.conc, [j], RESIDENT,
@@ -111,6 +111,16 @@ def predict_jobs(jobs: list[Any], entries: dict[int, dict], *, noise: float,
                        "settings here: no offload to predict")
             for j in residents.values() if id(j) not in paired]
     return out + rest + lone
+
+
+def _no_ttft_reason(summary: dict) -> str:
+    """Why the resident arm has no TTFT: its AgentX warm-up failed (agentx-harness 1.0.12
+    aborts such a run, so no profiled request is sent), or no profiled request finished."""
+    phase = summary.get("phase") or {}
+    if phase.get("warmup_failed"):
+        return (f"the warm-up failed on the resident arm, so no profiled request ran (the "
+                f"harness aborts such a run): {phase.get('warmup_error') or 'a request failed'}")
+    return "no TTFT on the resident arm (no request finished)"
 
 
 def kept_jobs(predictions: list[Prediction], jobs: list[Any]) -> list[Any]:

@@ -98,6 +98,7 @@ class LaneDriver:
         self.profiling_start_s = 0.0
         self.quota: dict[int, int] = {}
         self.failed_warmup: list[str] = []
+        self.warmup_error: str | None = None  # the first failed warm-up request's error
         self.inflight = 0
         self.idle_shifts = 0
         self._lanes: list[_Lane] = []
@@ -298,6 +299,7 @@ class LaneDriver:
         self.inflight -= 1
         if meta.get("warm_turn") and req.error is not None and meta["stream"] == ROOT:
             self.failed_warmup.append(meta["session_id"])  # the harness aborts the run
+            self.warmup_error = self.warmup_error or req.error
         if meta.get("primer") or self.stopping or lane.run is None:
             return
         now = self.engine.now_s + (REFUSAL_ROUND_TRIP_S if req.error is not None else 0.0)

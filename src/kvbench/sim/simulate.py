@@ -128,7 +128,8 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     summary["phase"] = {"warmup_s": driver.profiling_start_s,
                         "profiling_start_s": driver.profiling_start_s,
                         "deadline_s": driver.deadline_s,
-                        "warmup_failed": driver.failed_warmup[:5]}
+                        "warmup_failed": driver.failed_warmup[:5],
+                        "warmup_error": driver.warmup_error}
     summary["inflight"] = {"max": _peak_inflight(profiled), "lanes": bounds.concurrency}
     summary = _finish_summary(summary, wall_s, len(done), costs, setup)
     summary["setup"]["concurrency"] = bounds.concurrency
