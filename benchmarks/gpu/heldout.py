@@ -86,9 +86,19 @@ def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
     v = _validate_module()
     sims: dict[tuple, tuple[list, float]] = {}
     groups: dict[tuple[str, int, str], list[tuple[dict, dict]]] = defaultdict(list)
+    workloads: dict[tuple[int, str], tuple] = {}
     for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
         real = v._real(run)
         key = v.setting(real)
+        # the repeats of an arm pool against the first one's simulation (their host pools
+        # differ by a few tokens, as each server sized them), so they must have replayed one
+        # workload: a run of other sessions or bounds (runs-s15 beside runs) is another
+        # experiment
+        workload = (real["profile"], real["corpus"])
+        if workloads.setdefault((real["conc"], real["arm"]), workload) != workload:
+            raise ValueError(f"{run.name}: another workload than the arm's other runs "
+                             "(its validity profile or sessions digest); evaluate each "
+                             "workload's runs apart (--runs)")
         if key not in sims:  # deterministic: one simulation per setting
             done: list = []
             v._simulated(v.sessions_for(real), real, hardware, engine_profile, done)

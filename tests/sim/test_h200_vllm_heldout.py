@@ -212,3 +212,16 @@ def test_the_first_workloads_held_out_conc4_offload_miss_is_one_more_request() -
         p50_sim = statistics.median(b[k] for k in common)
         close += abs(p50_sim / p50_real - 1) < 0.08
     assert close == 4
+
+
+def test_an_arm_never_pools_runs_of_two_workloads(tmp_path) -> None:
+    """The committed resident run and a session-15 one share their job options but not
+    their sessions: heldout.py refuses to score them as repeats of one arm against one
+    simulation (before, the group took the first run's simulation for both)."""
+    import shutil
+
+    for src in (HERE.parent / "results" / "h200" / "vllm" / "runs" / "qwen3-8b_tp1_conc4_kvnone",
+                S15 / "qwen3-8b_tp1_conc4_kvnone__r3"):
+        shutil.copytree(src, tmp_path / src.name)
+    with pytest.raises(ValueError, match="qwen3-8b_tp1_conc4_kvnone__r3: another workload"):
+        _heldout().evaluate(tmp_path)

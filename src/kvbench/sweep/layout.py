@@ -55,20 +55,28 @@ def result_status(job_dir: Path, fingerprint: str, profile: str | None = None,
     none, is not this job's either: the fingerprint holds the trace files' bytes, and another
     kvbench may have read the same bytes as other sessions (when the gaps between turns came
     from the recorded think_time, a 50 s run sent 36 requests; from the stream's times, 14)."""
-    path = job_dir / RESULT_FILE
+    data = _result_of(job_dir, fingerprint, profile)
+    if data is None or (corpus is not None and _other_sessions(data, corpus)):
+        return None
+    return data.get("status")
+
+
+def _result_of(job_dir: Path, fingerprint: str, profile: str | None) -> dict | None:
+    """The job's result.json if it is for this fingerprint and profile, else None."""
     try:
-        data = orjson.loads(path.read_bytes())
+        data = orjson.loads((job_dir / RESULT_FILE).read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None
     if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
         return None
-    if _profile_of(data) not in (None, profile):
-        return None
-    # a failure has no sessions to compare (it may have stopped before the replay)
-    if corpus is not None and data.get("status") == "ok" and (
-            recorded_sessions(data.get("workload")) != corpus()):
-        return None
-    return data.get("status")
+    return data if _profile_of(data) in (None, profile) else None
+
+
+def _other_sessions(result: dict, corpus: Callable[[], str]) -> bool:
+    """Whether an ok result recorded other sessions than `corpus()`, or none. A failure has
+    no sessions to compare (it may have stopped before the replay)."""
+    return result.get("status") == "ok" and (
+        recorded_sessions(result.get("workload")) != corpus())
 
 
 def _profile_of(result: dict) -> str | None:
@@ -92,8 +100,8 @@ def replayed_other_sessions(job_dir: Path, fingerprint: str, profile: str | None
                             corpus: Callable[[], str]) -> bool:
     """Whether the job's result is of its options but of other sessions than it would send
     now (or does not say which): resume runs it again, and says why."""
-    return (result_status(job_dir, fingerprint, profile) is not None
-            and result_status(job_dir, fingerprint, profile, corpus) is None)
+    data = _result_of(job_dir, fingerprint, profile)
+    return data is not None and _other_sessions(data, corpus)
 
 
 def clear_attempt(job_dir: Path) -> None:
