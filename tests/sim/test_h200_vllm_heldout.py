@@ -151,6 +151,45 @@ def test_the_second_workload_meets_the_targets_on_whole_runs_and_the_held_out_ha
                 assert x["sim"] == pytest.approx(x["real"], rel=0.10), (name, k)
 
 
+# The same workload at conc 6 (session 16: one resident and one simple run; the native run and
+# second repeats were not taken). Nothing was fitted on them. Measured misses: the whole runs'
+# simple / resident TTFT p50 ratio 0.777 real, 0.700 simulated (-10%: simple -4%, resident
+# +6%); the held-out half's 0.10 real, 0.09 simulated (-14%): its resident median queues
+# (2,952 ms real, 3,051 simulated, +3%) where the simple arm's is an unqueued host hit (298
+# and 264 ms, -11%), so a few ms on the small side move the small ratio by 14%.
+CONC6_RATIO_MISSED = {"run": 0.11, "held-out": 0.15}
+
+
+def test_the_second_workload_at_conc6_on_whole_runs_and_the_held_out_half() -> None:
+    runs = [r for r in _heldout()._validate_module().evaluate(S15) if r["conc"] == 6]
+    assert {r["arm"] for r in runs} == {"resident", "vllm-simple"}
+    for r in runs:
+        real, sim = r["real"], r["sim"]
+        assert r["same_requests"] == r["union_requests"] == 23, r["job"]
+        assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=0.10), r["job"]
+        assert sim["output_tok_s"] == pytest.approx(real["output_tok_s"], rel=0.02), r["job"]
+        for tier in ("hit_device", "hit_host"):
+            assert abs(sim[tier] - real[tier]) <= 0.01, (r["job"], tier)
+    p50 = {r["arm"]: (r["real"]["ttft_p50_ms"], r["sim"]["ttft_p50_ms"]) for r in runs}
+    ratio_real, ratio_sim = (p50["vllm-simple"][i] / p50["resident"][i] for i in (0, 1))
+    assert ratio_sim == pytest.approx(ratio_real, rel=CONC6_RATIO_MISSED["run"])
+    assert ratio_sim < ratio_real  # the miss's side: offload's gain read 10% larger
+    rows = [r for r in _heldout().evaluate(S15) if r["conc"] == 6]
+    assert {(r["half"], r["arm"]) for r in rows} == {
+        (h, a) for h in ("fit", "held-out") for a in ("resident", "vllm-simple")}
+    for r in rows:
+        name = (r["half"], r["conc"], r["arm"])
+        real, sim = r["real"], r["sim"]
+        assert sim["requests"] == real["requests"], name
+        assert abs(sim["hit_total"] - real["hit_total"]) <= 0.01, name
+        assert sim["output_tok_s"] == pytest.approx(real["output_tok_s"], rel=0.03), name
+        assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=0.15), name
+        for k, x in r.get("ratio", {}).items():
+            bound = CONC6_RATIO_MISSED["held-out"] if (r["half"], k) == (
+                "held-out", "ttft_p50_ms") else 0.10
+            assert x["sim"] == pytest.approx(x["real"], rel=bound), (name, k)
+
+
 def test_the_second_workloads_fit_half_miss_is_one_request_waiting_for_room() -> None:
     """The fit half's resident TTFT p50 misses (+26% to +33%; the offload / resident ratios
     with it): its nine requests' median is trace_0011's second turn, which in every run waits
