@@ -10,6 +10,7 @@ import gc
 import math
 import time
 from collections import Counter, deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from kvbench.errors import SimError
@@ -71,13 +72,14 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
     receives every finished request in completion order, for per-request comparisons; a
     request's `session` indexes the traces' non-empty sessions in order (one per file for
     kv-cache-tester traces)."""
-    cache = make_cache(setup)
-    done: list[SimRequest] = [] if requests is None else requests
-    sessions = [s for tr in traces for s in tr.sessions if s]
-    engines: list = []
-    wall_s = _timed(lambda: engines.append(_drive(sessions, cache, costs, setup, done)))
-    return _finish_summary(summarize(done, cache, engine_gaps(engines[0])), wall_s, len(done),
-                           costs, setup)
+    with gc_paused():
+        cache = make_cache(setup)
+        done: list[SimRequest] = [] if requests is None else requests
+        sessions = [s for tr in traces for s in tr.sessions if s]
+        engines: list = []
+        wall_s = _timed(lambda: engines.append(_drive(sessions, cache, costs, setup, done)))
+        return _finish_summary(summarize(done, cache, engine_gaps(engines[0])), wall_s,
+                               len(done), costs, setup)
 
 
 def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
@@ -86,6 +88,12 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     `bounds.concurrency` lanes (setup.concurrency is not used). Warm-up requests run but are
     left out of the summary, as the replay leaves them out; `requests` receives every
     finished request, warm-up included (`meta`: session_id, turn, lane, is_warmup)."""
+    with gc_paused():
+        return _run_sessions(sessions, costs, setup, bounds, requests)
+
+
+def _run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
+                  bounds: WorkloadBounds, requests: list[SimRequest] | None) -> dict:
     done: list[SimRequest] = [] if requests is None else requests
     caches = [make_cache(setup) for _ in range(setup.dp)]
 
@@ -183,17 +191,28 @@ def engine_for(cache, costs: CostModel, setup: SimSetup, **hooks) -> Engine:
     return Engine(cache, costs, setup.engine, **hooks)
 
 
-def _timed(fn) -> float:
-    wall0 = time.perf_counter()
-    # The cache tree is a large, long-lived object graph: generational GC passes over it
-    # would double the run time, and nothing it could free is garbage before the run ends.
-    gc_was_enabled = gc.isenabled()
+@contextmanager
+def gc_paused():
+    """No garbage collection inside: a run builds millions of small, long-lived objects (the
+    cache tree, the requests, their page keys), which generational passes would scan over
+    and over (they doubled the run time) while nothing they could free is garbage before the
+    run and its summary end."""
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
-        fn()
+        yield
     finally:
-        if gc_was_enabled:
+        if was_enabled:
+            # what the run left goes straight to the oldest generation (freeze, then
+            # unfreeze): else the first young collection after it scans all of it at once
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
+
+
+def _timed(fn) -> float:
+    wall0 = time.perf_counter()
+    fn()
     return time.perf_counter() - wall0
 
 
