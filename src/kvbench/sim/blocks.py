@@ -277,12 +277,15 @@ class BlockPool:
             return tail
         self.changes += 1
         kids = self.roots if tail is None else tail.kids
+        store = self.host_capacity and self.lazy_target is None
         if kids and chain[start] in kids:
             tail, new = self._share(chain, start, stop, tail)
+            if new and store:
+                self._store(tail, new)
         else:  # the usual case: none of it cached (a chain's cached units are a prefix)
-            tail, new = self._grow(chain, start, stop, tail), chain[start:stop]
-        if new and self.host_capacity and self.lazy_target is None:
-            self._store(tail, new)
+            tail = self._grow(chain, start, stop, tail)
+            if store:
+                self._store(tail, chain[start:stop])
         return tail
 
     def _store(self, run: Run, hashes: list[int]) -> None:

@@ -170,28 +170,35 @@ class Engine:
     # -- the loop --------------------------------------------------------------------------
     def run_until(self, horizon_s: float = math.inf) -> None:
         """Run every step that ends by `horizon_s`; leaves a step in flight past it."""
+        arrivals = self.arrivals
+        counting = self.config.recv_interval_steps > 1  # (`_count_receive`)
         while True:
-            if self._step is None:
-                self._take_arrivals()
+            step = self._step
+            if step is None:
+                due_s = arrivals.next_s()
+                if due_s is not None and due_s <= self.now_s:
+                    self._take_arrivals()
                 if not self.waiting and not self.num_running:
-                    next_s = self.arrivals.next_s()
+                    next_s = arrivals.next_s()
                     if next_s is None or next_s > horizon_s:
                         if horizon_s != math.inf:
                             self.now_s = max(self.now_s, horizon_s)
                         return
                     self.now_s = next_s
                     continue
-                self._step = self._compose(horizon_s if self.plan_to_horizon else math.inf)
-                if self._step is None:
+                step = self._step = self._compose(
+                    horizon_s if self.plan_to_horizon else math.inf)
+                if step is None:
                     if self.num_running or not self.waiting:
                         continue
                     raise SimError("internal: requests wait but nothing runs to free room")
-            if self._step.end_s > horizon_s:
+            if step.end_s > horizon_s:
                 return
-            step, self._step = self._step, None
+            self._step = None
             self.now_s = step.end_s
             self._apply(step)
-            self._count_receive(step)
+            if counting:
+                self._count_receive(step)
             if self.hold is not None and self.hold():
                 return
 
@@ -284,8 +291,8 @@ class Engine:
         if chunks:
             dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
                                context, load_tokens, sync_tokens,
-                               load_time_s=self.link.load_s(load_tokens),
-                               sync_time_s=sync_time_s)
+                               self.link.load_s(load_tokens) if load_tokens > 0 else 0.0,
+                               sync_time_s)
             return _Step(self.now_s, self.now_s + dur, chunks, 1 if self.decode_batch else 0)
         return self._decode_stretch(context, horizon_s)
 
@@ -361,9 +368,10 @@ class Engine:
                 # else: preempted since (sim/vllm.py), or cancelled and released already
                 if req.finish_seq == seq and req.error != CANCELLED:
                     self._finish(req, now)
+        checkpoints = self.checkpoints
         for req, n in step.chunks:
-            if self.checkpoints is not None:
-                self.checkpoints.computed(req, req.context_tokens, n)
+            if checkpoints is not None:
+                checkpoints.computed(req, req.context_tokens, n)
             req.prefill_left -= n
             req.context_tokens += n
             if req.prefill_left == 0:

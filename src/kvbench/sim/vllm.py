@@ -82,7 +82,7 @@ class VllmEngine(Engine):
             chunks.append((req, n))
             budget -= n
         if not preempted:
-            for req in list(self.loading):  # vLLM's skipped-waiting queue comes first
+            for req in list(self.loading) if self.loading else ():  # vLLM's skipped-waiting queue comes first
                 if budget <= 0:
                     break
                 if req.blocks.starts_after_ready < costs.load_ready_steps:
@@ -177,13 +177,13 @@ class VllmEngine(Engine):
         pool = self.pool
         blocks = self._blocks_for(req, n)
         need = blocks - b.cached * pool.unit_blocks - b.plain
-        while need > 0 and not pool.can_allocate(need):
-            victim = next(reversed(self.running))
-            self._preempt(victim)
-            self._preempted_now = True
-            if victim is req:
-                return False
         if need > 0:
+            while not pool.can_allocate(need):
+                victim = next(reversed(self.running))
+                self._preempt(victim)
+                self._preempted_now = True
+                if victim is req:
+                    return False
             pool.allocate(need)
         self._account(req, n, blocks)
         return True
