@@ -82,7 +82,7 @@ class VllmEngine(Engine):
             chunks.append((req, n))
             budget -= n
         if not preempted:
-            for req in list(self.loading) if self.loading else ():  # vLLM's skipped-waiting queue comes first
+            for req in list(self.loading):  # vLLM's skipped-waiting queue comes first
                 if budget <= 0:
                     break
                 if req.blocks.starts_after_ready < costs.load_ready_steps:
