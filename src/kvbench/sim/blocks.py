@@ -155,7 +155,11 @@ class BlockPool:
         kid = self.roots.get(chain[0]) if limit else None
         while kid is not None:  # its first unit is chain[d]
             end = kid.hi if kid.hi < limit else limit
-            run, d = kid, _parting(kid.chain, chain, d, end)
+            run, other = kid, kid.chain
+            # `_parting`'s usual answer (the run's units all in the chain) without the call:
+            # a long prompt's lookup walks many runs
+            d = end if other is chain or other[end - 1] == chain[end - 1] else _parting(
+                other, chain, d, end)
             if d < kid.hi or d == limit or not kid.kids:
                 break
             kid = kid.kids.get(chain[d])
