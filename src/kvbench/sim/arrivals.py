@@ -17,7 +17,7 @@ from kvbench.sim.tokenizer import TokenizerThread
 
 
 class Arrivals:
-    __slots__ = ("_heap", "_pending", "_seq", "tokenizer")
+    __slots__ = ("_heap", "_pending", "_seq", "size", "tokenizer")
 
     def __init__(self) -> None:
         # tokenized or being tokenized: (seen_s, seq, request)
@@ -26,11 +26,14 @@ class Arrivals:
         self._pending: list[tuple[float, int, SimRequest, float]] = []
         self._seq = 0
         self.tokenizer = TokenizerThread()
+        # requests on their way (both lists): read once per request per rank by routers
+        self.size = 0
 
     def push(self, req: SimRequest, tokenize_s: float, now_s: float) -> float:
         """Queue `req` (its arrival_s set, not before `now_s`); returns the earliest the
         scheduler can see it (later when prompts arriving before it are still to come)."""
         self._seq += 1
+        self.size += 1
         heapq.heappush(self._pending, (req.arrival_s, self._seq, req, tokenize_s))
         self._hand_over(now_s)
         return self.tokenizer.start_s(req.arrival_s) + tokenize_s
@@ -55,6 +58,7 @@ class Arrivals:
         self._hand_over(now_s)
         heap = self._heap
         while heap and heap[0][0] <= now_s:
+            self.size -= 1
             yield heapq.heappop(heap)[2]
 
     def remove(self, req: SimRequest) -> bool:
@@ -65,6 +69,7 @@ class Arrivals:
             if any(e[2] is req for e in entries):
                 setattr(self, name, [e for e in entries if e[2] is not req])
                 heapq.heapify(getattr(self, name))
+                self.size -= 1
                 return True
         return False
 
@@ -77,9 +82,10 @@ class Arrivals:
             got = [e[2] for e in entries if id(e[2]) in reqs]
             if got:
                 out += got
+                self.size -= len(got)
                 setattr(self, name, [e for e in entries if id(e[2]) not in reqs])
                 heapq.heapify(getattr(self, name))
         return out
 
     def __len__(self) -> int:
-        return len(self._heap) + len(self._pending)
+        return self.size

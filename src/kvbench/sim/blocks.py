@@ -155,7 +155,11 @@ class BlockPool:
         kid = self.roots.get(chain[0]) if limit else None
         while kid is not None:  # its first unit is chain[d]
             end = kid.hi if kid.hi < limit else limit
-            run, d = kid, _parting(kid.chain, chain, d, end)
+            run, other = kid, kid.chain
+            # `_parting`'s usual answer (the run's units all in the chain) without the call:
+            # a long prompt's lookup walks many runs
+            d = end if other is chain or other[end - 1] == chain[end - 1] else _parting(
+                other, chain, d, end)
             if d < kid.hi or d == limit or not kid.kids:
                 break
             kid = kid.kids.get(chain[d])
@@ -277,12 +281,15 @@ class BlockPool:
             return tail
         self.changes += 1
         kids = self.roots if tail is None else tail.kids
+        store = self.host_capacity and self.lazy_target is None
         if kids and chain[start] in kids:
             tail, new = self._share(chain, start, stop, tail)
+            if new and store:
+                self._store(tail, new)
         else:  # the usual case: none of it cached (a chain's cached units are a prefix)
-            tail, new = self._grow(chain, start, stop, tail), chain[start:stop]
-        if new and self.host_capacity and self.lazy_target is None:
-            self._store(tail, new)
+            tail = self._grow(chain, start, stop, tail)
+            if store:
+                self._store(tail, chain[start:stop])
         return tail
 
     def _store(self, run: Run, hashes: list[int]) -> None:

@@ -75,11 +75,20 @@ class DisaggEngines(RankedEngines):
             # the wait behind this NIC's earlier transfers plus this one's own bytes
             d.meta = {**req.meta, "sent_s": req.arrival_s, "prefill": req,
                       "kv_transfer_s": at - now}
-            target = min(range(len(self.decode)), key=lambda i: (
-                self.decode[i].num_running + self.decode[i].num_queued, i))
+            target = self._least_loaded_decode()
             self.decode[target].submit(d, at)
             self._touched.add(len(self.prefill) + target)
         return done
+
+    def _least_loaded_decode(self) -> int:
+        """The decode rank with the fewest requests running, queued or on their way (the
+        lowest on a tie): a plain loop, as this runs once per request over every rank."""
+        best, best_load = 0, -1
+        for i, e in enumerate(self.decode):
+            load = e.num_running + e.num_queued
+            if best_load < 0 or load < best_load:
+                best, best_load = i, load
+        return best
 
     def _decoded(self, rank: int) -> Callable[[SimRequest], None]:
         def done(req: SimRequest) -> None:

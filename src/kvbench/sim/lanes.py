@@ -293,6 +293,10 @@ class LaneDriver:
 
     def _on_finish(self, req: SimRequest) -> None:
         self.done.append(req)
+        # a finished request is only counted from here on: its page keys and block table
+        # (the lane and the pool keep what they still need) would hold a run's every
+        # prompt in memory to its end
+        req.keys, req.blocks = [], None
         meta = req.meta
         lane = self._lanes[req.session]
         lane.inflight -= 1

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import heapq
 import math
 from collections.abc import Callable
 
@@ -149,15 +150,27 @@ class RankedEngines:
         touched = self._touched
         inf = math.inf
         nxt = [inf if (x := e.next_event_s()) is None else x for e in engines]
+        # (time, rank) of every rank's next event, and stale entries of times since moved
+        # (skipped when they come up): the lowest rank due first, as a scan of `nxt` finds
+        # it, without scanning every rank at every event
+        due = [(x, i) for i, x in enumerate(nxt) if x != inf]
+        heapq.heapify(due)
+        push, pop = heapq.heappush, heapq.heappop
         while True:
             for i in touched:
                 x = engines[i].next_event_s()
-                nxt[i] = inf if x is None else x
+                if x is None:
+                    x = inf
+                if x != nxt[i]:
+                    nxt[i] = x
+                    if x != inf:
+                        push(due, (x, i))
             touched.clear()
-            t = min(nxt)
-            if t == inf or t > horizon_s:
+            while due and nxt[due[0][1]] != due[0][0]:
+                pop(due)
+            if not due or due[0][0] > horizon_s:
                 break
-            i = nxt.index(t)  # the lowest rank due first; the others due at t next round
+            t, i = due[0]  # the others due at t come up next round
             engines[i].run_until(t)
             touched.add(i)
         for e in engines:

@@ -10,6 +10,7 @@ import gc
 import math
 import time
 from collections import Counter, deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from kvbench.errors import SimError
@@ -71,13 +72,14 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
     receives every finished request in completion order, for per-request comparisons; a
     request's `session` indexes the traces' non-empty sessions in order (one per file for
     kv-cache-tester traces)."""
-    cache = make_cache(setup)
-    done: list[SimRequest] = [] if requests is None else requests
-    sessions = [s for tr in traces for s in tr.sessions if s]
-    engines: list = []
-    wall_s = _timed(lambda: engines.append(_drive(sessions, cache, costs, setup, done)))
-    return _finish_summary(summarize(done, cache, engine_gaps(engines[0])), wall_s, len(done),
-                           costs, setup)
+    with gc_paused():
+        cache = make_cache(setup)
+        done: list[SimRequest] = [] if requests is None else requests
+        sessions = [s for tr in traces for s in tr.sessions if s]
+        engines: list = []
+        wall_s = _timed(lambda: engines.append(_drive(sessions, cache, costs, setup, done)))
+        return _finish_summary(summarize(done, cache, engine_gaps(engines[0])), wall_s,
+                               len(done), costs, setup)
 
 
 def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
@@ -86,6 +88,12 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     `bounds.concurrency` lanes (setup.concurrency is not used). Warm-up requests run but are
     left out of the summary, as the replay leaves them out; `requests` receives every
     finished request, warm-up included (`meta`: session_id, turn, lane, is_warmup)."""
+    with gc_paused():
+        return _run_sessions(sessions, costs, setup, bounds, requests)
+
+
+def _run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
+                  bounds: WorkloadBounds, requests: list[SimRequest] | None) -> dict:
     done: list[SimRequest] = [] if requests is None else requests
     caches = [make_cache(setup) for _ in range(setup.dp)]
 
@@ -113,14 +121,16 @@ def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
     if setup.dp > 1:
         summary["cache"] = _sum_caches([summarize([], c)["cache"] for c in caches])
         summary["link"] = None
+        by_rank: list[list[SimRequest]] = [[] for _ in caches]
+        for r in profiled:  # one pass, not one per rank
+            rank = r.meta.get("rank")
+            if rank is not None:
+                by_rank[rank].append(r)
         summary["ranks"] = [
-            {"rank": i, "requests": len(mine),
-             "hit_rate": (sr := summarize(mine, c))["hit_rate"],
-             "cached_tokens": sr["cached_tokens"], "prompt_tokens": sr["prompt_tokens"],
-             "host_used_tokens": sr["cache"]["host_used_tokens"],
-             "device_evicted_tokens": sr["cache"]["device_evicted_tokens"]}
-            for i, c in enumerate(caches)
-            for mine in [[r for r in profiled if r.meta.get("rank") == i]]]
+            {"rank": i, "requests": len(mine), **_hits(mine),
+             "host_used_tokens": c.host_used,
+             "device_evicted_tokens": c.counters.device_evicted_tokens}
+            for i, (c, mine) in enumerate(zip(caches, by_rank, strict=True))]
     summary["warmup_requests"] = len(done) - len(profiled)
     summary["cancelled"] = driver.sent - len(done)
     # the warm-up before the profiling phase, and subagents alongside their parents: the
@@ -183,17 +193,28 @@ def engine_for(cache, costs: CostModel, setup: SimSetup, **hooks) -> Engine:
     return Engine(cache, costs, setup.engine, **hooks)
 
 
-def _timed(fn) -> float:
-    wall0 = time.perf_counter()
-    # The cache tree is a large, long-lived object graph: generational GC passes over it
-    # would double the run time, and nothing it could free is garbage before the run ends.
-    gc_was_enabled = gc.isenabled()
+@contextmanager
+def gc_paused():
+    """No garbage collection inside: a run builds millions of small, long-lived objects (the
+    cache tree, the requests, their page keys), which generational passes would scan over
+    and over (they doubled the run time) while nothing they could free is garbage before the
+    run and its summary end."""
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
-        fn()
+        yield
     finally:
-        if gc_was_enabled:
+        if was_enabled:
+            # what the run left goes straight to the oldest generation (freeze, then
+            # unfreeze): else the first young collection after it scans all of it at once
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
+
+
+def _timed(fn) -> float:
+    wall0 = time.perf_counter()
+    fn()
     return time.perf_counter() - wall0
 
 
@@ -272,22 +293,36 @@ def _percentiles(values: list[float], scale: float = 1.0) -> dict[str, float | N
             "p99": q(0.99), "max": v[-1] * scale}
 
 
+def _hits(done: list[SimRequest]) -> dict:
+    """Prompt tokens, cached tokens and hit rates (fractions of the prompt tokens) of the
+    completed requests among `done`."""
+    prompt = dev = host = 0
+    for r in done:
+        if r.error is None:
+            prompt += r.input_tokens
+            dev += r.device_hit_tokens
+            host += r.host_hit_tokens
+
+    def frac(x: int) -> float:
+        return x / prompt if prompt else 0.0
+
+    return {"hit_rate": {"device": frac(dev), "host": frac(host), "total": frac(dev + host)},
+            "cached_tokens": {"device": dev, "host": host, "total": dev + host},
+            "prompt_tokens": prompt}
+
+
 def summarize(done: list[SimRequest], cache: TieredCache,
               gaps: tuple[list[float], list[float]] | None = None) -> dict:
     """Hit rates are fractions of the prompt tokens of completed requests; times in ms of
     simulated time; throughput over the span from the first arrival to the last finish.
     `gaps` (sim/gaps.py) gives ITL, the gap before each token; TPOT is each request's mean."""
     ok = [r for r in done if r.error is None]
-    prompt = sum(r.input_tokens for r in ok)
-    dev = sum(r.device_hit_tokens for r in ok)
-    host = sum(r.host_hit_tokens for r in ok)
+    hits = _hits(ok)
+    prompt = hits["prompt_tokens"]
     out = sum(r.output_tokens for r in ok)
     span = (max(r.finish_s for r in ok) - min(r.arrival_s for r in ok)) if ok else 0.0
     tpot = [(r.finish_s - r.first_s) / (r.output_tokens - 1) for r in ok if r.output_tokens > 1]
     c = cache.counters
-
-    def frac(x: int) -> float:
-        return x / prompt if prompt else 0.0
 
     def rate(x: float) -> float:
         return x / span if span > 0 else 0.0
@@ -305,8 +340,8 @@ def summarize(done: list[SimRequest], cache: TieredCache,
                      "example": refused[0].error if refused else None},
         "prompt_tokens": prompt,
         "completion_tokens": out,
-        "cached_tokens": {"device": dev, "host": host, "total": dev + host},
-        "hit_rate": {"device": frac(dev), "host": frac(host), "total": frac(dev + host)},
+        "cached_tokens": hits["cached_tokens"],
+        "hit_rate": hits["hit_rate"],
         "ttft_ms": _percentiles([r.ttft_s for r in ok], 1e3),
         "e2e_ms": _percentiles([r.e2e_s for r in ok], 1e3),
         "itl_ms": itl_percentiles(*(gaps or ([], []))),

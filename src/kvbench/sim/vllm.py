@@ -177,13 +177,13 @@ class VllmEngine(Engine):
         pool = self.pool
         blocks = self._blocks_for(req, n)
         need = blocks - b.cached * pool.unit_blocks - b.plain
-        while need > 0 and not pool.can_allocate(need):
-            victim = next(reversed(self.running))
-            self._preempt(victim)
-            self._preempted_now = True
-            if victim is req:
-                return False
         if need > 0:
+            while not pool.can_allocate(need):
+                victim = next(reversed(self.running))
+                self._preempt(victim)
+                self._preempted_now = True
+                if victim is req:
+                    return False
             pool.allocate(need)
         self._account(req, n, blocks)
         return True

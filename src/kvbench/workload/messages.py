@@ -101,21 +101,25 @@ def _cut(segments: list[Segment], at: int) -> None:
     if at <= 0:
         segments.clear()
         return
-    done = 0
-    for i, seg in enumerate(segments):
-        end = done + seg.blocks
-        if end < at:
-            done = end
-            continue
-        if end == at:
-            segments[i] = Segment(seg.role, seg.first, seg.blocks)
-            del segments[i + 1:]
-        elif done == at:
-            del segments[i:]
-        else:
-            segments[i] = Segment(seg.role, seg.first, at - done)
-            del segments[i + 1:]
+    # the first segment that reaches `at`, found from the end: a stream's turns each add
+    # their messages there and cut near it, so a scan from the start grew with the history
+    # (segments are contiguous: each starts at block `first`, where the one before ended)
+    i = len(segments) - 1
+    if i < 0 or segments[i].first + segments[i].blocks < at:
         return
+    while i and segments[i - 1].first + segments[i - 1].blocks >= at:
+        i -= 1
+    seg = segments[i]
+    done = seg.first
+    end = done + seg.blocks
+    if end == at:
+        segments[i] = Segment(seg.role, seg.first, seg.blocks)
+        del segments[i + 1:]
+    elif done == at:
+        del segments[i:]
+    else:
+        segments[i] = Segment(seg.role, seg.first, at - done)
+        del segments[i + 1:]
 
 
 class ChatLayout:
