@@ -225,17 +225,7 @@ class CostModel:
             new += n
             context += c
         read_tokens = context + new + decode_context
-        if len(prefill_chunks) == 1 and self.attention == "per_request":
-            # the usual step (one chunk): `prefill_flops` of it, written out (a step is the
-            # simulator's innermost loop; the same operations in the same order)
-            attended = new * context + new * (new + 1) / 2
-            compute = (new * self.flops_per_token_per_rank + (
-                attended * self.attention_flops_per_token_per_context_token_per_rank)
-            ) / self.flops_per_s
-            if decode_batch:
-                _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
-                compute += a_cmp + b_cmp * decode_context
-        elif self.attention == "packed_dense" and prefill_chunks:
+        if self.attention == "packed_dense" and prefill_chunks:
             # One attention call over the packed batch: every query token (prefill chunks and
             # decode tokens) against every key the step reads, masked pairs included.
             queries = new + decode_batch * self.verify_tokens
@@ -245,7 +235,10 @@ class CostModel:
                 flops += decode_batch * self.verify_tokens * self.flops_per_token_per_rank
             compute = flops / self.flops_per_s
         else:
-            flops = sum(starmap(self.prefill_flops, prefill_chunks))
+            # one chunk is the usual step, and the step the simulator's innermost loop: the
+            # call without `starmap` (the same sum: 0 + x is x)
+            flops = (self.prefill_flops(new, context) if len(prefill_chunks) == 1
+                     else sum(starmap(self.prefill_flops, prefill_chunks)))
             compute = flops / self.flops_per_s
             if decode_batch:
                 _, _, a_cmp, b_cmp = self.decode_lines(decode_batch)
@@ -258,8 +251,7 @@ class CostModel:
         body = max(compute, memory, load)
         if decode_batch:
             body *= 1 + self.draft_overhead_fraction
-        overhead = self.step_overhead_s + self.per_sequence_overhead_s * (
-            len(prefill_chunks) + decode_batch)  # decode_overhead_s of the step's sequences
+        overhead = self.decode_overhead_s(len(prefill_chunks) + decode_batch)
         if prefill_chunks:
             overhead += self.prefill_overhead_s
         sync = self.backup_s(sync_backup_tokens) if sync_time_s is None else sync_time_s
