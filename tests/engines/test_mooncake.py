@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.inferencex import CONFIGS, RUNNERS
-from fixtures.transformers_server import free_port
+from fixtures.servers import free_port, job_port
 
 from kvbench.engines import get_adapter
 from kvbench.errors import EngineError
@@ -86,7 +86,7 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 @pytest.mark.skipif(shutil.which("mooncake_master") is None, reason="needs mooncake_master")
 def test_master_runs_before_the_engine_and_stops_after_it(tmp_path):
     job = _mooncake_jobs()[0]
-    port = next(p for p in iter(free_port, None) if p + 12_001 < 65_536)
+    port = job_port()  # its derived ports (master +12000) fit below 65536
     spec = get_adapter("vllm").build(job, plan_job(job), port=port, work_dir=tmp_path)
     engine_port = free_port()
     master_port = port + 12_000

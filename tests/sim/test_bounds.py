@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-import socket
 
 import pytest
 from aiohttp import web
+from fixtures.servers import free_port as _free_port
 
 from kvbench.files import read_jsonl
 from kvbench.hardware import load_hardware
@@ -25,10 +25,6 @@ COSTS = CostModel.reference(load_hardware("h200"))
 SESSIONS = generate_sessions(SyntheticSpec(num_sessions=5, seed=11, scale=0.02, max_turns=6))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def _replay(cfg_kwargs: dict, tmp_path) -> list[dict]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fixtures.servers import free_port as _free_port
 from fixtures.servers import stop
 from sim.conftest import MOONCAKE
 
@@ -76,10 +76,6 @@ def test_simulate_table_output(small_trace, capsys):
     assert "hit rate host" in out and "resident" in out and "offload" in out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):

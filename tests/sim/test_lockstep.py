@@ -6,7 +6,6 @@ client is (issue 39: the quickstart's validity no longer depends on the machine'
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession, web
 from conftest import REPO
+from fixtures.servers import free_port as _free_port
 
 from kvbench.errors import ReplayOptionError
 from kvbench.files import read_jsonl
@@ -37,10 +37,6 @@ SESSIONS = generate_sessions(SyntheticSpec(num_sessions=5, seed=11, scale=0.02, 
 GPU_TOKENS = 6000  # small enough that lanes evict one another: the order of events matters
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def _virtual_server(clock: str = "virtual"):

@@ -10,6 +10,7 @@ normal exit, exception or Ctrl-C, tears the whole tree down."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
 import subprocess
@@ -60,8 +61,8 @@ def _http_ok(url: str, timeout_s: float) -> bool:
     try:
         with _OPENER.open(url, timeout=timeout_s) as resp:
             return 200 <= resp.status < 300
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+        return False  # garbage on the port (a self-connected probe, a half-started server)
 
 
 class _Proc:

@@ -31,10 +31,12 @@ class PhaseFailure(SweepError):
 
 
 # A job's other ports are offsets from its base port (engines/data/*.yaml and services: engine
-# +1, dist-init +2000, router metrics +10000, Mooncake master +12000); the base is drawn where
-# every one of them stays below 65536 (an OS-assigned port near 61000 would overflow).
-PORT_SPAN = 12_001
+# +1, dist-init +2000, router metrics +10000, Mooncake master +12000, LMCache servers +13000 and
+# +14000, one port per rank up to 64); the base is drawn where every one of them stays below
+# 65536 (an OS-assigned port near 61000 would overflow).
+PORT_SPAN = 14_064
 PORT_LOW = 10_000
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
 def _bindable(host: str, port: int) -> bool:
@@ -46,16 +48,47 @@ def _bindable(host: str, port: int) -> bool:
     return True
 
 
+def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int] | None:
+    """The OS's range for outgoing connections' source ports (Linux; None where unreadable)."""
+    try:
+        low, high = (int(x) for x in path.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return low, high
+
+
+def base_port_windows(span: int = PORT_SPAN, ephemeral: tuple[int, int] | None = None
+                      ) -> list[range]:
+    """Where a base port may be drawn so that the base and its derived ports stay out of the
+    ephemeral range. A readiness probe to a port in that range before the server listens can
+    be given that very port as its own source: TCP's simultaneous open then connects the
+    socket to itself, the probe reads its own "GET /health" back (http.client.BadStatusLine)
+    and the socket holds the port the server is about to bind. Falls back to the whole span
+    when the ephemeral range leaves no room."""
+    whole = range(PORT_LOW, 65_536 - span)
+    if ephemeral is None:
+        return [whole]
+    low, high = ephemeral
+    windows = [range(PORT_LOW, low - span), range(high + 1, 65_536 - span)]
+    windows = [w for w in windows if len(w) > 0]
+    return windows or [whole]
+
+
 def free_port(host: str = "127.0.0.1", span: int = PORT_SPAN) -> int:
-    """A free base port whose derived ports fit; the base and base + 1 are checked free."""
+    """A free base port whose derived ports fit outside the ephemeral range where it can;
+    the base and base + 1 are checked free."""
     import random
 
     rng = random.SystemRandom()
+    windows = base_port_windows(span, ephemeral_range())
+    weights = [len(w) for w in windows]
     for _ in range(500):
-        base = rng.randrange(PORT_LOW, 65_536 - span)
+        window = rng.choices(windows, weights)[0]
+        base = rng.randrange(window.start, window.stop)
         if _bindable(host, base) and _bindable(host, base + 1):
             return base
-    raise SweepError(f"no free port pair on {host} in {PORT_LOW}..{65_535 - span}")
+    spans = ", ".join(f"{w.start}..{w.stop - 1}" for w in windows)
+    raise SweepError(f"no free port pair on {host} in {spans}")
 
 
 def server_env(env: dict[str, str]) -> dict[str, str]:
