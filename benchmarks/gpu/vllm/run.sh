@@ -6,7 +6,8 @@
 #
 #   [RUN_ARGS="--max-conc 4 --repeat 2"] [TAG=x] bash benchmarks/gpu/vllm/run.sh ARM...
 #   ARM: probe | resident | native | simple; RUN_ARGS: more `kvbench run` options (a
-#   concurrency, repeats); PROFILE: the validity profile (default none, the committed
+#   concurrency, repeats); GPU: h200 (default) or h100, the recipe keys' device; PROFILE: the
+#   validity profile (default none, the committed
 #   runs'); TAG: suffix of the per-call directory (two calls of one arm). An
 #   arm is skipped when less than JOB_S (330) seconds are left before DEADLINE: each job of
 #   session 2 took 257-306 s (server start included), and a cut job measures nothing.
@@ -23,7 +24,11 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
 . "$here/env.sh"
-[ -d "$W/results" ] || cp -r benchmarks/results/h200/vllm/runs-s15 "$W/results"
+# GPU=h100 runs the same arms on an H100 (recipe.yaml's h100 keys): another device's runs,
+# kept in results/h100/vllm/runs-s15, never mixed with the H200's
+GPU=${GPU:-h200}
+seed=benchmarks/results/$GPU/vllm/runs-s15
+[ -d "$W/results" ] || { if [ -d "$seed" ]; then cp -r "$seed" "$W/results"; else mkdir -p "$W/results"; fi; }
 for arm in "$@"; do
 C=$W/$arm${TAG:-}
 mkdir -p "$C"
@@ -48,7 +53,7 @@ elif [ "$(left_s)" -lt "${JOB_S:-330}" ]; then
   # a job cut by the deadline costs its whole server start and measures nothing
   echo "skipped: $(left_s) s left, a job takes up to ${JOB_S:-330} s (JOB_S)" | tee -a "$C/call.log"
 else
-  key=qwen3-8b-bf16-h200-vllm-agentic-$arm
+  key=qwen3-8b-bf16-$GPU-vllm-agentic-$arm
   # the committed runs predate the AgentX profile and launcher sizing, both now the default
   # for a row with an exp-name: pinning them keeps those runs' fingerprint, so --repeat N adds
   # repeats to them (session 14's ran under agentx-v1 and re-ran r0 and r1: another
