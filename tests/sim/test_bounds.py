@@ -25,8 +25,6 @@ COSTS = CostModel.reference(load_hardware("h200"))
 SESSIONS = generate_sessions(SyntheticSpec(num_sessions=5, seed=11, scale=0.02, max_turns=6))
 
 
-
-
 async def _replay(cfg_kwargs: dict, tmp_path) -> list[dict]:
     server = SimServer(ServerConfig(served_model_name="sim", gpu_tokens=math.inf,
                                     time_scale=1000.0), COSTS)

@@ -76,8 +76,6 @@ def test_simulate_table_output(small_trace, capsys):
     assert "hit rate host" in out and "resident" in out and "offload" in out
 
 
-
-
 def test_serve_sim_command_serves_and_exposes_metrics(tmp_path):
     from prometheus_client.parser import text_string_to_metric_families
 

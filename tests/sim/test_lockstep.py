@@ -37,8 +37,6 @@ SESSIONS = generate_sessions(SyntheticSpec(num_sessions=5, seed=11, scale=0.02, 
 GPU_TOKENS = 6000  # small enough that lanes evict one another: the order of events matters
 
 
-
-
 async def _virtual_server(clock: str = "virtual"):
     server = SimServer(ServerConfig(served_model_name="sim", gpu_tokens=GPU_TOKENS,
                                     clock=clock), COSTS)

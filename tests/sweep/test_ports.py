@@ -13,7 +13,6 @@ from kvbench.engines.lmcache import HTTP_PORT_OFFSET
 from kvbench.engines.mooncake import MASTER_PORT_OFFSET
 from kvbench.launch.process import _http_ok
 from kvbench.sweep.job import (
-    PORT_LOW,
     PORT_SPAN,
     base_port_windows,
     ephemeral_range,
@@ -39,15 +38,18 @@ def test_free_ports_fit_and_are_free():
 
 
 def test_base_ports_and_their_derived_ports_stay_out_of_the_ephemeral_range():
+    assert PORT_SPAN == 14_064  # the values below are worked out for this span
     linux = (32_768, 60_999)  # Linux's default ip_local_port_range
-    windows = base_port_windows(PORT_SPAN, linux)
-    assert windows == [range(PORT_LOW, 32_768 - PORT_SPAN)]  # nothing fits above 60999
-    assert len(windows[0]) > 8_000
-    low_range = (1_024, 9_999)  # room above only
-    assert base_port_windows(PORT_SPAN, low_range) == [range(10_000, 65_536 - PORT_SPAN)]
-    # no room either side: the whole span, as before
-    assert base_port_windows(PORT_SPAN, (1_024, 65_535)) == [range(PORT_LOW, 65_536 - PORT_SPAN)]
-    assert base_port_windows(PORT_SPAN, None) == [range(PORT_LOW, 65_536 - PORT_SPAN)]
+    # below: base + 14,063 <= 32,767, so base <= 18,703; above 60,999 nothing fits
+    assert base_port_windows(PORT_SPAN, linux) == [range(10_000, 18_704)]
+    # a low ephemeral range: room above it only, up to base + 14,063 <= 65,535
+    assert base_port_windows(PORT_SPAN, (1_024, 9_999)) == [range(10_000, 51_472)]
+    # a range high enough to leave room on both sides
+    assert base_port_windows(PORT_SPAN, (30_000, 40_000)) == [range(10_000, 15_936),
+                                                               range(40_001, 51_472)]
+    # no room either side, or no range known: the whole span, as before
+    assert base_port_windows(PORT_SPAN, (1_024, 65_535)) == [range(10_000, 51_472)]
+    assert base_port_windows(PORT_SPAN, None) == [range(10_000, 51_472)]
 
 
 def test_free_ports_on_this_machine_avoid_its_ephemeral_range():
