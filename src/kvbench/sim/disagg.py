@@ -37,7 +37,7 @@ class DisaggEngines(RankedEngines):
                         for i in range(prefill_ranks)]
         self.decode = [make_decode(on_finish=self._decoded(i)) for i in range(decode_ranks)]
         self.engines = self.prefill + self.decode
-        side_by_side(self.engines)
+        side_by_side(self.engines, self.router)
         self._touched: set[int] = set()
         self.nics = [HostLink(transfer_bytes_per_token, math.inf, transfer_bytes_per_s)
                      for _ in range(prefill_ranks)]
@@ -58,7 +58,7 @@ class DisaggEngines(RankedEngines):
 
     def _prefilled(self, rank: int) -> Callable[[SimRequest], None]:
         def done(req: SimRequest) -> None:
-            now = self.now_s = self.prefill[rank].now_s
+            now = self.now_s = self._fired(self.prefill[rank])
             if req.error is not None:
                 req.output_tokens = req.meta["output_tokens"]
                 if self.on_finish is not None:
@@ -92,7 +92,7 @@ class DisaggEngines(RankedEngines):
 
     def _decoded(self, rank: int) -> Callable[[SimRequest], None]:
         def done(req: SimRequest) -> None:
-            self.now_s = self.decode[rank].now_s
+            self.now_s = self._fired(self.decode[rank])
             p = req.meta.pop("prefill")
             # the record the client sees: sent at the prefill arrival, hits of the prefill
             req.meta["kv_arrival_s"] = req.arrival_s

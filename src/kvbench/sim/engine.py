@@ -10,6 +10,7 @@ has emitted floor((s - j) * accept_length) tokens after step s."""
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -115,6 +116,17 @@ class Engine:
         # next while this says a client owes a request, so one sent at that instant joins the
         # next step (as the simulator's lanes submit theirs from the finish callback)
         self.hold: Callable[[], bool] | None = None
+        self.cut_s = math.inf  # `cut_at`
+        # A prefill stretch (`_plan_stretch`): the end times of the steps planned ahead for
+        # `_stretch_req`, `_stretch_tokens` each, run in pieces that end where an arrival is
+        # seen; steps [_piece_first, _piece_last] are in flight. Engines side by side only
+        # (`stretches`), to the horizon of the ranks' run (`stretch_limit_s`).
+        self.stretches = False
+        self.stretch_limit_s = math.inf
+        self._ends: list[float] | None = None
+        self._stretch_req: SimRequest | None = None
+        self._stretch_tokens = 0
+        self._piece_first = self._piece_last = 0
         # one queue per direction of the host link, shared by every transfer (link.py)
         self.link = HostLink.for_costs(costs)
         cache.link = self.link
@@ -135,13 +147,16 @@ class Engine:
         seen_s = self.arrivals.push(
             req, self.costs.prompt_token_overhead_s * req.input_tokens, self.now_s)
         step = self._step
-        if step is not None and step.decode_steps > 1 and not step.chunks and (
-                step.end_s > seen_s):
+        if step is None or step.end_s <= seen_s:
+            return
+        if step.decode_steps > 1 and not step.chunks:
             # A decode stretch in flight was planned to the next arrival known then: end it
             # at the first step boundary after this one (arrivals from another rank).
             context = self._decode_base + self.decode_batch * self.costs.accept_length * (
                 self.decode_step)
             self._step = self._decode_stretch(context, math.inf)
+        elif self._ends is not None and step.chunks:  # a prefill stretch's piece, likewise
+            self._step = self._piece(self._piece_first, seen_s)
 
     def reschedule(self, reqs: list[SimRequest], by_s: float) -> None:
         """Move requests still on their way `by_s` earlier (never before now): a client's
@@ -202,10 +217,14 @@ class Engine:
         return self.arrivals.next_s()
 
     # -- the loop --------------------------------------------------------------------------
-    def run_until(self, horizon_s: float = math.inf) -> None:
-        """Run every step that ends by `horizon_s`; leaves a step in flight past it."""
+    def run_until(self, horizon_s: float = math.inf, idle_to_horizon: bool = True) -> None:
+        """Run every step that ends by `horizon_s`; leaves a step in flight past it. An idle
+        engine's clock moves to the horizon unless `idle_to_horizon` is off (ranks.py: it
+        stays at its last event, as a rank advanced event by event leaves it). `cut_at`
+        during the run lowers the horizon."""
         arrivals = self.arrivals
         counting = self.config.recv_interval_steps > 1  # (`_count_receive`)
+        self.cut_s = math.inf
         while True:
             step = self._step
             if step is None:
@@ -214,19 +233,22 @@ class Engine:
                     self._take_arrivals()
                 if not self.waiting and not self.num_running:
                     next_s = arrivals.next_s()
-                    if next_s is None or next_s > horizon_s:
-                        if horizon_s != math.inf:
+                    if next_s is None or next_s > horizon_s or next_s > self.cut_s:
+                        if horizon_s != math.inf and idle_to_horizon:
                             self.now_s = max(self.now_s, horizon_s)
                         return
                     self.now_s = next_s
                     continue
-                step = self._step = self._compose(
-                    horizon_s if self.plan_to_horizon else math.inf)
+                if self._ends is not None:
+                    step = self._step = self._next_piece()
+                else:
+                    step = self._step = self._compose(
+                        horizon_s if self.plan_to_horizon else math.inf)
                 if step is None:
                     if self.num_running or not self.waiting:
                         continue
                     raise SimError("internal: requests wait but nothing runs to free room")
-            if step.end_s > horizon_s:
+            if step.end_s > horizon_s or step.end_s > self.cut_s:
                 return
             self._step = None
             self.now_s = step.end_s
@@ -235,6 +257,41 @@ class Engine:
                 self._count_receive(step)
             if self.hold is not None and self.hold():
                 return
+
+    # -- prefill stretches -----------------------------------------------------------------
+    def _start_stretch(self, step: _Step, ends: list[float]) -> _Step:
+        """Run `step` (one chunk of the prefilling head, the whole budget) and the steps
+        planned after it, ending at `ends`, as a stretch: its first piece."""
+        req, n = step.chunks[0]
+        self._ends, self._stretch_req, self._stretch_tokens = ends, req, n
+        return self._piece(0, self.arrivals.next_s())
+
+    def _piece(self, first: int, seen_s: float | None) -> _Step:
+        """The stretch's steps from `first` up to the first that ends at or after `seen_s`
+        (when an arrival is seen: the scheduler takes it in at that boundary, and the arrival
+        hook's calls keep their order across ranks), or to its end."""
+        ends = self._ends
+        last = len(ends) - 1
+        if seen_s is not None and seen_s < ends[last]:
+            last = bisect.bisect_left(ends, seen_s, first, last)
+        self._piece_first, self._piece_last = first, last
+        return _Step(self.now_s, ends[last],
+                     [(self._stretch_req, self._stretch_tokens * (last - first + 1))], 0)
+
+    def _next_piece(self) -> _Step | None:
+        """At the end of a piece, the stretch's next (None: it is done, compose anew). The
+        steps it holds are those a step-by-step compose would make here: its request keeps
+        the whole budget, so arrivals taken in only wait."""
+        first = self._piece_last + 1
+        if first == len(self._ends):
+            self._ends = self._stretch_req = None
+            return None
+        return self._piece(first, self.arrivals.next_s())
+
+    def cut_at(self, at_s: float) -> None:
+        """End the current `run_until` at `at_s` (after the step in flight is composed): a
+        callback at `at_s` may have given another engine an event before the horizon."""
+        self.cut_s = at_s
 
     def _count_receive(self, step: _Step) -> None:
         """SGLang's receive skipper (sglang 0.5.17 managers/scheduler_components/

@@ -31,6 +31,8 @@ and core/kv_cache_manager.py:
 
 from __future__ import annotations
 
+import math
+
 from kvbench.errors import SimError
 from kvbench.sim.block_table import BlockTable, ChainCache, block_chain
 from kvbench.sim.blocks import BlockPool
@@ -142,7 +144,49 @@ class VllmEngine(Engine):
         if step is not None:  # one step's time (a decode stretch runs several)
             self._prev_step_s = (step.end_s - step.start_s) / (
                 step.decode_steps if not step.chunks and step.decode_steps > 1 else 1)
+            if self.stretches and len(step.chunks) == 1 and not step.decode_steps and (
+                    not self.loading and pool.lazy_target is None):
+                return self._plan_stretch(step)
         return step
+
+    def _plan_stretch(self, step: _Step) -> _Step:
+        """A prefill rank's long prompt takes the whole budget step after step, alone (no
+        decode batch: a disaggregated prefill rank, or an aggregated one between decodes),
+        and those steps depend on nothing that arrives meanwhile: the steps that follow
+        `step` are composed here at once, each at its own start (blocks, cached units, host
+        stores, its time), as long as its chunk does not end the prompt, its blocks are
+        free without preempting and it starts by the ranks' horizon. `step` itself, with
+        none after it, when there are none."""
+        req, n = step.chunks[0]
+        if n != self.config.chunked_prefill_tokens or req.prefill_left <= 2 * n or (
+                not self.prefilling or self.prefilling[0] is not req):
+            return step
+        pool, costs, link = self.pool, self.costs, self.link
+        b: BlockTable = req.blocks
+        now0, context0, left0 = self.now_s, req.context_tokens, req.prefill_left
+        ends = [step.end_s]
+        req.context_tokens, req.prefill_left = context0 + n, left0 - n  # after `step`
+        while req.prefill_left > n and ends[-1] <= self.stretch_limit_s:
+            blocks = self._blocks_for(req, n)
+            need = blocks - b.cached * pool.unit_blocks - b.plain
+            if need > 0 and not pool.can_allocate(need):
+                break  # the step-by-step compose preempts: it runs there
+            # `_compose` at this step's start, as it goes for this one chunk
+            self.now_s = link.now_s = pool.sync_until_s = now = ends[-1]
+            if need > 0:
+                pool.allocate(need)
+            self._account(req, n, blocks)
+            stall = 0 * costs.load_stall_s - self._prev_step_s
+            wait_s = pool.sync_until_s - now + (stall if stall > 0 else 0.0)
+            nxt = self._step_for([(req, n)], 0, 0, wait_s, math.inf)
+            self._prev_step_s = (nxt.end_s - nxt.start_s) / 1
+            ends.append(nxt.end_s)
+            req.context_tokens += n
+            req.prefill_left -= n
+        self.now_s, req.context_tokens, req.prefill_left = now0, context0, left0
+        if len(ends) == 1:
+            return step
+        return self._start_stretch(step, ends)
 
     def _unit(self, req: SimRequest) -> int:
         """Tokens per cache unit: the trace page when it is a whole number of blocks (the
