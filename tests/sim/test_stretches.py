@@ -1,7 +1,8 @@
-"""Prefill stretches (engine.py `_plan_stretch`, vllm.py): ranks side by side compose a long
-prompt's whole-budget steps at once and run them in pieces that end where an arrival is
-seen. They must change nothing: the same requests at the same times, the same cache and
-host-link counters, as composing step by step."""
+"""Prefill stretches (engine.py `_plan_stretch`, vllm.py's for its block pool): ranks side
+by side, SGLang's radix engine and vLLM's, compose a long prompt's whole-budget steps at
+once and run them in pieces that end where an arrival is seen. They must change nothing:
+the same requests at the same times, the same cache and host-link counters, as composing
+step by step."""
 
 from __future__ import annotations
 
@@ -40,15 +41,14 @@ def _session(i: int) -> Session:
 
 
 SESSIONS = [_session(i) for i in range(24)]
-ENGINE = EngineConfig(kv_manager="vllm_blocks", block_tokens=16, chunked_prefill_tokens=1024)
-
-
-def _setup(host_tokens: int, router: str = "sticky", decode: bool = True) -> SimSetup:
+def _setup(host_tokens: int, router: str = "sticky", decode: bool = True,
+           manager: str = "vllm_blocks") -> SimSetup:
     pd = DisaggSetup(decode_ranks=2, decode_gpu_tokens=400_000, decode_costs=COSTS,
                      transfer_bytes_per_token=1e5, transfer_bytes_per_s=1e10) if decode else None
     # a GPU pool of about one prompt per rank: a prompt's allocations evict units whose
     # stores are still in flight
-    return SimSetup(34_000, host_tokens, engine=ENGINE, dp=3, router=router, disagg=pd)
+    engine = EngineConfig(kv_manager=manager, block_tokens=16, chunked_prefill_tokens=1024)
+    return SimSetup(34_000, host_tokens, engine=engine, dp=3, router=router, disagg=pd)
 
 
 def _run(setup: SimSetup) -> tuple[dict, list[tuple], list[int]]:
@@ -78,7 +78,9 @@ def _step_by_step(engines: list[Engine], router: ranks.Router) -> None:
 
 @pytest.mark.parametrize("host_tokens", [0, 200_000])
 @pytest.mark.parametrize("decode", [True, False])
-def test_stretches_change_nothing(monkeypatch, host_tokens: int, decode: bool) -> None:
+@pytest.mark.parametrize("manager", ["vllm_blocks", "radix"])
+def test_stretches_change_nothing(monkeypatch, host_tokens: int, decode: bool,
+                                  manager: str) -> None:
     planned: list[int] = []
     start = Engine._start_stretch
 
@@ -87,12 +89,12 @@ def test_stretches_change_nothing(monkeypatch, host_tokens: int, decode: bool) -
         return start(self, step, ends)
 
     monkeypatch.setattr(Engine, "_start_stretch", counted)
-    got = _run(_setup(host_tokens, decode=decode))
+    got = _run(_setup(host_tokens, decode=decode, manager=manager))
     assert planned and max(planned) >= 3  # stretches ran, several steps long
     monkeypatch.setattr(ranks, "side_by_side", _step_by_step)
     monkeypatch.setattr(disagg, "side_by_side", _step_by_step)
     planned.clear()
-    want = _run(_setup(host_tokens, decode=decode))
+    want = _run(_setup(host_tokens, decode=decode, manager=manager))
     assert not planned
     assert got[2] == want[2]
     assert got[1] == want[1]

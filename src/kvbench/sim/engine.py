@@ -275,8 +275,10 @@ class Engine:
         if seen_s is not None and seen_s < ends[last]:
             last = bisect.bisect_left(ends, seen_s, first, last)
         self._piece_first, self._piece_last = first, last
-        return _Step(self.now_s, ends[last],
-                     [(self._stretch_req, self._stretch_tokens * (last - first + 1))], 0)
+        req, n, k = self._stretch_req, self._stretch_tokens, last - first + 1
+        # state checkpoints count each chunk as its own (`_apply`); else one entry for all
+        chunks = [(req, n)] * k if self.checkpoints is not None else [(req, n * k)]
+        return _Step(self.now_s, ends[last], chunks, 0)
 
     def _next_piece(self) -> _Step | None:
         """At the end of a piece, the stretch's next (None: it is done, compose anew). The
@@ -369,8 +371,42 @@ class Engine:
             n = min(req.prefill_left, budget)
             chunks.append((req, n))
             budget -= n
-        return self._step_for(chunks, load_tokens, sync_tokens,
+        step = self._step_for(chunks, load_tokens, sync_tokens,
                               cache.sync_until_s - self.now_s, horizon_s)
+        if step is not None and self.stretches and len(step.chunks) == 1 and (
+                not step.decode_steps):
+            return self._plan_stretch(step)
+        return step
+
+    def _plan_stretch(self, step: _Step) -> _Step:
+        """A prefill rank's long prompt takes the whole budget step after step, alone (no
+        decode batch: a disaggregated prefill rank, or an aggregated one between decodes),
+        and those steps depend on nothing that arrives meanwhile: the steps that follow
+        `step` are composed here at once, each at its own start, while its chunk does not end
+        the prompt and it starts by the ranks' horizon. Here a step's chunk takes nothing
+        (its KV was reserved at admission): only its time. `step` itself, with none after it,
+        when there are none."""
+        req, n = step.chunks[0]
+        if not self._stretches_from(req, n):
+            return step
+        now0, context0 = self.now_s, req.context_tokens
+        ends, left = [step.end_s], req.prefill_left - n
+        req.context_tokens = context0 + n
+        while left > n and ends[-1] <= self.stretch_limit_s:
+            # `_compose` at this step's start, as it goes for this one chunk
+            self.now_s = self.link.now_s = self.cache.sync_until_s = ends[-1]
+            ends.append(self._step_for([(req, n)], 0, 0, self.cache.sync_until_s - self.now_s,
+                                       math.inf).end_s)
+            req.context_tokens += n
+            left -= n
+        self.now_s, req.context_tokens = now0, context0
+        return step if len(ends) == 1 else self._start_stretch(step, ends)
+
+    def _stretches_from(self, req: SimRequest, n: int) -> bool:
+        """Whether a stretch can start with `req`'s chunk of `n` tokens: the whole budget, the
+        prefilling head's, and at least two more whole chunks to go."""
+        return n == self.config.chunked_prefill_tokens and req.prefill_left > 2 * n and (
+            bool(self.prefilling) and self.prefilling[0] is req)
 
     def _step_for(self, chunks: list[tuple[SimRequest, int]], load_tokens: int,
                   sync_tokens: int, sync_time_s: float, horizon_s: float) -> _Step | None:

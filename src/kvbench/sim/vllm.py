@@ -150,16 +150,11 @@ class VllmEngine(Engine):
         return step
 
     def _plan_stretch(self, step: _Step) -> _Step:
-        """A prefill rank's long prompt takes the whole budget step after step, alone (no
-        decode batch: a disaggregated prefill rank, or an aggregated one between decodes),
-        and those steps depend on nothing that arrives meanwhile: the steps that follow
-        `step` are composed here at once, each at its own start (blocks, cached units, host
-        stores, its time), as long as its chunk does not end the prompt, its blocks are
-        free without preempting and it starts by the ranks' horizon. `step` itself, with
-        none after it, when there are none."""
+        """`Engine._plan_stretch` where each step's chunk takes its blocks, caches its units
+        and stores them (host tier), as `_compose` does at the step's start; the stretch
+        stops before a step whose blocks are not free without preempting."""
         req, n = step.chunks[0]
-        if n != self.config.chunked_prefill_tokens or req.prefill_left <= 2 * n or (
-                not self.prefilling or self.prefilling[0] is not req):
+        if not self._stretches_from(req, n):
             return step
         pool, costs, link = self.pool, self.costs, self.link
         b: BlockTable = req.blocks
