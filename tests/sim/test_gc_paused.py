@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import weakref
 
+from kvbench.sim import simulate
 from kvbench.sim.simulate import gc_paused
 
 
@@ -30,13 +31,15 @@ def _run_leaving_garbage(pairs: int) -> weakref.ref:
     return ref
 
 
-def _tracked() -> int:
-    return len(gc.get_objects())
+def _outweighing() -> int:
+    """Pairs enough to outweigh what lives: what is tracked now, or what lived at the last
+    full pass if more (earlier tests' objects may have gone since)."""
+    return max(len(gc.get_objects()), simulate._TRACKED["live"])
 
 
 def test_a_run_first_frees_the_garbage_the_runs_before_it_left():
     gc.enable()
-    ref = _run_leaving_garbage(pairs=_tracked())  # twice what lives beside it, and more
+    ref = _run_leaving_garbage(pairs=_outweighing())  # twice what lives, and more
     with gc_paused():
         assert ref() is None
         assert not gc.isenabled()
@@ -46,7 +49,7 @@ def test_a_run_first_frees_the_garbage_the_runs_before_it_left():
 def test_a_little_garbage_waits_for_more(monkeypatch):
     """A full pass walks what lives too: after a small run the next one does not start one."""
     gc.enable()
-    _run_leaving_garbage(pairs=_tracked())
+    _run_leaving_garbage(pairs=_outweighing())
     with gc_paused():  # frees it, and counts what lives
         pass
     _run_leaving_garbage(pairs=10)
@@ -60,7 +63,7 @@ def test_a_little_garbage_waits_for_more(monkeypatch):
 def test_with_the_collector_off_it_stays_off_and_collects_nothing():
     gc.disable()
     try:
-        ref = _run_leaving_garbage(pairs=_tracked())
+        ref = _run_leaving_garbage(pairs=_outweighing())
         with gc_paused():
             assert ref() is not None
         assert not gc.isenabled()

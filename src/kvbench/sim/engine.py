@@ -373,8 +373,7 @@ class Engine:
             budget -= n
         step = self._step_for(chunks, load_tokens, sync_tokens,
                               cache.sync_until_s - self.now_s, horizon_s)
-        if step is not None and self.stretches and len(step.chunks) == 1 and (
-                not step.decode_steps):
+        if step is not None and self._stretchable(step):
             return self._plan_stretch(step)
         return step
 
@@ -387,24 +386,25 @@ class Engine:
         (its KV was reserved at admission): only its time. `step` itself, with none after it,
         when there are none."""
         req, n = step.chunks[0]
-        if not self._stretches_from(req, n):
-            return step
         now0, context0 = self.now_s, req.context_tokens
         ends, left = [step.end_s], req.prefill_left - n
         req.context_tokens = context0 + n
         while left > n and ends[-1] <= self.stretch_limit_s:
             # `_compose` at this step's start, as it goes for this one chunk
             self.now_s = self.link.now_s = self.cache.sync_until_s = ends[-1]
-            ends.append(self._step_for([(req, n)], 0, 0, self.cache.sync_until_s - self.now_s,
-                                       math.inf).end_s)
+            ends.append(self._step_for([(req, n)], 0, 0, 0.0, math.inf).end_s)
             req.context_tokens += n
             left -= n
         self.now_s, req.context_tokens = now0, context0
         return step if len(ends) == 1 else self._start_stretch(step, ends)
 
-    def _stretches_from(self, req: SimRequest, n: int) -> bool:
-        """Whether a stretch can start with `req`'s chunk of `n` tokens: the whole budget, the
-        prefilling head's, and at least two more whole chunks to go."""
+    def _stretchable(self, step: _Step) -> bool:
+        """Whether a stretch can start with `step` (engines side by side only): one chunk, the
+        whole budget, of the prefilling head, with no decode batch, and at least two more
+        whole chunks to go."""
+        if not self.stretches or len(step.chunks) != 1 or step.decode_steps:
+            return False
+        req, n = step.chunks[0]
         return n == self.config.chunked_prefill_tokens and req.prefill_left > 2 * n and (
             bool(self.prefilling) and self.prefilling[0] is req)
 

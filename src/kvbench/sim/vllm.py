@@ -144,8 +144,7 @@ class VllmEngine(Engine):
         if step is not None:  # one step's time (a decode stretch runs several)
             self._prev_step_s = (step.end_s - step.start_s) / (
                 step.decode_steps if not step.chunks and step.decode_steps > 1 else 1)
-            if self.stretches and len(step.chunks) == 1 and not step.decode_steps and (
-                    not self.loading and pool.lazy_target is None):
+            if not self.loading and pool.lazy_target is None and self._stretchable(step):
                 return self._plan_stretch(step)
         return step
 
@@ -154,9 +153,7 @@ class VllmEngine(Engine):
         and stores them (host tier), as `_compose` does at the step's start; the stretch
         stops before a step whose blocks are not free without preempting."""
         req, n = step.chunks[0]
-        if not self._stretches_from(req, n):
-            return step
-        pool, costs, link = self.pool, self.costs, self.link
+        pool, link = self.pool, self.link
         b: BlockTable = req.blocks
         now0, context0, left0 = self.now_s, req.context_tokens, req.prefill_left
         ends = [step.end_s]
@@ -171,10 +168,9 @@ class VllmEngine(Engine):
             if need > 0:
                 pool.allocate(need)
             self._account(req, n, blocks)
-            stall = 0 * costs.load_stall_s - self._prev_step_s
-            wait_s = pool.sync_until_s - now + (stall if stall > 0 else 0.0)
-            nxt = self._step_for([(req, n)], 0, 0, wait_s, math.inf)
-            self._prev_step_s = (nxt.end_s - nxt.start_s) / 1
+            # no request resumes in a stretch: only the stores its blocks wait for stall it
+            nxt = self._step_for([(req, n)], 0, 0, pool.sync_until_s - now, math.inf)
+            self._prev_step_s = nxt.end_s - nxt.start_s
             ends.append(nxt.end_s)
             req.context_tokens += n
             req.prefill_left -= n
