@@ -129,6 +129,15 @@ class BlockPool:
         if self.lazy_target_blocks is not None:
             self.lazy_target = -(-self.lazy_target_blocks // unit_blocks)
 
+    def close(self) -> None:
+        """Drop the runs' parent links once the run is over (as `TieredCache.close`)."""
+        stack = list(self.roots.values())
+        while stack:
+            run = stack.pop()
+            run.parent = None
+            if run.kids:
+                stack.extend(run.kids.values())
+
     # -- queries ---------------------------------------------------------------------------
     @property
     def num_free(self) -> int:

@@ -74,6 +74,17 @@ class TieredCache:
         # load_back_threshold)
         self.load_back_min_tokens = 0
 
+    def close(self) -> None:
+        """Drop the nodes' parent links once the run is over: the tree is then acyclic, and
+        reference counting frees it with the cache instead of the cycle collector (which
+        walks every node twice before freeing it: sim/simulate.py `gc_paused`)."""
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            node.parent = None
+            if node.children:
+                stack.extend(node.children.values())
+
     # -- queries ---------------------------------------------------------------------------
     def match_tokens(self, keys: Sequence[Hashable]) -> tuple[int, int]:
         """(device, host) tokens of the longest cached prefix of `keys`; changes nothing."""

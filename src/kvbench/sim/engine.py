@@ -138,6 +138,13 @@ class Engine:
                             else None)
 
     # -- input -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Once the run is over: drop the hooks (the caller's methods, which hold the caller
+        and with it this engine) and the cache's parent links, so that what the run built
+        holds no reference cycle and is freed as soon as it is dropped."""
+        self.on_finish = self.on_arrival = None
+        self.cache.close()
+
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
         """Queue a request arriving at `at_s` (default now; never earlier than now). The
         scheduler sees it once the host's one tokenizer thread has tokenized its prompt

@@ -139,6 +139,12 @@ class RankedEngines:
         e = self.engines[rank]
         return e.num_running + e.num_queued
 
+    def close(self) -> None:
+        """As `Engine.close`, for every rank (their hooks hold this object)."""
+        for e in self.engines:
+            e.close()
+        self.on_finish = None
+
     def submit(self, req: SimRequest, at_s: float | None = None) -> None:
         load = self._load if self.router.policy != "kv" else kv_cost(self.engines, req)
         rank = self.router.route(session_key(req), load)

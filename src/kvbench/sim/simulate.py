@@ -78,8 +78,9 @@ def run(traces: list[Trace], costs: CostModel, setup: SimSetup,
         sessions = [s for tr in traces for s in tr.sessions if s]
         engines: list = []
         wall_s = _timed(lambda: engines.append(_drive(sessions, cache, costs, setup, done)))
-        return _finish_summary(summarize(done, cache, engine_gaps(engines[0])), wall_s,
-                               len(done), costs, setup)
+        summary = summarize(done, cache, engine_gaps(engines[0]))
+        engines[0].close()
+        return _finish_summary(summary, wall_s, len(done), costs, setup)
 
 
 def run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
@@ -157,6 +158,7 @@ def _run_sessions(sessions: list[Session], costs: CostModel, setup: SimSetup,
         # prefill end -> KV on the decode rank (NIC queue + bytes / bandwidth), per request
         summary["kv_transfer_ms"] = _percentiles(
             [r.meta["kv_transfer_s"] for r in profiled if "kv_transfer_s" in r.meta], 1e3)
+    driver.engine.close()
     return summary
 
 
@@ -193,8 +195,9 @@ def engine_for(cache, costs: CostModel, setup: SimSetup, **hooks) -> Engine:
     return Engine(cache, costs, setup.engine, **hooks)
 
 
-# objects the collector tracked after the last full pass here, and when the last run ended
-_TRACKED = {"live": 0, "after_run": 0}
+# objects the collector tracked after the last full pass here ("live"), and those the runs
+# since have left behind (net of what they freed: garbage once their results are dropped)
+_TRACKED = {"live": 0, "left": 0}
 
 
 @contextmanager
@@ -204,28 +207,33 @@ def gc_paused():
     and over (they doubled the run time) while nothing they could free is garbage before the
     run and its summary end.
 
-    The runs before it left theirs in the oldest generation (see the end), where only a full
-    pass frees them, and CPython starts one only once the objects that collections promoted
-    (not those unfrozen) outgrow a quarter of it: run after run the garbage piled up (every
-    agentic row's simulate-jobs in one process peaked at 13.4 GB, 0.87 GB with this) and a
-    later run paid for it (the Qwen3.5 conc-704 group took 24.8 CPU-s after eight
-    DeepSeek-V4 groups, 13.2 with their garbage freed). So a run first frees what the ones
-    before it left, once that is more than what lives beside it: a full pass also walks the
-    live objects (the corpus: 20 ms for 140K), which after every small run cost more than
-    the garbage did. Freeing costs CPU the leak did not (+9% over those rows)."""
+    A run unlinks its reference cycles when it ends (`Engine.close`: the cache trees' parent
+    links, the hooks), so what it built is freed by reference counting as it is dropped.
+    Before that it went to the oldest generation as cyclic garbage, which CPython frees
+    only in a full pass, started once the objects collections promoted outgrow a quarter of
+    it: every agentic row's simulate-jobs in one process peaked at 13.4 GB, and a later run
+    paid for the garbage (the Qwen3.5 conc-704 group took 24.8 CPU-s after eight
+    DeepSeek-V4 groups, 13.2 alone); freeing it with full passes cost 9% more CPU, about
+    six times what freeing it by reference counting costs. What a caller keeps from a run
+    (its requests) may still hold cycles: a run first frees what the ones before it left
+    once that is more than what lives beside it (a full pass walks the live objects too:
+    the corpus, 20 ms for 140K). What a run left is the collector's allocation count
+    (`gc.get_count()`: tracked objects made less those freed, O(1)); counting the tracked
+    objects walks them all, which after every run cost 4% of simulate-jobs' CPU."""
     was_enabled = gc.isenabled()
-    if was_enabled and _TRACKED["after_run"] > 2 * _TRACKED["live"]:
+    if was_enabled and _TRACKED["left"] > _TRACKED["live"]:
         gc.collect()
-        _TRACKED["live"] = _tracked()
+        _TRACKED.update(live=_tracked(), left=0)
     gc.disable()
+    made0 = gc.get_count()[0]
     try:
         yield
     finally:
         if was_enabled:
+            _TRACKED["left"] += max(0, gc.get_count()[0] - made0)
             # what the run left goes straight to the oldest generation (freeze, then
             # unfreeze): else the first young collection after it scans all of it at once
             gc.freeze()
-            _TRACKED["after_run"] = gc.get_freeze_count()
             gc.unfreeze()
             gc.enable()
 
