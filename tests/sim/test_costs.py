@@ -99,3 +99,19 @@ def test_unknown_model_names_the_way_out():
         resolve_costs("no-such-model", "h200", 1)
     with pytest.raises(SimError, match="tp 1"):
         resolve_costs("reference-8b", "h200", 2)
+
+
+@pytest.mark.parametrize("attention", ["per_request", "packed_dense"])
+@pytest.mark.parametrize("experts", [False, True])
+def test_a_prefill_step_alone_costs_the_same_float_as_the_general_step(attention, experts):
+    """`prefill_step_s` (a prefill stretch's steps) is `step_s` of one chunk with no decode
+    batch and nothing loaded, to the last bit: stretches must not move a single time."""
+    moe = dict(expert_bytes_per_rank=7e8, experts_per_token=8, num_experts=256) if experts \
+        else {}
+    costs = plain_costs(attention=attention, step_overhead_s=3.1e-3, prefill_overhead_s=7e-4,
+                        per_sequence_overhead_s=1.3e-5, **moe)
+    for new, context, decode_context, sync_s in [
+            (8192, 0, 0.0, 0.0), (16384, 123_457, 0.0, 0.0), (1, 999_999, 0.0, 0.25),
+            (4096, 77_777, 3.000000000000001, 1e-7), (2048, 5, -0.0, 0.0)]:
+        general = costs.step_s([(new, context)], 0, decode_context, 0, 0, 0.0, sync_s)
+        assert costs.prefill_step_s(new, context, decode_context, sync_s) == general

@@ -257,6 +257,25 @@ class CostModel:
         sync = self.backup_s(sync_backup_tokens) if sync_time_s is None else sync_time_s
         return overhead + body + sync
 
+    def prefill_step_s(self, new: int, context: int, decode_context: float,
+                       sync_time_s: float) -> float:
+        """`step_s` of one prefill chunk (`new` tokens after `context`) with no decode batch
+        and nothing loaded: a prefill stretch's steps (engine.py `_plan_stretch`), the
+        simulator's most frequent, without the general call's lists and branches. The same
+        operations in the same order as `step_s`, so the same float."""
+        read_tokens = context + new + decode_context
+        if self.attention == "packed_dense":
+            flops = new * self.flops_per_token_per_rank + new * read_tokens * (
+                self.attention_flops_per_token_per_context_token_per_rank)
+        else:
+            flops = self.prefill_flops(new, context)
+        compute = flops / self.flops_per_s
+        memory = (
+            self.weight_bytes_read(new) + read_tokens * self.kv_bytes_per_token_per_rank
+        ) / self.hbm_bytes_per_s
+        body = max(compute, memory, 0.0)
+        return self.decode_overhead_s(1) + self.prefill_overhead_s + body + sync_time_s
+
     # -- constructors ----------------------------------------------------------------------
     def with_speculation(self, accept_length: float, verify_tokens: int,
                          draft_overhead_fraction: float = 0.1) -> CostModel:

@@ -396,10 +396,11 @@ class Engine:
         now0, context0 = self.now_s, req.context_tokens
         ends, left = [step.end_s], req.prefill_left - n
         req.context_tokens = context0 + n
+        costs, decode_context = self.costs, self._decode_context()
         while left > n and ends[-1] <= self.stretch_limit_s:
             # `_compose` at this step's start, as it goes for this one chunk
-            self.now_s = self.link.now_s = self.cache.sync_until_s = ends[-1]
-            ends.append(self._step_for([(req, n)], 0, 0, 0.0, math.inf).end_s)
+            self.now_s = self.link.now_s = self.cache.sync_until_s = now = ends[-1]
+            ends.append(now + costs.prefill_step_s(n, req.context_tokens, decode_context, 0.0))
             req.context_tokens += n
             left -= n
         self.now_s, req.context_tokens = now0, context0
@@ -421,7 +422,7 @@ class Engine:
         costs = self.costs
         if not chunks and not self.decode_batch:
             return None
-        context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
+        context = self._decode_context()
         if chunks:
             dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
                                context, load_tokens, sync_tokens,
@@ -429,6 +430,11 @@ class Engine:
                                sync_time_s)
             return _Step(self.now_s, self.now_s + dur, chunks, 1 if self.decode_batch else 0)
         return self._decode_stretch(context, horizon_s)
+
+    def _decode_context(self) -> float:
+        """The decode batch's context tokens at this step (they grow by the accepted tokens
+        per sequence per step)."""
+        return self._decode_base + self.decode_batch * self.costs.accept_length * self.decode_step
 
     def _decode_stretch(self, context: float, horizon_s: float) -> _Step:
         costs, batch = self.costs, self.decode_batch

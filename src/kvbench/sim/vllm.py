@@ -31,8 +31,6 @@ and core/kv_cache_manager.py:
 
 from __future__ import annotations
 
-import math
-
 from kvbench.errors import SimError
 from kvbench.sim.block_table import BlockTable, ChainCache, block_chain
 from kvbench.sim.blocks import BlockPool
@@ -153,7 +151,8 @@ class VllmEngine(Engine):
         and stores them (host tier), as `_compose` does at the step's start; the stretch
         stops before a step whose blocks are not free without preempting."""
         req, n = step.chunks[0]
-        pool, link = self.pool, self.link
+        pool, link, costs = self.pool, self.link, self.costs
+        decode_context = self._decode_context()
         b: BlockTable = req.blocks
         now0, context0, left0 = self.now_s, req.context_tokens, req.prefill_left
         ends = [step.end_s]
@@ -169,9 +168,10 @@ class VllmEngine(Engine):
                 pool.allocate(need)
             self._account(req, n, blocks)
             # no request resumes in a stretch: only the stores its blocks wait for stall it
-            nxt = self._step_for([(req, n)], 0, 0, pool.sync_until_s - now, math.inf)
-            self._prev_step_s = nxt.end_s - nxt.start_s
-            ends.append(nxt.end_s)
+            end = now + costs.prefill_step_s(n, req.context_tokens, decode_context,
+                                             pool.sync_until_s - now)
+            self._prev_step_s = end - now
+            ends.append(end)
             req.context_tokens += n
             req.prefill_left -= n
         self.now_s, req.context_tokens, req.prefill_left = now0, context0, left0
