@@ -196,3 +196,34 @@ def test_replay_under_the_profile_sends_the_harness_s_messages(tmp_path):
     plain = asyncio.run(_replay(tmp_path / "plain", None))
     assert all([m["role"] for m in b["messages"]] == ["user"] for _, b in plain)
     assert not any(MARKER.search(b["messages"][0]["content"]) for _, b in plain)
+
+
+def test_marker_places_are_the_layout_s_first_user_message_and_are_laid_out_once():
+    """`TreeRun.marker_places` (the simulator's marker block per turn) is `marker_segment`
+    over each turn's layout, for every stream of every session; a second pass of the same
+    session (another TreeRun, as another row or arm replays it) reuses the first's, and a pass
+    whose turns are shaped otherwise (other blocks) is laid out anew."""
+    from kvbench.workload import tree
+    from kvbench.workload.bounds import WorkloadBounds
+    from kvbench.workload.messages import marker_segment
+
+    plain = WorkloadBounds(concurrency=1)
+    checked = 0
+    for s in load_trace(TRACES / "claude-code-subagents"):
+        run = tree.TreeRun(s, plain.shaped, plain.think_s)
+        for stream in range(len(run.streams)):
+            places, blocks = run.marker_places(stream)
+            layout, want_places = run.chat_layout(stream, None)
+            assert places == want_places
+            for p in range(len(layout.turns)):
+                segments = layout.at(p)
+                i = marker_segment(segments)
+                assert blocks[p] == (None if i is None else segments[i].first)
+                checked += 1
+            again = tree.TreeRun(s, plain.shaped, plain.think_s).marker_places(stream)
+            assert again[1] is blocks
+    assert checked > 50
+    s = load_trace(TRACES / "claude-code-subagents")[0]
+    coarse = WorkloadBounds(concurrency=1, block_tokens=4 * s.turns[0].block_tokens)
+    other = tree.TreeRun(s, coarse.shaped, coarse.think_s).marker_places(0)[1]
+    assert other is not tree.TreeRun(s, plain.shaped, plain.think_s).marker_places(0)[1]

@@ -29,7 +29,6 @@ from kvbench.sim.engine import Engine
 from kvbench.sim.request import SimRequest
 from kvbench.workload.blocks import common_prefix, namespaced
 from kvbench.workload.bounds import SessionPool, WorkloadBounds, pass_key, pass_namespace
-from kvbench.workload.messages import marker_segment
 from kvbench.workload.prompt import Vocabulary, tree_marker
 from kvbench.workload.session import Session
 from kvbench.workload.tree import ROOT, Ready, Resume, TreeRun, phase_start, place_first
@@ -62,7 +61,7 @@ class _Lane:
     # the tree's own, and the marker's tokens (added to each prompt that carries it)
     tree_base: int = 0
     marker_tokens: int = 0
-    chats: dict = field(default_factory=dict)  # stream -> its chat layout and turn places
+    chats: dict = field(default_factory=dict)  # stream -> its turn places and marker blocks
     pass_no: int = 0
     origin_s: float = 0.0  # the recorded instant its handoff offsets count from
     resume: Resume | None = None  # where its tree picks up in the profiling phase
@@ -237,15 +236,12 @@ class LaneDriver:
     @staticmethod
     def _marker_at(lane: _Lane, r: Ready) -> int | None:
         """The block the tree's marker precedes in this turn's messages, as the replay
-        places it (workload/messages.py `marker_segment` over the stream's layout,
-        workload/tree.py `chat_layout`); None: the turn carries no marker."""
+        places it (workload/tree.py `marker_places`); None: the turn carries no marker."""
         got = lane.chats.get(r.stream)
         if got is None:
-            got = lane.chats[r.stream] = lane.run.chat_layout(r.stream, None)
-        layout, places = got
-        segments = layout.at(places[r.k])
-        i = marker_segment(segments)
-        return None if i is None else segments[i].first
+            got = lane.chats[r.stream] = lane.run.marker_places(r.stream)
+        places, blocks = got
+        return blocks[places[r.k]]
 
     @staticmethod
     def _keys(lane: _Lane, turn, n: int, at: int | None = None) -> list:

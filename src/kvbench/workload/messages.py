@@ -95,6 +95,17 @@ def marker_segment(segments: Sequence[Segment]) -> int | None:
     return next((i for i, seg in enumerate(segments) if seg.role == USER), None)
 
 
+def marker_blocks(layout: ChatLayout) -> list[int | None]:
+    """Per turn of the layout's stream, the block the tree's marker precedes: the first of
+    `marker_segment`'s message (None: the turn has none)."""
+    out: list[int | None] = []
+    for pos in range(len(layout.turns)):
+        segments = layout.at(pos)
+        i = marker_segment(segments)
+        out.append(None if i is None else segments[i].first)
+    return out
+
+
 def _cut(segments: list[Segment], at: int) -> None:
     """Keep the segments' first `at` blocks: the segment ending there loses its tail and every
     later one goes; a segment crossing it is shortened (and loses its tail)."""

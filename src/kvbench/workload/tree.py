@@ -25,10 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvbench.workload.bounds import SessionPool, WorkloadBounds
-from kvbench.workload.messages import ChatLayout
+from kvbench.workload.messages import ChatLayout, marker_blocks
 from kvbench.workload.session import Session, Turn
 
 ROOT = 0  # stream id of the root; branch i of `Session.tree()` is stream i + 1
+# `TreeRun.marker_places` by session, stream and what the layout reads of its turns as sent,
+# with the session (kept alive, so that its id names it): a corpus's sessions are replayed by
+# both arms of every row a process simulates, and laying a stream out is per turn
+_MARKERS: dict[tuple, tuple[Session, tuple[dict[int, int], list[int | None]]]] = {}
+_MARKERS_MAX = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +140,21 @@ class TreeRun:
         prefix = self.session.meta.get("prompt_prefix_tokens", {}).get(agent or "", 0)
         turns = [t for t in map(self.turns.__getitem__, ks) if t is not None]
         return ChatLayout(turns, prefix, key), {k: p for p, k in enumerate(ks)}
+
+    def marker_places(self, stream: int) -> tuple[dict[int, int], list[int | None]]:
+        """Each turn's place in the stream (`chat_layout`), and by place the block the tree's
+        cache-bust marker precedes in that turn's messages (None: it carries none)."""
+        ks = self.streams[stream].turns
+        key = (id(self.session), stream, tuple(
+            (t.input_tokens, t.output_tokens, t.block_tokens, t.recorded_output_tokens)
+            for t in map(self.turns.__getitem__, ks) if t is not None))
+        got = _MARKERS.get(key)
+        if got is None:
+            if len(_MARKERS) >= _MARKERS_MAX:
+                _MARKERS.clear()
+            layout, places = self.chat_layout(stream, None)
+            got = _MARKERS[key] = (self.session, (places, marker_blocks(layout)))
+        return got[1]
 
     def start(self, now_s: float) -> list[Ready]:
         """A fresh pass: the root's first turn now (and branches spawned before it, if any)."""
