@@ -10,6 +10,7 @@ is the measured miss (docs/performance.md, "Held-out sessions")."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import statistics
 from pathlib import Path
 
@@ -128,16 +129,21 @@ def test_the_simple_arms_held_out_miss_is_its_median_not_its_connector() -> None
 S15 = HERE.parent / "results" / "h200" / "vllm" / "runs-s15"
 
 
-def _whole_runs_of_s15(conc: int, requests: int) -> list[dict]:
+def _whole_runs_of_s15(conc: int, requests: int, tok_s_rel: float = 0.02,
+                      ttft_missed: tuple[str, ...] = ()) -> list[dict]:
     """validate_sim.py's rows of the runs-s15 runs at `conc`, each checked against what both
-    concurrencies meet: the same requests sent, TTFT p50 within 10%, output tok/s within 2%,
+    concurrencies meet: the same requests sent, TTFT p50 within 10% (but in the arms named
+    in `ttft_missed`), the median per-request TTFT ratio within 7%, output tok/s within
+    `tok_s_rel`,
     device and host hit rates within a point."""
     runs = [r for r in _heldout()._validate_module().evaluate(S15) if r["conc"] == conc]
     for r in runs:
         real, sim = r["real"], r["sim"]
         assert r["same_requests"] == r["union_requests"] == requests, r["job"]
-        assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=0.10), r["job"]
-        assert sim["output_tok_s"] == pytest.approx(real["output_tok_s"], rel=0.02), r["job"]
+        if r["arm"] not in ttft_missed:
+            assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=0.10), r["job"]
+        assert r["ttft_request_ratio_p50"] == pytest.approx(1.0, abs=0.07), r["job"]
+        assert sim["output_tok_s"] == pytest.approx(real["output_tok_s"], rel=tok_s_rel), r["job"]
         for tier in ("hit_device", "hit_host"):
             assert abs(sim[tier] - real[tier]) <= 0.01, (r["job"], tier)
     return runs
@@ -168,33 +174,73 @@ def test_the_second_workload_meets_the_targets_on_whole_runs_and_the_held_out_ha
                 assert x["sim"] == pytest.approx(x["real"], rel=0.10), (name, k)
 
 
-# The same workload at conc 6 (session 16: one resident and one simple run; the native run and
-# second repeats were not taken). Nothing was fitted on them. Measured misses: the whole runs'
-# simple / resident TTFT p50 ratio 0.777 real, 0.700 simulated (-10%: simple -4%, resident
-# +6%); the held-out half's 0.10 real, 0.09 simulated (-14%): its resident median queues
-# (2,952 ms real, 3,051 simulated, +3%) where the simple arm's is an unqueued host hit (298
-# and 264 ms, -11%), so a few ms on the small side move the small ratio by 14%.
-CONC6_RATIO_MISSED = {"run": 0.11, "held-out": 0.15}
+# The same workload at conc 6: session 16's resident and simple runs, session 22's native
+# runs and repeats (3 resident, 3 native, 2 simple). Nothing was fitted on them (load_stall.py
+# leaves session 22's out of its fit). Per request the simulator is unbiased in every run
+# (median simulated / real TTFT 0.94-1.03); the whole runs' native TTFT p50 misses (+17% to
+# +24%: 692-736 ms real, 858 simulated), and the held-out medians of both offload arms miss
+# by far more, all by one request (below).
 
 
 def test_the_second_workload_at_conc6_on_whole_runs_and_the_held_out_half() -> None:
-    runs = _whole_runs_of_s15(6, 23)
-    assert {r["arm"] for r in runs} == {"resident", "vllm-simple"}
-    p50 = {r["arm"]: (r["real"]["ttft_p50_ms"], r["sim"]["ttft_p50_ms"]) for r in runs}
-    ratio_real, ratio_sim = (p50["vllm-simple"][i] / p50["resident"][i] for i in (0, 1))
-    assert ratio_sim == pytest.approx(ratio_real, rel=CONC6_RATIO_MISSED["run"])
-    assert ratio_sim < ratio_real  # the miss's side: offload's gain read 10% larger
+    runs = _whole_runs_of_s15(6, 23, 0.03, ttft_missed=("vllm-native",))
+    assert sorted(r["arm"] for r in runs) == [
+        "resident", "resident", "resident", "vllm-native", "vllm-native", "vllm-native",
+        "vllm-simple", "vllm-simple"]
+    for r in runs:
+        if r["arm"] == "vllm-native":  # the measured miss, every repeat
+            assert 1.15 < r["sim"]["ttft_p50_ms"] / r["real"]["ttft_p50_ms"] < 1.25, r["job"]
     rows = _halves_of_s15(6, 0.03)
     assert {(r["half"], r["arm"]) for r in rows} == {
-        (h, a) for h in ("fit", "held-out") for a in ("resident", "vllm-simple")}
+        (h, a) for h in ("fit", "held-out") for a in ("resident", "vllm-native", "vllm-simple")}
     for r in rows:
         name = (r["half"], r["conc"], r["arm"])
         real, sim = r["real"], r["sim"]
-        assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=0.15), name
-        for k, x in r.get("ratio", {}).items():
-            bound = CONC6_RATIO_MISSED["held-out"] if (r["half"], k) == (
-                "held-out", "ttft_p50_ms") else 0.10
-            assert x["sim"] == pytest.approx(x["real"], rel=bound), (name, k)
+        if r["half"] == "fit" or r["arm"] == "resident":
+            assert sim["ttft_p50_ms"] == pytest.approx(real["ttft_p50_ms"], rel=0.10), name
+        else:  # the held-out offload medians: trace_0165's fourth turn (the next test)
+            assert sim["ttft_p50_ms"] < 0.5 * real["ttft_p50_ms"], name
+
+
+def test_the_conc6_held_out_offload_miss_is_one_request_that_races_another() -> None:
+    """The held-out offload medians (native 704 ms real, 264 simulated; simple 596 and 264)
+    turn on trace_0165's fourth turn, a 20K-token host hit: the simulator admits it at once
+    (190 ms), while in every native run and one of the two simple runs it waits 680-900 ms
+    behind trace_0289's first turn, a cold 18.8K-token prefill. Which of the two reaches the
+    server first decides it, and they arrive within 150 ms of each other, 31 s into the run:
+    the cold prefill starts the lane trace_0260's fourth turn frees, the hit follows its
+    previous turn by a 5.9 s think time. In the native runs the cold prefill is 120-150 ms
+    ahead; the simulation ends trace_0260's turn 100-220 ms later than they do (native's cold
+    prefills run 2-5% faster than simple's, which the profile does not tell apart) and so
+    sends the hit 20 ms ahead; the real simple arm has it both ways between repeats. So the
+    held-out median of 11 requests at conc 6 is one coin; per request the simulator's
+    held-out median bias is within 4% in both offload arms."""
+    h = _heldout()
+    v = h._validate_module()
+    hit, cold = ("trace_0165", 3), ("trace_0289", 0)
+    assert h.half_of(hit[0]) == "held-out"
+    waited: dict[str, list[bool]] = {}
+    logs: dict[str, list[float]] = {}
+    for run in sorted(S15.glob("*_conc6_kvdram-*")):
+        real = v._real(run)
+        done: list = []
+        sim = v._simulated(v.sessions_for(real), real, "h200-measured", None, done)
+        by = {(r.meta["session_id"], r.meta["turn"]): r for r in done}
+        assert 0 < by[cold].arrival_s - by[hit].arrival_s < 0.05  # simulated: the hit first
+        assert by[hit].ttft_s < 0.25
+        recs = {(x["session_id"], x["turn"]): x for x in iter_jsonl(run / "records.jsonl")}
+        ahead_s = (recs[hit]["t_send_ns"] - recs[cold]["t_send_ns"]) / 1e9
+        assert abs(ahead_s) < 0.2, run.name
+        ttft_ms = real["ttft_by_request"][hit]
+        # it waits when, and only when, the cold prefill reached the server first
+        assert (ttft_ms > 600) == (ahead_s >= 0), run.name
+        waited.setdefault(real["arm"], []).append(ttft_ms > 600)
+        logs.setdefault(real["arm"], []).extend(
+            math.log(sim["ttft_by_request"][k] / t)
+            for k, t in real["ttft_by_request"].items() if h.half_of(k[0]) == "held-out")
+    assert waited == {"vllm-native": [True, True, True], "vllm-simple": [False, True]}
+    for arm, x in logs.items():
+        assert abs(statistics.median(x)) < 0.04, arm
 
 
 def test_the_second_workloads_fit_half_miss_is_one_request_waiting_for_room() -> None:

@@ -35,6 +35,12 @@ RUNS = GPU.parents[0] / "results" / "h200" / "vllm" / "runs"
 # the fit reads the fit half of both workloads' runs: the committed runs (recorded think
 # times) and session 15's (the stream's gaps, runs-s15)
 FIT_RUNS = (RUNS, RUNS.with_name("runs-s15"))
+# runs taken after the value was fitted (session 22, 2026-12-06: runs-s15 at conc 6): they
+# test it and never move it, so the fit stays the one the profile ships (`runs` has runs of
+# the same names, of the first workload, in the fit)
+LATER = frozenset(RUNS.with_name("runs-s15") / f"qwen3-8b_tp1_conc6_{arm}" for arm in (
+    "kvdram-vllm-native", "kvdram-vllm-native__r1", "kvdram-vllm-native__r2",
+    "kvdram-vllm-simple__r1", "kvnone__r1", "kvnone__r2"))
 VALUES = (0.0, 0.01, 0.02, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.055, 0.06)
 
 
@@ -103,7 +109,8 @@ def per_request_log_errors(values: list[float], arms: tuple[str, ...] = ("vllm-n
     both connectors unless told)."""
     validate, heldout = _module("validate_sim"), _module("heldout")
     runs = [r for r in (validate._real(p) for d in FIT_RUNS for p in sorted(d.iterdir())
-                        if (p / "result.json").is_file()) if r["arm"] in arms]
+                        if (p / "result.json").is_file() and p not in LATER)
+            if r["arm"] in arms]
     resolve = validate.resolve_costs
     out: dict[float, dict[str, list[float]]] = {}
     try:
