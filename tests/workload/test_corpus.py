@@ -54,6 +54,12 @@ def test_blocks_behave_as_the_tuple_of_their_ids() -> None:
     assert common_prefix(b, Blocks([(0, 7), (10, 11), (99, 100)])) == 8
     assert common_prefix(b, Blocks([(0, 3)])) == 3 and common_prefix(b, Blocks([(1, 3)])) == 0
     assert common_prefix(ids, (*ids[:4], 99)) == 4 and common_prefix(ids, list(ids)) == 10
+    # lists either way round: the shorter a prefix of the longer, or parting
+    for a, c in [([1, 2], [1, 2, 3]), ([1, 2, 3], [1, 2]), ([1, 2, 3], [1, 9]), ([], [1]),
+                 ([1, 9], [1, 2, 3]), ([4], [4])]:
+        want = next((i for i, (x, y) in enumerate(zip(a, c, strict=False)) if x != y),
+                    min(len(a), len(c)))
+        assert common_prefix(a, c) == common_prefix(c, a) == want
 
 
 def test_the_shipped_parameters_are_the_fit_of_the_committed_traces(fit_sessions) -> None:

@@ -422,7 +422,8 @@ class Engine:
         costs = self.costs
         if not chunks and not self.decode_batch:
             return None
-        context = self._decode_context()
+        # `_decode_context`, inline: every step asks
+        context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
         if chunks:
             dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
                                context, load_tokens, sync_tokens,

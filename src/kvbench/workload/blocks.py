@@ -133,7 +133,9 @@ def common_prefix(a: Sequence, b: Sequence) -> int:
     if type(a) is not type(b):
         a, b = list(a), list(b)
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:
+    # one copy, of the longer: a prompt's keys against the one it continues are compared
+    # whole on every request
+    if (a == b[:n]) if len(a) == n else (a[:n] == b):
         return n
     lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
     while hi - lo > 1:
