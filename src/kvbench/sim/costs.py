@@ -89,6 +89,9 @@ class CostModel:
     # gives the new model an empty one)
     _lines: dict[int, tuple[float, float, float, float]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    # `weight_bytes_read` per step size in tokens, likewise (a power per step otherwise)
+    _weights: dict[float, float] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_MODES:
@@ -119,8 +122,13 @@ class CostModel:
         each: either way that fraction of the rank's expert bytes."""
         if not self.expert_bytes_per_rank:
             return self.weight_bytes_per_rank
-        touched = 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** max(tokens, 1.0)
-        return self.weight_bytes_per_rank - self.expert_bytes_per_rank * (1.0 - touched)
+        got = self._weights.get(tokens)
+        if got is None:
+            touched = 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** max(
+                tokens, 1.0)
+            got = self._weights[tokens] = self.weight_bytes_per_rank - (
+                self.expert_bytes_per_rank * (1.0 - touched))
+        return got
 
     # -- prefill ---------------------------------------------------------------------------
     def prefill_flops(self, new_tokens: int, context_tokens: int) -> float:
