@@ -106,6 +106,10 @@ def test_unknown_model_names_the_way_out():
 def test_a_prefill_step_alone_costs_the_same_float_as_the_general_step(attention, experts):
     """`prefill_step_s` (a prefill stretch's steps) is `step_s` of one chunk with no decode
     batch and nothing loaded, to the last bit: stretches must not move a single time."""
+    # by hand (conftest's round numbers, no overheads): 1,000 tokens after 0, compute-bound:
+    # (1000 x 1e10 + 500,500 pairs x 1e5) / 1e15 = 10.05005 ms; memory (1e9 + 1e8) / 1e12 =
+    # 1.1 ms; plus 2 ms of write-back wait
+    assert plain_costs().prefill_step_s(1000, 0, 0.0, 0.002) == pytest.approx(0.01205005)
     moe = dict(expert_bytes_per_rank=7e8, experts_per_token=8, num_experts=256) if experts \
         else {}
     costs = plain_costs(attention=attention, step_overhead_s=3.1e-3, prefill_overhead_s=7e-4,

@@ -211,7 +211,7 @@ def test_the_conc6_held_out_offload_miss_is_one_request_that_races_another() -> 
     the cold prefill starts the lane trace_0260's fourth turn frees, the hit follows its
     previous turn by a 5.9 s think time. In the native runs the cold prefill is 120-150 ms
     ahead; the simulation ends trace_0260's turn 100-220 ms later than they do (native's cold
-    prefills run 2-5% faster than simple's, which the profile does not tell apart) and so
+    prefills run 2-4% faster than simple's, which the profile does not tell apart) and so
     sends the hit 20 ms ahead; the real simple arm has it both ways between repeats. So the
     held-out median of 11 requests at conc 6 is one coin; per request the simulator's
     held-out median bias is within 4% in both offload arms. The whole native runs' median

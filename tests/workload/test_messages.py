@@ -225,5 +225,13 @@ def test_marker_places_are_the_layout_s_first_user_message_and_are_laid_out_once
     assert checked > 50
     s = load_trace(TRACES / "claude-code-subagents")[0]
     coarse = WorkloadBounds(concurrency=1, block_tokens=4 * s.turns[0].block_tokens)
-    other = tree.TreeRun(s, coarse.shaped, coarse.think_s).marker_places(0)[1]
-    assert other is not tree.TreeRun(s, plain.shaped, plain.think_s).marker_places(0)[1]
+    run = tree.TreeRun(s, coarse.shaped, coarse.think_s)
+    _, blocks = run.marker_places(0)  # another shaping: its own layout, not the plain one's
+    layout, _ = run.chat_layout(0, None)
+    want = []
+    for p in range(len(layout.turns)):
+        segments = layout.at(p)
+        i = marker_segment(segments)
+        want.append(None if i is None else segments[i].first)
+    assert blocks == want and blocks != tree.TreeRun(s, plain.shaped,
+                                                     plain.think_s).marker_places(0)[1]

@@ -159,9 +159,7 @@ class Engine:
         if step.decode_steps > 1 and not step.chunks:
             # A decode stretch in flight was planned to the next arrival known then: end it
             # at the first step boundary after this one (arrivals from another rank).
-            context = self._decode_base + self.decode_batch * self.costs.accept_length * (
-                self.decode_step)
-            self._step = self._decode_stretch(context, math.inf)
+            self._step = self._decode_stretch(self._decode_context(), math.inf)
         elif self._ends is not None and step.chunks:  # a prefill stretch's piece, likewise
             self._step = self._piece(self._piece_first, seen_s)
 
@@ -422,8 +420,7 @@ class Engine:
         costs = self.costs
         if not chunks and not self.decode_batch:
             return None
-        # `_decode_context`, inline: every step asks
-        context = self._decode_base + self.decode_batch * costs.accept_length * self.decode_step
+        context = self._decode_context()
         if chunks:
             dur = costs.step_s([(n, r.context_tokens) for r, n in chunks], self.decode_batch,
                                context, load_tokens, sync_tokens,
