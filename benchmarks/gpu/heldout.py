@@ -12,6 +12,11 @@ whole run, in /metrics), input and output tok/s of that half over the run's span
 offload / resident ratios of TTFT p50 and output tok/s.
 
     PYTHONPATH=src python benchmarks/gpu/heldout.py [--runs DIR] [--out FILE.json] [--markdown]
+
+Before runs of a longer duration are taken, `--predict S --conc C --runs DIR` writes what the
+simulator says they will measure (each arm's first run at C in DIR as its template, its
+duration set to S): the prediction is committed before the device runs, so nothing about it
+can have been chosen by looking at them.
 """
 
 from __future__ import annotations
@@ -125,6 +130,29 @@ def evaluate(runs: Path = RUNS, hardware: str = "h200-measured",
     return out
 
 
+def predict(runs: Path, conc: int, duration_s: float, hardware: str = "h200-measured") -> dict:
+    """The simulation of each arm at `conc` for `duration_s`, with the arm's first run in
+    `runs` as its template (the host pool its server sized, its sessions and profile): the
+    whole run and each half, as evaluate() scores them."""
+    v = _validate_module()
+    out: dict = {"conc": conc, "duration_s": duration_s, "hardware": hardware, "arms": {}}
+    for run in sorted(p for p in runs.iterdir() if (p / "result.json").is_file()):
+        real = v._real(run)
+        if real["conc"] != conc or real["arm"] in out["arms"]:
+            continue
+        real["duration_s"] = duration_s
+        done: list = []
+        whole = v._simulated(v.sessions_for(real), real, hardware, None, done)
+        rows, span = _sim_rows(done)
+        out["arms"][real["arm"]] = {
+            "template": run.name, "host_tokens": real["host_tokens"],
+            "whole": {k: whole[k] for k in ("requests", "hit_device", "hit_host", "ttft_p50_ms",
+                                             "ttft_p90_ms", "output_tok_s")},
+            **{half: _stats([r for r in rows if half_of(r["session"]) == half], span)
+               for half in HALVES}}
+    return out
+
+
 def _rel(a: float, b: float) -> str:
     return f"{(b / a - 1) * 100:+.0f}%"
 
@@ -174,7 +202,16 @@ def main() -> None:
     ap.add_argument("--runs", type=Path, default=RUNS)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--predict", type=float, metavar="S",
+                    help="write the simulation of runs of S seconds instead (with --conc)")
+    ap.add_argument("--conc", type=int, default=6)
     a = ap.parse_args()
+    if a.predict:
+        got = json.dumps(predict(a.runs, a.conc, a.predict), indent=1) + "\n"
+        if a.out:
+            a.out.write_text(got)
+        print(got, end="")
+        return
     rows = evaluate(a.runs)
     if a.out:
         a.out.write_text(json.dumps(rows, indent=1) + "\n")

@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parents[0] / "results" / "h200"
 RUNS = RESULTS / "vllm" / "runs"
 TRACES = HERE / "vllm" / "traces"
-DURATION_S, MAX_TOKENS_CAP = 50.0, 256  # vllm/run.sh, sglang/run.sh
+MAX_TOKENS_CAP = 256  # vllm/run.sh, sglang/run.sh (their --duration is each run's result.json)
 CHUNK_TOKENS = 8192  # both servers' logs: max_num_batched_tokens / chunked_prefill_size 8192
 
 
@@ -87,6 +87,7 @@ def _real(run: Path) -> dict:
     ttft = {(x["session_id"], x["turn"]): (x["t_first_ns"] - x["t_send_ns"]) / 1e6
             for x in recs if x["status"] == "ok" and not x["is_warmup"]}
     return {"job": run.name, "conc": r["conc"], "arm": _arm(r), "engine": r["framework"],
+            "duration_s": r["duration_s"],
             # the validity profile the replay ran under (None: the committed runs', before
             # profiles; agentx-v1: session 14's, runs-agentx-v1)
             "profile": (r.get("workload") or {}).get("profile"),
@@ -112,24 +113,25 @@ def _real(run: Path) -> dict:
 
 def setting(real: dict) -> tuple:
     """What a simulation of the run depends on (the simulation is deterministic)."""
-    return (real["engine"], real["conc"], real["host_tokens"], real["write_policy"],
-            real["profile"], real["corpus"])
+    return (real["engine"], real["conc"], real["duration_s"], real["host_tokens"],
+            real["write_policy"], real["profile"], real["corpus"])
 
 
 def bounds_of(real: dict) -> WorkloadBounds:
-    """The run's workload bounds: its concurrency, 50 s, outputs capped at 256, and where it
-    ran under a validity profile that profile's replay settings (replay/profile.py
+    """The run's workload bounds: its concurrency and duration (50 s but in runs-s23), outputs
+    capped at 256, and where it ran under a validity profile that profile's replay settings
+    (replay/profile.py
     `replay_settings`, as `kvbench run` applies them: the harness's warm-up, starts sampled in
     the trace, its seed, no cap on one delay, the per-tree cache-bust marker)."""
     if real["profile"] is None:
-        return WorkloadBounds(concurrency=real["conc"], duration_s=DURATION_S,
+        return WorkloadBounds(concurrency=real["conc"], duration_s=real["duration_s"],
                               max_tokens_cap=MAX_TOKENS_CAP)
     from kvbench.replay.profile import chat_prompts, profile_named, replay_settings
 
     st = replay_settings(profile_named(real["profile"]), real["conc"],
-                         {"duration_s": DURATION_S})
+                         {"duration_s": real["duration_s"]})
     return WorkloadBounds(
-        concurrency=real["conc"], duration_s=DURATION_S, max_tokens_cap=MAX_TOKENS_CAP,
+        concurrency=real["conc"], duration_s=real["duration_s"], max_tokens_cap=MAX_TOKENS_CAP,
         think_time_cap_s=st["think_time_cap_s"], start=st["start"],
         start_ratio=st["start_ratio"], seed=st["seed"], warmup_per_lane=st["warmup_per_lane"],
         tree_idle_cap_s=st["tree_idle_cap_s"], system_idle_cap_s=st["system_idle_cap_s"],

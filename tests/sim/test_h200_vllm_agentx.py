@@ -27,12 +27,12 @@ def rows():
 
 def test_the_agentx_settings_are_replayed(rows):
     module, got = rows
-    real = {"conc": 4, "profile": "agentx-v1"}
+    real = {"conc": 4, "duration_s": 50.0, "profile": "agentx-v1"}
     b = module.bounds_of(real)
     assert (b.start, b.start_ratio, b.seed, b.warmup_per_lane) == ("sampled", (0.25, 0.75),
                                                                    42, 10)
     assert b.think_time_cap_s is None and b.tree_markers
-    assert module.bounds_of({"conc": 4, "profile": None}).start == "beginning"
+    assert module.bounds_of({"conc": 4, "duration_s": 50.0, "profile": None}).start == "beginning"
     assert len(got) == 5 and {r["real"]["profile"] for r in got} == {"agentx-v1"}
 
 

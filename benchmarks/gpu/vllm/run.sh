@@ -8,12 +8,13 @@
 #   ARM: probe | resident | native | simple; RUN_ARGS: more `kvbench run` options (a
 #   concurrency, repeats); GPU: h200 (default) or h100, the recipe keys' device; PROFILE: the
 #   validity profile (default none, the committed
-#   runs'); TAG: suffix of the per-call directory (two calls of one arm). An
+#   runs'); TAG: suffix of the per-call directory (two calls of one arm); RUNS: the workload's
+#   results set (default runs-s15, 50 s; runs-s23 is the same sessions for DURATION=150 s). An
 #   arm is skipped when less than JOB_S (330) seconds are left before DEADLINE: each job of
 #   session 2 took 257-306 s (server start included), and a cut job measures nothing.
 #
 # Needs the vLLM 0.26 bundle unpacked into /tmp/site (docs/performance.md says how it travels).
-# Jobs go to /tmp/kvb/results (copied from benchmarks/results/h200/vllm/runs-s15 on first use:
+# Jobs go to /tmp/kvb/$RUNS (copied from benchmarks/results/h200/vllm/$RUNS on first use:
 # the runs of the sessions kvbench replays now, so finished jobs are skipped and `--repeat N`
 # adds the missing repeats; results/h200/vllm/runs slept the recorded think_time, another
 # workload, which resume re-runs), per-call files to
@@ -27,8 +28,10 @@ cd "$here/../../.."
 # GPU=h100 runs the same arms on an H100 (recipe.yaml's h100 keys): another device's runs,
 # kept in results/h100/vllm/runs-s15, never mixed with the H200's
 GPU=${GPU:-h200}
-seed=benchmarks/results/$GPU/vllm/runs-s15
-[ -d "$W/results" ] || { if [ -d "$seed" ]; then cp -r "$seed" "$W/results"; else mkdir -p "$W/results"; fi; }
+RUNS=${RUNS:-runs-s15}
+seed=benchmarks/results/$GPU/vllm/$RUNS
+R=$W/$RUNS
+[ -d "$R" ] || { if [ -d "$seed" ]; then cp -r "$seed" "$R"; else mkdir -p "$R"; fi; }
 for arm in "$@"; do
 C=$W/$arm${TAG:-}
 mkdir -p "$C"
@@ -60,8 +63,8 @@ else
   # experiment, kept apart in results/h200/vllm/runs-agentx-v1)
   # shellcheck disable=SC2086  # RUN_ARGS is a list of options
   timeout "$(left_s)" python3 -m kvbench run "$here/recipe.yaml" \
-    --runner-config "$here/runners.yaml" --config-keys "$key" --results "$W/results" \
-    --trace "$here/traces" --duration 50 --max-tokens-cap 256 "${COMMON[@]}" \
+    --runner-config "$here/runners.yaml" --config-keys "$key" --results "$R" \
+    --trace "$here/traces" --duration "${DURATION:-50}" --max-tokens-cap 256 "${COMMON[@]}" \
     --profile "${PROFILE:-none}" --sizing budget ${RUN_ARGS:-} \
     --no-dashboard --continue-on-error --compress --format json > "$C/run.json" 2> "$C/run.log"
   echo "kvbench run rc=$? after $((SECONDS - t0)) s" | tee -a "$C/call.log"
